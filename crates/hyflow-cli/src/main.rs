@@ -1,0 +1,121 @@
+//! `hyflow`: the command-line front of the hyflow engine. Thin by design: argument parsing,
+//! file handling and printing; every decision is made in the `hyflow` library.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use hyflow::openflow::report::{trace_json, trace_text};
+use hyflow::openflow::{parse_packet, read_flow_file, Pipeline, Traversal};
+use hyflow::packet::{parse_frame, FlowKey, LinkKind};
+
+#[derive(Parser)]
+#[command(name = "hyflow", version, about = "A virtual switch split between a SmartNIC model and host software")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Trace packets through an OpenFlow pipeline, like `ovs-appctl ofproto/trace`: tables and
+    /// rules visited, the megaflow, the datapath actions, and each output.
+    Trace(TraceArgs),
+}
+
+#[derive(Args)]
+struct TraceArgs {
+    /// Flow file in `ovs-ofctl add-flows` syntax.
+    #[arg(long, value_name = "FILE")]
+    flows: PathBuf,
+    /// A packet as a match-style string, e.g.
+    /// `in_port=1,dl_src=00:00:00:00:00:01,dl_type=0x0800,nw_src=10.0.0.1,nw_proto=6,tp_dst=80`
+    /// (absent fields are zero).
+    #[arg(value_name = "PACKET", conflicts_with_all = ["packets", "pcap"])]
+    packet: Option<String>,
+    /// File with one packet string per line (blank lines and `#` comments skipped).
+    #[arg(long, value_name = "FILE", conflicts_with = "pcap")]
+    packets: Option<PathBuf>,
+    /// Take the packet from a pcap/pcapng trace (see --index).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// 0-based index of the packet in --pcap.
+    #[arg(long, default_value_t = 0, requires = "pcap")]
+    index: u64,
+    /// Input port for --pcap packets (pcapng interface i arrives on port i+1 when not given).
+    #[arg(long, value_name = "PORT", requires = "pcap")]
+    in_port: Option<u32>,
+    /// Print one JSON object per packet instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Trace(args) => run_trace(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hyflow: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_pipeline(path: &Path) -> Result<Pipeline> {
+    let rules = read_flow_file(path)?;
+    Ok(Pipeline::from_rules(rules))
+}
+
+fn packet_from_pcap(path: &Path, _index: u64, _in_port: Option<u32>) -> Result<FlowKey> {
+    let _ = (parse_frame, LinkKind::Ethernet);
+    bail!("{}: pcap input not wired yet", path.display())
+}
+
+fn packets_from_file(path: &Path) -> Result<Vec<FlowKey>> {
+    let file = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("{}: cannot read", path.display()))?;
+        let Some(body) = hyflow::openflow::parser::strip_comment(&line) else { continue };
+        let key = parse_packet(body.trim()).map_err(|e| {
+            anyhow!("{}:{}:{}: {} (at '{}')", path.display(), n + 1, e.column, e.message, e.token)
+        })?;
+        out.push(key);
+    }
+    Ok(out)
+}
+
+fn run_trace(args: TraceArgs) -> Result<()> {
+    let pipeline = load_pipeline(&args.flows)?;
+    let packets = if let Some(p) = &args.packet {
+        vec![parse_packet(p).map_err(|e| anyhow!("packet:{}: {} (at '{}')", e.column, e.message, e.token))?]
+    } else if let Some(f) = &args.packets {
+        packets_from_file(f)?
+    } else if let Some(f) = &args.pcap {
+        vec![packet_from_pcap(f, args.index, args.in_port)?]
+    } else {
+        bail!("give a PACKET, --packets FILE or --pcap FILE");
+    };
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut tr = Traversal::new();
+    for (i, pkt) in packets.iter().enumerate() {
+        pipeline.process(pkt, &mut tr);
+        if args.json {
+            writeln!(out, "{}", trace_json(&tr, &pipeline))?;
+        } else {
+            if i > 0 {
+                writeln!(out)?;
+            }
+            write!(out, "{}", trace_text(&tr, &pipeline))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! OpenFlow actions as the pipeline executes them.
+//!
+//! The parser lowers every spelling (`mod_nw_src`, `set_field`, `load`, ...) onto this small
+//! set, so execution has one code path per behaviour, and each carries OVS's semantics
+//! (which fields it un-wildcards, when it is skipped).
+
+use crate::packet::format::format_value;
+use crate::packet::FieldId;
+
+/// A contiguous bit range of a field, as in `NXM_NX_REG0[8..15]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubField {
+    /// The field.
+    pub field: FieldId,
+    /// First bit (0 = least significant).
+    pub offset: u8,
+    /// Number of bits.
+    pub n_bits: u8,
+}
+
+impl SubField {
+    /// The bits this sub-field selects, as a mask over the field's value.
+    pub fn mask(&self) -> u128 {
+        let ones = if self.n_bits >= 128 { u128::MAX } else { (1u128 << self.n_bits) - 1 };
+        ones << self.offset
+    }
+}
+
+/// One action or instruction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send a copy of the packet as it is now to a port (skipped if it is the input port).
+    Output(u32),
+    /// Send the packet back out of its input port (`in_port` / `output:in_port`).
+    OutputInPort,
+    /// `goto_table:N` instruction: continue in a later table (always last).
+    GotoTable(u8),
+    /// `resubmit([port],[table])`: look up again, optionally as from another port, then
+    /// continue with the remaining actions.
+    Resubmit {
+        /// Input port to look up with; `None` keeps the current one.
+        in_port: Option<u32>,
+        /// Table to look up in; `None` means the current table.
+        table: Option<u8>,
+    },
+    /// Write `value` into the `mask` bits of `field` if the packet has the field
+    /// (`set_field`, `load`, `mod_dl_src`, `mod_nw_src`, `mod_tp_dst`, ...).
+    SetField {
+        /// Field written.
+        field: FieldId,
+        /// New value (only bits under `mask` are used).
+        value: u128,
+        /// Bits written.
+        mask: u128,
+    },
+    /// `move:SRC[a..b]->DST[c..d]`: copy bits between fields.
+    Move {
+        /// Source bits.
+        src: SubField,
+        /// Destination bits (same width).
+        dst: SubField,
+    },
+    /// `write_metadata:V/M` instruction.
+    WriteMetadata {
+        /// Value.
+        value: u64,
+        /// Bits written.
+        mask: u64,
+    },
+    /// `push_vlan:TPID`: new outer tag with VID 0, PCP 0 (as OVS).
+    PushVlan(u16),
+    /// `pop_vlan` / `strip_vlan`: remove the outer tag.
+    PopVlan,
+    /// `mod_vlan_vid` / `set_vlan_vid`; `push_if_needed` is OpenFlow 1.0's behaviour of adding a
+    /// tag to untagged packets (`mod_vlan_vid`).
+    SetVlanVid {
+        /// VLAN id (12 bits).
+        vid: u16,
+        /// Add a tag when there is none.
+        push_if_needed: bool,
+    },
+    /// `mod_vlan_pcp` / `set_vlan_pcp`.
+    SetVlanPcp {
+        /// Priority code point (3 bits).
+        pcp: u8,
+        /// Add a tag when there is none.
+        push_if_needed: bool,
+    },
+    /// `dec_ttl`: decrement IP TTL; at TTL ≤ 1 the packet goes to the controller and the
+    /// current action list stops.
+    DecTtl,
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Output(p) => write!(f, "output:{p}"),
+            Action::OutputInPort => write!(f, "in_port"),
+            Action::GotoTable(t) => write!(f, "goto_table:{t}"),
+            Action::Resubmit { in_port, table } => {
+                let p = in_port.map(|p| p.to_string()).unwrap_or_default();
+                let t = table.map(|t| t.to_string()).unwrap_or_default();
+                write!(f, "resubmit({p},{t})")
+            }
+            Action::SetField { field, value, mask } => {
+                let full = field.full_mask();
+                if *mask == full {
+                    write!(f, "set_field:{}->{}", format_value(*field, *value), field.def().name)
+                } else {
+                    write!(
+                        f,
+                        "set_field:{}/{}->{}",
+                        format_value(*field, *value & mask),
+                        format_value(*field, *mask),
+                        field.def().name
+                    )
+                }
+            }
+            Action::Move { src, dst } => write!(
+                f,
+                "move:{}[{}..{}]->{}[{}..{}]",
+                src.field.def().name,
+                src.offset,
+                src.offset + src.n_bits - 1,
+                dst.field.def().name,
+                dst.offset,
+                dst.offset + dst.n_bits - 1
+            ),
+            Action::WriteMetadata { value, mask } => write!(f, "write_metadata:{value:#x}/{mask:#x}"),
+            Action::PushVlan(tpid) => write!(f, "push_vlan:{tpid:#06x}"),
+            Action::PopVlan => write!(f, "pop_vlan"),
+            Action::SetVlanVid { vid, push_if_needed: true } => write!(f, "mod_vlan_vid:{vid}"),
+            Action::SetVlanVid { vid, .. } => write!(f, "set_vlan_vid:{vid}"),
+            Action::SetVlanPcp { pcp, push_if_needed: true } => write!(f, "mod_vlan_pcp:{pcp}"),
+            Action::SetVlanPcp { pcp, .. } => write!(f, "set_vlan_pcp:{pcp}"),
+            Action::DecTtl => write!(f, "dec_ttl"),
+        }
+    }
+}
+
+/// Writes an action list as ovs-ofctl would (`drop` when empty).
+pub fn format_actions(actions: &[Action]) -> String {
+    if actions.is_empty() {
+        return "drop".to_string();
+    }
+    actions.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+}

@@ -1,0 +1,580 @@
+//! One OpenFlow table's classifier: tuple space search with OVS-style un-wildcarding.
+//!
+//! Rules are grouped into *subtables* by mask; a lookup hashes the packet under each subtable's
+//! mask, visiting subtables from the highest maximum priority down and stopping as soon as no
+//! remaining subtable can beat the best match. When asked for the wildcards a lookup depended on
+//! (to build megaflows), it reproduces Open vSwitch's classifier (`lib/classifier.c`):
+//!
+//! * **staged lookup** — each subtable hashes metadata, L2, L3 and L4 fields in stages and
+//!   keeps an index of every stage prefix; a miss at a stage un-wildcards only the stages
+//!   examined so far;
+//! * **prefix tries** on `nw_dst`, `nw_src`, `ipv6_dst`, `ipv6_src` — a subtable whose prefix
+//!   length cannot match the packet is skipped after un-wildcarding only the address bits the
+//!   trie needed;
+//! * **port prefix tries** — a miss in the final (L4) stage un-wildcards only the leading port
+//!   bits that distinguish the packet from the subtable's rules.
+//!
+//! Ties between equal-priority rules go to the rule added first.
+
+use hashbrown::{HashMap, HashTable};
+
+use super::rule::{Match, RuleId};
+use super::trie::{PrefixTrie, TrieMatch};
+use crate::packet::field::{id, stage_of_word, FieldId, Stage, KEY_WORDS};
+use crate::packet::format::prefix_mask;
+use crate::packet::{FlowKey, FlowMask};
+
+/// Fields with prefix tries, in the order OVS checks them.
+pub const TRIE_FIELDS: [FieldId; 4] = [id::NW_DST, id::NW_SRC, id::IPV6_DST, id::IPV6_SRC];
+const N_TRIES: usize = TRIE_FIELDS.len();
+const PORTS_WORD: usize = crate::packet::field::word::PORTS as usize;
+
+#[inline]
+fn mix(h: u64, w: u64) -> u64 {
+    (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+}
+
+#[inline]
+fn finish(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+const SEED: u64 = 0x243f_6a88_85a3_08d3;
+
+/// A rule as the classifier knows it: identity plus what decides precedence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClsEntry {
+    /// The rule.
+    pub rule: RuleId,
+    /// Its priority.
+    pub priority: u16,
+    /// Insertion sequence number: lower wins among equal priorities.
+    pub seq: u64,
+}
+
+impl ClsEntry {
+    #[inline]
+    fn beats(&self, other: &ClsEntry) -> bool {
+        self.priority > other.priority || (self.priority == other.priority && self.seq < other.seq)
+    }
+}
+
+struct Bucket {
+    hash: u64,
+    /// Masked key values, one per subtable word.
+    key: Box<[u64]>,
+    /// Rules with this exact masked match, best first.
+    entries: Vec<ClsEntry>,
+}
+
+struct Subtable {
+    mask: FlowMask,
+    /// Key words the mask touches, ascending.
+    words: Box<[u8]>,
+    /// End (exclusive, into `words`) of each lookup stage; the last stage is the final one.
+    stage_ends: Box<[u8]>,
+    /// For each stage, bit j set if trie j applies in it.
+    stage_tries: Box<[u8]>,
+    /// Hashes of every rule's stage prefixes, with reference counts (one map per non-final stage).
+    indices: Vec<HashMap<u64, u32>>,
+    buckets: HashTable<Bucket>,
+    trie_plen: [u8; N_TRIES],
+    /// Prefix length of the (tp_src, tp_dst) mask, 0 if ports are not matched.
+    ports_mask_len: u8,
+    ports_trie: PrefixTrie,
+    max_priority: u16,
+    /// Lowest sequence number among rules at `max_priority`.
+    max_priority_seq: u64,
+    n_rules: usize,
+}
+
+/// Length of `mask` as a CIDR prefix over a `bits`-wide field, or 0 if it is not one.
+fn prefix_len(mask: u128, bits: u32) -> u32 {
+    let n = mask.count_ones();
+    if mask == prefix_mask(bits, n) {
+        n
+    } else {
+        0
+    }
+}
+
+impl Subtable {
+    fn new(mask: FlowMask) -> Subtable {
+        let words: Vec<u8> = (0..KEY_WORDS).filter(|&w| mask.words[w] != 0).map(|w| w as u8).collect();
+        // One stage per non-empty segment (metadata, L2, L3, L4), like OVS's index_maps.
+        let mut stage_ends = Vec::new();
+        let mut stage_of: Vec<Stage> = Vec::new();
+        for (i, &w) in words.iter().enumerate() {
+            let s = stage_of_word(w as usize);
+            if stage_of.last() != Some(&s) {
+                if !stage_of.is_empty() {
+                    stage_ends.push(i as u8);
+                }
+                stage_of.push(s);
+            }
+        }
+        stage_ends.push(words.len() as u8);
+        let mut trie_plen = [0u8; N_TRIES];
+        let mut stage_tries = vec![0u8; stage_ends.len()];
+        for (j, f) in TRIE_FIELDS.iter().enumerate() {
+            let def = f.def();
+            let plen = prefix_len(mask.get(*f), def.bits as u32);
+            trie_plen[j] = plen as u8;
+            if plen > 0 {
+                let s = stage_of_word(def.word as usize);
+                if let Some(i) = stage_of.iter().position(|&x| x == s) {
+                    stage_tries[i] |= 1 << j;
+                }
+            }
+        }
+        let ports = (mask.words[PORTS_WORD] >> 32) as u32;
+        let ports_mask_len = if ports == 0 { 0 } else { 32 - ports.trailing_zeros() } as u8;
+        let n_stages = stage_ends.len();
+        Subtable {
+            mask,
+            words: words.into_boxed_slice(),
+            stage_ends: stage_ends.into_boxed_slice(),
+            stage_tries: stage_tries.into_boxed_slice(),
+            indices: (0..n_stages.saturating_sub(1)).map(|_| HashMap::new()).collect(),
+            buckets: HashTable::new(),
+            trie_plen,
+            ports_mask_len,
+            ports_trie: PrefixTrie::new(32),
+            max_priority: 0,
+            max_priority_seq: u64::MAX,
+            n_rules: 0,
+        }
+    }
+
+    #[inline]
+    fn masked_word(&self, key: &FlowKey, w: u8) -> u64 {
+        key.words[w as usize] & self.mask.words[w as usize]
+    }
+
+    /// Stage-prefix hashes and the full hash of a key under this subtable's mask.
+    fn hashes(&self, key: &FlowKey, out: &mut Vec<u64>) -> u64 {
+        let mut h = SEED;
+        let mut start = 0;
+        for (i, &end) in self.stage_ends.iter().enumerate() {
+            for &w in &self.words[start..end as usize] {
+                h = mix(h, self.masked_word(key, w));
+            }
+            start = end as usize;
+            if i + 1 < self.stage_ends.len() {
+                out.push(finish(h));
+            }
+        }
+        finish(h)
+    }
+
+    #[inline]
+    fn full_hash(&self, key: &FlowKey) -> u64 {
+        let mut h = SEED;
+        for &w in self.words.iter() {
+            h = mix(h, self.masked_word(key, w));
+        }
+        finish(h)
+    }
+
+    #[inline]
+    fn bucket_for(&self, key: &FlowKey, hash: u64) -> Option<&Bucket> {
+        self.buckets.find(hash, |b| {
+            b.hash == hash
+                && b.key.iter().zip(self.words.iter()).all(|(v, &w)| *v == self.masked_word(key, w))
+        })
+    }
+
+    fn ports_value(&self, key: &FlowKey) -> u128 {
+        ((key.words[PORTS_WORD] & self.mask.words[PORTS_WORD]) >> 32) as u128
+    }
+
+    fn refresh_max(&mut self) {
+        let mut best: Option<ClsEntry> = None;
+        for b in self.buckets.iter() {
+            for e in &b.entries {
+                if best.is_none_or(|x| e.priority > x.priority || (e.priority == x.priority && e.seq < x.seq)) {
+                    best = Some(*e);
+                }
+            }
+        }
+        (self.max_priority, self.max_priority_seq) = best.map_or((0, u64::MAX), |e| (e.priority, e.seq));
+    }
+
+    /// Folds the mask bits of `words[..end]` into `wc`.
+    #[inline]
+    fn fold(&self, end: usize, wc: &mut FlowMask) {
+        for &w in &self.words[..end] {
+            wc.words[w as usize] |= self.mask.words[w as usize];
+        }
+    }
+}
+
+/// Per-lookup lazily computed trie results.
+type TrieCtx = [Option<TrieMatch>; N_TRIES];
+
+/// A table's rules, searchable by packet.
+pub struct Classifier {
+    subtables: Vec<Option<Subtable>>,
+    /// Live subtables by (max priority desc, its earliest rule asc).
+    order: Vec<u32>,
+    by_mask: HashMap<FlowMask, u32>,
+    tries: [PrefixTrie; N_TRIES],
+    n_rules: usize,
+    scratch: Vec<u64>,
+}
+
+impl Default for Classifier {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Classifier {
+    /// An empty classifier.
+    pub fn new() -> Classifier {
+        Classifier {
+            subtables: Vec::new(),
+            order: Vec::new(),
+            by_mask: HashMap::new(),
+            tries: TRIE_FIELDS.map(|f| PrefixTrie::new(f.def().bits as u32)),
+            n_rules: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.n_rules
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.n_rules == 0
+    }
+
+    /// Number of distinct masks (subtables).
+    pub fn n_masks(&self) -> usize {
+        self.order.len()
+    }
+
+    fn resort(&mut self) {
+        let subtables = &self.subtables;
+        self.order.sort_by(|&a, &b| {
+            let (a, b) = (subtables[a as usize].as_ref(), subtables[b as usize].as_ref());
+            let (a, b) = (a.map_or((0, u64::MAX), |s| (s.max_priority, s.max_priority_seq)), b.map_or((0, u64::MAX), |s| (s.max_priority, s.max_priority_seq)));
+            b.0.cmp(&a.0).then(a.1.cmp(&b.1))
+        });
+    }
+
+    /// The rule with exactly this match and priority, if any (OpenFlow's identity of a rule).
+    pub fn find_exact(&self, m: &Match, priority: u16) -> Option<RuleId> {
+        let &si = self.by_mask.get(&m.mask)?;
+        let st = self.subtables[si as usize].as_ref()?;
+        let b = st.bucket_for(&m.value, st.full_hash(&m.value))?;
+        b.entries.iter().find(|e| e.priority == priority).map(|e| e.rule)
+    }
+
+    /// Adds a rule. The caller guarantees no rule with the same match and priority exists.
+    pub fn insert(&mut self, m: &Match, entry: ClsEntry) {
+        let si = match self.by_mask.get(&m.mask) {
+            Some(&si) => si,
+            None => {
+                let si = self.subtables.len() as u32;
+                self.subtables.push(Some(Subtable::new(m.mask)));
+                self.by_mask.insert(m.mask, si);
+                self.order.push(si);
+                si
+            }
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let st = self.subtables[si as usize].as_mut().expect("live subtable");
+        let hash = st.hashes(&m.value, &mut scratch);
+        for (i, h) in scratch.iter().enumerate() {
+            *st.indices[i].entry(*h).or_insert(0) += 1;
+        }
+        let key: Box<[u64]> = st.words.iter().map(|&w| m.value.words[w as usize]).collect();
+        let words = &st.words;
+        let value = &m.value;
+        let found = st.buckets.find_mut(hash, |b| {
+            b.hash == hash && b.key.iter().zip(words.iter()).all(|(v, &w)| *v == value.words[w as usize])
+        });
+        match found {
+            Some(b) => {
+                let pos = b.entries.iter().position(|e| entry.beats(e)).unwrap_or(b.entries.len());
+                b.entries.insert(pos, entry);
+            }
+            None => {
+                st.buckets.insert_unique(hash, Bucket { hash, key, entries: vec![entry] }, |b| b.hash);
+            }
+        }
+        if st.ports_mask_len > 0 {
+            st.ports_trie.insert(st.ports_value(&m.value), st.ports_mask_len as u32);
+        }
+        for (j, f) in TRIE_FIELDS.iter().enumerate() {
+            if st.trie_plen[j] > 0 {
+                self.tries[j].insert(m.value.get(*f), st.trie_plen[j] as u32);
+            }
+        }
+        st.n_rules += 1;
+        let moved = st.n_rules == 1
+            || entry.priority > st.max_priority
+            || (entry.priority == st.max_priority && entry.seq < st.max_priority_seq);
+        if moved {
+            st.max_priority = entry.priority;
+            st.max_priority_seq = entry.seq;
+            self.resort();
+        }
+        self.n_rules += 1;
+        self.scratch = scratch;
+    }
+
+    /// Removes a rule previously inserted with this match; returns whether it was there.
+    pub fn remove(&mut self, m: &Match, rule: RuleId) -> bool {
+        let Some(&si) = self.by_mask.get(&m.mask) else { return false };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let st = self.subtables[si as usize].as_mut().expect("live subtable");
+        let hash = st.hashes(&m.value, &mut scratch);
+        let words = &st.words;
+        let value = &m.value;
+        let Ok(mut occ) = st.buckets.find_entry(hash, |b| {
+            b.hash == hash && b.key.iter().zip(words.iter()).all(|(v, &w)| *v == value.words[w as usize])
+        }) else {
+            self.scratch = scratch;
+            return false;
+        };
+        let b = occ.get_mut();
+        let Some(pos) = b.entries.iter().position(|e| e.rule == rule) else {
+            self.scratch = scratch;
+            return false;
+        };
+        b.entries.remove(pos);
+        if b.entries.is_empty() {
+            occ.remove();
+        }
+        for (i, h) in scratch.iter().enumerate() {
+            if let Some(c) = st.indices[i].get_mut(h) {
+                *c -= 1;
+                if *c == 0 {
+                    st.indices[i].remove(h);
+                }
+            }
+        }
+        if st.ports_mask_len > 0 {
+            st.ports_trie.remove(st.ports_value(&m.value), st.ports_mask_len as u32);
+        }
+        for (j, f) in TRIE_FIELDS.iter().enumerate() {
+            if st.trie_plen[j] > 0 {
+                self.tries[j].remove(m.value.get(*f), st.trie_plen[j] as u32);
+            }
+        }
+        st.n_rules -= 1;
+        self.n_rules -= 1;
+        if st.n_rules == 0 {
+            self.subtables[si as usize] = None;
+            self.by_mask.remove(&m.mask);
+            self.order.retain(|&x| x != si);
+        } else {
+            st.refresh_max();
+            self.resort();
+        }
+        self.scratch = scratch;
+        true
+    }
+
+    /// Highest-priority rule matching `key`, without tracking wildcards (the fast path).
+    pub fn lookup(&self, key: &FlowKey) -> Option<ClsEntry> {
+        let mut best: Option<ClsEntry> = None;
+        for &si in &self.order {
+            let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
+            if let Some(b) = &best {
+                if st.max_priority < b.priority || (st.max_priority == b.priority && st.max_priority_seq >= b.seq) {
+                    break;
+                }
+            }
+            let hash = st.full_hash(key);
+            if let Some(bucket) = st.bucket_for(key, hash) {
+                let e = bucket.entries[0];
+                if best.is_none_or(|b| e.beats(&b)) {
+                    best = Some(e);
+                }
+            }
+        }
+        best
+    }
+
+    /// Highest-priority rule matching `key`; ORs into `wc` every bit the answer depended on,
+    /// exactly as OVS's `classifier_lookup` does, so that every packet agreeing with `key` on
+    /// `wc` gets the same answer.
+    pub fn lookup_wc(&self, key: &FlowKey, wc: &mut FlowMask) -> Option<ClsEntry> {
+        let mut ctx: TrieCtx = [None; N_TRIES];
+        let mut best: Option<ClsEntry> = None;
+        for &si in &self.order {
+            let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
+            if let Some(b) = &best {
+                if st.max_priority < b.priority || (st.max_priority == b.priority && st.max_priority_seq >= b.seq) {
+                    break;
+                }
+            }
+            if let Some(e) = self.find_wc(st, key, &mut ctx, wc) {
+                if best.is_none_or(|b| e.beats(&b)) {
+                    best = Some(e);
+                }
+            }
+        }
+        best
+    }
+
+    /// OVS `check_tries`: can a prefix trie prove this subtable cannot match, cheaply?
+    fn check_tries(&self, st: &Subtable, stage: usize, key: &FlowKey, ctx: &mut TrieCtx, wc: &mut FlowMask) -> bool {
+        let mut tries = st.stage_tries[stage];
+        while tries != 0 {
+            let j = tries.trailing_zeros() as usize;
+            tries &= tries - 1;
+            let field = TRIE_FIELDS[j];
+            let def = field.def();
+            let m = *ctx[j].get_or_insert_with(|| {
+                if key.prereq_ok(def.prereq) {
+                    self.tries[j].lookup(key.get(field))
+                } else {
+                    TrieMatch::ALL
+                }
+            });
+            let plen = st.trie_plen[j] as u32;
+            if !m.has_plen(plen) {
+                let bits = prefix_mask(def.bits as u32, m.maskbits);
+                // Never un-wildcard more than this subtable would have on its own.
+                if m.maskbits <= plen {
+                    wc.unwildcard(field, bits);
+                    return true;
+                }
+                if wc.get(field) & bits == bits {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// OVS `find_match_wc` for one subtable.
+    fn find_wc(&self, st: &Subtable, key: &FlowKey, ctx: &mut TrieCtx, wc: &mut FlowMask) -> Option<ClsEntry> {
+        let mut h = SEED;
+        let mut start = 0usize;
+        let last = st.stage_ends.len() - 1;
+        for (i, index) in st.indices.iter().enumerate() {
+            if self.check_tries(st, i, key, ctx, wc) {
+                st.fold(start, wc);
+                return None;
+            }
+            let end = st.stage_ends[i] as usize;
+            for &w in &st.words[start..end] {
+                h = mix(h, st.masked_word(key, w));
+            }
+            start = end;
+            if !index.contains_key(&finish(h)) {
+                st.fold(end, wc);
+                return None;
+            }
+        }
+        if self.check_tries(st, last, key, ctx, wc) {
+            st.fold(start, wc);
+            return None;
+        }
+        for &w in &st.words[start..] {
+            h = mix(h, st.masked_word(key, w));
+        }
+        match st.bucket_for(key, finish(h)) {
+            Some(b) => {
+                st.fold(st.words.len(), wc);
+                Some(b.entries[0])
+            }
+            None if st.ports_mask_len > 0 => {
+                // Un-wildcard only the leading port bits that tell this packet apart.
+                let mbits = st.ports_trie.lookup(st.ports_value(key)).maskbits;
+                let ports_mask = (st.mask.words[PORTS_WORD] >> 32) as u32;
+                let keep = ports_mask & (prefix_mask(32, mbits) as u32);
+                wc.words[PORTS_WORD] |= (keep as u64) << 32;
+                st.fold(start, wc);
+                None
+            }
+            None => {
+                st.fold(st.words.len(), wc);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openflow::parser::{parse_flow_spec, SpecKind};
+
+    fn cls(lines: &[&str]) -> Classifier {
+        let mut c = Classifier::new();
+        for (i, l) in lines.iter().enumerate() {
+            let r = parse_flow_spec(l, SpecKind::Add).unwrap().rule;
+            c.insert(&r.matcher, ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64 });
+        }
+        c
+    }
+
+    fn pkt(s: &str) -> FlowKey {
+        crate::openflow::parser::parse_packet(s).unwrap()
+    }
+
+    #[test]
+    fn priority_then_first_added() {
+        let c = cls(&["priority=5,ip actions=drop", "priority=9,ip,nw_src=10.0.0.0/8 actions=drop", "priority=9,ip,nw_dst=1.1.1.1 actions=drop"]);
+        let p = pkt("ip,nw_src=10.1.1.1,nw_dst=1.1.1.1");
+        assert_eq!(c.lookup(&p).unwrap().rule, 1);
+        let mut wc = FlowMask::CATCHALL;
+        assert_eq!(c.lookup_wc(&p, &mut wc).unwrap().rule, 1);
+        assert_eq!(c.lookup(&pkt("ip,nw_src=11.1.1.1")).unwrap().rule, 0);
+    }
+
+    #[test]
+    fn trie_keeps_address_wildcards_narrow() {
+        let c = cls(&["priority=10,ip,nw_dst=10.0.0.0/8 actions=drop", "priority=1,ip actions=drop"]);
+        let mut wc = FlowMask::CATCHALL;
+        let e = c.lookup_wc(&pkt("ip,nw_dst=192.168.1.1"), &mut wc).unwrap();
+        assert_eq!(e.rule, 1);
+        assert_eq!(wc.get(id::NW_DST), 0x8000_0000, "one bit tells 192/.. from 10/8");
+    }
+
+    #[test]
+    fn ports_trie_unwildcards_leading_port_bits() {
+        let c = cls(&["priority=10,tcp,tp_dst=80 actions=drop", "priority=1,ip actions=drop"]);
+        let mut wc = FlowMask::CATCHALL;
+        c.lookup_wc(&pkt("tcp,tp_dst=0x8000"), &mut wc).unwrap();
+        assert_eq!(wc.get(id::TP_DST), 0x8000);
+    }
+
+    #[test]
+    fn staged_miss_unwildcards_only_examined_stages() {
+        let c = cls(&["priority=10,in_port=1,tcp,tp_dst=80 actions=drop"]);
+        let mut wc = FlowMask::CATCHALL;
+        assert!(c.lookup_wc(&pkt("in_port=2,tcp,tp_dst=80"), &mut wc).is_none());
+        assert_eq!(wc.get(id::IN_PORT), 0xffff_ffff);
+        assert_eq!(wc.get(id::DL_TYPE), 0);
+        assert_eq!(wc.get(id::TP_DST), 0);
+    }
+
+    #[test]
+    fn remove_restores_lookups() {
+        let mut c = cls(&["priority=10,ip,nw_dst=10.0.0.0/8 actions=drop", "priority=1,ip actions=drop"]);
+        let r = parse_flow_spec("priority=10,ip,nw_dst=10.0.0.0/8 actions=drop", SpecKind::Add).unwrap().rule;
+        assert_eq!(c.find_exact(&r.matcher, 10), Some(0));
+        assert!(c.remove(&r.matcher, 0));
+        assert_eq!(c.lookup(&pkt("ip,nw_dst=10.1.1.1")).unwrap().rule, 1);
+        assert_eq!(c.n_masks(), 1);
+        let mut wc = FlowMask::CATCHALL;
+        c.lookup_wc(&pkt("ip,nw_dst=10.1.1.1"), &mut wc);
+        assert_eq!(wc.get(id::NW_DST), 0);
+    }
+}

@@ -1,0 +1,185 @@
+//! Datapath actions: what a megaflow does, composed from the pipeline's OpenFlow actions.
+//!
+//! As in OVS, header rewrites are *committed* lazily — only when the packet is output — so the
+//! composed list says exactly which header fields differ at each output, followed by VLAN
+//! pops/pushes and the output itself.
+
+use std::fmt::Write as _;
+
+use crate::packet::field::{id, proto, FieldId};
+use crate::packet::format::format_value;
+use crate::packet::FlowKey;
+
+/// One datapath action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DpAction {
+    /// Set a header field to a value.
+    Set(FieldId, u128),
+    /// Remove the outer VLAN tag.
+    PopVlan,
+    /// Add an outer VLAN tag.
+    PushVlan {
+        /// Tag protocol id (0x8100 or 0x88a8).
+        tpid: u16,
+        /// Tag control information (PCP, VID; CFI set).
+        tci: u16,
+    },
+    /// Send to a port.
+    Output(u32),
+}
+
+/// Header groups a set action belongs to, in OVS's commit order.
+const SET_GROUPS: &[(&str, &[FieldId])] = &[
+    ("tunnel", &[id::TUN_ID]),
+    ("eth", &[id::DL_SRC, id::DL_DST]),
+    ("ipv4", &[id::NW_SRC, id::NW_DST, id::NW_TOS, id::NW_TTL]),
+    ("ipv6", &[id::IPV6_SRC, id::IPV6_DST, id::IPV6_LABEL, id::NW_TOS, id::NW_TTL]),
+    ("arp", &[id::ARP_SPA, id::ARP_TPA, id::ARP_OP, id::ARP_SHA, id::ARP_THA]),
+    ("l4", &[id::TP_SRC, id::TP_DST]),
+];
+
+fn group_applies(name: &str, k: &FlowKey) -> bool {
+    match name {
+        "ipv4" => k.dl_type() == proto::ETH_IPV4,
+        "ipv6" => k.dl_type() == proto::ETH_IPV6,
+        "arp" => k.dl_type() == proto::ETH_ARP,
+        "l4" => k.is_ip() && k.nw_frag() & proto::FRAG_LATER == 0,
+        _ => true,
+    }
+}
+
+/// Appends the actions that turn `base` into `flow`, and makes `base` equal `flow` on the
+/// committed fields. Returns the VLAN header indices of `base` that were popped (OVS
+/// un-wildcards the tags it pops, since the push must recreate them exactly).
+pub fn commit(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> [bool; 2] {
+    for (name, fields) in SET_GROUPS {
+        if !group_applies(name, flow) {
+            continue;
+        }
+        for &f in *fields {
+            let v = flow.get(f);
+            if base.get(f) != v {
+                out.push(DpAction::Set(f, v));
+                base.set(f, v);
+            }
+        }
+    }
+    commit_vlans(base, flow, out)
+}
+
+fn vlan_stack(k: &FlowKey) -> ([(u16, u16); 2], usize) {
+    let tags = [(k.vlan_tpid(), k.vlan_tci()), (k.vlan_tpid2(), k.vlan_tci2())];
+    let n = tags.iter().take_while(|t| t.1 & proto::VLAN_CFI != 0).count();
+    (tags, n)
+}
+
+fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> [bool; 2] {
+    let (b, mut bn) = vlan_stack(base);
+    let (f, mut fn_) = vlan_stack(flow);
+    // Keep the common inner tags; pop the rest of base and push the rest of flow.
+    while bn > 0 && fn_ > 0 && b[bn - 1] == f[fn_ - 1] {
+        bn -= 1;
+        fn_ -= 1;
+    }
+    let mut popped = [false; 2];
+    for p in popped.iter_mut().take(bn) {
+        out.push(DpAction::PopVlan);
+        *p = true;
+    }
+    for i in (0..fn_).rev() {
+        out.push(DpAction::PushVlan { tpid: f[i].0, tci: f[i].1 });
+    }
+    base.set_vlan_tpid(flow.vlan_tpid());
+    base.set_vlan_tci(flow.vlan_tci());
+    base.set_vlan_tpid2(flow.vlan_tpid2());
+    base.set_vlan_tci2(flow.vlan_tci2());
+    popped
+}
+
+/// Writes datapath actions like `ovs-appctl ofproto/trace` (`drop` when empty).
+pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
+    if actions.is_empty() {
+        return "drop".to_string();
+    }
+    let mut out = String::new();
+    let mut i = 0;
+    while i < actions.len() {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        match actions[i] {
+            DpAction::Output(p) => {
+                let _ = write!(out, "{p}");
+                i += 1;
+            }
+            DpAction::PopVlan => {
+                out.push_str("pop_vlan");
+                i += 1;
+            }
+            DpAction::PushVlan { tpid, tci } => {
+                if tpid != proto::ETH_VLAN {
+                    let _ = write!(out, "push_vlan(tpid=0x{tpid:04x},vid={},pcp={})", tci & 0xfff, tci >> 13);
+                } else {
+                    let _ = write!(out, "push_vlan(vid={},pcp={})", tci & 0xfff, tci >> 13);
+                }
+                i += 1;
+            }
+            DpAction::Set(first, _) => {
+                // Group consecutive sets of one header: set(ipv4(src=..,ttl=..)).
+                let group = header_of(first, entry);
+                let mut parts = Vec::new();
+                while let Some(DpAction::Set(f, v)) = actions.get(i) {
+                    if header_of(*f, entry) != group {
+                        break;
+                    }
+                    parts.push(format!("{}={}", dp_name(*f), dp_value(*f, *v)));
+                    i += 1;
+                }
+                let _ = write!(out, "set({group}({}))", parts.join(","));
+            }
+        }
+    }
+    out
+}
+
+fn header_of(f: FieldId, k: &FlowKey) -> &'static str {
+    match f {
+        id::TUN_ID => "tunnel",
+        id::DL_SRC | id::DL_DST => "eth",
+        id::ARP_SPA | id::ARP_TPA | id::ARP_OP | id::ARP_SHA | id::ARP_THA => "arp",
+        id::TP_SRC | id::TP_DST => match k.nw_proto() {
+            proto::IP_TCP => "tcp",
+            proto::IP_UDP => "udp",
+            proto::IP_SCTP => "sctp",
+            proto::IP_ICMP => "icmp",
+            proto::IP_ICMPV6 => "icmpv6",
+            _ => "l4",
+        },
+        _ if k.dl_type() == proto::ETH_IPV6 => "ipv6",
+        _ => "ipv4",
+    }
+}
+
+fn dp_name(f: FieldId) -> &'static str {
+    match f {
+        id::TUN_ID => "tun_id",
+        id::DL_SRC | id::NW_SRC | id::IPV6_SRC | id::TP_SRC => "src",
+        id::DL_DST | id::NW_DST | id::IPV6_DST | id::TP_DST => "dst",
+        id::NW_TOS => "tos",
+        id::NW_TTL => "ttl",
+        id::IPV6_LABEL => "label",
+        id::ARP_SPA => "sip",
+        id::ARP_TPA => "tip",
+        id::ARP_OP => "op",
+        id::ARP_SHA => "sha",
+        id::ARP_THA => "tha",
+        _ => f.def().name,
+    }
+}
+
+fn dp_value(f: FieldId, v: u128) -> String {
+    match f {
+        id::NW_TOS => format!("0x{v:x}"),
+        _ => format_value(f, v),
+    }
+}

@@ -1,0 +1,19 @@
+//! OpenFlow: flow-file parsing, the classifier, and the multi-table pipeline (the slow path).
+
+pub mod action;
+pub mod classifier;
+pub mod datapath;
+pub mod parser;
+pub mod pipeline;
+pub mod reference;
+pub mod report;
+pub mod rule;
+pub mod traversal;
+pub mod trie;
+
+pub use action::Action;
+pub use classifier::Classifier;
+pub use parser::{parse_flows, parse_packet, read_flow_file, FlowFileError};
+pub use pipeline::Pipeline;
+pub use rule::{Match, Rule, RuleId};
+pub use traversal::Traversal;

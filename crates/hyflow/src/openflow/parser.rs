@@ -1,0 +1,806 @@
+//! Flow files in `ovs-ofctl add-flows` syntax.
+//!
+//! Every error names file, line, column and the offending token; a file with any error yields
+//! no rules at all, so a pipeline is never half-installed.
+
+use std::path::Path;
+
+use super::action::{Action, SubField};
+use super::rule::{Match, Rule};
+use crate::packet::field::{id, proto, FieldId, Prereq};
+use crate::packet::format::{parse_field_value, parse_int};
+use crate::packet::{FlowKey, FlowMask};
+
+/// Default rule priority, as OpenFlow's `OFP_DEFAULT_PRIORITY`.
+pub const DEFAULT_PRIORITY: u16 = 32768;
+
+/// A problem in one flow spec: byte column (1-based), the offending token and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    /// 1-based column of the token's first character.
+    pub column: usize,
+    /// The token at fault.
+    pub token: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// A flow-file error with its location.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message} (at '{token}')")]
+pub struct FlowFileError {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// Offending token.
+    pub token: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What a flow spec must contain: `add-flows` lines need actions; `del-flows` specs have none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecKind {
+    /// A rule to install: `actions=` is required.
+    Add,
+    /// A rule selector (for deletes): `actions=` is not allowed.
+    Selector,
+}
+
+/// One parsed flow spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// The rule (actions empty for selectors).
+    pub rule: Rule,
+    /// Whether `table=` was given (selectors without it apply to every table).
+    pub table_given: bool,
+    /// Whether `priority=` was given.
+    pub priority_given: bool,
+    /// `cookie=V/M` mask for selectors (0 = any cookie).
+    pub cookie_mask: u64,
+}
+
+fn err(column: usize, token: &str, message: impl Into<String>) -> SpecError {
+    SpecError { column, token: token.to_string(), message: message.into() }
+}
+
+/// A token of a line with its byte offset.
+#[derive(Clone, Copy, Debug)]
+struct Tok<'a> {
+    text: &'a str,
+    offset: usize,
+}
+
+impl<'a> Tok<'a> {
+    fn col(&self) -> usize {
+        self.offset + 1
+    }
+    fn fail(&self, message: impl Into<String>) -> SpecError {
+        err(self.col(), self.text, message)
+    }
+    /// Sub-token starting `start` bytes in.
+    fn sub(&self, start: usize, end: usize) -> Tok<'a> {
+        Tok { text: &self.text[start..end], offset: self.offset + start }
+    }
+}
+
+/// Splits at delimiters that are outside parentheses, keeping offsets.
+fn split_top<'a>(text: &'a str, base: usize, delims: &[u8]) -> Vec<Tok<'a>> {
+    let mut out = Vec::new();
+    let bytes = text.as_bytes();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            _ if depth == 0 && delims.contains(&b) => {
+                if i > start {
+                    out.push(Tok { text: &text[start..i], offset: base + start });
+                }
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if bytes.len() > start {
+        out.push(Tok { text: &text[start..], offset: base + start });
+    }
+    out
+}
+
+/// Parses one flow spec (one line without its comment).
+pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError> {
+    let (match_text, actions_at) = match find_actions(line) {
+        Some(pos) => (&line[..pos], Some(pos)),
+        None => (line, None),
+    };
+    let mut rule = Rule {
+        table: 0,
+        priority: DEFAULT_PRIORITY,
+        cookie: 0,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        matcher: Match::default(),
+        actions: Vec::new(),
+    };
+    let mut spec = FlowSpec { rule: rule.clone(), table_given: false, priority_given: false, cookie_mask: 0 };
+    let mut value = FlowKey::default();
+    let mut mask = FlowMask::CATCHALL;
+    let mut used: Vec<(Prereq, Tok)> = Vec::new();
+    for tok in split_top(match_text, 0, b", \t\r") {
+        parse_match_token(tok, &mut spec, &mut rule, &mut value, &mut mask, &mut used)?;
+    }
+    rule.matcher = Match::new(value, mask);
+    for (p, tok) in &used {
+        if !match_satisfies(&rule.matcher, *p) {
+            return Err(tok.fail(format!("{} requires {}", field_name_of(tok.text), prereq_text(*p))));
+        }
+    }
+    match (kind, actions_at) {
+        (SpecKind::Add, None) => {
+            let end = line.trim_end();
+            return Err(err(end.len().max(1), end.rsplit([',', ' ']).next().unwrap_or(""), "missing actions="));
+        }
+        (SpecKind::Selector, Some(pos)) => {
+            return Err(err(pos + 1, "actions", "actions are not allowed here"));
+        }
+        (SpecKind::Add, Some(pos)) => {
+            let start = pos + "actions=".len();
+            rule.actions = parse_actions(&line[start..], start, &rule)?;
+        }
+        (SpecKind::Selector, None) => {}
+    }
+    spec.rule = rule;
+    Ok(spec)
+}
+
+fn field_name_of(token: &str) -> &str {
+    token.split('=').next().unwrap_or(token)
+}
+
+/// Byte position of the `actions=` keyword (`actions` followed by `=` or `:`), if any.
+fn find_actions(line: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = line[from..].find("actions") {
+        let pos = from + i;
+        let before_ok = pos == 0 || matches!(line.as_bytes()[pos - 1], b',' | b' ' | b'\t');
+        let after = line.as_bytes().get(pos + 7);
+        if before_ok && matches!(after, Some(b'=') | Some(b':')) {
+            return Some(pos);
+        }
+        from = pos + 7;
+    }
+    None
+}
+
+fn prereq_text(p: Prereq) -> &'static str {
+    match p {
+        Prereq::None => "nothing",
+        Prereq::Vlan => "a VLAN match (dl_vlan or vlan_tci with the CFI bit)",
+        Prereq::Ip => "dl_type=0x0800 or 0x86dd (ip or ipv6)",
+        Prereq::Ipv4 => "dl_type=0x0800 (ip)",
+        Prereq::Ipv6 => "dl_type=0x86dd (ipv6)",
+        Prereq::Arp => "dl_type=0x0806 (arp)",
+        Prereq::L4Ports => "nw_proto=6, 17 or 132 (tcp, udp or sctp)",
+        Prereq::Tcp => "nw_proto=6 (tcp)",
+        Prereq::Udp => "nw_proto=17 (udp)",
+        Prereq::Sctp => "nw_proto=132 (sctp)",
+        Prereq::Icmp => "dl_type=0x0800,nw_proto=1 (icmp)",
+        Prereq::Icmpv6 => "dl_type=0x86dd,nw_proto=58 (icmp6)",
+    }
+}
+
+/// OVS's normal form: a match may use a field only if it pins down what makes the field exist.
+fn match_satisfies(m: &Match, p: Prereq) -> bool {
+    let dl = (m.mask.get(id::DL_TYPE) == 0xffff).then(|| m.value.dl_type());
+    let nw = (m.mask.get(id::NW_PROTO) == 0xff).then(|| m.value.nw_proto());
+    let ip = matches!(dl, Some(proto::ETH_IPV4 | proto::ETH_IPV6));
+    match p {
+        Prereq::None => true,
+        Prereq::Vlan => {
+            m.mask.get(id::VLAN_TCI) as u16 & proto::VLAN_CFI != 0 && m.value.has_vlan()
+        }
+        Prereq::Ip => ip,
+        Prereq::Ipv4 => dl == Some(proto::ETH_IPV4),
+        Prereq::Ipv6 => dl == Some(proto::ETH_IPV6),
+        Prereq::Arp => dl == Some(proto::ETH_ARP),
+        Prereq::L4Ports => ip && matches!(nw, Some(proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP)),
+        Prereq::Tcp => ip && nw == Some(proto::IP_TCP),
+        Prereq::Udp => ip && nw == Some(proto::IP_UDP),
+        Prereq::Sctp => ip && nw == Some(proto::IP_SCTP),
+        Prereq::Icmp => dl == Some(proto::ETH_IPV4) && nw == Some(proto::IP_ICMP),
+        Prereq::Icmpv6 => dl == Some(proto::ETH_IPV6) && nw == Some(proto::IP_ICMPV6),
+    }
+}
+
+fn shorthand(name: &str) -> Option<(u16, Option<u8>)> {
+    Some(match name {
+        "ip" | "ipv4" => (proto::ETH_IPV4, None),
+        "ipv6" => (proto::ETH_IPV6, None),
+        "arp" => (proto::ETH_ARP, None),
+        "rarp" => (0x8035, None),
+        "tcp" => (proto::ETH_IPV4, Some(proto::IP_TCP)),
+        "udp" => (proto::ETH_IPV4, Some(proto::IP_UDP)),
+        "sctp" => (proto::ETH_IPV4, Some(proto::IP_SCTP)),
+        "icmp" => (proto::ETH_IPV4, Some(proto::IP_ICMP)),
+        "tcp6" => (proto::ETH_IPV6, Some(proto::IP_TCP)),
+        "udp6" => (proto::ETH_IPV6, Some(proto::IP_UDP)),
+        "sctp6" => (proto::ETH_IPV6, Some(proto::IP_SCTP)),
+        "icmp6" => (proto::ETH_IPV6, Some(proto::IP_ICMPV6)),
+        _ => return None,
+    })
+}
+
+/// Sets exact bits, refusing to contradict an earlier token (`tcp,udp` or `ip,dl_type=0x86dd`).
+fn set_exact(
+    tok: &Tok,
+    value: &mut FlowKey,
+    mask: &mut FlowMask,
+    f: FieldId,
+    v: u128,
+    m: u128,
+) -> Result<(), SpecError> {
+    let old_m = mask.get(f);
+    let overlap = old_m & m;
+    if overlap != 0 && (value.get(f) ^ v) & overlap != 0 {
+        return Err(tok.fail(format!("contradicts an earlier match on {}", f.def().name)));
+    }
+    value.set_masked(f, v, m);
+    mask.unwildcard(f, m);
+    Ok(())
+}
+
+fn parse_u<T: TryFrom<u128>>(tok: &Tok, text: &str, what: &str) -> Result<T, SpecError> {
+    parse_int(text)
+        .and_then(|v| T::try_from(v).ok())
+        .ok_or_else(|| tok.fail(format!("bad {what} '{text}'")))
+}
+
+fn parse_match_token<'a>(
+    tok: Tok<'a>,
+    spec: &mut FlowSpec,
+    rule: &mut Rule,
+    value: &mut FlowKey,
+    mask: &mut FlowMask,
+    used: &mut Vec<(Prereq, Tok<'a>)>,
+) -> Result<(), SpecError> {
+    let Some((name, val)) = tok.text.split_once('=') else {
+        if let Some((dl, nw)) = shorthand(tok.text) {
+            set_exact(&tok, value, mask, id::DL_TYPE, dl as u128, 0xffff)?;
+            if let Some(nw) = nw {
+                set_exact(&tok, value, mask, id::NW_PROTO, nw as u128, 0xff)?;
+            }
+            return Ok(());
+        }
+        return Err(tok.fail(format!("unknown keyword '{}'", tok.text)));
+    };
+    let vtok = tok.sub(name.len() + 1, tok.text.len());
+    let value_err = |e: crate::packet::format::ValueError| {
+        let t = if e.in_mask {
+            let slash = val.find('/').map(|i| i + 1).unwrap_or(0);
+            vtok.sub(slash, val.len())
+        } else {
+            vtok.sub(0, val.find('/').unwrap_or(val.len()))
+        };
+        t.fail(e.reason)
+    };
+    match name {
+        "table" => {
+            let t: u8 = parse_u(&vtok, val, "table")?;
+            if t == 255 {
+                return Err(vtok.fail("table must be 0..254"));
+            }
+            rule.table = t;
+            spec.table_given = true;
+        }
+        "priority" => {
+            rule.priority = parse_u(&vtok, val, "priority")?;
+            spec.priority_given = true;
+        }
+        "cookie" => {
+            let (v, m) = match val.split_once('/') {
+                Some((v, m)) => (v, Some(m)),
+                None => (val, None),
+            };
+            rule.cookie = parse_u(&vtok, v, "cookie")?;
+            spec.cookie_mask = match m {
+                Some(m) => parse_u(&vtok, m, "cookie mask")?,
+                None => u64::MAX,
+            };
+        }
+        "idle_timeout" => rule.idle_timeout = parse_u(&vtok, val, "idle_timeout")?,
+        "hard_timeout" => rule.hard_timeout = parse_u(&vtok, val, "hard_timeout")?,
+        "dl_vlan" => {
+            let vid: u16 = parse_u(&vtok, val, "VLAN id")?;
+            if vid == 0xffff {
+                set_exact(&tok, value, mask, id::VLAN_TCI, 0, 0xffff)?;
+            } else if vid > 0x0fff {
+                return Err(vtok.fail("VLAN id must be 0..4095 (or 0xffff for untagged)"));
+            } else {
+                let tci = (vid | proto::VLAN_CFI) as u128;
+                set_exact(&tok, value, mask, id::VLAN_TCI, tci, 0x1fff)?;
+            }
+        }
+        "dl_vlan_pcp" => {
+            let pcp: u16 = parse_u(&vtok, val, "VLAN priority")?;
+            if pcp > 7 {
+                return Err(vtok.fail("VLAN priority must be 0..7"));
+            }
+            let tci = ((pcp << 13) | proto::VLAN_CFI) as u128;
+            set_exact(&tok, value, mask, id::VLAN_TCI, tci, 0xf000)?;
+        }
+        "vlan_vid" => {
+            // OXM semantics: bit 0x1000 is "tag present", the low 12 bits the VID.
+            let (v, m) = parse_field_value(id::VLAN_TCI, val).map_err(value_err)?;
+            if v > 0x1fff || m > 0x1fff {
+                return Err(vtok.fail("vlan_vid is 13 bits (0x1000 = present, low 12 = VID)"));
+            }
+            set_exact(&tok, value, mask, id::VLAN_TCI, v, m)?;
+        }
+        "vlan_pcp" => {
+            let pcp: u16 = parse_u(&vtok, val, "VLAN priority")?;
+            if pcp > 7 {
+                return Err(vtok.fail("VLAN priority must be 0..7"));
+            }
+            set_exact(&tok, value, mask, id::VLAN_TCI, ((pcp << 13) | proto::VLAN_CFI) as u128, 0xf000)?;
+        }
+        "nw_tos" => {
+            let tos: u8 = parse_u(&vtok, val, "nw_tos")?;
+            if tos & 0x03 != 0 {
+                return Err(vtok.fail("nw_tos must be a multiple of 4 (ECN bits are nw_ecn)"));
+            }
+            set_exact(&tok, value, mask, id::NW_TOS, tos as u128, 0xfc)?;
+            used.push((Prereq::Ip, tok));
+        }
+        _ => {
+            let f = match FieldId::from_name(name) {
+                Some(f) => f,
+                None => return Err(tok.sub(0, name.len()).fail(format!("unknown field '{name}'"))),
+            };
+            let def = f.def();
+            if matches!(f, id::VLAN_TPID | id::VLAN_TCI2 | id::VLAN_TPID2) {
+                return Err(tok.sub(0, name.len()).fail(format!("{name} cannot be matched")));
+            }
+            let (v, m) = parse_field_value(f, val).map_err(value_err)?;
+            set_exact(&tok, value, mask, f, v & m, m)?;
+            if def.prereq != Prereq::None {
+                used.push((def.prereq, tok));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Splits `NAME[a..b]` / `NAME[a]` / `NAME[]` into a sub-field.
+fn parse_subfield(tok: &Tok) -> Result<SubField, SpecError> {
+    let text = tok.text;
+    let (name, range) = match text.find('[') {
+        Some(i) if text.ends_with(']') => (&text[..i], &text[i + 1..text.len() - 1]),
+        _ => (text, ""),
+    };
+    let field = FieldId::from_name(name).ok_or_else(|| tok.fail(format!("unknown field '{name}'")))?;
+    let bits = field.def().bits;
+    let (offset, n_bits) = if range.is_empty() {
+        (0, bits)
+    } else {
+        let (a, b) = match range.split_once("..") {
+            Some((a, b)) => (a, b),
+            None => (range, range),
+        };
+        let a: u8 = parse_u(tok, a, "bit offset")?;
+        let b: u8 = parse_u(tok, b, "bit offset")?;
+        if a > b || b >= bits {
+            return Err(tok.fail(format!("bit range [{a}..{b}] is outside {name} ({bits} bits)")));
+        }
+        (a, b - a + 1)
+    };
+    Ok(SubField { field, offset, n_bits })
+}
+
+fn writable(f: FieldId) -> bool {
+    !matches!(
+        f,
+        id::DL_TYPE | id::NW_PROTO | id::NW_FRAG | id::TCP_FLAGS | id::VLAN_TPID | id::VLAN_TCI2 | id::VLAN_TPID2
+    )
+}
+
+fn check_writable(tok: &Tok, f: FieldId, rule: &Rule) -> Result<(), SpecError> {
+    if !writable(f) {
+        return Err(tok.fail(format!("{} is not writable", f.def().name)));
+    }
+    let p = f.def().prereq;
+    if !match_satisfies(&rule.matcher, p) {
+        return Err(tok.fail(format!("writing {} requires the match to have {}", f.def().name, prereq_text(p))));
+    }
+    Ok(())
+}
+
+fn parse_port(tok: &Tok, text: &str) -> Result<Action, SpecError> {
+    match text {
+        "in_port" | "IN_PORT" => Ok(Action::OutputInPort),
+        "LOCAL" | "local" => Ok(Action::Output(0xfffe)),
+        _ => match parse_int(text).and_then(|p| u32::try_from(p).ok()) {
+            Some(p) if p > 0 && p < 0xff00 => Ok(Action::Output(p)),
+            _ => Err(tok.fail(format!("bad output port '{text}'"))),
+        },
+    }
+}
+
+fn parse_actions(text: &str, base: usize, rule: &Rule) -> Result<Vec<Action>, SpecError> {
+    let toks = split_top(text, base, b", \t\r");
+    let mut out = Vec::new();
+    let mut saw_drop = None;
+    let mut saw_goto: Option<Tok> = None;
+    let mut saw_write_metadata: Option<Tok> = None;
+    for tok in &toks {
+        if let Some(g) = saw_goto {
+            return Err(tok.fail(format!("nothing may follow {} (goto_table is the last instruction)", g.text)));
+        }
+        let a = parse_action(tok, rule)?;
+        match &a {
+            None => saw_drop = Some(*tok),
+            Some(Action::GotoTable(_)) => saw_goto = Some(*tok),
+            Some(Action::WriteMetadata { .. }) => {
+                if saw_write_metadata.is_some() {
+                    return Err(tok.fail("write_metadata given twice"));
+                }
+                saw_write_metadata = Some(*tok);
+            }
+            Some(_) => {
+                if let Some(w) = saw_write_metadata {
+                    return Err(w.fail("write_metadata must come after all other actions (only goto_table may follow)"));
+                }
+            }
+        }
+        out.extend(a);
+    }
+    if let Some(d) = saw_drop {
+        if toks.len() > 1 {
+            return Err(d.fail("drop must be the only action"));
+        }
+    }
+    Ok(out)
+}
+
+/// One action; `Ok(None)` for `drop`.
+fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
+    let text = tok.text;
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return parse_port(tok, text).map(Some);
+    }
+    // name, then ':' arg, '(' args ')' or nothing.
+    let name_end = text.find([':', '(', '=']).unwrap_or(text.len());
+    let name = &text[..name_end];
+    let (arg, arg_tok) = if name_end == text.len() {
+        ("", tok.sub(name_end, name_end))
+    } else if text.as_bytes()[name_end] == b'(' {
+        if !text.ends_with(')') {
+            return Err(tok.fail("unbalanced parentheses"));
+        }
+        (&text[name_end + 1..text.len() - 1], tok.sub(name_end + 1, text.len() - 1))
+    } else {
+        (&text[name_end + 1..], tok.sub(name_end + 1, text.len()))
+    };
+    let need_arg = |what: &str| -> Result<(), SpecError> {
+        if arg.is_empty() {
+            Err(tok.fail(format!("{name} needs {what}")))
+        } else {
+            Ok(())
+        }
+    };
+    let set = |f: FieldId, v: &str, m: Option<u128>| -> Result<Action, SpecError> {
+        check_writable(tok, f, rule)?;
+        let (value, mask) = parse_field_value(f, v).map_err(|e| arg_tok.fail(e.reason))?;
+        Ok(Action::SetField { field: f, value: value & m.unwrap_or(mask), mask: m.unwrap_or(mask) })
+    };
+    let a = match name {
+        "drop" => return Ok(None),
+        "output" => {
+            need_arg("a port")?;
+            let port = arg.strip_prefix("port=").unwrap_or(arg);
+            if port.contains(',') || port.contains('=') {
+                return Err(arg_tok.fail("only output:PORT, output(PORT) and output(port=PORT) are supported"));
+            }
+            parse_port(&arg_tok, port)?
+        }
+        "in_port" | "IN_PORT" => Action::OutputInPort,
+        "goto_table" => {
+            need_arg("a table")?;
+            let t: u8 = parse_u(&arg_tok, arg, "table")?;
+            if t <= rule.table || t == 255 {
+                return Err(tok.fail(format!(
+                    "goto_table:{t} must go to a later table than {} (use resubmit to go back)",
+                    rule.table
+                )));
+            }
+            Action::GotoTable(t)
+        }
+        "resubmit" => {
+            need_arg("a port or table")?;
+            let (p, t) = if text.as_bytes()[name_end] == b'(' {
+                match arg.split_once(',') {
+                    Some((p, t)) => (p, t),
+                    None => (arg, ""),
+                }
+            } else {
+                (arg, "")
+            };
+            let in_port = match p {
+                "" | "in_port" | "IN_PORT" => None,
+                _ => Some(parse_u::<u32>(&arg_tok, p, "resubmit port")?),
+            };
+            let table = match t {
+                "" => None,
+                _ => {
+                    let t: u8 = parse_u(&arg_tok, t, "resubmit table")?;
+                    if t == 255 {
+                        return Err(arg_tok.fail("resubmit table must be 0..254"));
+                    }
+                    Some(t)
+                }
+            };
+            Action::Resubmit { in_port, table }
+        }
+        "set_field" => {
+            let (v, f) = arg.split_once("->").ok_or_else(|| tok.fail("set_field needs VALUE->FIELD"))?;
+            let ftok = arg_tok.sub(v.len() + 2, arg.len());
+            match f {
+                "vlan_vid" | "dl_vlan" => {
+                    let vid: u16 = parse_u(&arg_tok, v, "VLAN id")?;
+                    Action::SetVlanVid { vid: vid & 0x0fff, push_if_needed: false }
+                }
+                "vlan_pcp" | "dl_vlan_pcp" => {
+                    let pcp: u8 = parse_u(&arg_tok, v, "VLAN priority")?;
+                    if pcp > 7 {
+                        return Err(arg_tok.fail("VLAN priority must be 0..7"));
+                    }
+                    Action::SetVlanPcp { pcp, push_if_needed: false }
+                }
+                _ => {
+                    let field = FieldId::from_name(f).ok_or_else(|| ftok.fail(format!("unknown field '{f}'")))?;
+                    let (value, mask) = parse_field_value(field, v).map_err(|e| arg_tok.fail(e.reason))?;
+                    check_writable(&ftok, field, rule)?;
+                    Action::SetField { field, value: value & mask, mask }
+                }
+            }
+        }
+        "load" => {
+            let (v, _) = arg.split_once("->").ok_or_else(|| tok.fail("load needs VALUE->FIELD[bits]"))?;
+            let dtok = arg_tok.sub(v.len() + 2, arg.len());
+            let dst = parse_subfield(&dtok)?;
+            check_writable(&dtok, dst.field, rule)?;
+            let value = parse_int(v).ok_or_else(|| arg_tok.fail(format!("bad value '{v}'")))?;
+            if dst.n_bits < 128 && value >> dst.n_bits != 0 {
+                return Err(arg_tok.fail(format!("{v} does not fit in {} bits", dst.n_bits)));
+            }
+            Action::SetField { field: dst.field, value: value << dst.offset, mask: dst.mask() }
+        }
+        "move" => {
+            let (s, _) = arg.split_once("->").ok_or_else(|| tok.fail("move needs SRC[bits]->DST[bits]"))?;
+            let stok = arg_tok.sub(0, s.len());
+            let dtok = arg_tok.sub(s.len() + 2, arg.len());
+            let src = parse_subfield(&stok)?;
+            let dst = parse_subfield(&dtok)?;
+            check_writable(&dtok, dst.field, rule)?;
+            if !match_satisfies(&rule.matcher, src.field.def().prereq) {
+                return Err(stok.fail(format!("reading {} requires {}", s, prereq_text(src.field.def().prereq))));
+            }
+            if src.n_bits != dst.n_bits {
+                return Err(tok.fail(format!("move copies {} bits into {} bits", src.n_bits, dst.n_bits)));
+            }
+            Action::Move { src, dst }
+        }
+        "write_metadata" => {
+            need_arg("a value")?;
+            let (v, m) = match arg.split_once('/') {
+                Some((v, m)) => (v, Some(m)),
+                None => (arg, None),
+            };
+            let value: u64 = parse_u(&arg_tok, v, "metadata")?;
+            let mask: u64 = match m {
+                Some(m) => parse_u(&arg_tok, m, "metadata mask")?,
+                None => u64::MAX,
+            };
+            Action::WriteMetadata { value: value & mask, mask }
+        }
+        "mod_dl_src" => set(id::DL_SRC, arg, None)?,
+        "mod_dl_dst" => set(id::DL_DST, arg, None)?,
+        "mod_nw_src" => set(id::NW_SRC, arg, None)?,
+        "mod_nw_dst" => set(id::NW_DST, arg, None)?,
+        "mod_nw_tos" => {
+            let tos: u8 = parse_u(&arg_tok, arg, "TOS")?;
+            if tos & 0x03 != 0 {
+                return Err(arg_tok.fail("mod_nw_tos value must be a multiple of 4"));
+            }
+            check_writable(tok, id::NW_TOS, rule)?;
+            Action::SetField { field: id::NW_TOS, value: tos as u128, mask: 0xfc }
+        }
+        "mod_nw_ecn" => set(id::NW_ECN, arg, None)?,
+        "mod_nw_ttl" => set(id::NW_TTL, arg, None)?,
+        "mod_tp_src" => set(id::TP_SRC, arg, None)?,
+        "mod_tp_dst" => set(id::TP_DST, arg, None)?,
+        "push_vlan" => {
+            need_arg("an ethertype")?;
+            let tpid: u16 = parse_u(&arg_tok, arg, "ethertype")?;
+            if tpid != proto::ETH_VLAN && tpid != proto::ETH_QINQ {
+                return Err(arg_tok.fail("push_vlan ethertype must be 0x8100 or 0x88a8"));
+            }
+            Action::PushVlan(tpid)
+        }
+        "pop_vlan" | "strip_vlan" => Action::PopVlan,
+        "mod_vlan_vid" | "set_vlan_vid" => {
+            let vid: u16 = parse_u(&arg_tok, arg, "VLAN id")?;
+            if vid > 0x0fff {
+                return Err(arg_tok.fail("VLAN id must be 0..4095"));
+            }
+            Action::SetVlanVid { vid, push_if_needed: name == "mod_vlan_vid" }
+        }
+        "mod_vlan_pcp" | "set_vlan_pcp" => {
+            let pcp: u8 = parse_u(&arg_tok, arg, "VLAN priority")?;
+            if pcp > 7 {
+                return Err(arg_tok.fail("VLAN priority must be 0..7"));
+            }
+            Action::SetVlanPcp { pcp, push_if_needed: name == "mod_vlan_pcp" }
+        }
+        "dec_ttl" => Action::DecTtl,
+        _ => return Err(tok.sub(0, name.len().max(1).min(text.len())).fail(format!("unknown action '{name}'"))),
+    };
+    Ok(Some(a))
+}
+
+/// Strips a `#` comment; returns `None` for blank and comment-only lines.
+pub fn strip_comment(line: &str) -> Option<&str> {
+    let body = match line.find('#') {
+        Some(i) => &line[..i],
+        None => line,
+    };
+    (!body.trim().is_empty()).then_some(body)
+}
+
+/// Parses flow-file text; `file` names it in errors. All or nothing.
+pub fn parse_flows(text: &str, file: &str) -> Result<Vec<Rule>, FlowFileError> {
+    let mut rules = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let Some(body) = strip_comment(line) else { continue };
+        match parse_flow_spec(body, SpecKind::Add) {
+            Ok(spec) => rules.push(spec.rule),
+            Err(e) => {
+                return Err(FlowFileError {
+                    file: file.to_string(),
+                    line: i + 1,
+                    column: e.column,
+                    token: e.token,
+                    message: e.message,
+                })
+            }
+        }
+    }
+    Ok(rules)
+}
+
+/// Reads and parses a flow file.
+pub fn read_flow_file(path: &Path) -> Result<Vec<Rule>, FlowFileError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| FlowFileError {
+        file: name.clone(),
+        line: 0,
+        column: 0,
+        token: String::new(),
+        message: format!("cannot read: {e}"),
+    })?;
+    parse_flows(&text, &name)
+}
+
+/// Parses a packet given as a match-style string (`in_port=1,tcp,nw_src=..`): every field
+/// named is set exactly, absent fields are zero. Masks are not allowed.
+pub fn parse_packet(text: &str) -> Result<FlowKey, SpecError> {
+    if let Some(tok) = split_top(text, 0, b", \t\r").into_iter().find(|t| t.text.contains('/')) {
+        return Err(tok.fail("a packet has exact values, not masks"));
+    }
+    let spec = parse_flow_spec(text, SpecKind::Selector)?;
+    if spec.table_given || spec.priority_given || spec.rule.cookie != 0 {
+        return Err(err(1, text, "a packet cannot have table, priority or cookie"));
+    }
+    Ok(spec.rule.matcher.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(line: &str) -> Rule {
+        parse_flow_spec(line, SpecKind::Add).unwrap().rule
+    }
+
+    fn fails(line: &str) -> SpecError {
+        parse_flow_spec(line, SpecKind::Add).unwrap_err()
+    }
+
+    #[test]
+    fn defaults_and_shorthands() {
+        let r = one("tcp,tp_dst=80 actions=output:2");
+        assert_eq!((r.table, r.priority), (0, DEFAULT_PRIORITY));
+        assert_eq!(r.matcher.value.dl_type(), 0x0800);
+        assert_eq!(r.matcher.value.nw_proto(), 6);
+        assert_eq!(r.matcher.value.tp_dst(), 80);
+        assert_eq!(r.actions, vec![Action::Output(2)]);
+    }
+
+    #[test]
+    fn every_action_spelling() {
+        let r = one(
+            "table=1,priority=5,ip actions=output(3),4,in_port,resubmit(,2),resubmit(7,3),resubmit:5,\
+             set_field:10.0.0.1->nw_src,load:0x3->NXM_NX_REG0[0..7],move:NXM_NX_REG0[]->NXM_NX_REG1[],\
+             mod_dl_src:00:00:00:00:00:01,mod_nw_ttl:9,mod_nw_tos:32,push_vlan:0x8100,mod_vlan_vid:5,\
+             mod_vlan_pcp:3,strip_vlan,pop_vlan,dec_ttl,write_metadata:0x1/0xff,goto_table:4",
+        );
+        assert_eq!(r.actions.len(), 20);
+        assert_eq!(r.actions[3], Action::Resubmit { in_port: None, table: Some(2) });
+        assert_eq!(r.actions[5], Action::Resubmit { in_port: Some(5), table: None });
+        assert_eq!(r.actions[7], Action::SetField { field: id::reg(0), value: 3, mask: 0xff });
+        assert_eq!(r.actions[19], Action::GotoTable(4));
+        assert!(one("actions=drop").actions.is_empty());
+        assert!(one("actions=").actions.is_empty());
+    }
+
+    #[test]
+    fn errors_name_column_and_token() {
+        let e = fails("tcp,foo_bar=1 actions=drop");
+        assert_eq!((e.column, e.token.as_str()), (5, "foo_bar"));
+        assert!(e.message.contains("unknown field"), "{}", e.message);
+
+        let e = fails("ip,nw_src=10.0.0.0/33 actions=drop");
+        assert_eq!((e.column, e.token.as_str()), (20, "33"));
+        assert!(e.message.contains("prefix length"), "{}", e.message);
+
+        let e = fails("tp_dst=80 actions=drop");
+        assert_eq!((e.column, e.token.as_str()), (1, "tp_dst=80"));
+        assert!(e.message.contains("requires nw_proto"), "{}", e.message);
+
+        let e = fails("nw_src=1.2.3.4 actions=drop");
+        assert!(e.message.contains("requires dl_type=0x0800"), "{}", e.message);
+
+        let e = fails("table=3 actions=goto_table:2");
+        assert_eq!((e.column, e.token.as_str()), (17, "goto_table:2"));
+        assert!(e.message.contains("later table"), "{}", e.message);
+
+        let e = fails("ip actions=goto_table:2,output:1");
+        assert_eq!(e.token, "output:1");
+
+        let e = fails("ip actions=frobnicate:1");
+        assert_eq!((e.column, e.token.as_str()), (12, "frobnicate"));
+
+        let e = fails("actions=mod_nw_src:1.2.3.4");
+        assert!(e.message.contains("requires the match"), "{}", e.message);
+
+        assert!(fails("ip,tcp_dst=80/0x1ffff actions=drop").message.contains("does not fit"));
+        assert!(fails("tcp,udp actions=drop").message.contains("contradicts"));
+        assert!(fails("in_port=1").message.contains("missing actions"));
+        assert!(fails("actions=drop,output:1").message.contains("only action"));
+    }
+
+    #[test]
+    fn file_errors_carry_line_numbers_and_install_nothing() {
+        let text = "# comment\n\ntable=0,actions=output:1\nip,nw_dst=1.2.3.4/99 actions=drop\n";
+        let e = parse_flows(text, "f.flows").unwrap_err();
+        assert_eq!((e.line, e.column), (4, 19));
+        assert_eq!(e.to_string(), "f.flows:4:19: prefix length 99 is longer than 32 bits (at '99')");
+    }
+
+    #[test]
+    fn packets_parse_from_match_strings() {
+        let k = parse_packet(
+            "in_port=4,dl_src=00:00:00:00:00:06,dl_dst=ff:ff:ff:ff:ff:ff,vlan_tci=0x7007,dl_type=0x0800,\
+             nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_proto=6,nw_tos=64,nw_ttl=64,tcp_src=1000,tcp_dst=80",
+        )
+        .unwrap();
+        assert_eq!(k.in_port(), 4);
+        assert_eq!(k.vlan_tci(), 0x7007);
+        assert_eq!((k.nw_tos(), k.tp_dst()), (64, 80));
+        assert!(parse_packet("in_port=1,ip,nw_src=10.0.0.0/8").is_err());
+    }
+}

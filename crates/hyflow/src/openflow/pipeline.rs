@@ -1,0 +1,444 @@
+//! The multi-table OpenFlow pipeline: the slow path every cache is checked against.
+//!
+//! [`Pipeline::process`] runs one packet through the tables with Open vSwitch's semantics
+//! (`ofproto/ofproto-dpif-xlate.c`): `goto_table` forward only, `resubmit` anywhere with
+//! OVS's depth and count limits, `set_field` un-wildcarding what it writes, lazy commit of
+//! header rewrites at each output, output to the input port skipped, table miss ends the path.
+//! It fills a reusable [`Traversal`] with every lookup, the megaflow and the datapath actions.
+
+use super::action::Action;
+use super::classifier::{Classifier, ClsEntry};
+use super::datapath::{commit, DpAction};
+use super::rule::{Match, Rule, RuleId};
+use super::traversal::{DropReason, Output, Step, Traversal};
+use crate::packet::field::{id, proto, FieldId, FIELDS};
+use crate::packet::{FlowKey, FlowMask};
+
+/// OpenFlow tables 0..=254.
+pub const N_TABLES: usize = 255;
+/// OVS `MAX_DEPTH`: nesting of resubmits that go back to the same or an earlier table.
+pub const MAX_DEPTH: u32 = 64;
+/// OVS `MAX_RESUBMITS`: table lookups (resubmit and goto_table) per packet.
+pub const MAX_RESUBMITS: u32 = 4096;
+
+/// Packet and byte counters of one rule.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleStats {
+    /// Packets that hit the rule.
+    pub packets: u64,
+    /// Bytes of those packets.
+    pub bytes: u64,
+}
+
+/// All tables and their rules.
+pub struct Pipeline {
+    tables: Vec<Classifier>,
+    rules: Vec<Option<Rule>>,
+    seqs: Vec<u64>,
+    stats: Vec<RuleStats>,
+    next_seq: u64,
+    n_rules: usize,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Pipeline {
+    /// An empty pipeline: every packet misses table 0 and is dropped.
+    pub fn new() -> Pipeline {
+        Pipeline {
+            tables: (0..N_TABLES).map(|_| Classifier::new()).collect(),
+            rules: Vec::new(),
+            seqs: Vec::new(),
+            stats: Vec::new(),
+            next_seq: 0,
+            n_rules: 0,
+        }
+    }
+
+    /// A pipeline holding `rules`, added in order.
+    pub fn from_rules(rules: impl IntoIterator<Item = Rule>) -> Pipeline {
+        let mut p = Pipeline::new();
+        for r in rules {
+            p.add(r);
+        }
+        p
+    }
+
+    /// Adds a rule; a rule with the same table, match and priority is replaced (its counters
+    /// reset), as `ovs-ofctl add-flow` does. Returns the new rule's id.
+    pub fn add(&mut self, rule: Rule) -> RuleId {
+        if let Some(old) = self.tables[rule.table as usize].find_exact(&rule.matcher, rule.priority) {
+            self.remove(old);
+        }
+        let id = self.rules.len() as RuleId;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.tables[rule.table as usize].insert(&rule.matcher, ClsEntry { rule: id, priority: rule.priority, seq });
+        self.rules.push(Some(rule));
+        self.seqs.push(seq);
+        self.stats.push(RuleStats::default());
+        self.n_rules += 1;
+        id
+    }
+
+    /// Removes a rule; returns it if it was installed.
+    pub fn remove(&mut self, id: RuleId) -> Option<Rule> {
+        let rule = self.rules.get_mut(id as usize)?.take()?;
+        self.tables[rule.table as usize].remove(&rule.matcher, id);
+        self.n_rules -= 1;
+        Some(rule)
+    }
+
+    /// Replaces a rule's actions in place (keeps counters and identity: `mod-flows`).
+    pub fn set_actions(&mut self, id: RuleId, actions: Vec<Action>) -> bool {
+        match self.rules.get_mut(id as usize).and_then(|r| r.as_mut()) {
+            Some(r) => {
+                r.actions = actions;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The rule with this id, if installed.
+    pub fn rule(&self, id: RuleId) -> Option<&Rule> {
+        self.rules.get(id as usize).and_then(|r| r.as_ref())
+    }
+
+    /// Installed rules with their ids, in id order.
+    pub fn rules(&self) -> impl Iterator<Item = (RuleId, &Rule)> {
+        self.rules.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i as RuleId, r)))
+    }
+
+    /// Number of installed rules.
+    pub fn len(&self) -> usize {
+        self.n_rules
+    }
+
+    /// Whether no rule is installed.
+    pub fn is_empty(&self) -> bool {
+        self.n_rules == 0
+    }
+
+    /// The classifier of one table.
+    pub fn table(&self, t: u8) -> &Classifier {
+        &self.tables[t as usize]
+    }
+
+    /// Insertion sequence number of a rule (ties between equal priorities go to the lower).
+    pub fn seq(&self, id: RuleId) -> u64 {
+        self.seqs[id as usize]
+    }
+
+    /// Counters of a rule.
+    pub fn stats(&self, id: RuleId) -> RuleStats {
+        self.stats.get(id as usize).copied().unwrap_or_default()
+    }
+
+    /// Credits one packet of `bytes` to every rule it hit (once per hit).
+    pub fn credit(&mut self, rules: impl IntoIterator<Item = RuleId>, bytes: u64) {
+        for r in rules {
+            if let Some(s) = self.stats.get_mut(r as usize) {
+                s.packets += 1;
+                s.bytes += bytes;
+            }
+        }
+    }
+
+    /// Runs `packet` through the pipeline from table 0, filling `tr`.
+    pub fn process(&self, packet: &FlowKey, tr: &mut Traversal) {
+        tr.reset(packet);
+        let mut x = Xlate { p: self, flow: *packet, base: *packet, tr, depth: 0, nesting: 0, resubmits: 0, table: 0 };
+        x.init_wc();
+        x.lookup(packet.in_port(), 0, false);
+        x.finish();
+    }
+}
+
+/// Translation state for one packet (OVS's `xlate_ctx`).
+struct Xlate<'a> {
+    p: &'a Pipeline,
+    flow: FlowKey,
+    /// Header state already committed to the datapath actions.
+    base: FlowKey,
+    tr: &'a mut Traversal,
+    /// Backward resubmit nesting (OVS `depth`).
+    depth: u32,
+    /// Lookup nesting of any kind, for display.
+    nesting: u16,
+    resubmits: u32,
+    table: u8,
+}
+
+impl Xlate<'_> {
+    fn init_wc(&mut self) {
+        let wc = &mut self.tr.wc;
+        wc.unwildcard_all(id::IN_PORT);
+        wc.unwildcard_all(id::DL_TYPE);
+        if self.flow.is_ip() {
+            wc.unwildcard_all(id::NW_FRAG);
+        }
+    }
+
+    /// Looks the packet up in `table` as if it came from `in_port` and runs the rule found.
+    /// `counted` is false only for the initial table-0 lookup, which OVS does not count.
+    fn lookup(&mut self, in_port: u32, table: u8, counted: bool) {
+        if self.tr.drop_reason.is_some() {
+            return;
+        }
+        if counted {
+            if self.depth >= MAX_DEPTH {
+                self.tr.drop_reason = Some(DropReason::RecursionTooDeep);
+                return;
+            }
+            if self.resubmits >= MAX_RESUBMITS {
+                self.tr.drop_reason = Some(DropReason::TooManyResubmits);
+                return;
+            }
+        }
+        let old_table = self.table;
+        let old_in_port = self.flow.in_port();
+        self.table = table;
+        self.flow.set_in_port(in_port);
+        let mut wc = FlowMask::CATCHALL;
+        let hit = self.p.tables[table as usize].lookup_wc(&self.flow, &mut wc);
+        self.tr.wc.union_with(&wc);
+        self.tr.steps.push(Step { table, depth: self.nesting, rule: hit.map(|e| e.rule), flow: self.flow, mask: wc });
+        self.flow.set_in_port(old_in_port);
+        if let Some(e) = hit {
+            let rule = self.p.rules[e.rule as usize].as_ref().expect("classifier holds live rules");
+            let deepens = counted && table <= old_table;
+            if counted {
+                self.resubmits += 1;
+            }
+            self.depth += deepens as u32;
+            self.nesting += 1;
+            self.run(&rule.actions);
+            self.nesting -= 1;
+            self.depth -= deepens as u32;
+        }
+        self.table = old_table;
+    }
+
+    /// Un-wildcards what a prerequisite check looked at and returns whether it holds.
+    fn prereq_ok(&mut self, f: FieldId) -> bool {
+        use crate::packet::field::Prereq;
+        let p = f.def().prereq;
+        match p {
+            Prereq::Vlan => self.tr.wc.unwildcard(id::VLAN_TCI, proto::VLAN_CFI as u128),
+            Prereq::L4Ports | Prereq::Tcp | Prereq::Udp | Prereq::Sctp | Prereq::Icmp | Prereq::Icmpv6 => {
+                self.tr.wc.unwildcard_all(id::NW_PROTO)
+            }
+            _ => {}
+        }
+        self.flow.prereq_ok(p)
+    }
+
+    fn run(&mut self, actions: &[Action]) {
+        for a in actions {
+            if self.tr.drop_reason.is_some() {
+                return;
+            }
+            match *a {
+                Action::Output(port) => {
+                    if port != self.flow.in_port() {
+                        self.output(port);
+                    }
+                }
+                Action::OutputInPort => self.output(self.flow.in_port()),
+                Action::GotoTable(t) => self.lookup(self.flow.in_port(), t, true),
+                Action::Resubmit { in_port, table } => {
+                    let port = in_port.unwrap_or(self.flow.in_port());
+                    self.lookup(port, table.unwrap_or(self.table), true)
+                }
+                Action::SetField { field, value, mask } => {
+                    if self.prereq_ok(field) {
+                        self.tr.wc.unwildcard(field, mask);
+                        self.flow.set_masked(field, value, mask);
+                    }
+                }
+                Action::Move { src, dst } => {
+                    let src_ok = self.prereq_ok(src.field);
+                    if src_ok && self.prereq_ok(dst.field) {
+                        self.tr.wc.unwildcard(src.field, src.mask());
+                        self.tr.wc.unwildcard(dst.field, dst.mask());
+                        let bits = (self.flow.get(src.field) & src.mask()) >> src.offset;
+                        self.flow.set_masked(dst.field, bits << dst.offset, dst.mask());
+                    }
+                }
+                Action::WriteMetadata { value, mask } => {
+                    self.flow.set_masked(id::METADATA, value as u128, mask as u128);
+                }
+                Action::PushVlan(tpid) => {
+                    // OVS flow_push_vlan_uninit: existing tags become part of the key.
+                    if self.flow.has_vlan() {
+                        self.tr.wc.unwildcard_all(id::VLAN_TCI);
+                        self.tr.wc.unwildcard_all(id::VLAN_TPID);
+                    }
+                    self.flow.set_vlan_tpid2(self.flow.vlan_tpid());
+                    self.flow.set_vlan_tci2(self.flow.vlan_tci());
+                    self.flow.set_vlan_tpid(tpid);
+                    self.flow.set_vlan_tci(proto::VLAN_CFI);
+                }
+                Action::PopVlan => {
+                    if self.flow.vlan_tci2() & proto::VLAN_CFI != 0 {
+                        self.tr.wc.unwildcard_all(id::VLAN_TCI2);
+                        self.tr.wc.unwildcard_all(id::VLAN_TPID2);
+                    }
+                    self.flow.set_vlan_tpid(self.flow.vlan_tpid2());
+                    self.flow.set_vlan_tci(self.flow.vlan_tci2());
+                    self.flow.set_vlan_tpid2(0);
+                    self.flow.set_vlan_tci2(0);
+                }
+                Action::SetVlanVid { vid, push_if_needed } => {
+                    self.tr.wc.unwildcard(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
+                    if self.flow.has_vlan() || push_if_needed {
+                        if self.flow.vlan_tpid() == 0 {
+                            self.flow.set_vlan_tpid(proto::ETH_VLAN);
+                        }
+                        let tci = (self.flow.vlan_tci() & !0x0fff) | vid | proto::VLAN_CFI;
+                        self.flow.set_vlan_tci(tci);
+                    }
+                }
+                Action::SetVlanPcp { pcp, push_if_needed } => {
+                    self.tr.wc.unwildcard(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
+                    if self.flow.has_vlan() || push_if_needed {
+                        if self.flow.vlan_tpid() == 0 {
+                            self.flow.set_vlan_tpid(proto::ETH_VLAN);
+                        }
+                        let tci = (self.flow.vlan_tci() & !0xe000) | ((pcp as u16) << 13) | proto::VLAN_CFI;
+                        self.flow.set_vlan_tci(tci);
+                    }
+                }
+                Action::DecTtl => {
+                    self.tr.wc.unwildcard_all(id::NW_TTL);
+                    if self.flow.is_ip() {
+                        let ttl = self.flow.nw_ttl();
+                        if ttl > 1 {
+                            self.flow.set_nw_ttl(ttl - 1);
+                        } else {
+                            // To the controller; OVS stops this action list (not the caller's).
+                            self.tr.ttl_exceeded += 1;
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn output(&mut self, port: u32) {
+        let n_before = self.tr.dp_actions.len();
+        let popped = commit(&mut self.base, &self.flow, &mut self.tr.dp_actions);
+        // An IP header rewrite in the datapath carries the (unwritable) protocol, so the
+        // megaflow must pin it, as OVS's commit of set(ipv4(..)) does.
+        let ip_set = self.tr.dp_actions[n_before..].iter().any(|a| {
+            matches!(a, DpAction::Set(f, _) if matches!(*f, id::NW_SRC | id::NW_DST | id::NW_TOS | id::NW_TTL | id::IPV6_SRC | id::IPV6_DST | id::IPV6_LABEL))
+        });
+        if ip_set && self.flow.is_ip() {
+            self.tr.wc.unwildcard_all(id::NW_PROTO);
+        }
+        // Popping a tag means the datapath must rebuild the original exactly.
+        if popped[0] {
+            self.tr.wc.unwildcard_all(id::VLAN_TCI);
+            self.tr.wc.unwildcard_all(id::VLAN_TPID);
+        }
+        if popped[1] {
+            self.tr.wc.unwildcard_all(id::VLAN_TCI2);
+            self.tr.wc.unwildcard_all(id::VLAN_TPID2);
+        }
+        self.tr.dp_actions.push(DpAction::Output(port));
+        self.tr.outputs.push(Output { port, packet: self.flow });
+    }
+
+    /// OVS `xlate_wc_finish`, plus dropping mask bits of headers the packet does not have.
+    fn finish(&mut self) {
+        if self.tr.drop_reason.is_some() {
+            self.tr.dp_actions.clear();
+            self.tr.outputs.clear();
+        }
+        self.tr.final_flow = self.flow;
+        let entry = self.tr.entry;
+        let wc = &mut self.tr.wc;
+        // Metadata and registers are pipeline state, not packet state.
+        for (i, f) in FIELDS.iter().enumerate() {
+            if !f.packet {
+                wc.set(FieldId(i as u8), 0);
+            }
+        }
+        normalize_mask(&entry, wc);
+        self.tr.megaflow = Match::new(entry, *wc);
+    }
+}
+
+/// Makes a megaflow mask canonical for a packet: VLAN presence always exact (a datapath key
+/// has the tag or not), and no exact bits on headers the packet does not have, whenever what
+/// decides their existence (`dl_type`, `nw_proto`) is itself exact. Sound because such fields
+/// read as zero for every packet the megaflow covers.
+pub fn normalize_mask(entry: &FlowKey, wc: &mut FlowMask) {
+    let cfi = proto::VLAN_CFI as u128;
+    let tci_mask = wc.get(id::VLAN_TCI);
+    if entry.has_vlan() {
+        wc.set(id::VLAN_TCI, tci_mask | cfi);
+        if entry.vlan_tci2() & proto::VLAN_CFI != 0 {
+            wc.unwildcard(id::VLAN_TCI2, cfi);
+        } else {
+            wc.set(id::VLAN_TCI2, cfi & wc.get(id::VLAN_TCI2));
+            wc.set(id::VLAN_TPID2, 0);
+        }
+    } else {
+        wc.set(id::VLAN_TCI, cfi);
+        wc.set(id::VLAN_TPID, 0);
+        wc.set(id::VLAN_TCI2, 0);
+        wc.set(id::VLAN_TPID2, 0);
+    }
+    let dl = entry.dl_type();
+    let ipv4 = dl == proto::ETH_IPV4;
+    let ipv6 = dl == proto::ETH_IPV6;
+    let arp = dl == proto::ETH_ARP;
+    if !(ipv4 || arp) {
+        wc.set(id::NW_SRC, 0);
+        wc.set(id::NW_DST, 0);
+    }
+    if !ipv6 {
+        wc.set(id::IPV6_SRC, 0);
+        wc.set(id::IPV6_DST, 0);
+        wc.set(id::IPV6_LABEL, 0);
+    }
+    if !(ipv4 || ipv6) {
+        wc.set(id::NW_TOS, 0);
+        wc.set(id::NW_TTL, 0);
+        wc.set(id::NW_FRAG, 0);
+        if !arp {
+            wc.set(id::NW_PROTO, 0);
+        }
+    } else {
+        wc.set(id::NW_FRAG, 3);
+    }
+    if !arp {
+        wc.set(id::ARP_SHA, 0);
+        wc.set(id::ARP_THA, 0);
+    }
+    let proto_exact = wc.get(id::NW_PROTO) == 0xff;
+    let nw = entry.nw_proto();
+    let l4_known = (ipv4 || ipv6) && proto_exact;
+    if !(ipv4 || ipv6) || (l4_known && !matches!(nw, proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP | proto::IP_ICMP | proto::IP_ICMPV6)) {
+        wc.set(id::TP_SRC, 0);
+        wc.set(id::TP_DST, 0);
+    }
+    if l4_known && matches!(nw, proto::IP_ICMP | proto::IP_ICMPV6) {
+        wc.set(id::TP_SRC, wc.get(id::TP_SRC) & 0xff);
+        wc.set(id::TP_DST, wc.get(id::TP_DST) & 0xff);
+    }
+    if !(ipv4 || ipv6) || (l4_known && nw != proto::IP_TCP) {
+        wc.set(id::TCP_FLAGS, 0);
+    }
+    if entry.nw_frag() & proto::FRAG_LATER != 0 {
+        wc.set(id::TP_SRC, 0);
+        wc.set(id::TP_DST, 0);
+    }
+}

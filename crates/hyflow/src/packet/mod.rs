@@ -1,0 +1,10 @@
+//! Packets: the field table, the fixed-layout flow key, frame parsing and ovs-ofctl notation.
+
+pub mod field;
+pub mod format;
+pub mod key;
+pub mod parse;
+
+pub use field::{FieldId, KEY_WORDS};
+pub use key::{FlowKey, FlowMask};
+pub use parse::{parse_frame, LinkKind, Malformed};
