@@ -11,9 +11,14 @@ use clap::{Args, Parser, Subcommand};
 use hyflow::openflow::report::{trace_json, trace_text};
 use hyflow::openflow::{parse_packet, read_flow_file, Pipeline, Traversal};
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
+use hyflow::trace::{LinkType, TraceReader};
 
 #[derive(Parser)]
-#[command(name = "hyflow", version, about = "A virtual switch split between a SmartNIC model and host software")]
+#[command(
+    name = "hyflow",
+    version,
+    about = "A virtual switch split between a SmartNIC model and host software"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -72,9 +77,29 @@ fn load_pipeline(path: &Path) -> Result<Pipeline> {
     Ok(Pipeline::from_rules(rules))
 }
 
-fn packet_from_pcap(path: &Path, _index: u64, _in_port: Option<u32>) -> Result<FlowKey> {
-    let _ = (parse_frame, LinkKind::Ethernet);
-    bail!("{}: pcap input not wired yet", path.display())
+fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<FlowKey> {
+    let mut reader = TraceReader::open(path)?;
+    let mut i = 0u64;
+    while let Some(pkt) = reader.next_packet()? {
+        if i == index {
+            let link = match pkt.link {
+                LinkType::Ethernet => LinkKind::Ethernet,
+                LinkType::RawIp => LinkKind::RawIp,
+                LinkType::Other(n) => bail!("{}: packet {index}: unsupported link type {n}", path.display()),
+            };
+            let port = in_port.unwrap_or(pkt.interface + 1);
+            let mut key = FlowKey::default();
+            if let Err(m) = parse_frame(pkt.data, link, port, &mut key) {
+                eprintln!(
+                    "hyflow: warning: packet {index} is malformed ({}); tracing what was parsed",
+                    m.name()
+                );
+            }
+            return Ok(key);
+        }
+        i += 1;
+    }
+    Err(anyhow!("{}: has {i} packets, no packet at index {index}", path.display()))
 }
 
 fn packets_from_file(path: &Path) -> Result<Vec<FlowKey>> {

@@ -6,3 +6,4 @@
 
 pub mod openflow;
 pub mod packet;
+pub mod trace;

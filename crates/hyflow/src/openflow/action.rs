@@ -102,6 +102,11 @@ impl std::fmt::Display for Action {
                 let t = table.map(|t| t.to_string()).unwrap_or_default();
                 write!(f, "resubmit({p},{t})")
             }
+            Action::SetField { field, value, mask }
+                if *field == crate::packet::field::id::NW_TOS && *mask == 0xfc =>
+            {
+                write!(f, "mod_nw_tos:{value}")
+            }
             Action::SetField { field, value, mask } => {
                 let full = field.full_mask();
                 if *mask == full {

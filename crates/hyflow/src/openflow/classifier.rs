@@ -196,7 +196,8 @@ impl Subtable {
         let mut best: Option<ClsEntry> = None;
         for b in self.buckets.iter() {
             for e in &b.entries {
-                if best.is_none_or(|x| e.priority > x.priority || (e.priority == x.priority && e.seq < x.seq)) {
+                if best.is_none_or(|x| e.priority > x.priority || (e.priority == x.priority && e.seq < x.seq))
+                {
                     best = Some(*e);
                 }
             }
@@ -265,7 +266,10 @@ impl Classifier {
         let subtables = &self.subtables;
         self.order.sort_by(|&a, &b| {
             let (a, b) = (subtables[a as usize].as_ref(), subtables[b as usize].as_ref());
-            let (a, b) = (a.map_or((0, u64::MAX), |s| (s.max_priority, s.max_priority_seq)), b.map_or((0, u64::MAX), |s| (s.max_priority, s.max_priority_seq)));
+            let (a, b) = (
+                a.map_or((0, u64::MAX), |s| (s.max_priority, s.max_priority_seq)),
+                b.map_or((0, u64::MAX), |s| (s.max_priority, s.max_priority_seq)),
+            );
             b.0.cmp(&a.0).then(a.1.cmp(&b.1))
         });
     }
@@ -393,7 +397,9 @@ impl Classifier {
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
             if let Some(b) = &best {
-                if st.max_priority < b.priority || (st.max_priority == b.priority && st.max_priority_seq >= b.seq) {
+                if st.max_priority < b.priority
+                    || (st.max_priority == b.priority && st.max_priority_seq >= b.seq)
+                {
                     break;
                 }
             }
@@ -417,7 +423,9 @@ impl Classifier {
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
             if let Some(b) = &best {
-                if st.max_priority < b.priority || (st.max_priority == b.priority && st.max_priority_seq >= b.seq) {
+                if st.max_priority < b.priority
+                    || (st.max_priority == b.priority && st.max_priority_seq >= b.seq)
+                {
                     break;
                 }
             }
@@ -431,7 +439,14 @@ impl Classifier {
     }
 
     /// OVS `check_tries`: can a prefix trie prove this subtable cannot match, cheaply?
-    fn check_tries(&self, st: &Subtable, stage: usize, key: &FlowKey, ctx: &mut TrieCtx, wc: &mut FlowMask) -> bool {
+    fn check_tries(
+        &self,
+        st: &Subtable,
+        stage: usize,
+        key: &FlowKey,
+        ctx: &mut TrieCtx,
+        wc: &mut FlowMask,
+    ) -> bool {
         let mut tries = st.stage_tries[stage];
         while tries != 0 {
             let j = tries.trailing_zeros() as usize;
@@ -462,7 +477,13 @@ impl Classifier {
     }
 
     /// OVS `find_match_wc` for one subtable.
-    fn find_wc(&self, st: &Subtable, key: &FlowKey, ctx: &mut TrieCtx, wc: &mut FlowMask) -> Option<ClsEntry> {
+    fn find_wc(
+        &self,
+        st: &Subtable,
+        key: &FlowKey,
+        ctx: &mut TrieCtx,
+        wc: &mut FlowMask,
+    ) -> Option<ClsEntry> {
         let mut h = SEED;
         let mut start = 0usize;
         let last = st.stage_ends.len() - 1;
@@ -530,7 +551,11 @@ mod tests {
 
     #[test]
     fn priority_then_first_added() {
-        let c = cls(&["priority=5,ip actions=drop", "priority=9,ip,nw_src=10.0.0.0/8 actions=drop", "priority=9,ip,nw_dst=1.1.1.1 actions=drop"]);
+        let c = cls(&[
+            "priority=5,ip actions=drop",
+            "priority=9,ip,nw_src=10.0.0.0/8 actions=drop",
+            "priority=9,ip,nw_dst=1.1.1.1 actions=drop",
+        ]);
         let p = pkt("ip,nw_src=10.1.1.1,nw_dst=1.1.1.1");
         assert_eq!(c.lookup(&p).unwrap().rule, 1);
         let mut wc = FlowMask::CATCHALL;

@@ -6,15 +6,24 @@
 
 use std::fmt::Write as _;
 
+use super::traversal::Output;
 use crate::packet::field::{id, proto, FieldId};
 use crate::packet::format::format_value;
-use crate::packet::FlowKey;
+use crate::packet::{FlowKey, FlowMask};
 
 /// One datapath action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DpAction {
-    /// Set a header field to a value.
-    Set(FieldId, u128),
+    /// Set the `mask` bits of a header field to `value` (OVS's masked set: only the bits the
+    /// pipeline examined or wrote, so untouched bits such as ECN pass through).
+    Set {
+        /// Field written.
+        field: FieldId,
+        /// New value (under `mask`).
+        value: u128,
+        /// Bits written.
+        mask: u128,
+    },
     /// Remove the outer VLAN tag.
     PopVlan,
     /// Add an outer VLAN tag.
@@ -49,9 +58,10 @@ fn group_applies(name: &str, k: &FlowKey) -> bool {
 }
 
 /// Appends the actions that turn `base` into `flow`, and makes `base` equal `flow` on the
-/// committed fields. Returns the VLAN header indices of `base` that were popped (OVS
-/// un-wildcards the tags it pops, since the push must recreate them exactly).
-pub fn commit(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> [bool; 2] {
+/// committed fields; `wc` (the bits examined so far, which include every bit written) masks
+/// each set. Returns the VLAN header indices of `base` that were popped (OVS un-wildcards the
+/// tags it pops, since the push must recreate them exactly).
+pub fn commit(base: &mut FlowKey, flow: &FlowKey, wc: &FlowMask, out: &mut Vec<DpAction>) -> [bool; 2] {
     for (name, fields) in SET_GROUPS {
         if !group_applies(name, flow) {
             continue;
@@ -59,7 +69,8 @@ pub fn commit(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> [b
         for &f in *fields {
             let v = flow.get(f);
             if base.get(f) != v {
-                out.push(DpAction::Set(f, v));
+                let mask = wc.get(f) | (base.get(f) ^ v);
+                out.push(DpAction::Set { field: f, value: v & mask, mask });
                 base.set(f, v);
             }
         }
@@ -96,6 +107,30 @@ fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> 
     popped
 }
 
+/// Runs datapath actions on a packet, as the datapath (or a NIC) executes a cached megaflow:
+/// every packet covered by the megaflow must get the same outputs as the slow path would give.
+pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>) {
+    let mut k = *packet;
+    for a in actions {
+        match *a {
+            DpAction::Set { field, value, mask } => k.set_masked(field, value, mask),
+            DpAction::PopVlan => {
+                k.set_vlan_tpid(k.vlan_tpid2());
+                k.set_vlan_tci(k.vlan_tci2());
+                k.set_vlan_tpid2(0);
+                k.set_vlan_tci2(0);
+            }
+            DpAction::PushVlan { tpid, tci } => {
+                k.set_vlan_tpid2(k.vlan_tpid());
+                k.set_vlan_tci2(k.vlan_tci());
+                k.set_vlan_tpid(tpid);
+                k.set_vlan_tci(tci);
+            }
+            DpAction::Output(port) => outputs.push(Output { port, packet: k }),
+        }
+    }
+}
+
 /// Writes datapath actions like `ovs-appctl ofproto/trace` (`drop` when empty).
 pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
     if actions.is_empty() {
@@ -124,15 +159,20 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
                 }
                 i += 1;
             }
-            DpAction::Set(first, _) => {
+            DpAction::Set { field: first, .. } => {
                 // Group consecutive sets of one header: set(ipv4(src=..,ttl=..)).
                 let group = header_of(first, entry);
                 let mut parts = Vec::new();
-                while let Some(DpAction::Set(f, v)) = actions.get(i) {
-                    if header_of(*f, entry) != group {
+                while let Some(&DpAction::Set { field, value, mask }) = actions.get(i) {
+                    if header_of(field, entry) != group {
                         break;
                     }
-                    parts.push(format!("{}={}", dp_name(*f), dp_value(*f, *v)));
+                    let text = if mask == field.full_mask() {
+                        dp_value(field, value)
+                    } else {
+                        format!("{}/{}", dp_value(field, value), dp_value(field, mask))
+                    };
+                    parts.push(format!("{}={text}", dp_name(field)));
                     i += 1;
                 }
                 let _ = write!(out, "set({group}({}))", parts.join(","));

@@ -143,7 +143,11 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
     match (kind, actions_at) {
         (SpecKind::Add, None) => {
             let end = line.trim_end();
-            return Err(err(end.len().max(1), end.rsplit([',', ' ']).next().unwrap_or(""), "missing actions="));
+            return Err(err(
+                end.len().max(1),
+                end.rsplit([',', ' ']).next().unwrap_or(""),
+                "missing actions=",
+            ));
         }
         (SpecKind::Selector, Some(pos)) => {
             return Err(err(pos + 1, "actions", "actions are not allowed here"));
@@ -201,9 +205,7 @@ fn match_satisfies(m: &Match, p: Prereq) -> bool {
     let ip = matches!(dl, Some(proto::ETH_IPV4 | proto::ETH_IPV6));
     match p {
         Prereq::None => true,
-        Prereq::Vlan => {
-            m.mask.get(id::VLAN_TCI) as u16 & proto::VLAN_CFI != 0 && m.value.has_vlan()
-        }
+        Prereq::Vlan => m.mask.get(id::VLAN_TCI) as u16 & proto::VLAN_CFI != 0 && m.value.has_vlan(),
         Prereq::Ip => ip,
         Prereq::Ipv4 => dl == Some(proto::ETH_IPV4),
         Prereq::Ipv6 => dl == Some(proto::ETH_IPV6),
@@ -255,9 +257,7 @@ fn set_exact(
 }
 
 fn parse_u<T: TryFrom<u128>>(tok: &Tok, text: &str, what: &str) -> Result<T, SpecError> {
-    parse_int(text)
-        .and_then(|v| T::try_from(v).ok())
-        .ok_or_else(|| tok.fail(format!("bad {what} '{text}'")))
+    parse_int(text).and_then(|v| T::try_from(v).ok()).ok_or_else(|| tok.fail(format!("bad {what} '{text}'")))
 }
 
 fn parse_match_token<'a>(
@@ -404,7 +404,13 @@ fn parse_subfield(tok: &Tok) -> Result<SubField, SpecError> {
 fn writable(f: FieldId) -> bool {
     !matches!(
         f,
-        id::DL_TYPE | id::NW_PROTO | id::NW_FRAG | id::TCP_FLAGS | id::VLAN_TPID | id::VLAN_TCI2 | id::VLAN_TPID2
+        id::DL_TYPE
+            | id::NW_PROTO
+            | id::NW_FRAG
+            | id::TCP_FLAGS
+            | id::VLAN_TPID
+            | id::VLAN_TCI2
+            | id::VLAN_TPID2
     )
 }
 
@@ -414,7 +420,11 @@ fn check_writable(tok: &Tok, f: FieldId, rule: &Rule) -> Result<(), SpecError> {
     }
     let p = f.def().prereq;
     if !match_satisfies(&rule.matcher, p) {
-        return Err(tok.fail(format!("writing {} requires the match to have {}", f.def().name, prereq_text(p))));
+        return Err(tok.fail(format!(
+            "writing {} requires the match to have {}",
+            f.def().name,
+            prereq_text(p)
+        )));
     }
     Ok(())
 }
@@ -438,7 +448,9 @@ fn parse_actions(text: &str, base: usize, rule: &Rule) -> Result<Vec<Action>, Sp
     let mut saw_write_metadata: Option<Tok> = None;
     for tok in &toks {
         if let Some(g) = saw_goto {
-            return Err(tok.fail(format!("nothing may follow {} (goto_table is the last instruction)", g.text)));
+            return Err(
+                tok.fail(format!("nothing may follow {} (goto_table is the last instruction)", g.text))
+            );
         }
         let a = parse_action(tok, rule)?;
         match &a {
@@ -452,7 +464,9 @@ fn parse_actions(text: &str, base: usize, rule: &Rule) -> Result<Vec<Action>, Sp
             }
             Some(_) => {
                 if let Some(w) = saw_write_metadata {
-                    return Err(w.fail("write_metadata must come after all other actions (only goto_table may follow)"));
+                    return Err(w.fail(
+                        "write_metadata must come after all other actions (only goto_table may follow)",
+                    ));
                 }
             }
         }
@@ -503,7 +517,9 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             need_arg("a port")?;
             let port = arg.strip_prefix("port=").unwrap_or(arg);
             if port.contains(',') || port.contains('=') {
-                return Err(arg_tok.fail("only output:PORT, output(PORT) and output(port=PORT) are supported"));
+                return Err(
+                    arg_tok.fail("only output:PORT, output(PORT) and output(port=PORT) are supported")
+                );
             }
             parse_port(&arg_tok, port)?
         }
@@ -561,7 +577,8 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
                     Action::SetVlanPcp { pcp, push_if_needed: false }
                 }
                 _ => {
-                    let field = FieldId::from_name(f).ok_or_else(|| ftok.fail(format!("unknown field '{f}'")))?;
+                    let field =
+                        FieldId::from_name(f).ok_or_else(|| ftok.fail(format!("unknown field '{f}'")))?;
                     let (value, mask) = parse_field_value(field, v).map_err(|e| arg_tok.fail(e.reason))?;
                     check_writable(&ftok, field, rule)?;
                     Action::SetField { field, value: value & mask, mask }
@@ -587,7 +604,11 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             let dst = parse_subfield(&dtok)?;
             check_writable(&dtok, dst.field, rule)?;
             if !match_satisfies(&rule.matcher, src.field.def().prereq) {
-                return Err(stok.fail(format!("reading {} requires {}", s, prereq_text(src.field.def().prereq))));
+                return Err(stok.fail(format!(
+                    "reading {} requires {}",
+                    s,
+                    prereq_text(src.field.def().prereq)
+                )));
             }
             if src.n_bits != dst.n_bits {
                 return Err(tok.fail(format!("move copies {} bits into {} bits", src.n_bits, dst.n_bits)));
@@ -647,7 +668,11 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             Action::SetVlanPcp { pcp, push_if_needed: name == "mod_vlan_pcp" }
         }
         "dec_ttl" => Action::DecTtl,
-        _ => return Err(tok.sub(0, name.len().max(1).min(text.len())).fail(format!("unknown action '{name}'"))),
+        _ => {
+            return Err(tok
+                .sub(0, name.len().max(1).min(text.len()))
+                .fail(format!("unknown action '{name}'")))
+        }
     };
     Ok(Some(a))
 }
@@ -732,12 +757,11 @@ mod tests {
 
     #[test]
     fn every_action_spelling() {
-        let r = one(
-            "table=1,priority=5,ip actions=output(3),4,in_port,resubmit(,2),resubmit(7,3),resubmit:5,\
+        let r =
+            one("table=1,priority=5,ip actions=output(3),4,in_port,resubmit(,2),resubmit(7,3),resubmit:5,\
              set_field:10.0.0.1->nw_src,load:0x3->NXM_NX_REG0[0..7],move:NXM_NX_REG0[]->NXM_NX_REG1[],\
              mod_dl_src:00:00:00:00:00:01,mod_nw_ttl:9,mod_nw_tos:32,push_vlan:0x8100,mod_vlan_vid:5,\
-             mod_vlan_pcp:3,strip_vlan,pop_vlan,dec_ttl,write_metadata:0x1/0xff,goto_table:4",
-        );
+             mod_vlan_pcp:3,strip_vlan,pop_vlan,dec_ttl,write_metadata:0x1/0xff,goto_table:4");
         assert_eq!(r.actions.len(), 20);
         assert_eq!(r.actions[3], Action::Resubmit { in_port: None, table: Some(2) });
         assert_eq!(r.actions[5], Action::Resubmit { in_port: Some(5), table: None });

@@ -77,7 +77,8 @@ impl Pipeline {
         let id = self.rules.len() as RuleId;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.tables[rule.table as usize].insert(&rule.matcher, ClsEntry { rule: id, priority: rule.priority, seq });
+        self.tables[rule.table as usize]
+            .insert(&rule.matcher, ClsEntry { rule: id, priority: rule.priority, seq });
         self.rules.push(Some(rule));
         self.seqs.push(seq);
         self.stats.push(RuleStats::default());
@@ -152,7 +153,8 @@ impl Pipeline {
     /// Runs `packet` through the pipeline from table 0, filling `tr`.
     pub fn process(&self, packet: &FlowKey, tr: &mut Traversal) {
         tr.reset(packet);
-        let mut x = Xlate { p: self, flow: *packet, base: *packet, tr, depth: 0, nesting: 0, resubmits: 0, table: 0 };
+        let mut x =
+            Xlate { p: self, flow: *packet, base: *packet, tr, depth: 0, nesting: 0, resubmits: 0, table: 0 };
         x.init_wc();
         x.lookup(packet.in_port(), 0, false);
         x.finish();
@@ -207,7 +209,13 @@ impl Xlate<'_> {
         let mut wc = FlowMask::CATCHALL;
         let hit = self.p.tables[table as usize].lookup_wc(&self.flow, &mut wc);
         self.tr.wc.union_with(&wc);
-        self.tr.steps.push(Step { table, depth: self.nesting, rule: hit.map(|e| e.rule), flow: self.flow, mask: wc });
+        self.tr.steps.push(Step {
+            table,
+            depth: self.nesting,
+            rule: hit.map(|e| e.rule),
+            flow: self.flow,
+            mask: wc,
+        });
         self.flow.set_in_port(old_in_port);
         if let Some(e) = hit {
             let rule = self.p.rules[e.rule as usize].as_ref().expect("classifier holds live rules");
@@ -333,11 +341,11 @@ impl Xlate<'_> {
 
     fn output(&mut self, port: u32) {
         let n_before = self.tr.dp_actions.len();
-        let popped = commit(&mut self.base, &self.flow, &mut self.tr.dp_actions);
+        let popped = commit(&mut self.base, &self.flow, &self.tr.wc, &mut self.tr.dp_actions);
         // An IP header rewrite in the datapath carries the (unwritable) protocol, so the
         // megaflow must pin it, as OVS's commit of set(ipv4(..)) does.
         let ip_set = self.tr.dp_actions[n_before..].iter().any(|a| {
-            matches!(a, DpAction::Set(f, _) if matches!(*f, id::NW_SRC | id::NW_DST | id::NW_TOS | id::NW_TTL | id::IPV6_SRC | id::IPV6_DST | id::IPV6_LABEL))
+            matches!(a, DpAction::Set { field: f, .. } if matches!(*f, id::NW_SRC | id::NW_DST | id::NW_TOS | id::NW_TTL | id::IPV6_SRC | id::IPV6_DST | id::IPV6_LABEL))
         });
         if ip_set && self.flow.is_ip() {
             self.tr.wc.unwildcard_all(id::NW_PROTO);
@@ -426,7 +434,13 @@ pub fn normalize_mask(entry: &FlowKey, wc: &mut FlowMask) {
     let proto_exact = wc.get(id::NW_PROTO) == 0xff;
     let nw = entry.nw_proto();
     let l4_known = (ipv4 || ipv6) && proto_exact;
-    if !(ipv4 || ipv6) || (l4_known && !matches!(nw, proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP | proto::IP_ICMP | proto::IP_ICMPV6)) {
+    if !(ipv4 || ipv6)
+        || (l4_known
+            && !matches!(
+                nw,
+                proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP | proto::IP_ICMP | proto::IP_ICMPV6
+            ))
+    {
         wc.set(id::TP_SRC, 0);
         wc.set(id::TP_DST, 0);
     }

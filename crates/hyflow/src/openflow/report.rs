@@ -23,10 +23,7 @@ pub fn packet_json(key: &FlowKey) -> Value {
 /// `outputs` as `hyflow trace --json` and `hyflow replay --decisions` write them.
 pub fn outputs_json(tr: &Traversal) -> Value {
     Value::Array(
-        tr.outputs
-            .iter()
-            .map(|o| json!({"port": o.port, "packet": packet_json(&o.packet)}))
-            .collect(),
+        tr.outputs.iter().map(|o| json!({"port": o.port, "packet": packet_json(&o.packet)})).collect(),
     )
 }
 

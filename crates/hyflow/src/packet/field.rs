@@ -125,11 +125,8 @@ pub mod word {
 }
 
 /// First key word of each stage after metadata: L2, L3, L4.
-pub const STAGE_STARTS: [usize; 3] = [
-    word::ETH_DST_TYPE as usize,
-    word::NW_ADDRS as usize,
-    word::PORTS as usize,
-];
+pub const STAGE_STARTS: [usize; 3] =
+    [word::ETH_DST_TYPE as usize, word::NW_ADDRS as usize, word::PORTS as usize];
 
 /// Stage of a key word.
 pub fn stage_of_word(w: usize) -> Stage {
@@ -186,20 +183,70 @@ pub static FIELDS: &[FieldDef] = &[
     f!("reg14", ["NXM_NX_REG14"], REGS + 7, 32, 32, true, None, Hex, false),
     f!("reg15", ["NXM_NX_REG15"], REGS + 7, 0, 32, true, None, Hex, false),
     f!("dl_src", ["eth_src", "NXM_OF_ETH_SRC", "OXM_OF_ETH_SRC"], ETH_SRC_TCI, 16, 48, true, None, Mac, true),
-    f!("dl_dst", ["eth_dst", "NXM_OF_ETH_DST", "OXM_OF_ETH_DST"], ETH_DST_TYPE, 16, 48, true, None, Mac, true),
+    f!(
+        "dl_dst",
+        ["eth_dst", "NXM_OF_ETH_DST", "OXM_OF_ETH_DST"],
+        ETH_DST_TYPE,
+        16,
+        48,
+        true,
+        None,
+        Mac,
+        true
+    ),
     f!("vlan_tci", ["NXM_OF_VLAN_TCI"], ETH_SRC_TCI, 0, 16, true, None, Hex, true),
     f!("vlan_tpid", [], VLAN_EXTRA, 48, 16, false, Vlan, Hex, true),
     f!("vlan_tci2", [], VLAN_EXTRA, 32, 16, false, None, Hex, true),
     f!("vlan_tpid2", [], VLAN_EXTRA, 16, 16, false, None, Hex, true),
-    f!("dl_type", ["eth_type", "NXM_OF_ETH_TYPE", "OXM_OF_ETH_TYPE"], ETH_DST_TYPE, 0, 16, false, None, Hex, true),
-    f!("nw_src", ["ip_src", "ipv4_src", "NXM_OF_IP_SRC", "OXM_OF_IPV4_SRC"], NW_ADDRS, 32, 32, true, Ipv4, Ipv4, true),
-    f!("nw_dst", ["ip_dst", "ipv4_dst", "NXM_OF_IP_DST", "OXM_OF_IPV4_DST"], NW_ADDRS, 0, 32, true, Ipv4, Ipv4, true),
+    f!(
+        "dl_type",
+        ["eth_type", "NXM_OF_ETH_TYPE", "OXM_OF_ETH_TYPE"],
+        ETH_DST_TYPE,
+        0,
+        16,
+        false,
+        None,
+        Hex,
+        true
+    ),
+    f!(
+        "nw_src",
+        ["ip_src", "ipv4_src", "NXM_OF_IP_SRC", "OXM_OF_IPV4_SRC"],
+        NW_ADDRS,
+        32,
+        32,
+        true,
+        Ipv4,
+        Ipv4,
+        true
+    ),
+    f!(
+        "nw_dst",
+        ["ip_dst", "ipv4_dst", "NXM_OF_IP_DST", "OXM_OF_IPV4_DST"],
+        NW_ADDRS,
+        0,
+        32,
+        true,
+        Ipv4,
+        Ipv4,
+        true
+    ),
     f!("arp_spa", ["NXM_OF_ARP_SPA", "OXM_OF_ARP_SPA"], NW_ADDRS, 32, 32, true, Arp, Ipv4, true),
     f!("arp_tpa", ["NXM_OF_ARP_TPA", "OXM_OF_ARP_TPA"], NW_ADDRS, 0, 32, true, Arp, Ipv4, true),
     f!("ipv6_src", ["NXM_NX_IPV6_SRC", "OXM_OF_IPV6_SRC"], IPV6_SRC, 0, 128, true, Ipv6, Ipv6, true),
     f!("ipv6_dst", ["NXM_NX_IPV6_DST", "OXM_OF_IPV6_DST"], IPV6_DST, 0, 128, true, Ipv6, Ipv6, true),
     f!("ipv6_label", ["NXM_NX_IPV6_LABEL", "OXM_OF_IPV6_FLABEL"], NW_MISC, 32, 20, true, Ipv6, Hex, true),
-    f!("nw_proto", ["ip_proto", "NXM_OF_IP_PROTO", "OXM_OF_IP_PROTO"], NW_MISC, 0, 8, false, Ip, Decimal, true),
+    f!(
+        "nw_proto",
+        ["ip_proto", "NXM_OF_IP_PROTO", "OXM_OF_IP_PROTO"],
+        NW_MISC,
+        0,
+        8,
+        false,
+        Ip,
+        Decimal,
+        true
+    ),
     f!("arp_op", ["NXM_OF_ARP_OP", "OXM_OF_ARP_OP"], NW_MISC, 0, 8, false, Arp, Decimal, true),
     // nw_tos views the whole TOS byte but only its DSCP bits are matchable (OVS semantics).
     f!("nw_tos", ["NXM_OF_IP_TOS"], NW_MISC, 16, 8, false, Ip, Decimal, true),
@@ -220,8 +267,28 @@ pub static FIELDS: &[FieldDef] = &[
     f!("sctp_dst", ["OXM_OF_SCTP_DST"], PORTS, 32, 16, true, Sctp, Decimal, true),
     f!("icmp_type", ["NXM_OF_ICMP_TYPE", "OXM_OF_ICMPV4_TYPE"], PORTS, 48, 8, false, Icmp, Decimal, true),
     f!("icmp_code", ["NXM_OF_ICMP_CODE", "OXM_OF_ICMPV4_CODE"], PORTS, 32, 8, false, Icmp, Decimal, true),
-    f!("icmpv6_type", ["NXM_NX_ICMPV6_TYPE", "OXM_OF_ICMPV6_TYPE"], PORTS, 48, 8, false, Icmpv6, Decimal, true),
-    f!("icmpv6_code", ["NXM_NX_ICMPV6_CODE", "OXM_OF_ICMPV6_CODE"], PORTS, 32, 8, false, Icmpv6, Decimal, true),
+    f!(
+        "icmpv6_type",
+        ["NXM_NX_ICMPV6_TYPE", "OXM_OF_ICMPV6_TYPE"],
+        PORTS,
+        48,
+        8,
+        false,
+        Icmpv6,
+        Decimal,
+        true
+    ),
+    f!(
+        "icmpv6_code",
+        ["NXM_NX_ICMPV6_CODE", "OXM_OF_ICMPV6_CODE"],
+        PORTS,
+        32,
+        8,
+        false,
+        Icmpv6,
+        Decimal,
+        true
+    ),
 ];
 
 impl FieldId {
@@ -232,10 +299,7 @@ impl FieldId {
 
     /// Finds a field by canonical name or alias (case-sensitive, as ovs-ofctl).
     pub fn from_name(name: &str) -> Option<FieldId> {
-        FIELDS
-            .iter()
-            .position(|f| f.name == name || f.aliases.contains(&name))
-            .map(|i| FieldId(i as u8))
+        FIELDS.iter().position(|f| f.name == name || f.aliases.contains(&name)).map(|i| FieldId(i as u8))
     }
 
     /// Finds a field by name, panicking on a typo: for names written in hyflow's own code.
@@ -356,7 +420,8 @@ mod tests {
 
     #[test]
     fn names_and_aliases_are_unique() {
-        let mut all: Vec<&str> = FIELDS.iter().flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied())).collect();
+        let mut all: Vec<&str> =
+            FIELDS.iter().flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied())).collect();
         let n = all.len();
         all.sort();
         all.dedup();

@@ -81,7 +81,9 @@ pub fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), Val
     }
     let one = |s: &str, in_mask: bool| -> Result<u128, ValueError> {
         let v = match def.notation {
-            Notation::Mac => parse_mac(s).ok_or_else(|| verr(format!("'{s}' is not a MAC address"), in_mask))?,
+            Notation::Mac => {
+                parse_mac(s).ok_or_else(|| verr(format!("'{s}' is not a MAC address"), in_mask))?
+            }
             Notation::Ipv4 => s
                 .parse::<Ipv4Addr>()
                 .map(|a| u32::from(a) as u128)
@@ -95,10 +97,7 @@ pub fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), Val
             }
         };
         if v & !full != 0 {
-            return Err(verr(
-                format!("'{s}' does not fit in {} ({} bits)", def.name, def.bits),
-                in_mask,
-            ));
+            return Err(verr(format!("'{s}' does not fit in {} ({} bits)", def.name, def.bits), in_mask));
         }
         Ok(v)
     };
@@ -113,10 +112,7 @@ pub fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), Val
             if prefix_field && !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()) {
                 let len: u32 = m.parse().map_err(|_| verr(format!("bad prefix length '{m}'"), true))?;
                 if len > def.bits as u32 {
-                    return Err(verr(
-                        format!("prefix length {len} is longer than {} bits", def.bits),
-                        true,
-                    ));
+                    return Err(verr(format!("prefix length {len} is longer than {} bits", def.bits), true));
                 }
                 prefix_mask(def.bits as u32, len)
             } else {
@@ -232,9 +228,7 @@ pub fn packet_field_value(key: &FlowKey, f: FieldId) -> u128 {
 
 /// Every field of the key as `(name, value)` in ovs-ofctl notation.
 pub fn packet_fields(key: &FlowKey) -> impl Iterator<Item = (&'static str, String)> + '_ {
-    PACKET_FIELDS
-        .iter()
-        .map(move |&f| (f.def().name, format_value(f, packet_field_value(key, f))))
+    PACKET_FIELDS.iter().map(move |&f| (f.def().name, format_value(f, packet_field_value(key, f))))
 }
 
 /// A packet as a compact match-style string: only the fields that exist in it, non-zero
@@ -398,7 +392,12 @@ fn format_vlan(tci: u16, mask: u16, push: &mut dyn FnMut(&str)) {
     let pcp_m = mask & 0xe000;
     let cfi = mask & proto::VLAN_CFI != 0;
     let present = v & proto::VLAN_CFI != 0;
-    if cfi && present && (vid_m == 0 || vid_m == 0x0fff) && (pcp_m == 0 || pcp_m == 0xe000) && (vid_m | pcp_m) != 0 {
+    if cfi
+        && present
+        && (vid_m == 0 || vid_m == 0x0fff)
+        && (pcp_m == 0 || pcp_m == 0xe000)
+        && (vid_m | pcp_m) != 0
+    {
         if vid_m != 0 {
             push(&format!("dl_vlan={}", v & 0x0fff));
         }
@@ -431,10 +430,7 @@ mod tests {
     #[test]
     fn values_in_each_notation() {
         assert_eq!(parse_field_value(id::NW_SRC, "10.0.0.0/8"), Ok((0x0a00_0000, 0xff00_0000)));
-        assert_eq!(
-            parse_field_value(id::NW_SRC, "10.0.0.0/255.0.255.0"),
-            Ok((0x0a00_0000, 0xff00_ff00))
-        );
+        assert_eq!(parse_field_value(id::NW_SRC, "10.0.0.0/255.0.255.0"), Ok((0x0a00_0000, 0xff00_ff00)));
         assert_eq!(parse_field_value(id::DL_SRC, "00:00:00:00:00:01"), Ok((1, 0xffff_ffff_ffff)));
         assert_eq!(parse_field_value(id::TP_DST, "0x40/0xfff0"), Ok((0x40, 0xfff0)));
         assert_eq!(parse_field_value(id::NW_FRAG, "later"), Ok((3, 3)));

@@ -124,11 +124,12 @@ impl FlowKey {
     /// Whether `self` agrees with `value` on every bit of `mask` (`value` need not be masked).
     #[inline]
     pub fn matches(&self, value: &FlowKey, mask: &FlowMask) -> bool {
-        self.words
-            .iter()
-            .zip(value.words.iter())
-            .zip(mask.words.iter())
-            .all(|((a, b), m)| (a ^ b) & m == 0)
+        self.words.iter().zip(value.words.iter()).zip(mask.words.iter()).all(|((a, b), m)| (a ^ b) & m == 0)
+    }
+
+    /// Whether two keys carry the same packet headers (metadata and registers ignored).
+    pub fn same_packet(&self, other: &FlowKey) -> bool {
+        self.matches(other, &FlowMask::packet_state())
     }
 
     /// Whether the packet carries at least one VLAN tag.
@@ -155,9 +156,7 @@ impl FlowKey {
             Prereq::Ipv4 => dl == proto::ETH_IPV4,
             Prereq::Ipv6 => dl == proto::ETH_IPV6,
             Prereq::Arp => dl == proto::ETH_ARP,
-            Prereq::L4Ports => {
-                ip && matches!(nw, proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP)
-            }
+            Prereq::L4Ports => ip && matches!(nw, proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP),
             Prereq::Tcp => ip && nw == proto::IP_TCP,
             Prereq::Udp => ip && nw == proto::IP_UDP,
             Prereq::Sctp => ip && nw == proto::IP_SCTP,
@@ -170,6 +169,17 @@ impl FlowKey {
 impl FlowMask {
     /// Mask with every bit wildcarded.
     pub const CATCHALL: FlowMask = FlowMask { words: [0; KEY_WORDS] };
+
+    /// Every bit of packet header state (no metadata, no registers): what leaves the switch.
+    pub fn packet_state() -> FlowMask {
+        let mut m = FlowMask::CATCHALL;
+        for (i, f) in super::field::FIELDS.iter().enumerate() {
+            if f.packet {
+                m.unwildcard_all(FieldId(i as u8));
+            }
+        }
+        m
+    }
 
     /// The mask bits of one field.
     #[inline]
@@ -212,10 +222,7 @@ impl FlowMask {
 
     /// Whether every exact bit of `self` is exact in `other` too.
     pub fn is_subset_of(&self, other: &FlowMask) -> bool {
-        self.words
-            .iter()
-            .zip(other.words.iter())
-            .all(|(a, b)| a & !b == 0)
+        self.words.iter().zip(other.words.iter()).all(|(a, b)| a & !b == 0)
     }
 
     /// Whether no bit is exact.

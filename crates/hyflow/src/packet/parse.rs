@@ -311,7 +311,10 @@ mod tests {
         assert_eq!(parse_frame(&frame[..40], LinkKind::Ethernet, 1, &mut k), Err(Malformed::TruncatedL4));
         assert_eq!(k.nw_dst(), 0x0a00_0002);
         assert_eq!(parse_frame(&frame[..20], LinkKind::Ethernet, 1, &mut k), Err(Malformed::BadIpv4));
-        assert_eq!(parse_frame(&frame[..5], LinkKind::Ethernet, 1, &mut k), Err(Malformed::TruncatedEthernet));
+        assert_eq!(
+            parse_frame(&frame[..5], LinkKind::Ethernet, 1, &mut k),
+            Err(Malformed::TruncatedEthernet)
+        );
     }
 
     #[test]

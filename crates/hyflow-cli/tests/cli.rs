@@ -1,0 +1,164 @@
+//! The `hyflow` binary end to end: outputs, and one clear message with a non-zero exit on
+//! every kind of bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use hyflow::trace::{LinkType, PcapWriter};
+
+fn hyflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hyflow")).args(args).output().expect("hyflow runs")
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn tmp(name: &str, contents: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hyflow-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, contents).unwrap();
+    p
+}
+
+/// Asserts failure with exactly one line on stderr containing every `needle`.
+fn fails_with(out: &Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should fail: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr {err:?} should contain {n:?}");
+    }
+}
+
+/// A TCP/IPv4 frame: 00:..:01 → 00:..:02, 10.1.0.1:40000 → 10.1.0.2:80.
+fn tcp_frame() -> Vec<u8> {
+    let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(&[0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 1, 0, 1, 10, 1, 0, 2]);
+    f.extend_from_slice(&[0x9c, 0x40, 0, 80, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]);
+    f
+}
+
+fn pcap_with(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut w = PcapWriter::new(Vec::new(), "mem".into(), LinkType::Ethernet, true).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(i as u64 * 1000, f).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+#[test]
+fn traces_the_example_pipeline() {
+    let flows = examples().join("l2l3acl.flows");
+    let packets = examples().join("packets.txt");
+    let out = hyflow(&["trace", "--flows", flows.to_str().unwrap(), "--packets", packets.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches("Megaflow: ").count(), 5);
+    assert!(text.contains("Datapath actions: set(ipv4(tos=0x80/0xfc)),2"), "{text}");
+    assert!(text.contains("TTL exceeded"), "{text}");
+}
+
+#[test]
+fn json_lists_outputs_with_the_packet_as_it_leaves() {
+    let flows = tmp(
+        "json.flows",
+        b"table=0,priority=10,tcp actions=mod_nw_dst:9.9.9.9,output:3,goto_table:1\n\
+          table=1,tcp,nw_dst=9.9.9.9 actions=mod_tp_dst:8080,output:4\n",
+    );
+    let out = hyflow(&[
+        "trace",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--json",
+        "in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_dst=80",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["drop"], false);
+    let outs = v["outputs"].as_array().unwrap();
+    assert_eq!(outs.len(), 2);
+    assert_eq!(outs[0]["port"], 3);
+    assert_eq!(outs[0]["packet"]["nw_dst"], "9.9.9.9");
+    assert_eq!(outs[0]["packet"]["tp_dst"], "80");
+    assert_eq!(outs[1]["packet"]["tp_dst"], "8080");
+    assert_eq!(v["tables"].as_array().unwrap().len(), 2);
+    let mf = v["megaflow"].as_str().unwrap();
+    assert!(mf.starts_with("tcp,in_port=1,") && mf.contains("nw_dst=10.0.0.2"), "{mf}");
+}
+
+#[test]
+fn packet_from_pcap() {
+    let pcap = tmp("one.pcap", &pcap_with(&[tcp_frame(), tcp_frame()]));
+    let flows = tmp("pcap.flows", b"tcp,tp_dst=80 actions=output:2\n");
+    let out = hyflow(&[
+        "trace",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--index",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["outputs"][0]["port"], 2);
+    assert_eq!(v["outputs"][0]["packet"]["in_port"], "1");
+    assert_eq!(v["outputs"][0]["packet"]["nw_src"], "10.1.0.1");
+    let out = hyflow(&[
+        "trace",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--index",
+        "2",
+    ]);
+    fails_with(&out, &["has 2 packets", "index 2"]);
+}
+
+#[test]
+fn bad_traces_name_the_byte_offset() {
+    let flows = tmp("t.flows", b"actions=output:1\n");
+    let full = pcap_with(&[tcp_frame()]);
+    let truncated = tmp("truncated.pcap", &full[..full.len() - 10]);
+    let out = hyflow(&["trace", "--flows", flows.to_str().unwrap(), "--pcap", truncated.to_str().unwrap()]);
+    fails_with(&out, &["truncated.pcap", "byte 24", "truncated"]);
+    let garbage = tmp("garbage.pcap", b"this is not a capture file at all");
+    let out = hyflow(&["trace", "--flows", flows.to_str().unwrap(), "--pcap", garbage.to_str().unwrap()]);
+    fails_with(&out, &["garbage.pcap", "byte 0", "not a pcap"]);
+}
+
+#[test]
+fn bad_flow_files_name_line_column_and_token() {
+    let cases: [(&str, &[u8], &[&str]); 4] = [
+        (
+            "unknown.flows",
+            b"# ok\ntcp,tcp_dts=80 actions=drop\n",
+            &["unknown.flows:2:5", "unknown field", "tcp_dts"],
+        ),
+        (
+            "mask.flows",
+            b"ip,nw_src=10.0.0.0/40 actions=drop\n",
+            &["mask.flows:1:20", "prefix length 40", "'40'"],
+        ),
+        ("prereq.flows", b"ip,tp_dst=80 actions=drop\n", &["prereq.flows:1:4", "tp_dst requires nw_proto"]),
+        (
+            "goto.flows",
+            b"table=2,actions=goto_table:1\n",
+            &["goto.flows:1:17", "later table", "goto_table:1"],
+        ),
+    ];
+    for (name, text, needles) in cases {
+        let f = tmp(name, text);
+        let out = hyflow(&["trace", "--flows", f.to_str().unwrap(), "in_port=1"]);
+        fails_with(&out, needles);
+    }
+    let out = hyflow(&["trace", "--flows", "/nonexistent/x.flows", "in_port=1"]);
+    fails_with(&out, &["/nonexistent/x.flows", "cannot read"]);
+    let f = tmp("ok.flows", b"actions=drop\n");
+    let out = hyflow(&["trace", "--flows", f.to_str().unwrap(), "in_port=1,nw_src=1.2.3.4"]);
+    fails_with(&out, &["packet:", "requires dl_type"]);
+}

@@ -1,0 +1,113 @@
+//! Packet trace input and output for the simulator.
+//!
+//! Traces are how packets get into and out of a simulated switch: a capture taken on a real
+//! network is replayed through the switch, and what the switch emits is captured again for
+//! inspection in Wireshark or comparison against an expected trace.
+//!
+//! * [`TraceReader`] streams packets out of classic pcap and pcapng files without loading the
+//!   whole file into memory, so multi-gigabyte captures can be replayed.
+//! * [`PcapWriter`] writes classic pcap, the format every tool can read.
+//! * [`TraceError`] names the file and the byte offset of every problem, so that a broken
+//!   capture can be inspected with a hex viewer instead of being guessed at.
+//!
+//! Byte-level parsing is delegated to the `pcap-file` crate (`PcapParser`, `PcapNgParser`);
+//! this module adds chunked buffering, bounds on record sizes, offsets in errors and
+//! correct pcapng timestamp scaling (see [`TraceReader`]).
+
+mod error;
+mod reader;
+mod writer;
+
+pub use self::error::TraceError;
+pub use self::reader::TraceReader;
+pub use self::writer::PcapWriter;
+
+/// Largest captured packet length accepted when the file's snapshot length does not allow more.
+///
+/// This is libpcap's `MAXIMUM_SNAPLEN`. A record claiming to carry more than this (and more than
+/// the file's snapshot length) is treated as corrupt: in practice such lengths come from damaged
+/// headers, and bounding them keeps a damaged file from making the reader buffer gigabytes.
+pub const MAX_PACKET_LEN: u32 = 256 * 1024;
+
+/// Hard upper bound on the captured length of one packet, even if the file's snapshot length
+/// claims more; protects the reader's memory use against absurd snapshot lengths.
+pub const MAX_SNAPLEN_LIMIT: u32 = 16 * 1024 * 1024;
+
+/// Largest pcapng block accepted. Larger block lengths are reported as corruption for the same
+/// reason as [`MAX_SNAPLEN_LIMIT`]; it leaves room for a maximal packet plus options.
+pub const MAX_BLOCK_LEN: u32 = 32 * 1024 * 1024;
+
+/// The container format of a trace file, as detected from its magic number.
+///
+/// Exposed so callers can report what they are replaying and decide whether per-interface
+/// information (only meaningful for pcapng) is worth looking at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceFormat {
+    /// Classic libpcap format (either byte order, microsecond or nanosecond timestamps).
+    Pcap,
+    /// pcapng (possibly several sections and interfaces).
+    PcapNg,
+}
+
+/// The link-layer framing of a packet's bytes.
+///
+/// The simulator only needs to know whether a packet starts with an Ethernet header or directly
+/// with an IP header; every other link type is kept as its raw number so that callers can skip
+/// or reject such packets with a meaningful message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkType {
+    /// `LINKTYPE_ETHERNET` (1): an Ethernet II / 802.3 header comes first.
+    Ethernet,
+    /// Raw IPv4 or IPv6 without any link-layer header: `LINKTYPE_RAW` (101), `LINKTYPE_IPV4`
+    /// (228), `LINKTYPE_IPV6` (229), and the historical `DLT_RAW` values 12 and 14 that old
+    /// captures still carry.
+    RawIp,
+    /// Any other `LINKTYPE_*` value, unchanged.
+    Other(u32),
+}
+
+impl LinkType {
+    /// Maps a `LINKTYPE_*` number from a pcap header or pcapng interface description.
+    pub fn from_linktype(value: u32) -> LinkType {
+        match value {
+            1 => LinkType::Ethernet,
+            12 | 14 | 101 | 228 | 229 => LinkType::RawIp,
+            other => LinkType::Other(other),
+        }
+    }
+
+    /// The `LINKTYPE_*` number written to files: 1 for Ethernet, 101 (`LINKTYPE_RAW`, which
+    /// carries both IPv4 and IPv6) for raw IP.
+    pub fn to_linktype(self) -> u32 {
+        match self {
+            LinkType::Ethernet => 1,
+            LinkType::RawIp => 101,
+            LinkType::Other(value) => value,
+        }
+    }
+}
+
+/// One packet from a trace, borrowing the reader's buffer.
+///
+/// Borrowing keeps the per-packet path free of allocation and copying; call `.data.to_vec()`
+/// if the bytes must outlive the next call to [`TraceReader::next_packet`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TracePacket<'a> {
+    /// Capture time in nanoseconds since the Unix epoch, already scaled from the file's
+    /// resolution (pcap µs/ns magic, pcapng `if_tsresol` and `if_tsoffset`).
+    pub ts_ns: u64,
+    /// Interface the packet was captured on. Always 0 for pcap. For pcapng this is a file-wide
+    /// index: interfaces are numbered in the order their description blocks appear, continuing
+    /// across sections (as Wireshark does), so interfaces of different sections never collide.
+    pub interface: u32,
+    /// Framing of `data`.
+    pub link: LinkType,
+    /// Length of the packet on the wire; larger than `data.len()` when the capture was cut
+    /// to a snapshot length.
+    pub orig_len: u32,
+    /// The captured bytes, starting with the link-layer header.
+    pub data: &'a [u8],
+    /// Absolute byte offset of the packet's record (pcap record header or pcapng block) in
+    /// the file, for diagnostics.
+    pub offset: u64,
+}

@@ -1,0 +1,324 @@
+//! Random pipelines and packets for property tests, in the spirit of the OVS vector generator:
+//! small value domains so that rules overlap and packets hit them.
+
+#![allow(dead_code)]
+
+use hyflow::packet::field::id;
+use hyflow::packet::{FlowKey, FlowMask};
+use proptest::prelude::*;
+
+pub const MACS: [&str; 6] = [
+    "00:00:00:00:00:01",
+    "00:00:00:00:00:02",
+    "00:00:00:00:00:03",
+    "02:00:00:00:01:01",
+    "ff:ff:ff:ff:ff:ff",
+    "01:00:5e:00:00:01",
+];
+const BASES: [[u8; 4]; 4] = [[10, 0, 0, 0], [10, 1, 0, 0], [192, 168, 1, 0], [172, 16, 5, 0]];
+const PROTOS: [&str; 6] = ["", "ip", "tcp", "udp", "icmp", "ipv6"];
+
+fn prefix() -> impl Strategy<Value = String> {
+    (0..BASES.len(), prop::sample::select(vec![1u32, 8, 16, 24, 25, 28, 30, 32]), any::<u8>()).prop_map(
+        |(b, len, host)| {
+            let mut a = BASES[b];
+            a[3] = host;
+            let v = u32::from_be_bytes(a) & if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            let ip = std::net::Ipv4Addr::from(v);
+            if len == 32 {
+                ip.to_string()
+            } else {
+                format!("{ip}/{len}")
+            }
+        },
+    )
+}
+
+fn ipv6_prefix() -> impl Strategy<Value = String> {
+    (any::<u8>(), prop::sample::select(vec![16u32, 32, 48, 64, 128]))
+        .prop_map(|(x, len)| format!("2001:db8:{x:x}::/{len}"))
+}
+
+/// A match for a rule in `table` (ovs-ofctl text, without priority/table).
+pub fn arb_match(table: u8) -> impl Strategy<Value = (String, &'static str)> {
+    (
+        0..PROTOS.len(),
+        prop::option::weighted(0.4, 1u32..5),
+        prop::option::weighted(0.2, 0..MACS.len()),
+        prop::option::weighted(0.2, 0..MACS.len()),
+        prop::option::weighted(0.1, prop::sample::select(vec![7u16, 9])),
+        prop::option::weighted(0.5, prefix()),
+        prop::option::weighted(0.5, prefix()),
+        prop::option::weighted(
+            0.4,
+            prop::sample::select(vec!["80", "443", "53", "0x40/0xfff0", "1000/0xff00"]),
+        ),
+        prop::option::weighted(0.3, prop::sample::select(vec!["1000", "2000", "0x400/0xfc00"])),
+        prop::option::weighted(0.15, prop::sample::select(vec![0u8, 32, 64])),
+        prop::option::weighted(0.4, 1u32..4),
+        prop::option::weighted(0.5, ipv6_prefix()),
+    )
+        .prop_map(move |(p, port, src, dst, vlan, nw_src, nw_dst, tp_dst, tp_src, tos, reg0, v6)| {
+            let proto = PROTOS[p];
+            let mut m: Vec<String> = Vec::new();
+            if !proto.is_empty() {
+                m.push(proto.to_string());
+            }
+            if let Some(x) = port {
+                m.push(format!("in_port={x}"));
+            }
+            if let Some(x) = src {
+                m.push(format!("dl_src={}", MACS[x]));
+            }
+            if let Some(x) = dst {
+                m.push(format!("dl_dst={}", MACS[x]));
+            }
+            if let Some(v) = vlan {
+                m.push(format!("dl_vlan={v}"));
+            }
+            let v4 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
+            if v4 {
+                if let Some(x) = nw_src {
+                    m.push(format!("nw_src={x}"));
+                }
+                if let Some(x) = nw_dst {
+                    m.push(format!("nw_dst={x}"));
+                }
+                if let Some(t) = tos {
+                    m.push(format!("nw_tos={t}"));
+                }
+            }
+            if proto == "ipv6" {
+                if let Some(x) = v6 {
+                    m.push(format!("ipv6_dst={x}"));
+                }
+            }
+            if matches!(proto, "tcp" | "udp") {
+                if let Some(x) = tp_dst {
+                    m.push(format!("tp_dst={x}"));
+                }
+                if let Some(x) = tp_src {
+                    m.push(format!("tp_src={x}"));
+                }
+            }
+            if let (Some(r), true) = (reg0, table > 0) {
+                m.push(format!("reg0={r}"));
+            }
+            (m.join(","), proto)
+        })
+}
+
+fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Value = String> {
+    let l3 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
+    let l4 = matches!(proto, "tcp" | "udp");
+    (0u8..16, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
+        move |(kind, mac, ip, port, n, tos)| {
+            let ip = ip.split('/').next().unwrap().to_string();
+            match kind {
+                0 => format!("mod_dl_src:{}", MACS[mac]),
+                1 => format!("mod_dl_dst:{}", MACS[mac]),
+                2 if l3 => format!("mod_nw_src:{ip}"),
+                3 if l3 => format!("mod_nw_dst:{ip}"),
+                4 if l3 => format!("mod_nw_tos:{tos}"),
+                5 if l4 => format!("mod_tp_dst:{}", [80, 8080, 53, 443][n as usize]),
+                6 => "dec_ttl".to_string(),
+                7 => format!("load:{n}->NXM_NX_REG0[]"),
+                8 => format!("push_vlan:0x8100,mod_vlan_vid:{}", [7, 9, 11, 7][n as usize]),
+                9 => "pop_vlan".to_string(),
+                10 => format!("mod_vlan_pcp:{}", n),
+                11 if ntables > 1 => format!("resubmit(,{})", n % ntables),
+                12 => format!("set_field:{}->dl_dst", MACS[mac]),
+                13 => "move:NXM_NX_REG0[0..7]->NXM_NX_REG1[8..15]".to_string(),
+                14 if table > 0 => format!("resubmit({port},{})", table - 1),
+                _ => format!("output:{port}"),
+            }
+        },
+    )
+}
+
+/// One rule line for `table` of a pipeline with `ntables` tables.
+pub fn arb_rule(table: u8, ntables: u8) -> impl Strategy<Value = String> {
+    arb_match(table).prop_flat_map(move |(m, proto)| {
+        (
+            Just(m),
+            prop::sample::select(vec![1u16, 10, 100, 100, 200, 300, 32768]),
+            prop::collection::vec(arb_action(proto, table, ntables), 0..4),
+            prop::option::weighted(0.45, (table + 1)..ntables.max(table + 2)),
+            prop::option::weighted(0.1, 1u64..4),
+        )
+            .prop_map(move |(m, prio, mut acts, goto, meta)| {
+                if let Some(w) = meta {
+                    acts.push(format!("write_metadata:{w:#x}/0xff"));
+                }
+                if let (Some(t), true) = (goto, table + 1 < ntables) {
+                    acts.push(format!("goto_table:{t}"));
+                }
+                let acts = if acts.is_empty() { "drop".to_string() } else { acts.join(",") };
+                let sep = if m.is_empty() { "" } else { "," };
+                format!("table={table},priority={prio}{sep}{m} actions={acts}")
+            })
+    })
+}
+
+/// A pipeline of 1..=4 tables with up to `max_rules` rules each, plus a low-priority
+/// catch-all in some tables (as real pipelines have).
+pub fn arb_pipeline(max_rules: usize) -> impl Strategy<Value = Vec<String>> {
+    (1u8..5).prop_flat_map(move |ntables| {
+        let tables: Vec<_> = (0..ntables)
+            .map(|t| {
+                (prop::collection::vec(arb_rule(t, ntables), 1..max_rules), any::<bool>(), 1u32..7).prop_map(
+                    move |(mut rules, catchall, port)| {
+                        if catchall {
+                            let next = if t + 1 < ntables {
+                                format!(",goto_table:{}", t + 1)
+                            } else {
+                                String::new()
+                            };
+                            rules.push(format!("table={t},priority=0 actions=output:{port}{next}"));
+                        }
+                        rules
+                    },
+                )
+            })
+            .collect();
+        tables.prop_map(|ts| ts.into_iter().flatten().collect::<Vec<_>>())
+    })
+}
+
+/// A packet built from the same small domains as the rules.
+pub fn arb_packet() -> impl Strategy<Value = FlowKey> {
+    (
+        (
+            1u32..5,
+            0..MACS.len(),
+            0..MACS.len(),
+            prop::option::weighted(0.2, (prop::sample::select(vec![7u16, 9, 11]), 0u16..8)),
+        ),
+        (
+            prop::sample::select(vec![0x0800u16, 0x0800, 0x0800, 0x0800, 0x86dd, 0x0806, 0x88cc]),
+            prop::sample::select(vec![6u8, 6, 17, 1, 47]),
+        ),
+        (0..BASES.len(), any::<u8>(), 0..BASES.len(), any::<u8>()),
+        (prop::sample::select(vec![0u8, 32, 64, 128]), prop::sample::select(vec![1u8, 2, 9, 64, 128])),
+        (
+            prop::sample::select(vec![1000u16, 2000, 1025, 40000]),
+            prop::sample::select(vec![80u16, 443, 53, 0x45, 1000, 1100, 8080]),
+        ),
+        any::<u16>(),
+    )
+        .prop_map(|((port, s, d, vlan), (dl, nw), (bs, hs, bd, hd), (tos, ttl), (sp, dp), v6)| {
+            let mut k = FlowKey::default();
+            k.set_in_port(port);
+            k.set_dl_src(mac(MACS[s]));
+            k.set_dl_dst(mac(MACS[d]));
+            if let Some((vid, pcp)) = vlan {
+                k.set_vlan_tpid(0x8100);
+                k.set_vlan_tci(0x1000 | vid | (pcp << 13));
+            }
+            k.set_dl_type(dl);
+            let addr = |b: usize, h: u8| {
+                let mut a = BASES[b];
+                a[3] = h;
+                u32::from_be_bytes(a)
+            };
+            match dl {
+                0x0800 | 0x86dd => {
+                    if dl == 0x0800 {
+                        k.set_nw_src(addr(bs, hs));
+                        k.set_nw_dst(addr(bd, hd));
+                    } else {
+                        k.set(id::IPV6_SRC, 0x2001_0db8_0000_0000_0000_0000_0000_0001);
+                        k.set(id::IPV6_DST, 0x2001_0db8_0000_0000_0000_0000_0000_0000 | ((v6 as u128) << 80));
+                    }
+                    k.set_nw_proto(nw);
+                    k.set_nw_tos(tos);
+                    k.set_nw_ttl(ttl);
+                    match nw {
+                        6 | 17 => {
+                            k.set_tp_src(sp);
+                            k.set_tp_dst(dp);
+                        }
+                        1 => {
+                            k.set_tp_src(8);
+                            k.set_tp_dst(0);
+                        }
+                        _ => {}
+                    }
+                }
+                0x0806 => {
+                    k.set(id::ARP_OP, 1);
+                    k.set_nw_src(addr(bs, hs));
+                    k.set_nw_dst(addr(bd, hd));
+                }
+                _ => {}
+            }
+            k
+        })
+}
+
+pub fn mac(s: &str) -> u64 {
+    u64::from_str_radix(&s.replace(':', ""), 16).unwrap()
+}
+
+/// Zeroes the fields a parsed packet could not have, so that randomised probes stay realistic.
+pub fn canonical(k: FlowKey) -> FlowKey {
+    let k = &k;
+    {
+        let mut c = FlowKey::default();
+        let keep = |c: &mut FlowKey, f| c.set(f, k.get(f));
+        for f in [id::IN_PORT, id::TUN_ID, id::DL_SRC, id::DL_DST, id::DL_TYPE] {
+            keep(&mut c, f);
+        }
+        if k.has_vlan() {
+            keep(&mut c, id::VLAN_TCI);
+            keep(&mut c, id::VLAN_TPID);
+        }
+        match k.dl_type() {
+            0x0800 | 0x86dd => {
+                if k.dl_type() == 0x0800 {
+                    keep(&mut c, id::NW_SRC);
+                    keep(&mut c, id::NW_DST);
+                } else {
+                    keep(&mut c, id::IPV6_SRC);
+                    keep(&mut c, id::IPV6_DST);
+                    keep(&mut c, id::IPV6_LABEL);
+                }
+                for f in [id::NW_PROTO, id::NW_TOS, id::NW_TTL, id::NW_FRAG] {
+                    keep(&mut c, f);
+                }
+                match k.nw_proto() {
+                    6 | 17 | 132 => {
+                        keep(&mut c, id::TP_SRC);
+                        keep(&mut c, id::TP_DST);
+                        if k.nw_proto() == 6 {
+                            keep(&mut c, id::TCP_FLAGS);
+                        }
+                    }
+                    1 | 58 => {
+                        c.set_tp_src(k.tp_src() & 0xff);
+                        c.set_tp_dst(k.tp_dst() & 0xff);
+                    }
+                    _ => {}
+                }
+            }
+            0x0806 => {
+                for f in [id::NW_SRC, id::NW_DST, id::ARP_OP, id::ARP_SHA, id::ARP_THA] {
+                    keep(&mut c, f);
+                }
+            }
+            _ => {}
+        }
+        c
+    }
+}
+
+/// A packet inside `mask` around `base`: wildcarded packet bits drawn from `bits`.
+pub fn probe_inside(base: &FlowKey, mask: &FlowMask, bits: &[u64]) -> FlowKey {
+    let packet = FlowMask::packet_state();
+    let mut k = *base;
+    for w in 0..k.words.len() {
+        let free = !mask.words[w] & packet.words[w];
+        k.words[w] = (k.words[w] & !free) | (bits[w % bits.len()].rotate_left(w as u32 * 7) & free);
+    }
+    canonical(k)
+}
