@@ -65,22 +65,32 @@ impl ClsEntry {
 
 struct Bucket {
     hash: u64,
-    /// Masked key values, one per subtable word.
+    /// The best of `entries`, kept inline so a hit touches one allocation less.
+    best: ClsEntry,
+    /// Masked key values, one per subtable lane.
     key: Box<[u64]>,
     /// Rules with this exact masked match, best first.
     entries: Vec<ClsEntry>,
 }
 
+/// One key word a subtable looks at, with the subtable's mask for it.
+#[derive(Clone, Copy)]
+struct Lane {
+    word: u32,
+    mask: u64,
+}
+
 struct Subtable {
     mask: FlowMask,
-    /// Key words the mask touches, ascending.
-    words: Box<[u8]>,
-    /// End (exclusive, into `words`) of each lookup stage; the last stage is the final one.
+    /// Key words the mask touches, ascending, with their masks.
+    lanes: Box<[Lane]>,
+    /// End (exclusive, into `lanes`) of each lookup stage; the last stage is the final one.
     stage_ends: Box<[u8]>,
     /// For each stage, bit j set if trie j applies in it.
     stage_tries: Box<[u8]>,
-    /// Hashes of every rule's stage prefixes, with reference counts (one map per non-final stage).
-    indices: Vec<HashMap<u64, u32>>,
+    /// Hashes of every rule's stage prefixes, with reference counts (one table per non-final
+    /// stage); keyed by the hash itself, so a probe costs no further hashing.
+    indices: Vec<HashTable<(u64, u32)>>,
     buckets: HashTable<Bucket>,
     trie_plen: [u8; N_TRIES],
     /// Prefix length of the (tp_src, tp_dst) mask, 0 if ports are not matched.
@@ -136,10 +146,10 @@ impl Subtable {
         let n_stages = stage_ends.len();
         Subtable {
             mask,
-            words: words.into_boxed_slice(),
+            lanes: words.iter().map(|&w| Lane { word: w as u32, mask: mask.words[w as usize] }).collect(),
             stage_ends: stage_ends.into_boxed_slice(),
             stage_tries: stage_tries.into_boxed_slice(),
-            indices: (0..n_stages.saturating_sub(1)).map(|_| HashMap::new()).collect(),
+            indices: (0..n_stages.saturating_sub(1)).map(|_| HashTable::new()).collect(),
             buckets: HashTable::new(),
             trie_plen,
             ports_mask_len,
@@ -151,8 +161,8 @@ impl Subtable {
     }
 
     #[inline]
-    fn masked_word(&self, key: &FlowKey, w: u8) -> u64 {
-        key.words[w as usize] & self.mask.words[w as usize]
+    fn masked(key: &FlowKey, l: &Lane) -> u64 {
+        key.words[l.word as usize] & l.mask
     }
 
     /// Stage-prefix hashes and the full hash of a key under this subtable's mask.
@@ -160,8 +170,8 @@ impl Subtable {
         let mut h = SEED;
         let mut start = 0;
         for (i, &end) in self.stage_ends.iter().enumerate() {
-            for &w in &self.words[start..end as usize] {
-                h = mix(h, self.masked_word(key, w));
+            for l in &self.lanes[start..end as usize] {
+                h = mix(h, Self::masked(key, l));
             }
             start = end as usize;
             if i + 1 < self.stage_ends.len() {
@@ -174,8 +184,8 @@ impl Subtable {
     #[inline]
     fn full_hash(&self, key: &FlowKey) -> u64 {
         let mut h = SEED;
-        for &w in self.words.iter() {
-            h = mix(h, self.masked_word(key, w));
+        for l in self.lanes.iter() {
+            h = mix(h, Self::masked(key, l));
         }
         finish(h)
     }
@@ -183,8 +193,7 @@ impl Subtable {
     #[inline]
     fn bucket_for(&self, key: &FlowKey, hash: u64) -> Option<&Bucket> {
         self.buckets.find(hash, |b| {
-            b.hash == hash
-                && b.key.iter().zip(self.words.iter()).all(|(v, &w)| *v == self.masked_word(key, w))
+            b.hash == hash && b.key.iter().zip(self.lanes.iter()).all(|(v, l)| *v == Self::masked(key, l))
         })
     }
 
@@ -205,11 +214,11 @@ impl Subtable {
         (self.max_priority, self.max_priority_seq) = best.map_or((0, u64::MAX), |e| (e.priority, e.seq));
     }
 
-    /// Folds the mask bits of `words[..end]` into `wc`.
+    /// Folds the mask bits of `lanes[..end]` into `wc`.
     #[inline]
     fn fold(&self, end: usize, wc: &mut FlowMask) {
-        for &w in &self.words[..end] {
-            wc.words[w as usize] |= self.mask.words[w as usize];
+        for l in &self.lanes[..end] {
+            wc.words[l.word as usize] |= l.mask;
         }
     }
 }
@@ -298,22 +307,29 @@ impl Classifier {
         scratch.clear();
         let st = self.subtables[si as usize].as_mut().expect("live subtable");
         let hash = st.hashes(&m.value, &mut scratch);
-        for (i, h) in scratch.iter().enumerate() {
-            *st.indices[i].entry(*h).or_insert(0) += 1;
+        for (i, &h) in scratch.iter().enumerate() {
+            match st.indices[i].find_mut(h, |e| e.0 == h) {
+                Some(e) => e.1 += 1,
+                None => {
+                    st.indices[i].insert_unique(h, (h, 1), |e| e.0);
+                }
+            }
         }
-        let key: Box<[u64]> = st.words.iter().map(|&w| m.value.words[w as usize]).collect();
-        let words = &st.words;
+        let key: Box<[u64]> = st.lanes.iter().map(|l| m.value.words[l.word as usize]).collect();
+        let lanes = &st.lanes;
         let value = &m.value;
         let found = st.buckets.find_mut(hash, |b| {
-            b.hash == hash && b.key.iter().zip(words.iter()).all(|(v, &w)| *v == value.words[w as usize])
+            b.hash == hash && b.key.iter().zip(lanes.iter()).all(|(v, l)| *v == value.words[l.word as usize])
         });
         match found {
             Some(b) => {
                 let pos = b.entries.iter().position(|e| entry.beats(e)).unwrap_or(b.entries.len());
                 b.entries.insert(pos, entry);
+                b.best = b.entries[0];
             }
             None => {
-                st.buckets.insert_unique(hash, Bucket { hash, key, entries: vec![entry] }, |b| b.hash);
+                let bucket = Bucket { hash, best: entry, key, entries: vec![entry] };
+                st.buckets.insert_unique(hash, bucket, |b| b.hash);
             }
         }
         if st.ports_mask_len > 0 {
@@ -344,10 +360,10 @@ impl Classifier {
         scratch.clear();
         let st = self.subtables[si as usize].as_mut().expect("live subtable");
         let hash = st.hashes(&m.value, &mut scratch);
-        let words = &st.words;
+        let lanes = &st.lanes;
         let value = &m.value;
         let Ok(mut occ) = st.buckets.find_entry(hash, |b| {
-            b.hash == hash && b.key.iter().zip(words.iter()).all(|(v, &w)| *v == value.words[w as usize])
+            b.hash == hash && b.key.iter().zip(lanes.iter()).all(|(v, l)| *v == value.words[l.word as usize])
         }) else {
             self.scratch = scratch;
             return false;
@@ -360,12 +376,14 @@ impl Classifier {
         b.entries.remove(pos);
         if b.entries.is_empty() {
             occ.remove();
+        } else {
+            b.best = b.entries[0];
         }
-        for (i, h) in scratch.iter().enumerate() {
-            if let Some(c) = st.indices[i].get_mut(h) {
-                *c -= 1;
-                if *c == 0 {
-                    st.indices[i].remove(h);
+        for (i, &h) in scratch.iter().enumerate() {
+            if let Ok(mut e) = st.indices[i].find_entry(h, |e| e.0 == h) {
+                e.get_mut().1 -= 1;
+                if e.get().1 == 0 {
+                    e.remove();
                 }
             }
         }
@@ -405,7 +423,7 @@ impl Classifier {
             }
             let hash = st.full_hash(key);
             if let Some(bucket) = st.bucket_for(key, hash) {
-                let e = bucket.entries[0];
+                let e = bucket.best;
                 if best.is_none_or(|b| e.beats(&b)) {
                     best = Some(e);
                 }
@@ -493,11 +511,12 @@ impl Classifier {
                 return None;
             }
             let end = st.stage_ends[i] as usize;
-            for &w in &st.words[start..end] {
-                h = mix(h, st.masked_word(key, w));
+            for l in &st.lanes[start..end] {
+                h = mix(h, Subtable::masked(key, l));
             }
             start = end;
-            if !index.contains_key(&finish(h)) {
+            let sh = finish(h);
+            if index.find(sh, |e| e.0 == sh).is_none() {
                 st.fold(end, wc);
                 return None;
             }
@@ -506,13 +525,13 @@ impl Classifier {
             st.fold(start, wc);
             return None;
         }
-        for &w in &st.words[start..] {
-            h = mix(h, st.masked_word(key, w));
+        for l in &st.lanes[start..] {
+            h = mix(h, Subtable::masked(key, l));
         }
         match st.bucket_for(key, finish(h)) {
             Some(b) => {
-                st.fold(st.words.len(), wc);
-                Some(b.entries[0])
+                st.fold(st.lanes.len(), wc);
+                Some(b.best)
             }
             None if st.ports_mask_len > 0 => {
                 // Un-wildcard only the leading port bits that tell this packet apart.
@@ -524,7 +543,7 @@ impl Classifier {
                 None
             }
             None => {
-                st.fold(st.words.len(), wc);
+                st.fold(st.lanes.len(), wc);
                 None
             }
         }

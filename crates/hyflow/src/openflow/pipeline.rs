@@ -206,16 +206,13 @@ impl Xlate<'_> {
         let old_in_port = self.flow.in_port();
         self.table = table;
         self.flow.set_in_port(in_port);
-        let mut wc = FlowMask::CATCHALL;
-        let hit = self.p.tables[table as usize].lookup_wc(&self.flow, &mut wc);
-        self.tr.wc.union_with(&wc);
-        self.tr.steps.push(Step {
-            table,
-            depth: self.nesting,
-            rule: hit.map(|e| e.rule),
-            flow: self.flow,
-            mask: wc,
-        });
+        // The lookup writes the bits it needs straight into its step record.
+        let depth = self.nesting;
+        self.tr.steps.push(Step { table, depth, rule: None, flow: self.flow, mask: FlowMask::CATCHALL });
+        let step = self.tr.steps.last_mut().expect("just pushed");
+        let hit = self.p.tables[table as usize].lookup_wc(&step.flow, &mut step.mask);
+        step.rule = hit.map(|e| e.rule);
+        self.tr.wc.union_with(&step.mask);
         self.flow.set_in_port(old_in_port);
         if let Some(e) = hit {
             let rule = self.p.rules[e.rule as usize].as_ref().expect("classifier holds live rules");

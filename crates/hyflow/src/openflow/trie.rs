@@ -1,23 +1,30 @@
-//! Binary prefix tries, as OVS's classifier keeps them for IP addresses and transport ports.
+//! Path-compressed binary prefix tries, as OVS's classifier keeps them for IP addresses and
+//! transport ports.
 //!
 //! A trie holds the prefixes rules match on for one field. Looking a packet's value up tells
 //! (a) which prefix lengths have rules matching the packet and (b) how many leading bits of
 //! the packet had to be examined to know that. A subtable whose prefix length is not among
 //! (a) cannot match, and the megaflow then needs only (b) bits of the field instead of the
 //! subtable's whole mask — this is what keeps megaflows on IP prefixes wide.
+//!
+//! Nodes hold runs of bits (path compression), and the trie is kept canonical: a node without
+//! rules always has two children. Lookups therefore visit O(log n) nodes, and the result is
+//! exactly that of a one-bit-per-level trie (see the brute-force test below).
 
 const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
 struct Node {
-    child: [u32; 2],
-    /// Rules whose prefix ends exactly at this node.
+    /// The node's bits, left-aligned (bit 127 first); bits past `n_bits` are zero.
+    bits: u128,
+    /// Number of bits this node covers (after its parent's).
+    n_bits: u32,
+    /// Rules whose prefix ends exactly at the end of this node.
     n_rules: u32,
+    child: [u32; 2],
 }
 
 impl Node {
-    const EMPTY: Node = Node { child: [NONE, NONE], n_rules: 0 };
-
     fn is_leaf(&self) -> bool {
         self.child == [NONE, NONE]
     }
@@ -43,33 +50,75 @@ impl TrieMatch {
     }
 }
 
+/// Where a node hangs: the root slot or one child slot of a node.
+#[derive(Clone, Copy)]
+enum Link {
+    Root,
+    Child(u32, usize),
+}
+
 /// A binary trie over values of up to 128 bits, most significant bit first.
 #[derive(Clone, Debug)]
 pub struct PrefixTrie {
     width: u32,
+    root: u32,
     nodes: Vec<Node>,
     free: Vec<u32>,
+}
+
+#[inline]
+fn lead(bits: u128, n: u32) -> u128 {
+    if n == 0 {
+        0
+    } else {
+        bits & !(u128::MAX >> n)
+    }
+}
+
+#[inline]
+fn shl(v: u128, n: u32) -> u128 {
+    v.checked_shl(n).unwrap_or(0)
+}
+
+#[inline]
+fn top_bit(v: u128) -> usize {
+    (v >> 127) as usize
 }
 
 impl PrefixTrie {
     /// An empty trie over `width`-bit values.
     pub fn new(width: u32) -> PrefixTrie {
-        PrefixTrie { width, nodes: vec![Node::EMPTY], free: Vec::new() }
+        PrefixTrie { width, root: NONE, nodes: Vec::new(), free: Vec::new() }
     }
 
+    /// The value left-aligned in 128 bits.
     #[inline]
-    fn bit(&self, value: u128, i: u32) -> usize {
-        (value >> (self.width - 1 - i) & 1) as usize
+    fn align(&self, value: u128) -> u128 {
+        shl(value, 128 - self.width)
     }
 
-    fn alloc(&mut self) -> u32 {
+    fn get_link(&self, l: Link) -> u32 {
+        match l {
+            Link::Root => self.root,
+            Link::Child(n, side) => self.nodes[n as usize].child[side],
+        }
+    }
+
+    fn set_link(&mut self, l: Link, to: u32) {
+        match l {
+            Link::Root => self.root = to,
+            Link::Child(n, side) => self.nodes[n as usize].child[side] = to,
+        }
+    }
+
+    fn alloc(&mut self, node: Node) -> u32 {
         match self.free.pop() {
             Some(i) => {
-                self.nodes[i as usize] = Node::EMPTY;
+                self.nodes[i as usize] = node;
                 i
             }
             None => {
-                self.nodes.push(Node::EMPTY);
+                self.nodes.push(node);
                 (self.nodes.len() - 1) as u32
             }
         }
@@ -77,88 +126,172 @@ impl PrefixTrie {
 
     /// Adds one rule with prefix `value/plen` (`plen` ≥ 1).
     pub fn insert(&mut self, value: u128, plen: u32) {
-        let mut node = 0u32;
-        for i in 0..plen {
-            let b = self.bit(value, i);
-            let next = self.nodes[node as usize].child[b];
-            node = if next == NONE {
-                let n = self.alloc();
-                self.nodes[node as usize].child[b] = n;
-                n
-            } else {
-                next
-            };
-        }
-        self.nodes[node as usize].n_rules += 1;
-    }
-
-    /// Removes one rule previously inserted with the same `value/plen`, pruning empty branches.
-    pub fn remove(&mut self, value: u128, plen: u32) {
-        let mut path = Vec::with_capacity(plen as usize + 1);
-        let mut node = 0u32;
-        path.push(node);
-        for i in 0..plen {
-            node = self.nodes[node as usize].child[self.bit(value, i)];
-            if node == NONE {
+        let v = lead(self.align(value), plen);
+        let mut link = Link::Root;
+        let mut depth = 0;
+        loop {
+            let at = self.get_link(link);
+            let rest = shl(v, depth);
+            if at == NONE {
+                let leaf = Node { bits: rest, n_bits: plen - depth, n_rules: 1, child: [NONE, NONE] };
+                let id = self.alloc(leaf);
+                self.set_link(link, id);
                 return;
             }
-            path.push(node);
+            let n = self.nodes[at as usize];
+            let eq = (rest ^ n.bits).leading_zeros().min(n.n_bits).min(plen - depth);
+            if eq < n.n_bits {
+                // Split: a new node takes the common bits, the old one keeps the rest.
+                let parent =
+                    self.alloc(Node { bits: lead(n.bits, eq), n_bits: eq, n_rules: 0, child: [NONE, NONE] });
+                let old = &mut self.nodes[at as usize];
+                old.bits = shl(old.bits, eq);
+                old.n_bits -= eq;
+                let side = top_bit(old.bits);
+                self.nodes[parent as usize].child[side] = at;
+                self.set_link(link, parent);
+                depth += eq;
+                if depth == plen {
+                    self.nodes[parent as usize].n_rules = 1;
+                    return;
+                }
+                link = Link::Child(parent, top_bit(shl(v, depth)));
+                continue;
+            }
+            depth += n.n_bits;
+            if depth == plen {
+                self.nodes[at as usize].n_rules += 1;
+                return;
+            }
+            link = Link::Child(at, top_bit(shl(v, depth)));
         }
-        let n = &mut self.nodes[node as usize];
-        n.n_rules = n.n_rules.saturating_sub(1);
-        for depth in (1..path.len()).rev() {
-            let id = path[depth];
-            let nd = self.nodes[id as usize];
-            if nd.n_rules > 0 || !nd.is_leaf() {
+    }
+
+    /// Removes one rule previously inserted with the same `value/plen`, keeping the trie
+    /// canonical (rule-less nodes have two children).
+    pub fn remove(&mut self, value: u128, plen: u32) {
+        let v = lead(self.align(value), plen);
+        let mut path: Vec<Link> = Vec::new();
+        let mut link = Link::Root;
+        let mut depth = 0;
+        let target = loop {
+            let at = self.get_link(link);
+            if at == NONE {
+                return;
+            }
+            let n = self.nodes[at as usize];
+            let eq = (shl(v, depth) ^ n.bits).leading_zeros().min(n.n_bits);
+            if eq < n.n_bits || depth + n.n_bits > plen {
+                return;
+            }
+            path.push(link);
+            depth += n.n_bits;
+            if depth == plen {
+                break at;
+            }
+            link = Link::Child(at, top_bit(shl(v, depth)));
+        };
+        let node = &mut self.nodes[target as usize];
+        if node.n_rules == 0 {
+            return;
+        }
+        node.n_rules -= 1;
+        // Restore the invariant bottom-up: drop empty leaves, merge single-child rule-less nodes.
+        while let Some(l) = path.pop() {
+            let at = self.get_link(l);
+            let n = self.nodes[at as usize];
+            if n.n_rules > 0 {
                 break;
             }
-            let parent = path[depth - 1] as usize;
-            let b = self.bit(value, depth as u32 - 1);
-            self.nodes[parent].child[b] = NONE;
-            self.free.push(id);
+            match n.child {
+                [NONE, NONE] => {
+                    self.set_link(l, NONE);
+                    self.free.push(at);
+                }
+                [c, NONE] | [NONE, c] => {
+                    let child = &mut self.nodes[c as usize];
+                    child.bits = n.bits | (child.bits >> n.n_bits);
+                    child.n_bits += n.n_bits;
+                    self.set_link(l, c);
+                    self.free.push(at);
+                    break;
+                }
+                _ => break,
+            }
         }
     }
 
     /// Looks `value` up: which rule prefix lengths match it and how many bits that took.
     ///
-    /// Mirrors OVS `trie_lookup_value`: on running off the trie, the first bit where the value
-    /// left the stored prefixes is included, unless the last node was a leaf.
+    /// Mirrors OVS `trie_lookup_value`: on a mismatch the first differing bit is included; on
+    /// running off the trie after a full node, one more bit is needed unless that node is a leaf.
     pub fn lookup(&self, value: u128) -> TrieMatch {
+        let v = self.align(value);
         let mut plens = 0u128;
-        let mut node = &self.nodes[0];
-        if node.is_leaf() && node.n_rules == 0 {
-            return TrieMatch { plens, maskbits: 0 };
-        }
         let mut len = 0u32;
-        loop {
-            if node.n_rules > 0 && len > 0 {
+        let mut prev: Option<&Node> = None;
+        let mut at = self.root;
+        while at != NONE {
+            let n = &self.nodes[at as usize];
+            let eq = (shl(v, len) ^ n.bits).leading_zeros().min(n.n_bits);
+            len += eq;
+            if eq < n.n_bits {
+                return TrieMatch { plens, maskbits: len + 1 };
+            }
+            if n.n_rules > 0 && len > 0 {
                 plens |= 1u128 << (len - 1);
             }
             if len >= self.width {
                 return TrieMatch { plens, maskbits: self.width };
             }
-            let next = node.child[self.bit(value, len)];
-            if next == NONE {
-                let maskbits = if node.is_leaf() { len } else { len + 1 };
-                return TrieMatch { plens, maskbits };
-            }
-            node = &self.nodes[next as usize];
-            len += 1;
+            prev = Some(n);
+            at = n.child[top_bit(shl(v, len))];
         }
+        let maskbits = match prev {
+            None => len,
+            Some(p) if p.is_leaf() => len,
+            Some(_) => len + 1,
+        };
+        TrieMatch { plens, maskbits }
     }
 
     /// Whether no rule is stored.
     pub fn is_empty(&self) -> bool {
-        self.nodes[0].is_leaf() && self.nodes[0].n_rules == 0
+        self.root == NONE
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn v4(a: u8, b: u8, c: u8, d: u8) -> u128 {
         u32::from_be_bytes([a, b, c, d]) as u128
+    }
+
+    /// The one-bit-per-level trie's answer, computed from the rule list directly.
+    fn brute(rules: &[(u128, u32)], width: u32, x: u128) -> TrieMatch {
+        let pre = |v: u128, l: u32| if l == 0 { 0 } else { v >> (width - l) };
+        let mut plens = 0u128;
+        for &(v, l) in rules {
+            if pre(v, l) == pre(x, l) {
+                plens |= 1 << (l - 1);
+            }
+        }
+        if rules.is_empty() {
+            return TrieMatch { plens, maskbits: 0 };
+        }
+        // Deepest level the value's path exists in the trie.
+        let depth = (0..=width)
+            .rev()
+            .find(|&d| rules.iter().any(|&(v, l)| l >= d && pre(v, d) == pre(x, d)))
+            .unwrap();
+        if depth == width {
+            return TrieMatch { plens, maskbits: width };
+        }
+        let leaf = !rules.iter().any(|&(v, l)| l > depth && pre(v, depth) == pre(x, depth));
+        TrieMatch { plens, maskbits: if leaf { depth } else { depth + 1 } }
     }
 
     #[test]
@@ -179,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn remove_prunes_so_leaf_detection_stays_right() {
+    fn remove_keeps_leaf_detection_right() {
         let mut t = PrefixTrie::new(32);
         t.insert(v4(10, 0, 0, 0), 8);
         t.insert(v4(10, 128, 0, 0), 9);
@@ -188,5 +321,33 @@ mod tests {
         assert_eq!(t.lookup(v4(10, 0, 0, 1)).maskbits, 8);
         t.remove(v4(10, 0, 0, 0), 8);
         assert!(t.is_empty());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn matches_one_bit_per_level_trie(
+            rules in prop::collection::vec((0u128..256, 1u32..=8), 0..12),
+            removals in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            queries in prop::collection::vec(0u128..256, 1..16),
+        ) {
+            let width = 8;
+            let mut kept: Vec<(u128, u32)> = rules.iter().map(|&(v, l)| (v & !((1u128 << (width - l)) - 1), l)).collect();
+            let mut t = PrefixTrie::new(width);
+            for &(v, l) in &kept {
+                t.insert(v, l);
+            }
+            for r in removals {
+                if kept.is_empty() {
+                    break;
+                }
+                let (v, l) = kept.remove(r.index(kept.len()));
+                t.remove(v, l);
+            }
+            for q in queries {
+                prop_assert_eq!(t.lookup(q), brute(&kept, width, q), "rules {:?} query {}", kept, q);
+            }
+        }
     }
 }
