@@ -33,7 +33,7 @@ fn ip(v: u32) -> String {
 fn shape_fields(shape: usize, rng: &mut Rng, pkt: &FlowKey) -> String {
     let dst_len = [32u32, 24, 16, 8, 28, 20, 12, 30][shape % 8];
     let src_len = [0u32, 32, 24, 16][(shape / 8) % 4];
-    let with_port = shape % 3 == 0;
+    let with_port = shape.is_multiple_of(3);
     let mut m = format!("tcp,nw_dst={}/{dst_len}", ip(pkt.nw_dst()));
     if src_len > 0 {
         m.push_str(&format!(",nw_src={}/{src_len}", ip(pkt.nw_src())));
