@@ -38,6 +38,13 @@ fn bench_lookup(c: &mut Criterion) {
                     hits
                 })
             });
+            group.bench_with_input(BenchmarkId::new("tss_lookup_batch", &id), &packets, |b, pkts| {
+                let mut out = vec![None; pkts.len()];
+                b.iter(|| {
+                    cls.lookup_batch(black_box(pkts), &mut out);
+                    out.iter().filter(|e| e.is_some()).count()
+                })
+            });
             group.bench_with_input(BenchmarkId::new("tss_lookup_wc", &id), &packets, |b, pkts| {
                 b.iter(|| {
                     let mut hits = 0u32;

@@ -31,6 +31,13 @@ proptest! {
         bits in prop::collection::vec(any::<u64>(), 4),
     ) {
         let p = build(&lines);
+        let mut batch = vec![None; packets.len()];
+        for t in 0..4u8 {
+            p.table(t).lookup_batch(&packets, &mut batch);
+            for (pkt, got) in packets.iter().zip(&batch) {
+                prop_assert_eq!(got.map(|e| e.rule), linear_lookup(&p, t, pkt));
+            }
+        }
         for pkt in &packets {
             for t in 0..4u8 {
                 let want = linear_lookup(&p, t, pkt);

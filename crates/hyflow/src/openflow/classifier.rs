@@ -214,6 +214,16 @@ impl Subtable {
         (self.max_priority, self.max_priority_seq) = best.map_or((0, u64::MAX), |e| (e.priority, e.seq));
     }
 
+    /// Whether no rule here can beat `best`; since subtables are visited in (max priority,
+    /// earliest rule) order, every later subtable then cannot either.
+    #[inline]
+    fn cannot_beat(&self, best: Option<ClsEntry>) -> bool {
+        best.is_some_and(|b| {
+            self.max_priority < b.priority
+                || (self.max_priority == b.priority && self.max_priority_seq >= b.seq)
+        })
+    }
+
     /// Folds the mask bits of `lanes[..end]` into `wc`.
     #[inline]
     fn fold(&self, end: usize, wc: &mut FlowMask) {
@@ -414,12 +424,8 @@ impl Classifier {
         let mut best: Option<ClsEntry> = None;
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
-            if let Some(b) = &best {
-                if st.max_priority < b.priority
-                    || (st.max_priority == b.priority && st.max_priority_seq >= b.seq)
-                {
-                    break;
-                }
+            if st.cannot_beat(best) {
+                break;
             }
             let hash = st.full_hash(key);
             if let Some(bucket) = st.bucket_for(key, hash) {
@@ -432,6 +438,32 @@ impl Classifier {
         best
     }
 
+    /// [`lookup`](Self::lookup) for a batch of packets: `out[i]` receives the answer for
+    /// `keys[i]`. Visiting each subtable for the whole batch lets the CPU overlap the hash
+    /// probes of independent packets, which a packet-at-a-time loop serialises.
+    pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<ClsEntry>]) {
+        const CHUNK: usize = 32;
+        assert_eq!(keys.len(), out.len(), "one answer slot per packet");
+        out.fill(None);
+        let mut hashes = [None::<u64>; CHUNK];
+        for (keys, out) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            for &si in &self.order {
+                let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
+                for (i, k) in keys.iter().enumerate() {
+                    hashes[i] = (!st.cannot_beat(out[i])).then(|| st.full_hash(k));
+                }
+                for (i, k) in keys.iter().enumerate() {
+                    let Some(h) = hashes[i] else { continue };
+                    if let Some(b) = st.bucket_for(k, h) {
+                        if out[i].is_none_or(|x| b.best.beats(&x)) {
+                            out[i] = Some(b.best);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Highest-priority rule matching `key`; ORs into `wc` every bit the answer depended on,
     /// exactly as OVS's `classifier_lookup` does, so that every packet agreeing with `key` on
     /// `wc` gets the same answer.
@@ -440,12 +472,8 @@ impl Classifier {
         let mut best: Option<ClsEntry> = None;
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
-            if let Some(b) = &best {
-                if st.max_priority < b.priority
-                    || (st.max_priority == b.priority && st.max_priority_seq >= b.seq)
-                {
-                    break;
-                }
+            if st.cannot_beat(best) {
+                break;
             }
             if let Some(e) = self.find_wc(st, key, &mut ctx, wc) {
                 if best.is_none_or(|b| e.beats(&b)) {
