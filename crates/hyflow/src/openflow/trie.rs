@@ -13,10 +13,54 @@
 
 const NONE: u32 = u32::MAX;
 
+/// The machine word a trie computes in: `u64` for fields up to 64 bits (IPv4, ports), `u128`
+/// for IPv6. Lookups are a chain of dependent steps, so cheap arithmetic per step matters.
+trait Word:
+    Copy
+    + Eq
+    + std::fmt::Debug
+    + std::ops::BitXor<Output = Self>
+    + std::ops::BitOr<Output = Self>
+    + std::ops::BitAnd<Output = Self>
+    + std::ops::Not<Output = Self>
+    + std::ops::Shl<u32, Output = Self>
+    + std::ops::Shr<u32, Output = Self>
+{
+    const BITS: u32;
+    const ZERO: Self;
+    const ONES: Self;
+    fn lz(self) -> u32;
+    fn truncate(v: u128) -> Self;
+}
+
+impl Word for u64 {
+    const BITS: u32 = 64;
+    const ZERO: Self = 0;
+    const ONES: Self = u64::MAX;
+    fn lz(self) -> u32 {
+        self.leading_zeros()
+    }
+    fn truncate(v: u128) -> Self {
+        v as u64
+    }
+}
+
+impl Word for u128 {
+    const BITS: u32 = 128;
+    const ZERO: Self = 0;
+    const ONES: Self = u128::MAX;
+    fn lz(self) -> u32 {
+        self.leading_zeros()
+    }
+    fn truncate(v: u128) -> Self {
+        v
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
-struct Node {
-    /// The node's bits, left-aligned (bit 127 first); bits past `n_bits` are zero.
-    bits: u128,
+struct Node<W> {
+    /// The node's bits, left-aligned; bits past `n_bits` are zero.
+    bits: W,
     /// Number of bits this node covers (after its parent's).
     n_bits: u32,
     /// Rules whose prefix ends exactly at the end of this node.
@@ -24,7 +68,7 @@ struct Node {
     child: [u32; 2],
 }
 
-impl Node {
+impl<W> Node<W> {
     fn is_leaf(&self) -> bool {
         self.child == [NONE, NONE]
     }
@@ -57,44 +101,47 @@ enum Link {
     Child(u32, usize),
 }
 
-/// A binary trie over values of up to 128 bits, most significant bit first.
+#[inline]
+fn lead<W: Word>(bits: W, n: u32) -> W {
+    match n {
+        0 => W::ZERO,
+        n if n >= W::BITS => bits,
+        n => bits & !(W::ONES >> n),
+    }
+}
+
+#[inline]
+fn shl<W: Word>(v: W, n: u32) -> W {
+    if n >= W::BITS {
+        W::ZERO
+    } else {
+        v << n
+    }
+}
+
+#[inline]
+fn top_bit<W: Word>(v: W) -> usize {
+    (v >> (W::BITS - 1) != W::ZERO) as usize
+}
+
+/// The trie algorithm over one word type.
 #[derive(Clone, Debug)]
-pub struct PrefixTrie {
+struct Trie<W> {
     width: u32,
     root: u32,
-    nodes: Vec<Node>,
+    nodes: Vec<Node<W>>,
     free: Vec<u32>,
 }
 
-#[inline]
-fn lead(bits: u128, n: u32) -> u128 {
-    if n == 0 {
-        0
-    } else {
-        bits & !(u128::MAX >> n)
-    }
-}
-
-#[inline]
-fn shl(v: u128, n: u32) -> u128 {
-    v.checked_shl(n).unwrap_or(0)
-}
-
-#[inline]
-fn top_bit(v: u128) -> usize {
-    (v >> 127) as usize
-}
-
-impl PrefixTrie {
-    /// An empty trie over `width`-bit values.
-    pub fn new(width: u32) -> PrefixTrie {
-        PrefixTrie { width, root: NONE, nodes: Vec::new(), free: Vec::new() }
+impl<W: Word> Trie<W> {
+    fn new(width: u32) -> Self {
+        Trie { width, root: NONE, nodes: Vec::new(), free: Vec::new() }
     }
 
-    /// The value left-aligned in 128 bits.
+    /// The value left-aligned in the word.
     #[inline]
-    fn align(&self, value: u128) -> u128 {
-        shl(value, 128 - self.width)
+    fn align(&self, value: u128) -> W {
+        shl(W::truncate(value), W::BITS - self.width)
     }
 
     fn get_link(&self, l: Link) -> u32 {
@@ -111,7 +158,7 @@ impl PrefixTrie {
         }
     }
 
-    fn alloc(&mut self, node: Node) -> u32 {
+    fn alloc(&mut self, node: Node<W>) -> u32 {
         match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -124,8 +171,7 @@ impl PrefixTrie {
         }
     }
 
-    /// Adds one rule with prefix `value/plen` (`plen` ≥ 1).
-    pub fn insert(&mut self, value: u128, plen: u32) {
+    fn insert(&mut self, value: u128, plen: u32) {
         let v = lead(self.align(value), plen);
         let mut link = Link::Root;
         let mut depth = 0;
@@ -139,7 +185,7 @@ impl PrefixTrie {
                 return;
             }
             let n = self.nodes[at as usize];
-            let eq = (rest ^ n.bits).leading_zeros().min(n.n_bits).min(plen - depth);
+            let eq = (rest ^ n.bits).lz().min(n.n_bits).min(plen - depth);
             if eq < n.n_bits {
                 // Split: a new node takes the common bits, the old one keeps the rest.
                 let parent =
@@ -167,9 +213,7 @@ impl PrefixTrie {
         }
     }
 
-    /// Removes one rule previously inserted with the same `value/plen`, keeping the trie
-    /// canonical (rule-less nodes have two children).
-    pub fn remove(&mut self, value: u128, plen: u32) {
+    fn remove(&mut self, value: u128, plen: u32) {
         let v = lead(self.align(value), plen);
         let mut path: Vec<Link> = Vec::new();
         let mut link = Link::Root;
@@ -180,7 +224,7 @@ impl PrefixTrie {
                 return;
             }
             let n = self.nodes[at as usize];
-            let eq = (shl(v, depth) ^ n.bits).leading_zeros().min(n.n_bits);
+            let eq = (shl(v, depth) ^ n.bits).lz().min(n.n_bits);
             if eq < n.n_bits || depth + n.n_bits > plen {
                 return;
             }
@@ -221,19 +265,17 @@ impl PrefixTrie {
         }
     }
 
-    /// Looks `value` up: which rule prefix lengths match it and how many bits that took.
-    ///
-    /// Mirrors OVS `trie_lookup_value`: on a mismatch the first differing bit is included; on
-    /// running off the trie after a full node, one more bit is needed unless that node is a leaf.
-    pub fn lookup(&self, value: u128) -> TrieMatch {
-        let v = self.align(value);
+    #[inline]
+    fn lookup(&self, value: u128) -> TrieMatch {
+        // `rest` holds the value's bits from position `len` on, left-aligned.
+        let mut rest = self.align(value);
         let mut plens = 0u128;
         let mut len = 0u32;
-        let mut prev: Option<&Node> = None;
+        let mut prev_is_leaf = None;
         let mut at = self.root;
         while at != NONE {
             let n = &self.nodes[at as usize];
-            let eq = (shl(v, len) ^ n.bits).leading_zeros().min(n.n_bits);
+            let eq = (rest ^ n.bits).lz().min(n.n_bits);
             len += eq;
             if eq < n.n_bits {
                 return TrieMatch { plens, maskbits: len + 1 };
@@ -244,20 +286,71 @@ impl PrefixTrie {
             if len >= self.width {
                 return TrieMatch { plens, maskbits: self.width };
             }
-            prev = Some(n);
-            at = n.child[top_bit(shl(v, len))];
+            // len < width ≤ BITS, so this node had fewer than BITS bits.
+            rest = rest << n.n_bits;
+            prev_is_leaf = Some(n.is_leaf());
+            at = n.child[top_bit(rest)];
         }
-        let maskbits = match prev {
-            None => len,
-            Some(p) if p.is_leaf() => len,
-            Some(_) => len + 1,
+        let maskbits = match prev_is_leaf {
+            Some(false) => len + 1,
+            _ => len,
         };
         TrieMatch { plens, maskbits }
+    }
+}
+
+/// A binary prefix trie over values of up to 128 bits, most significant bit first.
+#[derive(Clone, Debug)]
+pub struct PrefixTrie(Width);
+
+#[derive(Clone, Debug)]
+enum Width {
+    Narrow(Trie<u64>),
+    Wide(Trie<u128>),
+}
+
+impl PrefixTrie {
+    /// An empty trie over `width`-bit values (1..=128).
+    pub fn new(width: u32) -> PrefixTrie {
+        assert!((1..=128).contains(&width), "trie width {width} out of range");
+        PrefixTrie(if width <= 64 { Width::Narrow(Trie::new(width)) } else { Width::Wide(Trie::new(width)) })
+    }
+
+    /// Adds one rule with prefix `value/plen` (`plen` ≥ 1).
+    pub fn insert(&mut self, value: u128, plen: u32) {
+        match &mut self.0 {
+            Width::Narrow(t) => t.insert(value, plen),
+            Width::Wide(t) => t.insert(value, plen),
+        }
+    }
+
+    /// Removes one rule previously inserted with the same `value/plen`, keeping the trie
+    /// canonical (rule-less nodes have two children).
+    pub fn remove(&mut self, value: u128, plen: u32) {
+        match &mut self.0 {
+            Width::Narrow(t) => t.remove(value, plen),
+            Width::Wide(t) => t.remove(value, plen),
+        }
+    }
+
+    /// Looks `value` up: which rule prefix lengths match it and how many bits that took.
+    ///
+    /// Mirrors OVS `trie_lookup_value`: on a mismatch the first differing bit is included; on
+    /// running off the trie after a full node, one more bit is needed unless that node is a leaf.
+    #[inline]
+    pub fn lookup(&self, value: u128) -> TrieMatch {
+        match &self.0 {
+            Width::Narrow(t) => t.lookup(value),
+            Width::Wide(t) => t.lookup(value),
+        }
     }
 
     /// Whether no rule is stored.
     pub fn is_empty(&self) -> bool {
-        self.root == NONE
+        match &self.0 {
+            Width::Narrow(t) => t.root == NONE,
+            Width::Wide(t) => t.root == NONE,
+        }
     }
 }
 
@@ -312,6 +405,18 @@ mod tests {
     }
 
     #[test]
+    fn wide_tries_match_narrow_ones() {
+        let mut wide = PrefixTrie::new(128);
+        let base = 0x2001_0db8u128 << 96;
+        wide.insert(base, 32);
+        wide.insert(base | (1u128 << 64), 64);
+        let m = wide.lookup(base | (1u128 << 64) | 7);
+        assert!(m.has_plen(32) && m.has_plen(64));
+        assert_eq!(m.maskbits, 64);
+        assert_eq!(wide.lookup(base | (2u128 << 64)).maskbits, 63);
+    }
+
+    #[test]
     fn remove_keeps_leaf_detection_right() {
         let mut t = PrefixTrie::new(32);
         t.insert(v4(10, 0, 0, 0), 8);
@@ -331,9 +436,13 @@ mod tests {
             rules in prop::collection::vec((0u128..256, 1u32..=8), 0..12),
             removals in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             queries in prop::collection::vec(0u128..256, 1..16),
+            wide in any::<bool>(),
         ) {
-            let width = 8;
-            let mut kept: Vec<(u128, u32)> = rules.iter().map(|&(v, l)| (v & !((1u128 << (width - l)) - 1), l)).collect();
+            // Eight significant bits, either in a narrow (u64) trie or at the top of a wide one.
+            let width = if wide { 72 } else { 8 };
+            let up = width - 8;
+            let mut kept: Vec<(u128, u32)> =
+                rules.iter().map(|&(v, l)| ((v & !((1u128 << (8 - l)) - 1)) << up, l)).collect();
             let mut t = PrefixTrie::new(width);
             for &(v, l) in &kept {
                 t.insert(v, l);
@@ -346,6 +455,7 @@ mod tests {
                 t.remove(v, l);
             }
             for q in queries {
+                let q = q << up;
                 prop_assert_eq!(t.lookup(q), brute(&kept, width, q), "rules {:?} query {}", kept, q);
             }
         }
