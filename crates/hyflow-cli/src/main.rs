@@ -10,8 +10,8 @@ use clap::{Args, Parser, Subcommand};
 
 use hyflow::openflow::report::{trace_json, trace_text};
 use hyflow::openflow::{parse_packet, read_flow_file, Pipeline, Traversal};
-use hyflow::packet::{parse_frame, FlowKey, LinkKind};
-use hyflow::trace::{LinkType, TraceReader};
+use hyflow::packet::{parse_frame, FlowKey};
+use hyflow::trace::TraceReader;
 
 #[derive(Parser)]
 #[command(
@@ -82,10 +82,8 @@ fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<Flo
     let mut i = 0u64;
     while let Some(pkt) = reader.next_packet()? {
         if i == index {
-            let link = match pkt.link {
-                LinkType::Ethernet => LinkKind::Ethernet,
-                LinkType::RawIp => LinkKind::RawIp,
-                LinkType::Other(n) => bail!("{}: packet {index}: unsupported link type {n}", path.display()),
+            let Some(link) = pkt.link.frame_kind() else {
+                bail!("{}: packet {index}: unsupported link type {}", path.display(), pkt.link.to_linktype());
             };
             let port = in_port.unwrap_or(pkt.interface + 1);
             let mut key = FlowKey::default();

@@ -94,17 +94,6 @@ impl Pipeline {
         Some(rule)
     }
 
-    /// Replaces a rule's actions in place (keeps counters and identity: `mod-flows`).
-    pub fn set_actions(&mut self, id: RuleId, actions: Vec<Action>) -> bool {
-        match self.rules.get_mut(id as usize).and_then(|r| r.as_mut()) {
-            Some(r) => {
-                r.actions = actions;
-                true
-            }
-            None => false,
-        }
-    }
-
     /// The rule with this id, if installed.
     pub fn rule(&self, id: RuleId) -> Option<&Rule> {
         self.rules.get(id as usize).and_then(|r| r.as_ref())

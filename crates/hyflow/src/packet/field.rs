@@ -342,7 +342,7 @@ pub mod id {
     }
 
     /// Register `n` (0..16).
-    pub fn reg(n: u8) -> FieldId {
+    pub const fn reg(n: u8) -> FieldId {
         FieldId(REG0.0 + n)
     }
 }

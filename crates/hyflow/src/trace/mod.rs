@@ -76,6 +76,15 @@ impl LinkType {
         }
     }
 
+    /// How frames of this link type are parsed, or `None` if hyflow cannot parse them.
+    pub fn frame_kind(self) -> Option<crate::packet::LinkKind> {
+        match self {
+            LinkType::Ethernet => Some(crate::packet::LinkKind::Ethernet),
+            LinkType::RawIp => Some(crate::packet::LinkKind::RawIp),
+            LinkType::Other(_) => None,
+        }
+    }
+
     /// The `LINKTYPE_*` number written to files: 1 for Ethernet, 101 (`LINKTYPE_RAW`, which
     /// carries both IPv4 and IPv6) for raw IP.
     pub fn to_linktype(self) -> u32 {
