@@ -11,7 +11,7 @@ use super::classifier::{Classifier, ClsEntry};
 use super::datapath::{commit, DpAction};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{DropReason, Output, Step, Traversal};
-use crate::packet::field::{id, proto, FieldId, FIELDS};
+use crate::packet::field::{id, proto, FieldId};
 use crate::packet::{FlowKey, FlowMask};
 
 /// OpenFlow tables 0..=254.
@@ -355,17 +355,12 @@ impl Xlate<'_> {
             self.tr.dp_actions.clear();
             self.tr.outputs.clear();
         }
-        self.tr.final_flow = self.flow;
-        let entry = self.tr.entry;
-        let wc = &mut self.tr.wc;
+        let tr = &mut *self.tr;
+        tr.final_flow = self.flow;
         // Metadata and registers are pipeline state, not packet state.
-        for (i, f) in FIELDS.iter().enumerate() {
-            if !f.packet {
-                wc.set(FieldId(i as u8), 0);
-            }
-        }
-        normalize_mask(&entry, wc);
-        self.tr.megaflow = Match::new(entry, *wc);
+        tr.wc.intersect_with(FlowMask::packet_state());
+        normalize_mask(&tr.entry, &mut tr.wc);
+        tr.megaflow = Match::new(tr.entry, tr.wc);
     }
 }
 

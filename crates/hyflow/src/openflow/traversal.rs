@@ -81,14 +81,13 @@ impl Traversal {
         Traversal::default()
     }
 
+    /// Starts a new packet; `megaflow` and `final_flow` are left for `process` to overwrite.
     pub(crate) fn reset(&mut self, entry: &FlowKey) {
         self.entry = *entry;
         self.steps.clear();
         self.wc = FlowMask::CATCHALL;
-        self.megaflow = Match::default();
         self.dp_actions.clear();
         self.outputs.clear();
-        self.final_flow = *entry;
         self.drop_reason = None;
         self.ttl_exceeded = 0;
     }

@@ -129,7 +129,7 @@ impl FlowKey {
 
     /// Whether two keys carry the same packet headers (metadata and registers ignored).
     pub fn same_packet(&self, other: &FlowKey) -> bool {
-        self.matches(other, &FlowMask::packet_state())
+        self.matches(other, FlowMask::packet_state())
     }
 
     /// Whether the packet carries at least one VLAN tag.
@@ -171,14 +171,25 @@ impl FlowMask {
     pub const CATCHALL: FlowMask = FlowMask { words: [0; KEY_WORDS] };
 
     /// Every bit of packet header state (no metadata, no registers): what leaves the switch.
-    pub fn packet_state() -> FlowMask {
-        let mut m = FlowMask::CATCHALL;
-        for (i, f) in super::field::FIELDS.iter().enumerate() {
-            if f.packet {
-                m.unwildcard_all(FieldId(i as u8));
+    pub fn packet_state() -> &'static FlowMask {
+        static MASK: std::sync::OnceLock<FlowMask> = std::sync::OnceLock::new();
+        MASK.get_or_init(|| {
+            let mut m = FlowMask::CATCHALL;
+            for (i, f) in super::field::FIELDS.iter().enumerate() {
+                if f.packet {
+                    m.unwildcard_all(FieldId(i as u8));
+                }
             }
+            m
+        })
+    }
+
+    /// Bitwise AND with another mask.
+    #[inline]
+    pub fn intersect_with(&mut self, other: &FlowMask) {
+        for (a, b) in self.words.iter_mut().zip(other.words.iter()) {
+            *a &= b;
         }
-        m
     }
 
     /// The mask bits of one field.
