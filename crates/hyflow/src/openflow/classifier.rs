@@ -534,7 +534,7 @@ impl Classifier {
         let mut start = 0usize;
         let last = st.stage_ends.len() - 1;
         for (i, index) in st.indices.iter().enumerate() {
-            if self.check_tries(st, i, key, ctx, wc) {
+            if st.stage_tries[i] != 0 && self.check_tries(st, i, key, ctx, wc) {
                 st.fold(start, wc);
                 return None;
             }
@@ -549,7 +549,7 @@ impl Classifier {
                 return None;
             }
         }
-        if self.check_tries(st, last, key, ctx, wc) {
+        if st.stage_tries[last] != 0 && self.check_tries(st, last, key, ctx, wc) {
             st.fold(start, wc);
             return None;
         }
