@@ -201,3 +201,17 @@ fn rule_counters_are_credited_per_hit() {
     assert_eq!((p.stats(ids[0]).packets, p.stats(ids[0]).bytes), (1, 100));
     assert_eq!((p.stats(ids[1]).packets, p.stats(ids[1]).bytes), (2, 200));
 }
+
+#[test]
+fn deepest_nesting_the_limits_allow_does_not_exhaust_the_stack() {
+    // 254 forward gotos then a resubmit back to table 0: nesting grows by 255 per round until
+    // the lookup limit stops it, about 4,096 levels deep.
+    let mut text = String::new();
+    for t in 0..254 {
+        text.push_str(&format!("table={t} actions=goto_table:{}\n", t + 1));
+    }
+    text.push_str("table=254 actions=output:2,resubmit(,0)\n");
+    let tr = run(&pipeline(&text), TCP);
+    assert_eq!(tr.drop_reason, Some(DropReason::TooManyResubmits));
+    assert!(tr.steps.iter().map(|s| s.depth).max().unwrap() as u32 >= MAX_RESUBMITS - 1);
+}

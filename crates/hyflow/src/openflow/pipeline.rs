@@ -142,12 +142,26 @@ impl Pipeline {
     /// Runs `packet` through the pipeline from table 0, filling `tr`.
     pub fn process(&self, packet: &FlowKey, tr: &mut Traversal) {
         tr.reset(packet);
-        let mut x =
-            Xlate { p: self, flow: *packet, base: *packet, tr, depth: 0, nesting: 0, resubmits: 0, table: 0 };
+        let mut x = Xlate { p: self, flow: *packet, base: *packet, tr, depth: 0, resubmits: 0, table: 0 };
         x.init_wc();
         x.lookup(packet.in_port(), 0, false);
+        x.execute();
         x.finish();
     }
+}
+
+/// One rule's action list being executed: what a native call frame would hold. Nested
+/// `goto_table`/`resubmit` push frames on [`Traversal`]'s reusable stack instead of recursing,
+/// so the 4,096 nested lookups OVS's limits allow cannot exhaust the thread's stack.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Frame {
+    rule: RuleId,
+    /// Next action to run.
+    pc: usize,
+    /// Table to return to when the list is done.
+    old_table: u8,
+    /// Whether entering this frame counted towards OVS's backward-resubmit depth.
+    deepens: bool,
 }
 
 /// Translation state for one packet (OVS's `xlate_ctx`).
@@ -159,8 +173,6 @@ struct Xlate<'a> {
     tr: &'a mut Traversal,
     /// Backward resubmit nesting (OVS `depth`).
     depth: u32,
-    /// Lookup nesting of any kind, for display.
-    nesting: u16,
     resubmits: u32,
     table: u8,
 }
@@ -175,12 +187,10 @@ impl Xlate<'_> {
         }
     }
 
-    /// Looks the packet up in `table` as if it came from `in_port` and runs the rule found.
-    /// `counted` is false only for the initial table-0 lookup, which OVS does not count.
+    /// Looks the packet up in `table` as if it came from `in_port`; a hit pushes the rule's
+    /// actions as a new frame. `counted` is false only for the initial table-0 lookup, which
+    /// OVS does not count.
     fn lookup(&mut self, in_port: u32, table: u8, counted: bool) {
-        if self.tr.drop_reason.is_some() {
-            return;
-        }
         if counted {
             if self.depth >= MAX_DEPTH {
                 self.tr.drop_reason = Some(DropReason::RecursionTooDeep);
@@ -191,12 +201,10 @@ impl Xlate<'_> {
                 return;
             }
         }
-        let old_table = self.table;
         let old_in_port = self.flow.in_port();
-        self.table = table;
         self.flow.set_in_port(in_port);
         // The lookup writes the bits it needs straight into its step record.
-        let depth = self.nesting;
+        let depth = self.tr.frames.len() as u16;
         self.tr.steps.push(Step { table, depth, rule: None, flow: self.flow, mask: FlowMask::CATCHALL });
         let step = self.tr.steps.last_mut().expect("just pushed");
         let hit = self.p.tables[table as usize].lookup_wc(&step.flow, &mut step.mask);
@@ -204,18 +212,20 @@ impl Xlate<'_> {
         self.tr.wc.union_with(&step.mask);
         self.flow.set_in_port(old_in_port);
         if let Some(e) = hit {
-            let rule = self.p.rules[e.rule as usize].as_ref().expect("classifier holds live rules");
-            let deepens = counted && table <= old_table;
-            if counted {
-                self.resubmits += 1;
-            }
+            let deepens = counted && table <= self.table;
+            self.resubmits += counted as u32;
             self.depth += deepens as u32;
-            self.nesting += 1;
-            self.run(&rule.actions);
-            self.nesting -= 1;
-            self.depth -= deepens as u32;
+            self.tr.frames.push(Frame { rule: e.rule, pc: 0, old_table: self.table, deepens });
+            self.table = table;
         }
-        self.table = old_table;
+    }
+
+    /// Leaves the innermost action list, back to the table that called it.
+    fn pop_frame(&mut self) {
+        if let Some(f) = self.tr.frames.pop() {
+            self.depth -= f.deepens as u32;
+            self.table = f.old_table;
+        }
     }
 
     /// Un-wildcards what a prerequisite check looked at and returns whether it holds.
@@ -232,11 +242,19 @@ impl Xlate<'_> {
         self.flow.prereq_ok(p)
     }
 
-    fn run(&mut self, actions: &[Action]) {
-        for a in actions {
+    /// Runs action lists until the frame stack is empty or a translation limit is hit.
+    fn execute(&mut self) {
+        while let Some(top) = self.tr.frames.last_mut() {
             if self.tr.drop_reason.is_some() {
+                self.tr.frames.clear();
                 return;
             }
+            let rule = self.p.rules[top.rule as usize].as_ref().expect("frames hold live rules");
+            let Some(a) = rule.actions.get(top.pc) else {
+                self.pop_frame();
+                continue;
+            };
+            top.pc += 1;
             match *a {
                 Action::Output(port) => {
                     if port != self.flow.in_port() {
@@ -317,7 +335,7 @@ impl Xlate<'_> {
                         } else {
                             // To the controller; OVS stops this action list (not the caller's).
                             self.tr.ttl_exceeded += 1;
-                            return;
+                            self.pop_frame();
                         }
                     }
                 }

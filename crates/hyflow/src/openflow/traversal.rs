@@ -73,6 +73,8 @@ pub struct Traversal {
     pub drop_reason: Option<DropReason>,
     /// `dec_ttl` on TTL ≤ 1 (packet sent to the controller, action list stopped).
     pub ttl_exceeded: u32,
+    /// Execution stack of the slow path, kept here so it is reused across packets.
+    pub(crate) frames: Vec<super::pipeline::Frame>,
 }
 
 impl Traversal {
@@ -85,6 +87,7 @@ impl Traversal {
     pub(crate) fn reset(&mut self, entry: &FlowKey) {
         self.entry = *entry;
         self.steps.clear();
+        self.frames.clear();
         self.wc = FlowMask::CATCHALL;
         self.dp_actions.clear();
         self.outputs.clear();
