@@ -106,7 +106,7 @@ fn packets_from_file(path: &Path) -> Result<Vec<FlowKey>> {
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("{}: cannot read", path.display()))?;
         let Some(body) = hyflow::openflow::parser::strip_comment(&line) else { continue };
-        let key = parse_packet(body.trim()).map_err(|e| {
+        let key = parse_packet(body).map_err(|e| {
             anyhow!("{}:{}:{}: {} (at '{}')", path.display(), n + 1, e.column, e.message, e.token)
         })?;
         out.push(key);

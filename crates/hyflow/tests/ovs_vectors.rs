@@ -85,7 +85,11 @@ fn hyflow_megaflow_bits(tr: &Traversal) -> u32 {
     let mut mask = tr.megaflow.mask;
     mask.set(id::IN_PORT, 0);
     mask.set(id::NW_FRAG, 0);
+    // Tag presence and TPIDs are structure in a datapath key (OVS prints neither).
     mask.set(id::VLAN_TCI, mask.get(id::VLAN_TCI) & !0x1000);
+    for f in [id::VLAN_TPID, id::VLAN_TCI2, id::VLAN_TPID2] {
+        mask.set(f, 0);
+    }
     mask.exact_bits()
 }
 

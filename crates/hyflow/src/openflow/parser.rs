@@ -132,7 +132,7 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
     let mut mask = FlowMask::CATCHALL;
     let mut used: Vec<(Prereq, Tok)> = Vec::new();
     for tok in split_top(match_text, 0, b", \t\r") {
-        parse_match_token(tok, &mut spec, &mut rule, &mut value, &mut mask, &mut used)?;
+        parse_match_token(kind, tok, &mut spec, &mut rule, &mut value, &mut mask, &mut used)?;
     }
     rule.matcher = Match::new(value, mask);
     for (p, tok) in &used {
@@ -188,11 +188,11 @@ fn prereq_text(p: Prereq) -> &'static str {
         Prereq::Ip => "dl_type=0x0800 or 0x86dd (ip or ipv6)",
         Prereq::Ipv4 => "dl_type=0x0800 (ip)",
         Prereq::Ipv6 => "dl_type=0x86dd (ipv6)",
-        Prereq::Arp => "dl_type=0x0806 (arp)",
-        Prereq::L4Ports => "nw_proto=6, 17 or 132 (tcp, udp or sctp)",
-        Prereq::Tcp => "nw_proto=6 (tcp)",
-        Prereq::Udp => "nw_proto=17 (udp)",
-        Prereq::Sctp => "nw_proto=132 (sctp)",
+        Prereq::Arp => "dl_type=0x0806 or 0x8035 (arp or rarp)",
+        Prereq::L4Ports => "nw_proto=6, 17 or 132 (tcp, udp or sctp), not a later fragment",
+        Prereq::Tcp => "nw_proto=6 (tcp), not a later fragment",
+        Prereq::Udp => "nw_proto=17 (udp), not a later fragment",
+        Prereq::Sctp => "nw_proto=132 (sctp), not a later fragment",
         Prereq::Icmp => "dl_type=0x0800,nw_proto=1 (icmp)",
         Prereq::Icmpv6 => "dl_type=0x86dd,nw_proto=58 (icmp6)",
     }
@@ -202,21 +202,9 @@ fn prereq_text(p: Prereq) -> &'static str {
 fn match_satisfies(m: &Match, p: Prereq) -> bool {
     let dl = (m.mask.get(id::DL_TYPE) == 0xffff).then(|| m.value.dl_type());
     let nw = (m.mask.get(id::NW_PROTO) == 0xff).then(|| m.value.nw_proto());
-    let ip = matches!(dl, Some(proto::ETH_IPV4 | proto::ETH_IPV6));
-    match p {
-        Prereq::None => true,
-        Prereq::Vlan => m.mask.get(id::VLAN_TCI) as u16 & proto::VLAN_CFI != 0 && m.value.has_vlan(),
-        Prereq::Ip => ip,
-        Prereq::Ipv4 => dl == Some(proto::ETH_IPV4),
-        Prereq::Ipv6 => dl == Some(proto::ETH_IPV6),
-        Prereq::Arp => dl == Some(proto::ETH_ARP),
-        Prereq::L4Ports => ip && matches!(nw, Some(proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP)),
-        Prereq::Tcp => ip && nw == Some(proto::IP_TCP),
-        Prereq::Udp => ip && nw == Some(proto::IP_UDP),
-        Prereq::Sctp => ip && nw == Some(proto::IP_SCTP),
-        Prereq::Icmp => dl == Some(proto::ETH_IPV4) && nw == Some(proto::IP_ICMP),
-        Prereq::Icmpv6 => dl == Some(proto::ETH_IPV6) && nw == Some(proto::IP_ICMPV6),
-    }
+    let vlan = (m.mask.get(id::VLAN_TCI) as u16 & proto::VLAN_CFI != 0).then(|| m.value.has_vlan());
+    let later = m.value.nw_frag() & m.mask.get(id::NW_FRAG) as u8 & proto::FRAG_LATER != 0;
+    p.holds(dl, nw, vlan, later)
 }
 
 fn shorthand(name: &str) -> Option<(u16, Option<u8>)> {
@@ -224,7 +212,7 @@ fn shorthand(name: &str) -> Option<(u16, Option<u8>)> {
         "ip" | "ipv4" => (proto::ETH_IPV4, None),
         "ipv6" => (proto::ETH_IPV6, None),
         "arp" => (proto::ETH_ARP, None),
-        "rarp" => (0x8035, None),
+        "rarp" => (proto::ETH_RARP, None),
         "tcp" => (proto::ETH_IPV4, Some(proto::IP_TCP)),
         "udp" => (proto::ETH_IPV4, Some(proto::IP_UDP)),
         "sctp" => (proto::ETH_IPV4, Some(proto::IP_SCTP)),
@@ -261,6 +249,7 @@ fn parse_u<T: TryFrom<u128>>(tok: &Tok, text: &str, what: &str) -> Result<T, Spe
 }
 
 fn parse_match_token<'a>(
+    kind: SpecKind,
     tok: Tok<'a>,
     spec: &mut FlowSpec,
     rule: &mut Rule,
@@ -308,6 +297,9 @@ fn parse_match_token<'a>(
             };
             rule.cookie = parse_u(&vtok, v, "cookie")?;
             spec.cookie_mask = match m {
+                Some(_) if kind == SpecKind::Add => {
+                    return Err(vtok.fail("flow additions cannot use a cookie mask"));
+                }
                 Some(m) => parse_u(&vtok, m, "cookie mask")?,
                 None => u64::MAX,
             };
@@ -336,6 +328,7 @@ fn parse_match_token<'a>(
         "vlan_vid" => {
             // OXM semantics: bit 0x1000 is "tag present", the low 12 bits the VID.
             let (v, m) = parse_field_value(id::VLAN_TCI, val).map_err(value_err)?;
+            let m = if val.contains('/') { m } else { 0x1fff };
             if v > 0x1fff || m > 0x1fff {
                 return Err(vtok.fail("vlan_vid is 13 bits (0x1000 = present, low 12 = VID)"));
             }
@@ -348,14 +341,6 @@ fn parse_match_token<'a>(
             }
             set_exact(&tok, value, mask, id::VLAN_TCI, ((pcp << 13) | proto::VLAN_CFI) as u128, 0xf000)?;
         }
-        "nw_tos" => {
-            let tos: u8 = parse_u(&vtok, val, "nw_tos")?;
-            if tos & 0x03 != 0 {
-                return Err(vtok.fail("nw_tos must be a multiple of 4 (ECN bits are nw_ecn)"));
-            }
-            set_exact(&tok, value, mask, id::NW_TOS, tos as u128, 0xfc)?;
-            used.push((Prereq::Ip, tok));
-        }
         _ => {
             let f = match FieldId::from_name(name) {
                 Some(f) => f,
@@ -366,6 +351,15 @@ fn parse_match_token<'a>(
                 return Err(tok.sub(0, name.len()).fail(format!("{name} cannot be matched")));
             }
             let (v, m) = parse_field_value(f, val).map_err(value_err)?;
+            let m = if f == id::NW_TOS {
+                // nw_tos matches the DSCP bits only; ECN is nw_ecn (OVS semantics).
+                if v & 0x03 != 0 {
+                    return Err(vtok.fail("nw_tos must be a multiple of 4 (ECN bits are nw_ecn)"));
+                }
+                m & 0xfc
+            } else {
+                m
+            };
             set_exact(&tok, value, mask, f, v & m, m)?;
             if def.prereq != Prereq::None {
                 used.push((def.prereq, tok));
@@ -415,9 +409,7 @@ fn writable(f: FieldId) -> bool {
 }
 
 fn check_writable(tok: &Tok, f: FieldId, rule: &Rule) -> Result<(), SpecError> {
-    if !writable(f) {
-        return Err(tok.fail(format!("{} is not writable", f.def().name)));
-    }
+    check_writable_field(tok, f)?;
     let p = f.def().prereq;
     if !match_satisfies(&rule.matcher, p) {
         return Err(tok.fail(format!(
@@ -427,6 +419,25 @@ fn check_writable(tok: &Tok, f: FieldId, rule: &Rule) -> Result<(), SpecError> {
         )));
     }
     Ok(())
+}
+
+fn check_writable_field(tok: &Tok, f: FieldId) -> Result<(), SpecError> {
+    if writable(f) {
+        Ok(())
+    } else {
+        Err(tok.fail(format!("{} is not writable", f.def().name)))
+    }
+}
+
+/// `nw_tos` holds DSCP bits only: writes keep ECN, and a value with ECN bits is an error.
+fn dscp_write(tok: &Tok, f: FieldId, value: u128, mask: u128) -> Result<(u128, u128), SpecError> {
+    if f != id::NW_TOS {
+        return Ok((value, mask));
+    }
+    if value & mask & 0x03 != 0 {
+        return Err(tok.fail("nw_tos must be a multiple of 4 (ECN bits are nw_ecn)"));
+    }
+    Ok((value & 0xfc, mask & 0xfc))
 }
 
 fn parse_port(tok: &Tok, text: &str) -> Result<Action, SpecError> {
@@ -506,13 +517,25 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             Ok(())
         }
     };
+    // OpenFlow 1.0 rewrites (mod_*): OVS accepts them whatever the match and skips them at
+    // run time on packets without the header, so only writability is checked here.
     let set = |f: FieldId, v: &str, m: Option<u128>| -> Result<Action, SpecError> {
-        check_writable(tok, f, rule)?;
+        check_writable_field(tok, f)?;
         let (value, mask) = parse_field_value(f, v).map_err(|e| arg_tok.fail(e.reason))?;
         Ok(Action::SetField { field: f, value: value & m.unwrap_or(mask), mask: m.unwrap_or(mask) })
     };
+    let no_arg = || -> Result<(), SpecError> {
+        if name_end == text.len() {
+            Ok(())
+        } else {
+            Err(tok.fail(format!("{name} takes no argument")))
+        }
+    };
     let a = match name {
-        "drop" => return Ok(None),
+        "drop" => {
+            no_arg()?;
+            return Ok(None);
+        }
         "output" => {
             need_arg("a port")?;
             let port = arg.strip_prefix("port=").unwrap_or(arg);
@@ -523,7 +546,10 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             }
             parse_port(&arg_tok, port)?
         }
-        "in_port" | "IN_PORT" => Action::OutputInPort,
+        "in_port" | "IN_PORT" => {
+            no_arg()?;
+            Action::OutputInPort
+        }
         "goto_table" => {
             need_arg("a table")?;
             let t: u8 = parse_u(&arg_tok, arg, "table")?;
@@ -565,6 +591,14 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             let (v, f) = arg.split_once("->").ok_or_else(|| tok.fail("set_field needs VALUE->FIELD"))?;
             let ftok = arg_tok.sub(v.len() + 2, arg.len());
             match f {
+                "vlan_vid" | "dl_vlan" | "vlan_pcp" | "dl_vlan_pcp"
+                    if !match_satisfies(&rule.matcher, Prereq::Vlan) =>
+                {
+                    return Err(ftok.fail(format!(
+                        "writing {f} requires the match to have {}",
+                        prereq_text(Prereq::Vlan)
+                    )));
+                }
                 "vlan_vid" | "dl_vlan" => {
                     let vid: u16 = parse_u(&arg_tok, v, "VLAN id")?;
                     Action::SetVlanVid { vid: vid & 0x0fff, push_if_needed: false }
@@ -581,6 +615,7 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
                         FieldId::from_name(f).ok_or_else(|| ftok.fail(format!("unknown field '{f}'")))?;
                     let (value, mask) = parse_field_value(field, v).map_err(|e| arg_tok.fail(e.reason))?;
                     check_writable(&ftok, field, rule)?;
+                    let (value, mask) = dscp_write(&arg_tok, field, value, mask)?;
                     Action::SetField { field, value: value & mask, mask }
                 }
             }
@@ -594,7 +629,8 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             if dst.n_bits < 128 && value >> dst.n_bits != 0 {
                 return Err(arg_tok.fail(format!("{v} does not fit in {} bits", dst.n_bits)));
             }
-            Action::SetField { field: dst.field, value: value << dst.offset, mask: dst.mask() }
+            let (value, mask) = dscp_write(&arg_tok, dst.field, value << dst.offset, dst.mask())?;
+            Action::SetField { field: dst.field, value, mask }
         }
         "move" => {
             let (s, _) = arg.split_once("->").ok_or_else(|| tok.fail("move needs SRC[bits]->DST[bits]"))?;
@@ -637,7 +673,6 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             if tos & 0x03 != 0 {
                 return Err(arg_tok.fail("mod_nw_tos value must be a multiple of 4"));
             }
-            check_writable(tok, id::NW_TOS, rule)?;
             Action::SetField { field: id::NW_TOS, value: tos as u128, mask: 0xfc }
         }
         "mod_nw_ecn" => set(id::NW_ECN, arg, None)?,
@@ -652,7 +687,10 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             }
             Action::PushVlan(tpid)
         }
-        "pop_vlan" | "strip_vlan" => Action::PopVlan,
+        "pop_vlan" | "strip_vlan" => {
+            no_arg()?;
+            Action::PopVlan
+        }
         "mod_vlan_vid" | "set_vlan_vid" => {
             let vid: u16 = parse_u(&arg_tok, arg, "VLAN id")?;
             if vid > 0x0fff {
@@ -667,7 +705,14 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             }
             Action::SetVlanPcp { pcp, push_if_needed: name == "mod_vlan_pcp" }
         }
-        "dec_ttl" => Action::DecTtl,
+        "dec_ttl" => {
+            // dec_ttl(ids): controller ids for the TTL-exceeded packet-in; hyflow has no
+            // controller, but the list must still be numbers.
+            if !arg.is_empty() && !arg.split(',').all(|id| parse_int(id.trim()).is_some()) {
+                return Err(arg_tok.fail("dec_ttl takes controller ids (numbers)"));
+            }
+            Action::DecTtl
+        }
         _ => {
             return Err(tok
                 .sub(0, name.len().max(1).min(text.len()))
@@ -730,7 +775,15 @@ pub fn parse_packet(text: &str) -> Result<FlowKey, SpecError> {
     if spec.table_given || spec.priority_given || spec.rule.cookie != 0 {
         return Err(err(1, text, "a packet cannot have table, priority or cookie"));
     }
-    Ok(spec.rule.matcher.value)
+    let mut k = spec.rule.matcher.value;
+    if k.vlan_tci() != 0 && !k.has_vlan() {
+        return Err(err(1, text, "a tagged packet's vlan_tci has the CFI bit 0x1000 (untagged is 0)"));
+    }
+    if k.has_vlan() {
+        // A tag on the wire always has a TPID; strings name only the TCI (802.1Q assumed).
+        k.set_vlan_tpid(proto::ETH_VLAN);
+    }
+    Ok(k)
 }
 
 #[cfg(test)]
@@ -798,8 +851,14 @@ mod tests {
         let e = fails("ip actions=frobnicate:1");
         assert_eq!((e.column, e.token.as_str()), (12, "frobnicate"));
 
-        let e = fails("actions=mod_nw_src:1.2.3.4");
+        let e = fails("actions=set_field:1.2.3.4->nw_src");
         assert!(e.message.contains("requires the match"), "{}", e.message);
+        // OpenFlow 1.0 rewrites are accepted and skipped at run time, as OVS does.
+        assert!(parse_flow_spec("actions=mod_nw_src:1.2.3.4", SpecKind::Add).is_ok());
+        assert!(fails("actions=pop_vlan:3").message.contains("takes no argument"));
+        assert!(fails("cookie=1/1,actions=drop").message.contains("cookie mask"));
+        assert!(fails("actions=set_field:5->vlan_vid").message.contains("requires the match"));
+        assert!(fails("ip actions=set_field:33->nw_tos").message.contains("multiple of 4"));
 
         assert!(fails("ip,tcp_dst=80/0x1ffff actions=drop").message.contains("does not fit"));
         assert!(fails("tcp,udp actions=drop").message.contains("contradicts"));

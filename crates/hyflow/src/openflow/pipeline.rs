@@ -382,19 +382,23 @@ impl Xlate<'_> {
     }
 }
 
-/// Makes a megaflow mask canonical for a packet: VLAN presence always exact (a datapath key
-/// has the tag or not), and no exact bits on headers the packet does not have, whenever what
+/// Makes a megaflow mask canonical for a packet: VLAN presence, outer and inner, always exact
+/// (a datapath key has the tag or not), and no exact bits on headers the packet does not have, whenever what
 /// decides their existence (`dl_type`, `nw_proto`) is itself exact. Sound because such fields
 /// read as zero for every packet the megaflow covers.
 pub fn normalize_mask(entry: &FlowKey, wc: &mut FlowMask) {
     let cfi = proto::VLAN_CFI as u128;
     let tci_mask = wc.get(id::VLAN_TCI);
     if entry.has_vlan() {
+        // A tag's TPID is the frame's outer EtherType, which a datapath key always holds
+        // exactly; whether an inner tag follows is structure too (a later pop exposes it).
         wc.set(id::VLAN_TCI, tci_mask | cfi);
+        wc.unwildcard_all(id::VLAN_TPID);
         if entry.vlan_tci2() & proto::VLAN_CFI != 0 {
             wc.unwildcard(id::VLAN_TCI2, cfi);
+            wc.unwildcard_all(id::VLAN_TPID2);
         } else {
-            wc.set(id::VLAN_TCI2, cfi & wc.get(id::VLAN_TCI2));
+            wc.set(id::VLAN_TCI2, cfi);
             wc.set(id::VLAN_TPID2, 0);
         }
     } else {

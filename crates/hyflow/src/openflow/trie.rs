@@ -8,8 +8,9 @@
 //! subtable's whole mask — this is what keeps megaflows on IP prefixes wide.
 //!
 //! Nodes hold runs of bits (path compression), and the trie is kept canonical: a node without
-//! rules always has two children. Lookups therefore visit O(log n) nodes, and the result is
-//! exactly that of a one-bit-per-level trie (see the brute-force test below).
+//! rules always has two children. Lookups visit one node per branching point or rule prefix on
+//! the path (at most the field width), and the result is exactly that of a one-bit-per-level
+//! trie (see the brute-force test below).
 
 const NONE: u32 = u32::MAX;
 

@@ -10,7 +10,8 @@
 pub enum Notation {
     /// Decimal integer (`tp_dst=80`).
     Decimal,
-    /// Hexadecimal with `0x` (`dl_type=0x0800`, `metadata=0x1`), padded to the field's width.
+    /// Hexadecimal with `0x` (`dl_type=0x0800`, `metadata=0x1`); fields of up to 16 bits are
+    /// zero-padded to their width.
     Hex,
     /// Colon-separated MAC (`dl_src=00:00:00:00:00:01`).
     Mac,
@@ -47,6 +48,41 @@ pub enum Prereq {
     Icmp,
     /// IPv6 with `nw_proto=58`.
     Icmpv6,
+}
+
+impl Prereq {
+    /// Whether the prerequisite holds given what is known about the packet: `dl_type`,
+    /// `nw_proto` and VLAN presence (`None` = not known, e.g. wildcarded in a match), and
+    /// whether it is a later IP fragment (which has no transport header). Shared by packets
+    /// (everything known) and matches (only the exact fields known), as OVS's `mf_prereqs`.
+    pub fn holds(
+        self,
+        dl_type: Option<u16>,
+        nw_proto: Option<u8>,
+        vlan: Option<bool>,
+        later_frag: bool,
+    ) -> bool {
+        let ip = matches!(dl_type, Some(proto::ETH_IPV4 | proto::ETH_IPV6));
+        let l4 = ip && !later_frag;
+        match self {
+            Prereq::None => true,
+            Prereq::Vlan => vlan == Some(true),
+            Prereq::Ip => ip,
+            Prereq::Ipv4 => dl_type == Some(proto::ETH_IPV4),
+            Prereq::Ipv6 => dl_type == Some(proto::ETH_IPV6),
+            Prereq::Arp => matches!(dl_type, Some(proto::ETH_ARP | proto::ETH_RARP)),
+            Prereq::L4Ports => l4 && matches!(nw_proto, Some(proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP)),
+            Prereq::Tcp => l4 && nw_proto == Some(proto::IP_TCP),
+            Prereq::Udp => l4 && nw_proto == Some(proto::IP_UDP),
+            Prereq::Sctp => l4 && nw_proto == Some(proto::IP_SCTP),
+            Prereq::Icmp => {
+                !later_frag && dl_type == Some(proto::ETH_IPV4) && nw_proto == Some(proto::IP_ICMP)
+            }
+            Prereq::Icmpv6 => {
+                !later_frag && dl_type == Some(proto::ETH_IPV6) && nw_proto == Some(proto::IP_ICMPV6)
+            }
+        }
+    }
 }
 
 /// Lookup stage a key word belongs to, as in OVS's staged classifier (metadata, L2, L3, L4).
@@ -160,8 +196,8 @@ macro_rules! f {
 
 use word::*;
 
-/// Every field hyflow knows. Order is the printing order of matches and packets; the first
-/// entry for a given set of bits is the canonical one used when printing packets.
+/// Every field hyflow knows. Lookup by name or alias goes through this table; what is printed
+/// for packets is `format::PACKET_FIELDS` (each bit once).
 pub static FIELDS: &[FieldDef] = &[
     f!("in_port", ["NXM_OF_IN_PORT", "in_port_oxm"], IN_PORT, 32, 32, false, None, Decimal, true),
     f!("tun_id", ["tunnel_id", "NXM_NX_TUN_ID", "OXM_OF_TUNNEL_ID"], TUN_ID, 0, 64, true, None, Hex, true),
@@ -302,14 +338,6 @@ impl FieldId {
         FIELDS.iter().position(|f| f.name == name || f.aliases.contains(&name)).map(|i| FieldId(i as u8))
     }
 
-    /// Finds a field by name, panicking on a typo: for names written in hyflow's own code.
-    pub fn named(name: &str) -> FieldId {
-        match Self::from_name(name) {
-            Some(id) => id,
-            None => panic!("hyflow bug: no field named {name}"),
-        }
-    }
-
     /// All-ones value of the field's width.
     pub fn full_mask(self) -> u128 {
         let bits = self.def().bits as u32;
@@ -355,6 +383,10 @@ pub mod proto {
     pub const ETH_IPV6: u16 = 0x86dd;
     /// ARP EtherType.
     pub const ETH_ARP: u16 = 0x0806;
+    /// RARP EtherType (same body as ARP).
+    pub const ETH_RARP: u16 = 0x8035;
+    /// `dl_type` OVS gives 802.3 frames whose type field is a length (`FLOW_DL_TYPE_NONE`).
+    pub const ETH_NONE: u16 = 0x05ff;
     /// 802.1Q C-tag TPID.
     pub const ETH_VLAN: u16 = 0x8100;
     /// 802.1ad S-tag TPID.

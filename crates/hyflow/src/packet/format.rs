@@ -1,10 +1,13 @@
 //! Reading and writing field values, packets and matches in `ovs-ofctl` notation.
 
-use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::field::{id, proto, FieldId, Notation, FIELDS};
 use super::key::{FlowKey, FlowMask};
+
+/// OVS's names for `nw_frag` value/mask pairs.
+const FRAG_NAMES: [(&str, u128, u128); 5] =
+    [("no", 0, 3), ("yes", 1, 1), ("first", 1, 3), ("later", 3, 3), ("not_later", 0, 2)];
 
 /// Why a field value could not be read; `in_mask` tells whether the part after `/` is at fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,14 +70,7 @@ pub fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), Val
     };
     if field == id::NW_FRAG && mtext.is_none() {
         // OVS's named fragment states: value/mask over the two nw_frag bits.
-        let named = match vtext {
-            "no" => Some((0, 3)),
-            "yes" => Some((1, 1)),
-            "first" => Some((1, 3)),
-            "later" => Some((3, 3)),
-            "not_later" => Some((0, 2)),
-            _ => None,
-        };
+        let named = FRAG_NAMES.iter().find(|(n, _, _)| *n == vtext).map(|&(_, v, m)| (v, m));
         if let Some((v, m)) = named {
             return Ok((v, m));
         }
@@ -305,7 +301,7 @@ fn format_match_opts(value: &FlowKey, mask: &FlowMask, shorthand: bool) -> Strin
             out_push(&text);
         }
     };
-    let is_arp = dl == proto::ETH_ARP;
+    let is_arp = matches!(dl, proto::ETH_ARP | proto::ETH_RARP);
     let l4_icmp = matches!((dl, nw), (proto::ETH_IPV4, proto::IP_ICMP) | (proto::ETH_IPV6, proto::IP_ICMPV6));
     field(id::IN_PORT, &mut push);
     field(id::TUN_ID, &mut push);
@@ -351,13 +347,9 @@ fn format_match_opts(value: &FlowKey, mask: &FlowMask, shorthand: bool) -> Strin
     let frag_mask = mask.get(id::NW_FRAG) as u8;
     if frag_mask != 0 {
         let v = value.nw_frag() & frag_mask;
-        let name = match (v, frag_mask) {
-            (0, 3) => "no".to_string(),
-            (1, 1) => "yes".to_string(),
-            (1, 3) => "first".to_string(),
-            (3, 3) => "later".to_string(),
-            (0, 2) => "not_later".to_string(),
-            _ => format!("0x{v:x}/0x{frag_mask:x}"),
+        let name = match FRAG_NAMES.iter().find(|&&(_, fv, fm)| fv == v as u128 && fm == frag_mask as u128) {
+            Some((n, _, _)) => n.to_string(),
+            None => format!("0x{v:x}/0x{frag_mask:x}"),
         };
         push(&format!("nw_frag={name}"));
     }
@@ -409,18 +401,6 @@ fn format_vlan(tci: u16, mask: u16, push: &mut dyn FnMut(&str)) {
     } else {
         push(&format!("vlan_tci=0x{v:04x}/0x{mask:04x}"));
     }
-}
-
-/// Writes a key as a JSON object of every field (ovs-ofctl names, notation as strings).
-pub fn write_packet_json(key: &FlowKey, out: &mut String) {
-    out.push('{');
-    for (i, (name, value)) in packet_fields(key).enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let _ = write!(out, "\"{name}\":\"{value}\"");
-    }
-    out.push('}');
 }
 
 #[cfg(test)]

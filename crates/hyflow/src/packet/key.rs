@@ -146,23 +146,8 @@ impl FlowKey {
 
     /// Whether a field exists in this packet (OVS `mf_are_prereqs_ok`).
     pub fn prereq_ok(&self, p: Prereq) -> bool {
-        let dl = self.dl_type();
-        let ip = self.is_ip();
-        let nw = self.nw_proto();
-        match p {
-            Prereq::None => true,
-            Prereq::Vlan => self.has_vlan(),
-            Prereq::Ip => ip,
-            Prereq::Ipv4 => dl == proto::ETH_IPV4,
-            Prereq::Ipv6 => dl == proto::ETH_IPV6,
-            Prereq::Arp => dl == proto::ETH_ARP,
-            Prereq::L4Ports => ip && matches!(nw, proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP),
-            Prereq::Tcp => ip && nw == proto::IP_TCP,
-            Prereq::Udp => ip && nw == proto::IP_UDP,
-            Prereq::Sctp => ip && nw == proto::IP_SCTP,
-            Prereq::Icmp => dl == proto::ETH_IPV4 && nw == proto::IP_ICMP,
-            Prereq::Icmpv6 => dl == proto::ETH_IPV6 && nw == proto::IP_ICMPV6,
-        }
+        let later = self.nw_frag() & proto::FRAG_LATER != 0;
+        p.holds(Some(self.dl_type()), Some(self.nw_proto()), Some(self.has_vlan()), later)
     }
 }
 

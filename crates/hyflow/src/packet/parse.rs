@@ -76,7 +76,7 @@ pub fn parse_frame(frame: &[u8], link: LinkKind, in_port: u32, key: &mut FlowKey
             }
             Some(6) => {
                 key.set_dl_type(proto::ETH_IPV6);
-                parse_ipv6(frame, key)
+                parse_ipv6(frame, key, true)
             }
             _ => Err(Malformed::BadIpVersion),
         },
@@ -108,11 +108,25 @@ fn parse_ethernet(frame: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<
         ether_type = tag.ether_type().0;
         rest = &rest[tag.slice().len()..];
     }
+    if ether_type < 0x0600 {
+        // 802.3 length field: LLC/SNAP with a zero OUI carries an EtherType; anything else is
+        // OVS's FLOW_DL_TYPE_NONE.
+        match rest.get(..8) {
+            Some([0xaa, 0xaa, 0x03, 0, 0, 0, hi, lo]) => {
+                ether_type = u16::from_be_bytes([*hi, *lo]);
+                rest = &rest[8..];
+            }
+            _ => {
+                key.set_dl_type(proto::ETH_NONE);
+                return Ok(());
+            }
+        }
+    }
     key.set_dl_type(ether_type);
     match ether_type {
         proto::ETH_IPV4 => parse_ipv4(rest, key, allow_vxlan),
-        proto::ETH_IPV6 => parse_ipv6(rest, key),
-        proto::ETH_ARP => parse_arp(rest, key),
+        proto::ETH_IPV6 => parse_ipv6(rest, key, allow_vxlan),
+        proto::ETH_ARP | proto::ETH_RARP => parse_arp(rest, key),
         _ => Ok(()),
     }
 }
@@ -123,6 +137,11 @@ fn mac(b: [u8; 6]) -> u64 {
 
 fn parse_ipv4(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
     let ip = Ipv4HeaderSlice::from_slice(data).map_err(|_| Malformed::BadIpv4)?;
+    // OVS's ipv4_sanity_check: a header or total length that does not fit leaves no L3 fields.
+    let total = ip.total_len() as usize;
+    if total < ip.slice().len() || total > data.len() {
+        return Err(Malformed::BadIpv4);
+    }
     key.set_nw_src(u32::from_be_bytes(ip.source()));
     key.set_nw_dst(u32::from_be_bytes(ip.destination()));
     let nw_proto = ip.protocol().0;
@@ -130,23 +149,24 @@ fn parse_ipv4(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), M
     key.set_nw_tos(data[1]);
     key.set_nw_ttl(ip.ttl());
     let offset = ip.fragments_offset().value();
-    let mut frag = 0;
-    if ip.more_fragments() || offset != 0 {
-        frag |= proto::FRAG_ANY;
-        if offset != 0 {
-            frag |= proto::FRAG_LATER;
-        }
-    }
-    key.set_nw_frag(frag);
-    if frag & proto::FRAG_LATER != 0 {
+    key.set_nw_frag(frag_bits(ip.more_fragments(), offset));
+    if offset != 0 {
         return Ok(());
     }
-    // Like OVS, L4 is parsed from whatever bytes follow the header, even if total_len is short.
-    let payload = &data[ip.slice().len()..];
-    parse_l4(nw_proto, payload, key, allow_vxlan)
+    // Trailing padding beyond total_len is not transport header.
+    parse_l4(nw_proto, &data[ip.slice().len()..total], key, allow_vxlan)
 }
 
-fn parse_ipv6(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
+/// `nw_frag` for a fragment with the MF flag and offset given.
+fn frag_bits(more: bool, offset: u16) -> u8 {
+    match (more, offset) {
+        (false, 0) => 0,
+        (true, 0) => proto::FRAG_ANY,
+        _ => proto::FRAG_ANY | proto::FRAG_LATER,
+    }
+}
+
+fn parse_ipv6(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
     let ip = Ipv6HeaderSlice::from_slice(data).map_err(|_| Malformed::BadIpv6)?;
     key.set(id::IPV6_SRC, u128::from_be_bytes(ip.source()));
     key.set(id::IPV6_DST, u128::from_be_bytes(ip.destination()));
@@ -174,13 +194,12 @@ fn parse_ipv6(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
             44 => {
                 let hdr = rest.get(..8).ok_or(Malformed::BadIpv6)?;
                 let off_flags = u16::from_be_bytes([hdr[2], hdr[3]]);
-                let offset = off_flags >> 3;
-                let more = off_flags & 1 != 0;
-                if offset != 0 || more {
-                    frag |= proto::FRAG_ANY;
-                    if offset != 0 {
-                        frag |= proto::FRAG_LATER;
-                    }
+                frag = frag_bits(off_flags & 1 != 0, off_flags >> 3);
+                if frag & proto::FRAG_LATER != 0 {
+                    // A later fragment's payload is not headers: OVS stops at the fragment header.
+                    key.set_nw_proto(44);
+                    key.set_nw_frag(frag);
+                    return Ok(());
                 }
                 next = hdr[0];
                 rest = &rest[8..];
@@ -190,10 +209,7 @@ fn parse_ipv6(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
     }
     key.set_nw_proto(next);
     key.set_nw_frag(frag);
-    if frag & proto::FRAG_LATER != 0 {
-        return Ok(());
-    }
-    parse_l4(next, rest, key, false)
+    parse_l4(next, rest, key, allow_vxlan)
 }
 
 fn parse_arp(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
@@ -241,7 +257,7 @@ fn parse_l4(nw_proto: u8, data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> 
             key.set_tp_dst(be16(h, 2));
         }
         proto::IP_ICMP | proto::IP_ICMPV6 => {
-            let h = data.get(..4).ok_or(Malformed::TruncatedL4)?;
+            let h = data.get(..8).ok_or(Malformed::TruncatedL4)?;
             key.set_tp_src(h[0] as u16);
             key.set_tp_dst(h[1] as u16);
         }
@@ -308,13 +324,31 @@ mod tests {
     fn truncation_keeps_what_was_parsed() {
         let frame = build_tcp(None);
         let mut k = FlowKey::default();
-        assert_eq!(parse_frame(&frame[..40], LinkKind::Ethernet, 1, &mut k), Err(Malformed::TruncatedL4));
+        // IPv4 total length beyond the data: like OVS, no L3 fields at all.
+        assert_eq!(parse_frame(&frame[..40], LinkKind::Ethernet, 1, &mut k), Err(Malformed::BadIpv4));
+        assert_eq!((k.dl_type(), k.nw_dst()), (0x0800, 0));
+        // A consistent IP header over a cut TCP header: L3 kept, L4 reported.
+        let mut short = frame[..44].to_vec();
+        short[16..18].copy_from_slice(&30u16.to_be_bytes());
+        assert_eq!(parse_frame(&short, LinkKind::Ethernet, 1, &mut k), Err(Malformed::TruncatedL4));
         assert_eq!(k.nw_dst(), 0x0a00_0002);
         assert_eq!(parse_frame(&frame[..20], LinkKind::Ethernet, 1, &mut k), Err(Malformed::BadIpv4));
         assert_eq!(
             parse_frame(&frame[..5], LinkKind::Ethernet, 1, &mut k),
             Err(Malformed::TruncatedEthernet)
         );
+    }
+
+    #[test]
+    fn llc_snap_and_plain_802_3() {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x00, 0x40];
+        f.extend_from_slice(&[0x42, 0x42, 0x03, 0, 0, 0, 0, 0]);
+        let mut k = FlowKey::default();
+        parse_frame(&f, LinkKind::Ethernet, 1, &mut k).unwrap();
+        assert_eq!(k.dl_type(), proto::ETH_NONE);
+        f[14..22].copy_from_slice(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x88, 0xcc]);
+        parse_frame(&f, LinkKind::Ethernet, 1, &mut k).unwrap();
+        assert_eq!(k.dl_type(), 0x88cc);
     }
 
     #[test]
