@@ -202,15 +202,7 @@ impl Subtable {
     }
 
     fn refresh_max(&mut self) {
-        let mut best: Option<ClsEntry> = None;
-        for b in self.buckets.iter() {
-            for e in &b.entries {
-                if best.is_none_or(|x| e.priority > x.priority || (e.priority == x.priority && e.seq < x.seq))
-                {
-                    best = Some(*e);
-                }
-            }
-        }
+        let best = self.buckets.iter().map(|b| b.best).reduce(|a, b| if b.beats(&a) { b } else { a });
         (self.max_priority, self.max_priority_seq) = best.map_or((0, u64::MAX), |e| (e.priority, e.seq));
     }
 
