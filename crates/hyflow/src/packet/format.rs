@@ -228,7 +228,8 @@ pub fn packet_fields(key: &FlowKey) -> impl Iterator<Item = (&'static str, Strin
 }
 
 /// A packet as a compact match-style string: only the fields that exist in it, non-zero
-/// metadata, and `vlan_tci` only when tagged. `hyflow trace` accepts it back.
+/// metadata, and `vlan_tci` only when tagged. `hyflow trace` accepts it back (an inner VLAN
+/// tag has no ovs-ofctl field and is not shown).
 pub fn format_packet(key: &FlowKey) -> String {
     let mut exact = FlowMask::CATCHALL;
     exact.unwildcard_all(id::IN_PORT);
