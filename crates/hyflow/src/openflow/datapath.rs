@@ -37,23 +37,64 @@ pub enum DpAction {
     Output(u32),
 }
 
-/// Header groups a set action belongs to, in OVS's commit order.
-const SET_GROUPS: &[(&str, &[FieldId])] = &[
-    ("tunnel", &[id::TUN_ID]),
-    ("eth", &[id::DL_SRC, id::DL_DST]),
-    ("ipv4", &[id::NW_SRC, id::NW_DST, id::NW_TOS, id::NW_TTL]),
-    ("ipv6", &[id::IPV6_SRC, id::IPV6_DST, id::IPV6_LABEL, id::NW_TOS, id::NW_TTL]),
-    ("arp", &[id::ARP_SPA, id::ARP_TPA, id::ARP_OP, id::ARP_SHA, id::ARP_THA]),
-    ("l4", &[id::TP_SRC, id::TP_DST]),
-];
+/// The header a set action rewrites.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Header {
+    Tunnel,
+    Eth,
+    Ipv4,
+    Ipv6,
+    Arp,
+    L4,
+}
 
-fn group_applies(name: &str, k: &FlowKey) -> bool {
-    match name {
-        "ipv4" => k.dl_type() == proto::ETH_IPV4,
-        "ipv6" => k.dl_type() == proto::ETH_IPV6,
-        "arp" => k.dl_type() == proto::ETH_ARP,
-        "l4" => k.is_ip() && k.nw_frag() & proto::FRAG_LATER == 0,
-        _ => true,
+impl Header {
+    /// Headers in OVS's commit order, each with the fields a set action on it may carry.
+    const COMMIT_ORDER: [(Header, &'static [FieldId]); 6] = [
+        (Header::Tunnel, &[id::TUN_ID]),
+        (Header::Eth, &[id::DL_SRC, id::DL_DST]),
+        (Header::Ipv4, &[id::NW_SRC, id::NW_DST, id::NW_TOS, id::NW_TTL]),
+        (Header::Ipv6, &[id::IPV6_SRC, id::IPV6_DST, id::IPV6_LABEL, id::NW_TOS, id::NW_TTL]),
+        (Header::Arp, &[id::ARP_SPA, id::ARP_TPA, id::ARP_OP, id::ARP_SHA, id::ARP_THA]),
+        (Header::L4, &[id::TP_SRC, id::TP_DST]),
+    ];
+
+    /// Whether the packet has this header.
+    fn present(self, k: &FlowKey) -> bool {
+        match self {
+            Header::Tunnel | Header::Eth => true,
+            Header::Ipv4 => k.dl_type() == proto::ETH_IPV4,
+            Header::Ipv6 => k.dl_type() == proto::ETH_IPV6,
+            Header::Arp => matches!(k.dl_type(), proto::ETH_ARP | proto::ETH_RARP),
+            Header::L4 => k.is_ip() && k.nw_frag() & proto::FRAG_LATER == 0,
+        }
+    }
+
+    /// The header a field's set belongs to, for a packet shaped like `k`.
+    fn of(f: FieldId, k: &FlowKey) -> Header {
+        Header::COMMIT_ORDER
+            .iter()
+            .find(|(h, fields)| fields.contains(&f) && h.present(k))
+            .map_or(Header::Eth, |(h, _)| *h)
+    }
+
+    /// Name as `ofproto/trace` prints it (`set(ipv4(..))`, `set(tcp(..))`).
+    fn name(self, k: &FlowKey) -> &'static str {
+        match self {
+            Header::Tunnel => "tunnel",
+            Header::Eth => "eth",
+            Header::Ipv4 => "ipv4",
+            Header::Ipv6 => "ipv6",
+            Header::Arp => "arp",
+            Header::L4 => match k.nw_proto() {
+                proto::IP_TCP => "tcp",
+                proto::IP_UDP => "udp",
+                proto::IP_SCTP => "sctp",
+                proto::IP_ICMP => "icmp",
+                proto::IP_ICMPV6 => "icmpv6",
+                _ => "l4",
+            },
+        }
     }
 }
 
@@ -62,11 +103,11 @@ fn group_applies(name: &str, k: &FlowKey) -> bool {
 /// each set. Returns the VLAN header indices of `base` that were popped (OVS un-wildcards the
 /// tags it pops, since the push must recreate them exactly).
 pub fn commit(base: &mut FlowKey, flow: &FlowKey, wc: &FlowMask, out: &mut Vec<DpAction>) -> [bool; 2] {
-    for (name, fields) in SET_GROUPS {
-        if !group_applies(name, flow) {
+    for (header, fields) in Header::COMMIT_ORDER {
+        if !header.present(flow) {
             continue;
         }
-        for &f in *fields {
+        for &f in fields {
             let v = flow.get(f);
             if base.get(f) != v {
                 let mask = wc.get(f) | (base.get(f) ^ v);
@@ -161,10 +202,10 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
             }
             DpAction::Set { field: first, .. } => {
                 // Group consecutive sets of one header: set(ipv4(src=..,ttl=..)).
-                let group = header_of(first, entry);
+                let group = Header::of(first, entry);
                 let mut parts = Vec::new();
                 while let Some(&DpAction::Set { field, value, mask }) = actions.get(i) {
-                    if header_of(field, entry) != group {
+                    if Header::of(field, entry) != group {
                         break;
                     }
                     let text = if mask == field.full_mask() {
@@ -175,29 +216,11 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
                     parts.push(format!("{}={text}", dp_name(field)));
                     i += 1;
                 }
-                let _ = write!(out, "set({group}({}))", parts.join(","));
+                let _ = write!(out, "set({}({}))", group.name(entry), parts.join(","));
             }
         }
     }
     out
-}
-
-fn header_of(f: FieldId, k: &FlowKey) -> &'static str {
-    match f {
-        id::TUN_ID => "tunnel",
-        id::DL_SRC | id::DL_DST => "eth",
-        id::ARP_SPA | id::ARP_TPA | id::ARP_OP | id::ARP_SHA | id::ARP_THA => "arp",
-        id::TP_SRC | id::TP_DST => match k.nw_proto() {
-            proto::IP_TCP => "tcp",
-            proto::IP_UDP => "udp",
-            proto::IP_SCTP => "sctp",
-            proto::IP_ICMP => "icmp",
-            proto::IP_ICMPV6 => "icmpv6",
-            _ => "l4",
-        },
-        _ if k.dl_type() == proto::ETH_IPV6 => "ipv6",
-        _ => "ipv4",
-    }
 }
 
 fn dp_name(f: FieldId) -> &'static str {
