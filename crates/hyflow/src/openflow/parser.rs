@@ -874,6 +874,30 @@ mod tests {
         assert_eq!(e.to_string(), "f.flows:4:19: prefix length 99 is longer than 32 bits (at '99')");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        /// Any text, including non-ASCII and cut-up valid lines, yields a rule or an error.
+        #[test]
+        fn arbitrary_text_never_panics(
+            junk in "\\PC{0,60}",
+            cut in 0usize..200,
+            insert in "[,=:/()>\\-\\[\\]\\.0-9a-zé ]{0,6}",
+        ) {
+            let _ = parse_flow_spec(&junk, SpecKind::Add);
+            let _ = parse_packet(&junk);
+            let valid = "table=1,priority=5,tcp,nw_src=10.0.0.0/8,tp_dst=0x50/0xfff0 actions=load:0x3->NXM_NX_REG0[0..7],move:NXM_NX_REG0[]->NXM_NX_REG1[],set_field:00:00:00:00:00:01->dl_src,resubmit(2,3),output(port=4),goto_table:7";
+            let mut at = cut.min(valid.len());
+            while !valid.is_char_boundary(at) {
+                at -= 1;
+            }
+            let mutated = format!("{}{}{}", &valid[..at], insert, &valid[at..]);
+            let _ = parse_flow_spec(&mutated, SpecKind::Add);
+            let _ = parse_flow_spec(&valid[..at], SpecKind::Add);
+            let _ = parse_flow_spec(&valid[..at], SpecKind::Selector);
+        }
+    }
+
     #[test]
     fn packets_parse_from_match_strings() {
         let k = parse_packet(

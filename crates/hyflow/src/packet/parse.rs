@@ -386,6 +386,29 @@ mod tests {
         assert_eq!((k.nw_src(), k.tp_dst()), (0x0a00_0001, 80));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        /// Random bytes, and valid frames cut or bit-flipped anywhere, never panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            cut in 0usize..120,
+            flip in (0usize..120, 0u8..8),
+        ) {
+            let mut k = FlowKey::default();
+            let _ = parse_frame(&junk, LinkKind::Ethernet, 1, &mut k);
+            let _ = parse_frame(&junk, LinkKind::RawIp, 1, &mut k);
+            for vlan in [None, Some(7)] {
+                let mut f = build_tcp(vlan);
+                let _ = parse_frame(&f[..cut.min(f.len())], LinkKind::Ethernet, 1, &mut k);
+                let i = flip.0 % f.len();
+                f[i] ^= 1 << flip.1;
+                let _ = parse_frame(&f, LinkKind::Ethernet, 1, &mut k);
+            }
+        }
+    }
+
     #[test]
     fn arp_fields() {
         let mut f = vec![0xff; 6];
