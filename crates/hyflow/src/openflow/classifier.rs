@@ -500,14 +500,30 @@ impl Classifier {
             });
             let plen = st.trie_plen[j] as u32;
             if !m.has_plen(plen) {
-                let bits = prefix_mask(def.bits as u32, m.maskbits);
+                let bits = def.bits as u32;
                 // Never un-wildcard more than this subtable would have on its own.
-                if m.maskbits <= plen {
-                    wc.unwildcard(field, bits);
-                    return true;
-                }
-                if wc.get(field) & bits == bits {
-                    return true;
+                if bits <= 64 {
+                    // One key word: mask the leading `maskbits` bits of the field in place.
+                    let ones = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                    let lead = if m.maskbits == 0 { 0 } else { ones & !(ones >> m.maskbits) };
+                    let word = &mut wc.words[def.word as usize];
+                    let want = lead << def.shift;
+                    if m.maskbits <= plen {
+                        *word |= want;
+                        return true;
+                    }
+                    if *word & want == want {
+                        return true;
+                    }
+                } else {
+                    let lead = prefix_mask(bits, m.maskbits);
+                    if m.maskbits <= plen {
+                        wc.unwildcard(field, lead);
+                        return true;
+                    }
+                    if wc.get(field) & lead == lead {
+                        return true;
+                    }
                 }
             }
         }
