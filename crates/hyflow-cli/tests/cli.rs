@@ -22,6 +22,13 @@ fn tmp(name: &str, contents: &[u8]) -> PathBuf {
     p
 }
 
+/// `hyflow trace --flows FLOWS --pcap PCAP EXTRA...`.
+fn trace_pcap(flows: &Path, pcap: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["trace", "--flows", flows.to_str().unwrap(), "--pcap", pcap.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    hyflow(&args)
+}
+
 /// Asserts failure with exactly one line on stderr containing every `needle`.
 fn fails_with(out: &Output, needles: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
@@ -92,30 +99,13 @@ fn json_lists_outputs_with_the_packet_as_it_leaves() {
 fn packet_from_pcap() {
     let pcap = tmp("one.pcap", &pcap_with(&[tcp_frame(), tcp_frame()]));
     let flows = tmp("pcap.flows", b"tcp,tp_dst=80 actions=output:2\n");
-    let out = hyflow(&[
-        "trace",
-        "--flows",
-        flows.to_str().unwrap(),
-        "--pcap",
-        pcap.to_str().unwrap(),
-        "--index",
-        "1",
-        "--json",
-    ]);
+    let out = trace_pcap(&flows, &pcap, &["--index", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["outputs"][0]["port"], 2);
     assert_eq!(v["outputs"][0]["packet"]["in_port"], "1");
     assert_eq!(v["outputs"][0]["packet"]["nw_src"], "10.1.0.1");
-    let out = hyflow(&[
-        "trace",
-        "--flows",
-        flows.to_str().unwrap(),
-        "--pcap",
-        pcap.to_str().unwrap(),
-        "--index",
-        "2",
-    ]);
+    let out = trace_pcap(&flows, &pcap, &["--index", "2"]);
     fails_with(&out, &["has 2 packets", "index 2"]);
 }
 
@@ -124,10 +114,10 @@ fn bad_traces_name_the_byte_offset() {
     let flows = tmp("t.flows", b"actions=output:1\n");
     let full = pcap_with(&[tcp_frame()]);
     let truncated = tmp("truncated.pcap", &full[..full.len() - 10]);
-    let out = hyflow(&["trace", "--flows", flows.to_str().unwrap(), "--pcap", truncated.to_str().unwrap()]);
+    let out = trace_pcap(&flows, &truncated, &[]);
     fails_with(&out, &["truncated.pcap", "byte 24", "truncated"]);
     let garbage = tmp("garbage.pcap", b"this is not a capture file at all");
-    let out = hyflow(&["trace", "--flows", flows.to_str().unwrap(), "--pcap", garbage.to_str().unwrap()]);
+    let out = trace_pcap(&flows, &garbage, &[]);
     fails_with(&out, &["garbage.pcap", "byte 0", "not a pcap"]);
 }
 

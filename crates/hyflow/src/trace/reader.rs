@@ -489,9 +489,7 @@ impl PcapNgState {
         big_endian: bool,
     ) -> Result<Meta, TraceError> {
         const WHAT: &str = "enhanced packet block";
-        if body.len() < EPB_FIXED_LEN {
-            return Err(input.corrupt(offset, WHAT, format!("body of {} bytes is too short", body.len())));
-        }
+        require_fixed(input, offset, WHAT, body, EPB_FIXED_LEN)?;
         let local_id = read32(&body[0..4], big_endian);
         let ts_raw =
             (u64::from(read32(&body[4..8], big_endian)) << 32) | u64::from(read32(&body[8..12], big_endian));
@@ -534,9 +532,7 @@ impl PcapNgState {
         big_endian: bool,
     ) -> Result<Meta, TraceError> {
         const WHAT: &str = "simple packet block";
-        if body.len() < SPB_FIXED_LEN {
-            return Err(input.corrupt(offset, WHAT, format!("body of {} bytes is too short", body.len())));
-        }
+        require_fixed(input, offset, WHAT, body, SPB_FIXED_LEN)?;
         let interface = self.interface(input, offset, WHAT, 0)?;
         let orig_len = read32(&body[0..4], big_endian);
         // The captured length is implicit: the original length, cut to the snapshot length
@@ -660,6 +656,20 @@ fn read32(b: &[u8], big_endian: bool) -> u32 {
     } else {
         u32::from_le_bytes(bytes)
     }
+}
+
+/// A packet block's body must at least hold its fixed fields.
+fn require_fixed<R>(
+    input: &Input<R>,
+    offset: u64,
+    what: &'static str,
+    body: &[u8],
+    min: usize,
+) -> Result<(), TraceError> {
+    if body.len() < min {
+        return Err(input.corrupt(offset, what, format!("body of {} bytes is too short", body.len())));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -262,54 +262,51 @@ pub fn mac(s: &str) -> u64 {
 
 /// Zeroes the fields a parsed packet could not have, so that randomised probes stay realistic.
 pub fn canonical(k: FlowKey) -> FlowKey {
-    let k = &k;
-    {
-        let mut c = FlowKey::default();
-        let keep = |c: &mut FlowKey, f| c.set(f, k.get(f));
-        for f in [id::IN_PORT, id::TUN_ID, id::DL_SRC, id::DL_DST, id::DL_TYPE] {
-            keep(&mut c, f);
-        }
-        if k.has_vlan() {
-            keep(&mut c, id::VLAN_TCI);
-            keep(&mut c, id::VLAN_TPID);
-        }
-        match k.dl_type() {
-            0x0800 | 0x86dd => {
-                if k.dl_type() == 0x0800 {
-                    keep(&mut c, id::NW_SRC);
-                    keep(&mut c, id::NW_DST);
-                } else {
-                    keep(&mut c, id::IPV6_SRC);
-                    keep(&mut c, id::IPV6_DST);
-                    keep(&mut c, id::IPV6_LABEL);
-                }
-                for f in [id::NW_PROTO, id::NW_TOS, id::NW_TTL, id::NW_FRAG] {
-                    keep(&mut c, f);
-                }
-                match k.nw_proto() {
-                    6 | 17 | 132 => {
-                        keep(&mut c, id::TP_SRC);
-                        keep(&mut c, id::TP_DST);
-                        if k.nw_proto() == 6 {
-                            keep(&mut c, id::TCP_FLAGS);
-                        }
-                    }
-                    1 | 58 => {
-                        c.set_tp_src(k.tp_src() & 0xff);
-                        c.set_tp_dst(k.tp_dst() & 0xff);
-                    }
-                    _ => {}
-                }
-            }
-            0x0806 => {
-                for f in [id::NW_SRC, id::NW_DST, id::ARP_OP, id::ARP_SHA, id::ARP_THA] {
-                    keep(&mut c, f);
-                }
-            }
-            _ => {}
-        }
-        c
+    let mut c = FlowKey::default();
+    let keep = |c: &mut FlowKey, f| c.set(f, k.get(f));
+    for f in [id::IN_PORT, id::TUN_ID, id::DL_SRC, id::DL_DST, id::DL_TYPE] {
+        keep(&mut c, f);
     }
+    if k.has_vlan() {
+        keep(&mut c, id::VLAN_TCI);
+        keep(&mut c, id::VLAN_TPID);
+    }
+    match k.dl_type() {
+        0x0800 | 0x86dd => {
+            if k.dl_type() == 0x0800 {
+                keep(&mut c, id::NW_SRC);
+                keep(&mut c, id::NW_DST);
+            } else {
+                keep(&mut c, id::IPV6_SRC);
+                keep(&mut c, id::IPV6_DST);
+                keep(&mut c, id::IPV6_LABEL);
+            }
+            for f in [id::NW_PROTO, id::NW_TOS, id::NW_TTL, id::NW_FRAG] {
+                keep(&mut c, f);
+            }
+            match k.nw_proto() {
+                6 | 17 | 132 => {
+                    keep(&mut c, id::TP_SRC);
+                    keep(&mut c, id::TP_DST);
+                    if k.nw_proto() == 6 {
+                        keep(&mut c, id::TCP_FLAGS);
+                    }
+                }
+                1 | 58 => {
+                    c.set_tp_src(k.tp_src() & 0xff);
+                    c.set_tp_dst(k.tp_dst() & 0xff);
+                }
+                _ => {}
+            }
+        }
+        0x0806 => {
+            for f in [id::NW_SRC, id::NW_DST, id::ARP_OP, id::ARP_SHA, id::ARP_THA] {
+                keep(&mut c, f);
+            }
+        }
+        _ => {}
+    }
+    c
 }
 
 /// A packet inside `mask` around `base`: wildcarded packet bits drawn from `bits`.
