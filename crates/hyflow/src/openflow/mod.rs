@@ -10,10 +10,11 @@ pub mod report;
 pub mod rule;
 pub mod traversal;
 pub mod trie;
+pub mod update;
 
 pub use action::Action;
 pub use classifier::Classifier;
 pub use parser::{parse_flows, parse_packet, read_flow_file, FlowFileError};
 pub use pipeline::Pipeline;
 pub use rule::{Match, Rule, RuleId};
-pub use traversal::Traversal;
+pub use traversal::{LookupRef, Traversal};

@@ -46,8 +46,10 @@ pub struct FlowFileError {
 pub enum SpecKind {
     /// A rule to install: `actions=` is required.
     Add,
-    /// A rule selector (for deletes): `actions=` is not allowed.
+    /// A rule selector (for deletes): `actions=` is not allowed; `cookie=V/M` filters.
     Selector,
+    /// `mod-flows`: a selector plus new actions; `cookie=V/M` filters, `cookie=V` sets.
+    Modify,
 }
 
 /// One parsed flow spec.
@@ -61,6 +63,8 @@ pub struct FlowSpec {
     pub priority_given: bool,
     /// `cookie=V/M` mask for selectors (0 = any cookie).
     pub cookie_mask: u64,
+    /// `cookie=V` without a mask was given: the value to install (adds) or set (modifies).
+    pub cookie_set: bool,
 }
 
 fn err(column: usize, token: &str, message: impl Into<String>) -> SpecError {
@@ -127,7 +131,13 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
         matcher: Match::default(),
         actions: Vec::new(),
     };
-    let mut spec = FlowSpec { rule: rule.clone(), table_given: false, priority_given: false, cookie_mask: 0 };
+    let mut spec = FlowSpec {
+        rule: rule.clone(),
+        table_given: false,
+        priority_given: false,
+        cookie_mask: 0,
+        cookie_set: false,
+    };
     let mut value = FlowKey::default();
     let mut mask = FlowMask::CATCHALL;
     let mut used: Vec<(Prereq, Tok)> = Vec::new();
@@ -141,7 +151,7 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
         }
     }
     match (kind, actions_at) {
-        (SpecKind::Add, None) => {
+        (SpecKind::Add | SpecKind::Modify, None) => {
             let end = line.trim_end();
             return Err(err(
                 end.len().max(1),
@@ -152,7 +162,7 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
         (SpecKind::Selector, Some(pos)) => {
             return Err(err(pos + 1, "actions", "actions are not allowed here"));
         }
-        (SpecKind::Add, Some(pos)) => {
+        (SpecKind::Add | SpecKind::Modify, Some(pos)) => {
             let start = pos + "actions=".len();
             rule.actions = parse_actions(&line[start..], start, &rule)?;
         }
@@ -296,13 +306,15 @@ fn parse_match_token<'a>(
                 None => (val, None),
             };
             rule.cookie = parse_u(&vtok, v, "cookie")?;
-            spec.cookie_mask = match m {
-                Some(_) if kind == SpecKind::Add => {
+            // As ovs-ofctl: a mask searches for cookies, a bare value sets one.
+            match (m, kind) {
+                (Some(_), SpecKind::Add) => {
                     return Err(vtok.fail("flow additions cannot use a cookie mask"));
                 }
-                Some(m) => parse_u(&vtok, m, "cookie mask")?,
-                None => u64::MAX,
-            };
+                (Some(m), _) => spec.cookie_mask = parse_u(&vtok, m, "cookie mask")?,
+                (None, SpecKind::Selector) => return Err(vtok.fail("cannot set cookie")),
+                (None, _) => spec.cookie_set = true,
+            }
         }
         "idle_timeout" => rule.idle_timeout = parse_u(&vtok, val, "idle_timeout")?,
         "hard_timeout" => rule.hard_timeout = parse_u(&vtok, val, "hard_timeout")?,

@@ -94,6 +94,17 @@ impl Pipeline {
         Some(rule)
     }
 
+    /// Replaces a rule's actions (and cookie), keeping its counters, as `ovs-ofctl mod-flows`.
+    /// Returns whether the rule is installed.
+    pub fn modify(&mut self, id: RuleId, actions: &[Action], cookie: Option<u64>) -> bool {
+        let Some(rule) = self.rules.get_mut(id as usize).and_then(|r| r.as_mut()) else { return false };
+        rule.actions = actions.to_vec();
+        if let Some(c) = cookie {
+            rule.cookie = c;
+        }
+        true
+    }
+
     /// The rule with this id, if installed.
     pub fn rule(&self, id: RuleId) -> Option<&Rule> {
         self.rules.get(id as usize).and_then(|r| r.as_ref())

@@ -24,6 +24,19 @@ impl Match {
     pub fn matches(&self, key: &FlowKey) -> bool {
         key.matches(&self.value, &self.mask)
     }
+
+    /// Whether some packet satisfies both matches: they agree wherever both are exact.
+    pub fn overlaps(&self, other: &Match) -> bool {
+        (0..self.value.words.len()).all(|i| {
+            (self.value.words[i] ^ other.value.words[i]) & self.mask.words[i] & other.mask.words[i] == 0
+        })
+    }
+
+    /// Whether every packet of `self` satisfies `criteria` (OVS `cls_rule_is_loose_match`):
+    /// how non-strict `mod-flows`/`del-flows` select rules.
+    pub fn within(&self, criteria: &Match) -> bool {
+        criteria.mask.is_subset_of(&self.mask) && self.value.masked(&criteria.mask) == criteria.value
+    }
 }
 
 impl std::fmt::Display for Match {

@@ -24,6 +24,54 @@ pub struct Step {
     pub mask: FlowMask,
 }
 
+impl Step {
+    /// The outcome of this lookup as consistency bookkeeping names it.
+    #[inline]
+    pub fn outcome(&self) -> LookupRef {
+        match self.rule {
+            Some(r) => LookupRef::rule(r),
+            None => LookupRef::miss(self.table),
+        }
+    }
+}
+
+/// The outcome of one table lookup, a rule or a table's miss, as one `u32`.
+///
+/// Caches record the outcomes a cached decision depends on; a rule update names the outcomes
+/// it may have changed. A table miss needs a name too: adding a rule can turn a miss into a
+/// hit. Rule ids are never reused, so a reference to a deleted rule cannot alias a new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LookupRef(u32);
+
+impl LookupRef {
+    const MISS: u32 = 1 << 31;
+
+    /// The lookup hit `rule`.
+    #[inline]
+    pub fn rule(rule: RuleId) -> LookupRef {
+        debug_assert!(rule < Self::MISS);
+        LookupRef(rule)
+    }
+
+    /// The lookup missed `table`.
+    #[inline]
+    pub fn miss(table: u8) -> LookupRef {
+        LookupRef(Self::MISS | table as u32)
+    }
+
+    /// The rule hit, if this is not a miss.
+    #[inline]
+    pub fn as_rule(self) -> Option<RuleId> {
+        (self.0 & Self::MISS == 0).then_some(self.0)
+    }
+
+    /// The table missed, if this is a miss.
+    #[inline]
+    pub fn as_miss(self) -> Option<u8> {
+        (self.0 & Self::MISS != 0).then_some(self.0 as u8)
+    }
+}
+
 /// One copy of the packet leaving the switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Output {
@@ -103,5 +151,10 @@ impl Traversal {
     /// Rules hit, in order (a rule hit twice through resubmit appears twice).
     pub fn rules(&self) -> impl Iterator<Item = RuleId> + '_ {
         self.steps.iter().filter_map(|s| s.rule)
+    }
+
+    /// Outcome of every lookup, in order: what a cached copy of this decision depends on.
+    pub fn outcomes(&self) -> impl Iterator<Item = LookupRef> + '_ {
+        self.steps.iter().map(Step::outcome)
     }
 }
