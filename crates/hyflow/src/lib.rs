@@ -4,6 +4,11 @@
 //! and every layer is a pure function of (state, packet, time). This crate is the I/O-free
 //! engine; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
 
+pub mod cache;
+pub mod nic;
 pub mod openflow;
 pub mod packet;
+pub mod replay;
+pub mod switch;
 pub mod trace;
+pub mod tuple_space;

@@ -12,7 +12,7 @@ use crate::packet::format::format_value;
 use crate::packet::{FlowKey, FlowMask};
 
 /// One datapath action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DpAction {
     /// Set the `mask` bits of a header field to `value` (OVS's masked set: only the bits the
     /// pipeline examined or wrote, so untouched bits such as ECN pass through).
@@ -167,7 +167,9 @@ pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>
                 k.set_vlan_tpid(tpid);
                 k.set_vlan_tci(tci);
             }
-            DpAction::Output(port) => outputs.push(Output { port, packet: k }),
+            DpAction::Output(port) => {
+                outputs.push(Output { port, packet: k.masked(FlowMask::packet_state()) })
+            }
         }
     }
 }

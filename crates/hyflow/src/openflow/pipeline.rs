@@ -375,7 +375,8 @@ impl Xlate<'_> {
             self.tr.wc.unwildcard_all(id::VLAN_TPID2);
         }
         self.tr.dp_actions.push(DpAction::Output(port));
-        self.tr.outputs.push(Output { port, packet: self.flow });
+        // Registers and metadata are pipeline state: they do not leave with the packet.
+        self.tr.outputs.push(Output { port, packet: self.flow.masked(FlowMask::packet_state()) });
     }
 
     /// OVS `xlate_wc_finish`, plus dropping mask bits of headers the packet does not have.

@@ -2,6 +2,7 @@
 
 pub mod field;
 pub mod format;
+pub mod hash;
 pub mod key;
 pub mod parse;
 

@@ -1,0 +1,135 @@
+//! The host's software fast path: a FlowShadow exact-match microflow cache and a megaflow
+//! cache, both holding [`Decision`]s — references into the Action Table and the rule-path
+//! table — so that whichever layer forwards a packet, per-rule counters stay exact.
+
+pub mod interner;
+pub mod megaflow;
+pub mod microflow;
+
+pub use megaflow::{CachedFlow, MegaflowCache};
+pub use microflow::{Consistency, MicroflowCache};
+
+use interner::{Interner, ItemRef};
+
+use crate::openflow::datapath::DpAction;
+use crate::openflow::{LookupRef, Traversal};
+
+/// A cached forwarding decision: what to do, and which lookups (rules or misses) it stands
+/// for. Two 4-byte references, shared by every flow with the same decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Composed datapath actions, in the Action Table.
+    pub actions: ItemRef,
+    /// Lookup outcomes, in the path table: rules to credit, what updates must invalidate.
+    pub path: ItemRef,
+}
+
+/// The Action Table (with FlowShadow's per-action invalidation time stamps) and the path table.
+#[derive(Default)]
+pub struct DecisionTables {
+    /// Deduplicated composed action lists.
+    pub actions: Interner<DpAction>,
+    /// Deduplicated lookup-outcome sequences.
+    pub paths: Interner<LookupRef>,
+    /// Per action reference: the update epoch at which it was last invalidated (action mode).
+    action_invalidated: Vec<u64>,
+    scratch: Vec<LookupRef>,
+}
+
+impl DecisionTables {
+    /// Empty tables.
+    pub fn new() -> DecisionTables {
+        DecisionTables::default()
+    }
+
+    /// The decision a slow-path traversal made, holding one reference for the caller.
+    pub fn intern(&mut self, tr: &Traversal) -> Decision {
+        let (actions, new) = self.actions.intern(&tr.dp_actions);
+        if new {
+            self.action_invalidated.resize(self.actions.capacity(), 0);
+            self.action_invalidated[actions as usize] = 0;
+        }
+        self.scratch.clear();
+        self.scratch.extend(tr.outcomes());
+        let (path, _) = self.paths.intern(&self.scratch);
+        Decision { actions, path }
+    }
+
+    /// Interns a path alone (revalidation keeps actions but may change the path).
+    pub fn intern_path(&mut self, tr: &Traversal) -> ItemRef {
+        self.scratch.clear();
+        self.scratch.extend(tr.outcomes());
+        self.paths.intern(&self.scratch).0
+    }
+
+    /// Takes another reference on both parts.
+    pub fn acquire(&mut self, d: Decision) {
+        self.actions.acquire(d.actions);
+        self.paths.acquire(d.path);
+    }
+
+    /// Drops a reference on both parts.
+    pub fn release(&mut self, d: Decision) {
+        self.actions.release(d.actions);
+        self.paths.release(d.path);
+    }
+
+    /// FlowShadow action-mode invalidation: every flow cached with `actions` before `epoch`
+    /// is invalid.
+    pub fn invalidate_action(&mut self, actions: ItemRef, epoch: u64) {
+        let i = actions as usize;
+        if self.action_invalidated.len() <= i {
+            self.action_invalidated.resize(i + 1, 0);
+        }
+        self.action_invalidated[i] = epoch;
+    }
+
+    /// Epoch of the last invalidation of an action list (0 = never).
+    #[inline]
+    pub fn action_invalidated(&self, actions: ItemRef) -> u64 {
+        self.action_invalidated.get(actions as usize).copied().unwrap_or(0)
+    }
+
+    /// The rules a decision credits, in lookup order.
+    pub fn rules(&self, d: Decision) -> impl Iterator<Item = u32> + '_ {
+        self.paths.get(d.path).iter().filter_map(|o| o.as_rule())
+    }
+}
+
+/// A side table indexed by lookup outcome: rules by id (grown on demand), misses by table.
+/// FlowShadow's Cookie Table and Signature Table are both of this shape.
+pub struct OutcomeMap<T> {
+    rules: Vec<T>,
+    misses: Vec<T>,
+}
+
+impl<T: Default + Clone> Default for OutcomeMap<T> {
+    fn default() -> Self {
+        OutcomeMap { rules: Vec::new(), misses: vec![T::default(); 256] }
+    }
+}
+
+impl<T: Default + Clone> OutcomeMap<T> {
+    /// The value for an outcome (default if never set).
+    #[inline]
+    pub fn get(&self, o: LookupRef) -> Option<&T> {
+        match (o.as_rule(), o.as_miss()) {
+            (Some(r), _) => self.rules.get(r as usize),
+            (_, Some(t)) => self.misses.get(t as usize),
+            _ => None,
+        }
+    }
+
+    /// The value for an outcome, mutably (created on first use).
+    pub fn get_mut(&mut self, o: LookupRef) -> &mut T {
+        match o.as_rule() {
+            Some(r) => {
+                if self.rules.len() <= r as usize {
+                    self.rules.resize(r as usize + 1, T::default());
+                }
+                &mut self.rules[r as usize]
+            }
+            None => &mut self.misses[o.as_miss().unwrap_or(0) as usize],
+        }
+    }
+}

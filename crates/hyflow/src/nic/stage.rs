@@ -1,0 +1,155 @@
+//! One match+action stage of the NIC (the RMT model FlexNIC builds on): a table with a match
+//! kind, a capacity in entries, a limit on distinct masks, and per-entry packet/byte counters
+//! and last-hit times. Schemes decide what goes into which stage; the stage only enforces what
+//! hardware would.
+
+use crate::openflow::Match;
+use crate::packet::FlowKey;
+use crate::tuple_space::{EntryId, FlowTableStats, TupleSpace};
+
+/// How a stage matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchKind {
+    /// TCAM-like: entries with different masks, up to the stage's mask limit.
+    Ternary,
+    /// Hash-based exact match: one mask for the whole stage.
+    Exact,
+}
+
+/// Shape of a stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageConfig {
+    /// Name in reports.
+    pub name: String,
+    /// Match kind.
+    pub kind: MatchKind,
+    /// Entries it holds.
+    pub capacity: usize,
+    /// Distinct masks it supports (1 for exact stages).
+    pub max_masks: usize,
+}
+
+/// Why an entry was not installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// An entry with the same match is already there.
+    Duplicate,
+    /// No free entry.
+    Full,
+    /// The mask would exceed the stage's mask limit.
+    Masks,
+}
+
+/// Why a stage cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StageConfigError {
+    /// Zero entries or masks.
+    #[error("NIC stage '{0}' needs at least one entry and one mask (turn the NIC off instead)")]
+    Empty(String),
+}
+
+/// One NIC table.
+pub struct Stage<T> {
+    config: StageConfig,
+    space: TupleSpace<T>,
+    /// Counters.
+    pub stats: FlowTableStats,
+}
+
+impl<T> Stage<T> {
+    /// An empty stage.
+    pub fn new(mut config: StageConfig) -> Result<Stage<T>, StageConfigError> {
+        if config.capacity == 0 || config.max_masks == 0 {
+            return Err(StageConfigError::Empty(config.name));
+        }
+        if config.kind == MatchKind::Exact {
+            config.max_masks = 1;
+        }
+        Ok(Stage { config, space: TupleSpace::new(), stats: FlowTableStats::default() })
+    }
+
+    /// Its shape.
+    pub fn config(&self) -> &StageConfig {
+        &self.config
+    }
+
+    /// Entries (read-only: installs go through [`Stage::install`] so limits hold).
+    pub fn space(&self) -> &TupleSpace<T> {
+        &self.space
+    }
+
+    /// Entries and counters, for revalidation and aging by the owning scheme.
+    pub fn parts_mut(&mut self) -> (&mut TupleSpace<T>, &mut FlowTableStats) {
+        (&mut self.space, &mut self.stats)
+    }
+
+    /// The entry matching `key`, counting the hit on it and on the stage.
+    #[inline]
+    pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
+        let hit = self.space.lookup(key, bytes, now_ns);
+        if hit.is_some() {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        hit
+    }
+
+    /// Installs an entry if the hardware has room for it.
+    pub fn install(&mut self, m: &Match, data: T, now_ns: u64) -> Result<EntryId, Refused> {
+        if self.space.find(m).is_some() {
+            return Err(Refused::Duplicate);
+        }
+        let refused = if self.space.len() >= self.config.capacity {
+            Some(Refused::Full)
+        } else if !self.space.has_mask(&m.mask) && self.space.n_masks() >= self.config.max_masks {
+            Some(Refused::Masks)
+        } else {
+            None
+        };
+        if let Some(r) = refused {
+            self.stats.refused += 1;
+            return Err(r);
+        }
+        let id = self.space.insert(m, data, now_ns);
+        self.stats.installs += 1;
+        self.stats.peak = self.stats.peak.max(self.space.len());
+        Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openflow::parse_flows;
+
+    #[test]
+    fn enforces_capacity_and_mask_limit() {
+        let ms: Vec<Match> = parse_flows("ip,nw_dst=10.0.0.1 actions=drop\nip,nw_dst=10.0.0.2 actions=drop\ntcp actions=drop\nip,nw_dst=10.0.0.3 actions=drop\n", "t")
+            .unwrap()
+            .into_iter()
+            .map(|r| r.matcher)
+            .collect();
+        let cfg = StageConfig { name: "t".into(), kind: MatchKind::Ternary, capacity: 3, max_masks: 1 };
+        let mut st = Stage::new(cfg).unwrap();
+        assert!(st.install(&ms[0], (), 0).is_ok());
+        assert_eq!(st.install(&ms[0], (), 0), Err(Refused::Duplicate));
+        assert!(st.install(&ms[1], (), 0).is_ok());
+        assert_eq!(st.install(&ms[2], (), 0), Err(Refused::Masks));
+        assert!(st.install(&ms[3], (), 0).is_ok());
+        let cfg = StageConfig { name: "t".into(), kind: MatchKind::Exact, capacity: 2, max_masks: 9 };
+        let mut ex: Stage<()> = Stage::new(cfg).unwrap();
+        assert_eq!(ex.config().max_masks, 1);
+        ex.install(&ms[0], (), 0).unwrap();
+        ex.install(&ms[1], (), 0).unwrap();
+        assert_eq!(ex.install(&ms[3], (), 0), Err(Refused::Full));
+        assert_eq!(ex.stats.refused, 1);
+        assert!(Stage::<()>::new(StageConfig {
+            name: "z".into(),
+            kind: MatchKind::Exact,
+            capacity: 0,
+            max_masks: 1
+        })
+        .is_err());
+    }
+}

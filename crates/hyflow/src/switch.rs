@@ -1,0 +1,501 @@
+//! The vSwitch end to end: NIC → microflow cache → megaflow cache → slow path, with installs
+//! and revalidation flowing back.
+//!
+//! [`Switch::process`] forwards one packet and says which layer decided; every layer executes
+//! the same composed datapath actions the slow path would and credits the same rules.
+//! [`Switch::apply_update`] changes the rules: the microflow cache follows its FlowShadow
+//! consistency mode, and NIC and megaflow entries whose path touches a changed outcome are
+//! re-translated from the packet that created them (OVS's revalidator). With a revalidation
+//! delay the verdicts take effect only after the delay, and every packet an outdated entry
+//! forwards in the meantime is counted as stale.
+
+use std::collections::VecDeque;
+
+use crate::cache::interner::ItemRef;
+use crate::cache::microflow::MicroflowConfigError;
+use crate::cache::{CachedFlow, Consistency, Decision, DecisionTables, MegaflowCache, MicroflowCache};
+use crate::nic::{MegaflowOffload, StageConfigError};
+use crate::openflow::datapath::execute;
+use crate::openflow::parser::FlowSpec;
+use crate::openflow::traversal::Output;
+use crate::openflow::update::{self, Command};
+use crate::openflow::{LookupRef, Pipeline, Traversal};
+use crate::packet::hash::hash_key;
+use crate::packet::FlowKey;
+use crate::tuple_space::{EntryId, FlowTableStats, TupleSpace};
+
+/// Default software megaflow cache size (OVS's default `flow-limit`).
+pub const DEFAULT_MEGAFLOW_ENTRIES: usize = 200_000;
+/// Default microflow cache size.
+pub const DEFAULT_MICROFLOW_ENTRIES: usize = 65_536;
+/// Default `max-idle`: 10 s, as OVS.
+pub const DEFAULT_MAX_IDLE_NS: u64 = 10_000_000_000;
+/// How often idle entries are swept (OVS's revalidator wakes about this often).
+const SWEEP_INTERVAL_NS: u64 = 500_000_000;
+
+/// The NIC's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicConfig {
+    /// Entries of the megaflow-offload stage.
+    pub entries: usize,
+    /// Distinct masks it supports.
+    pub max_masks: usize,
+}
+
+/// The microflow cache's shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MicroflowConfig {
+    /// Entries.
+    pub entries: usize,
+    /// Entries per bucket: 1 (direct replacement), 2 or 4 (pseudo-LRU).
+    pub ways: usize,
+}
+
+/// Which layers exist and how they behave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchConfig {
+    /// The NIC, or none.
+    pub nic: Option<NicConfig>,
+    /// The microflow cache, or none.
+    pub microflow: Option<MicroflowConfig>,
+    /// Megaflow cache entries, or none.
+    pub megaflow: Option<usize>,
+    /// Microflow cache consistency mechanism.
+    pub consistency: Consistency,
+    /// Idle time after which NIC and megaflow entries expire (0 = never).
+    pub max_idle_ns: u64,
+    /// Time between a rule update and the revalidator acting on it.
+    pub revalidation_delay_ns: u64,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            nic: Some(NicConfig {
+                entries: crate::nic::DEFAULT_MEGAFLOW_ENTRIES,
+                max_masks: crate::nic::DEFAULT_MEGAFLOW_MASKS,
+            }),
+            microflow: Some(MicroflowConfig { entries: DEFAULT_MICROFLOW_ENTRIES, ways: 1 }),
+            megaflow: Some(DEFAULT_MEGAFLOW_ENTRIES),
+            consistency: Consistency::default(),
+            max_idle_ns: DEFAULT_MAX_IDLE_NS,
+            revalidation_delay_ns: 0,
+        }
+    }
+}
+
+impl SwitchConfig {
+    /// Every packet through the slow path: the reference the caches are checked against.
+    pub fn no_cache() -> SwitchConfig {
+        SwitchConfig { nic: None, microflow: None, megaflow: None, ..SwitchConfig::default() }
+    }
+}
+
+/// Why a switch cannot be built as configured.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SwitchConfigError {
+    /// Bad microflow cache shape.
+    #[error(transparent)]
+    Microflow(#[from] MicroflowConfigError),
+    /// Bad NIC stage shape.
+    #[error(transparent)]
+    Nic(#[from] StageConfigError),
+    /// Zero megaflow entries with the cache on.
+    #[error("the megaflow cache needs at least one entry (turn it off instead)")]
+    Megaflow,
+}
+
+/// The layer that decided a packet's fate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layer {
+    /// A NIC entry, in hardware.
+    Nic,
+    /// The FlowShadow microflow cache.
+    Microflow,
+    /// The software megaflow cache.
+    Megaflow,
+    /// An upcall to the OpenFlow pipeline.
+    SlowPath,
+}
+
+impl Layer {
+    /// Name as `--decisions` writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Nic => "nic",
+            Layer::Microflow => "microflow",
+            Layer::Megaflow => "megaflow",
+            Layer::SlowPath => "slowpath",
+        }
+    }
+}
+
+/// Counters of the whole switch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    /// Packets processed.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Decided by the NIC.
+    pub nic_hits: u64,
+    /// Decided by the microflow cache.
+    pub microflow_hits: u64,
+    /// Decided by the megaflow cache.
+    pub megaflow_hits: u64,
+    /// Sent to the slow path.
+    pub upcalls: u64,
+    /// Forwarded by an entry known outdated whose revalidation was still pending.
+    pub stale: u64,
+    /// Of those, packets whose outputs differed from what the slow path decided then.
+    pub stale_wrong: u64,
+    /// Packets that needed the slow path for a controller action (`dec_ttl` at TTL ≤ 1).
+    pub controller: u64,
+    /// Rule updates applied.
+    pub updates: u64,
+    /// Rules added, modified or deleted by them.
+    pub rules_changed: u64,
+    /// Entries re-translated by revalidation.
+    pub retranslations: u64,
+}
+
+/// A revalidation verdict.
+#[derive(Clone, Copy, Debug)]
+enum Verdict {
+    /// The entry's actions or coverage changed: remove it.
+    Evict,
+    /// Same actions for everything it covers, through other rules: keep with this path.
+    Keep(ItemRef),
+}
+
+/// Which wildcard table an entry lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Nic,
+    Megaflow,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    due_ns: u64,
+    place: Place,
+    id: EntryId,
+    seq: u64,
+    verdict: Verdict,
+}
+
+/// The switch: pipeline plus caches.
+pub struct Switch {
+    pipeline: Pipeline,
+    config: SwitchConfig,
+    tables: DecisionTables,
+    nic: Option<MegaflowOffload>,
+    microflow: Option<MicroflowCache>,
+    megaflow: Option<MegaflowCache>,
+    /// Rule updates applied so far; decisions are stamped with it.
+    epoch: u64,
+    tr: Traversal,
+    changed: Vec<LookupRef>,
+    pending: VecDeque<Pending>,
+    verdict_seq: u64,
+    next_sweep_ns: u64,
+    stats: SwitchStats,
+}
+
+impl Switch {
+    /// A switch forwarding with `pipeline`.
+    pub fn new(pipeline: Pipeline, config: SwitchConfig) -> Result<Switch, SwitchConfigError> {
+        let nic = config.nic.map(|n| MegaflowOffload::new(n.entries, n.max_masks)).transpose()?;
+        let microflow = config
+            .microflow
+            .map(|m| MicroflowCache::new(m.entries, m.ways, config.consistency))
+            .transpose()?;
+        let megaflow = match config.megaflow {
+            Some(0) => return Err(SwitchConfigError::Megaflow),
+            Some(n) => Some(MegaflowCache::new(n)),
+            None => None,
+        };
+        Ok(Switch {
+            pipeline,
+            config,
+            tables: DecisionTables::new(),
+            nic,
+            microflow,
+            megaflow,
+            epoch: 0,
+            tr: Traversal::new(),
+            changed: Vec::new(),
+            pending: VecDeque::new(),
+            verdict_seq: 0,
+            next_sweep_ns: SWEEP_INTERVAL_NS,
+            stats: SwitchStats::default(),
+        })
+    }
+
+    /// The rules (and their counters).
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SwitchConfig {
+        &self.config
+    }
+
+    /// Switch-wide counters.
+    pub fn stats(&self) -> SwitchStats {
+        self.stats
+    }
+
+    /// The NIC, if configured.
+    pub fn nic(&self) -> Option<&MegaflowOffload> {
+        self.nic.as_ref()
+    }
+
+    /// The microflow cache, if configured.
+    pub fn microflow(&self) -> Option<&MicroflowCache> {
+        self.microflow.as_ref()
+    }
+
+    /// The megaflow cache, if configured.
+    pub fn megaflow(&self) -> Option<&MegaflowCache> {
+        self.megaflow.as_ref()
+    }
+
+    /// Distinct action lists and rule paths referenced by cached entries.
+    pub fn decision_tables(&self) -> (usize, usize) {
+        (self.tables.actions.len(), self.tables.paths.len())
+    }
+
+    /// Forwards one packet of `bytes` bytes arriving at `now_ns` (non-decreasing), replacing
+    /// `outputs` with the copies that leave; returns the layer that decided.
+    pub fn process(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> Layer {
+        outputs.clear();
+        self.advance(now_ns);
+        self.stats.packets += 1;
+        self.stats.bytes += bytes;
+        if let Some(nic) = &mut self.nic {
+            if let Some(id) = nic.stage.lookup(key, bytes, now_ns) {
+                let e = &nic.stage.space().entry(id).expect("hit entries live").data;
+                let (d, stale) = (e.decision, e.pending_verdict != 0);
+                self.stats.nic_hits += 1;
+                self.forward(key, bytes, d, stale, outputs);
+                return Layer::Nic;
+            }
+        }
+        let hash = hash_key(key);
+        if let Some(mf) = &mut self.microflow {
+            if let Some(d) = mf.lookup(key, hash, &mut self.tables) {
+                self.stats.microflow_hits += 1;
+                self.forward(key, bytes, d, false, outputs);
+                return Layer::Microflow;
+            }
+        }
+        if let Some(mc) = &mut self.megaflow {
+            if let Some(id) = mc.lookup(key, bytes, now_ns) {
+                let e = &mc.space.entry(id).expect("hit entries live").data;
+                let (d, stale) = (e.decision, e.pending_verdict != 0);
+                // Only a current decision may seed the microflow cache.
+                if let (Some(mf), false) = (&mut self.microflow, stale) {
+                    mf.insert(key, hash, d, self.epoch, &mut self.tables);
+                }
+                self.stats.megaflow_hits += 1;
+                self.forward(key, bytes, d, stale, outputs);
+                return Layer::Megaflow;
+            }
+        }
+        self.upcall(key, hash, bytes, now_ns, outputs);
+        Layer::SlowPath
+    }
+
+    /// Runs a cached decision: its composed actions on the packet, its rules credited.
+    fn forward(&mut self, key: &FlowKey, bytes: u64, d: Decision, stale: bool, outputs: &mut Vec<Output>) {
+        execute(self.tables.actions.get(d.actions), key, outputs);
+        self.pipeline.credit(self.tables.rules(d), bytes);
+        if stale {
+            self.stats.stale += 1;
+            self.pipeline.process(key, &mut self.tr);
+            if self.tr.outputs != *outputs {
+                self.stats.stale_wrong += 1;
+            }
+        }
+    }
+
+    fn upcall(&mut self, key: &FlowKey, hash: u64, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) {
+        self.stats.upcalls += 1;
+        self.pipeline.process(key, &mut self.tr);
+        outputs.extend_from_slice(&self.tr.outputs);
+        self.pipeline.credit(self.tr.rules(), bytes);
+        if self.tr.ttl_exceeded > 0 {
+            // A controller action: OVS keeps such flows in the slow path.
+            self.stats.controller += 1;
+            return;
+        }
+        if self.nic.is_none() && self.microflow.is_none() && self.megaflow.is_none() {
+            return;
+        }
+        let d = self.tables.intern(&self.tr);
+        let flow = CachedFlow { rep: *key, decision: d, pending_verdict: 0 };
+        let m = self.tr.megaflow;
+        if let Some(mc) = &mut self.megaflow {
+            if mc.install(&m, flow, now_ns) {
+                self.tables.acquire(d);
+            }
+        }
+        if let Some(nic) = &mut self.nic {
+            if nic.stage.install(&m, flow, now_ns).is_ok() {
+                self.tables.acquire(d);
+            }
+        }
+        if let Some(mf) = &mut self.microflow {
+            mf.insert(key, hash, d, self.epoch, &mut self.tables);
+        }
+        self.tables.release(d);
+    }
+
+    /// Applies a rule update at `now_ns`; returns the number of rules added, modified or
+    /// deleted.
+    pub fn apply_update(&mut self, command: Command, spec: &FlowSpec, now_ns: u64) -> usize {
+        self.advance(now_ns);
+        self.changed.clear();
+        let n = update::apply(&mut self.pipeline, command, spec, &mut self.changed);
+        self.stats.updates += 1;
+        self.stats.rules_changed += n as u64;
+        if self.changed.is_empty() {
+            return n;
+        }
+        self.changed.sort_unstable();
+        self.changed.dedup();
+        self.epoch += 1;
+        if let Some(mf) = &mut self.microflow {
+            mf.on_update(&self.changed, self.epoch, &mut self.tables);
+        }
+        self.revalidate(Place::Nic, now_ns);
+        self.revalidate(Place::Megaflow, now_ns);
+        n
+    }
+
+    /// Re-translates every entry of `place` whose path touches a changed outcome.
+    fn revalidate(&mut self, place: Place, now_ns: u64) {
+        let Some((space, _)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
+        let tables = &self.tables;
+        let changed = &self.changed;
+        let affected: Vec<EntryId> = space
+            .ids()
+            .filter(|&id| {
+                let d = space.entry(id).expect("listed entries live").data.decision;
+                tables.paths.get(d.path).iter().any(|o| changed.binary_search(o).is_ok())
+            })
+            .collect();
+        for id in affected {
+            let Some((space, _)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
+            let flow = space.entry(id).expect("listed entries live").data;
+            let old = space.matcher(id).expect("listed entries live");
+            self.pipeline.process(&flow.rep, &mut self.tr);
+            self.stats.retranslations += 1;
+            let same_actions = self.tr.ttl_exceeded == 0
+                && self.tables.actions.get(flow.decision.actions) == &self.tr.dp_actions[..];
+            // Sound to keep only if the new translation needs no bit the entry ignores.
+            let verdict = if same_actions && self.tr.megaflow.mask.is_subset_of(&old.mask) {
+                let path = self.tables.intern_path(&self.tr);
+                if path == flow.decision.path {
+                    self.tables.paths.release(path);
+                    continue;
+                }
+                Verdict::Keep(path)
+            } else {
+                Verdict::Evict
+            };
+            if self.config.revalidation_delay_ns == 0 {
+                self.apply_verdict(place, id, verdict);
+            } else {
+                self.verdict_seq += 1;
+                let seq = self.verdict_seq;
+                if let Some(e) = space.entry_mut(id) {
+                    e.data.pending_verdict = seq;
+                }
+                let due_ns = now_ns + self.config.revalidation_delay_ns;
+                self.pending.push_back(Pending { due_ns, place, id, seq, verdict });
+            }
+        }
+    }
+
+    fn apply_verdict(&mut self, place: Place, id: EntryId, verdict: Verdict) {
+        let Some((space, stats)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
+        match verdict {
+            Verdict::Evict => {
+                if let Some(e) = space.remove(id) {
+                    self.tables.release(e.data.decision);
+                    stats.revalidated += 1;
+                }
+            }
+            Verdict::Keep(path) => match space.entry_mut(id) {
+                Some(e) => {
+                    let old = std::mem::replace(&mut e.data.decision.path, path);
+                    e.data.pending_verdict = 0;
+                    self.tables.paths.release(old);
+                }
+                None => self.tables.paths.release(path),
+            },
+        }
+    }
+
+    /// Brings the revalidator and the idle sweeper up to `now_ns`.
+    fn advance(&mut self, now_ns: u64) {
+        while let Some(p) = self.pending.front().copied() {
+            if p.due_ns > now_ns {
+                break;
+            }
+            self.pending.pop_front();
+            let current = table(&mut self.nic, &mut self.megaflow, p.place)
+                .and_then(|(space, _)| space.entry_mut(p.id))
+                .filter(|e| e.data.pending_verdict == p.seq);
+            match (current, p.verdict) {
+                (Some(e), _) => {
+                    e.data.pending_verdict = 0;
+                    self.apply_verdict(p.place, p.id, p.verdict);
+                }
+                // Superseded by a newer verdict, or the entry is gone.
+                (None, Verdict::Keep(path)) => self.tables.paths.release(path),
+                (None, Verdict::Evict) => {}
+            }
+        }
+        if now_ns >= self.next_sweep_ns {
+            self.next_sweep_ns = now_ns + SWEEP_INTERVAL_NS.min(self.config.max_idle_ns.max(1));
+            if self.config.max_idle_ns > 0 {
+                for place in [Place::Nic, Place::Megaflow] {
+                    self.expire(place, now_ns);
+                }
+            }
+        }
+    }
+
+    fn expire(&mut self, place: Place, now_ns: u64) {
+        let Some((space, stats)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
+        let max_idle = self.config.max_idle_ns;
+        let idle: Vec<EntryId> = space
+            .ids()
+            .filter(|&id| {
+                let e = space.entry(id).expect("listed entries live");
+                now_ns.saturating_sub(e.stats.last_hit_ns) > max_idle
+            })
+            .collect();
+        for id in idle {
+            if let Some(e) = space.remove(id) {
+                self.tables.release(e.data.decision);
+                stats.expired += 1;
+            }
+        }
+    }
+}
+
+fn table<'a>(
+    nic: &'a mut Option<MegaflowOffload>,
+    megaflow: &'a mut Option<MegaflowCache>,
+    place: Place,
+) -> Option<(&'a mut TupleSpace<CachedFlow>, &'a mut FlowTableStats)> {
+    match place {
+        Place::Nic => nic.as_mut().map(|n| n.stage.parts_mut()),
+        Place::Megaflow => megaflow.as_mut().map(|m| (&mut m.space, &mut m.stats)),
+    }
+}

@@ -1,0 +1,295 @@
+//! Tuple space search over wildcard entries: one hash table per distinct mask.
+//!
+//! The building block of every wildcard cache in hyflow: the software megaflow cache (OVS's
+//! dpcls) and the NIC's ternary stages. Entries carry per-entry packet/byte counters and
+//! timestamps, because both OVS's revalidator and a NIC's aging need them. Subtables are
+//! searched in order of recent hits, re-ranked every [`RANK_INTERVAL`] lookups, as dpcls does
+//! with its pvector, so the common masks are probed first.
+
+use hashbrown::HashTable;
+
+use crate::openflow::Match;
+use crate::packet::hash::hash_masked;
+use crate::packet::{FlowKey, FlowMask, KEY_WORDS};
+
+/// Index of an entry; stable while the entry lives, reused after it is removed.
+pub type EntryId = u32;
+
+/// Lookups between re-rankings of the subtables.
+pub const RANK_INTERVAL: u32 = 4096;
+
+/// Per-entry counters, as NIC tables and datapath flows keep them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryStats {
+    /// Packets that hit the entry.
+    pub packets: u64,
+    /// Bytes of those packets.
+    pub bytes: u64,
+    /// Time of the last hit (or of the install), ns.
+    pub last_hit_ns: u64,
+}
+
+/// Counters of a wildcard cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowTableStats {
+    /// Lookups that hit.
+    pub hits: u64,
+    /// Lookups that missed.
+    pub misses: u64,
+    /// Entries installed.
+    pub installs: u64,
+    /// Installs refused for lack of room (entries or masks).
+    pub refused: u64,
+    /// Entries removed after `max-idle` without a hit.
+    pub expired: u64,
+    /// Entries removed by revalidation after rule updates.
+    pub revalidated: u64,
+    /// Most entries held at once.
+    pub peak: usize,
+}
+
+/// One cached wildcard entry.
+#[derive(Clone, Debug)]
+pub struct Entry<T> {
+    /// Match value, pre-masked by its subtable's mask.
+    pub value: FlowKey,
+    /// Counters.
+    pub stats: EntryStats,
+    /// What the owner stores with the entry.
+    pub data: T,
+    subtable: u32,
+    hash: u64,
+}
+
+struct Subtable {
+    mask: FlowMask,
+    /// Word indices where `mask` has bits: all that hashing and comparing read.
+    words: Vec<u8>,
+    map: HashTable<EntryId>,
+    hits: u64,
+}
+
+/// A set of wildcard entries searched by tuple space search.
+pub struct TupleSpace<T> {
+    subtables: Vec<Subtable>,
+    /// Non-empty subtables in search order.
+    order: Vec<u32>,
+    entries: Vec<Option<Entry<T>>>,
+    free: Vec<EntryId>,
+    len: usize,
+    until_rank: u32,
+}
+
+impl<T> Default for TupleSpace<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> TupleSpace<T> {
+    /// An empty space.
+    pub fn new() -> TupleSpace<T> {
+        TupleSpace {
+            subtables: Vec::new(),
+            order: Vec::new(),
+            entries: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            until_rank: RANK_INTERVAL,
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of distinct masks among the entries.
+    pub fn n_masks(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether some entry already uses `mask`.
+    pub fn has_mask(&self, mask: &FlowMask) -> bool {
+        self.subtables.iter().any(|s| s.mask == *mask && !s.map.is_empty())
+    }
+
+    fn subtable_for(&mut self, mask: &FlowMask) -> u32 {
+        if let Some(i) = self.subtables.iter().position(|s| s.mask == *mask) {
+            return i as u32;
+        }
+        let words = (0..KEY_WORDS as u8).filter(|&i| mask.words[i as usize] != 0).collect();
+        self.subtables.push(Subtable { mask: *mask, words, map: HashTable::new(), hits: 0 });
+        (self.subtables.len() - 1) as u32
+    }
+
+    /// The entry with exactly this match, if any.
+    pub fn find(&self, m: &Match) -> Option<EntryId> {
+        let st = self.subtables.iter().find(|s| s.mask == m.mask)?;
+        let h = hash_masked(&m.value, &st.mask, &st.words);
+        st.map.find(h, |&id| self.entry(id).is_some_and(|e| e.value == m.value)).copied()
+    }
+
+    /// Adds an entry (the caller has checked capacity and that the match is new).
+    pub fn insert(&mut self, m: &Match, data: T, now_ns: u64) -> EntryId {
+        let sti = self.subtable_for(&m.mask);
+        let st = &self.subtables[sti as usize];
+        let hash = hash_masked(&m.value, &st.mask, &st.words);
+        let entry = Entry {
+            value: m.value,
+            stats: EntryStats { last_hit_ns: now_ns, ..EntryStats::default() },
+            data,
+            subtable: sti,
+            hash,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.entries[id as usize] = Some(entry);
+                id
+            }
+            None => {
+                self.entries.push(Some(entry));
+                (self.entries.len() - 1) as EntryId
+            }
+        };
+        let entries = &self.entries;
+        let st = &mut self.subtables[sti as usize];
+        if st.map.is_empty() {
+            self.order.push(sti);
+        }
+        st.map.insert_unique(hash, id, |&i| entries[i as usize].as_ref().map_or(0, |e| e.hash));
+        self.len += 1;
+        id
+    }
+
+    /// Removes an entry, returning it.
+    pub fn remove(&mut self, id: EntryId) -> Option<Entry<T>> {
+        let e = self.entries.get_mut(id as usize)?.take()?;
+        let st = &mut self.subtables[e.subtable as usize];
+        if let Ok(slot) = st.map.find_entry(e.hash, |&i| i == id) {
+            slot.remove();
+        }
+        if st.map.is_empty() {
+            self.order.retain(|&s| s != e.subtable);
+        }
+        self.free.push(id);
+        self.len -= 1;
+        Some(e)
+    }
+
+    /// The entry with this id.
+    #[inline]
+    pub fn entry(&self, id: EntryId) -> Option<&Entry<T>> {
+        self.entries.get(id as usize)?.as_ref()
+    }
+
+    /// The entry with this id, mutably.
+    #[inline]
+    pub fn entry_mut(&mut self, id: EntryId) -> Option<&mut Entry<T>> {
+        self.entries.get_mut(id as usize)?.as_mut()
+    }
+
+    /// The match of an entry.
+    pub fn matcher(&self, id: EntryId) -> Option<Match> {
+        let e = self.entry(id)?;
+        Some(Match { value: e.value, mask: self.subtables[e.subtable as usize].mask })
+    }
+
+    /// Ids of all entries, in id order.
+    pub fn ids(&self) -> impl Iterator<Item = EntryId> + '_ {
+        self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i as EntryId)
+    }
+
+    /// The first entry matching `key` in subtable rank order (entries of one space must not
+    /// disagree on overlapping packets, as megaflows do not). Counts a hit of `bytes` at
+    /// `now_ns` on the entry found.
+    #[inline]
+    pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
+        self.until_rank -= 1;
+        if self.until_rank == 0 {
+            self.rank();
+        }
+        let entries = &self.entries;
+        for &sti in &self.order {
+            let st = &self.subtables[sti as usize];
+            let h = hash_masked(key, &st.mask, &st.words);
+            let found = st.map.find(h, |&id| {
+                let e = entries[id as usize].as_ref().expect("indexed entries live");
+                st.words
+                    .iter()
+                    .all(|&w| key.words[w as usize] & st.mask.words[w as usize] == e.value.words[w as usize])
+            });
+            if let Some(&id) = found {
+                self.subtables[sti as usize].hits += 1;
+                let e = self.entries[id as usize].as_mut().expect("indexed entries live");
+                e.stats.packets += 1;
+                e.stats.bytes += bytes;
+                e.stats.last_hit_ns = now_ns;
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// Orders subtables by hits since the last ranking (ties by creation), then restarts counts.
+    fn rank(&mut self) {
+        let subtables = &self.subtables;
+        self.order
+            .sort_by(|&a, &b| subtables[b as usize].hits.cmp(&subtables[a as usize].hits).then(a.cmp(&b)));
+        for s in &mut self.subtables {
+            s.hits = 0;
+        }
+        self.until_rank = RANK_INTERVAL;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openflow::parse_flows;
+
+    fn matches(text: &str) -> Vec<Match> {
+        parse_flows(text, "t").unwrap().into_iter().map(|r| r.matcher).collect()
+    }
+
+    #[test]
+    fn insert_lookup_remove_against_linear_scan() {
+        let ms = matches(
+            "ip,nw_dst=10.0.0.0/8 actions=drop\n\
+             ip,nw_dst=10.1.0.0/16 actions=drop\n\
+             tcp,tp_dst=80 actions=drop\n\
+             ip,nw_dst=11.0.0.0/8 actions=drop\n\
+             arp actions=drop\n",
+        );
+        // Keep only pairwise-disjoint ones for first-match to be unambiguous.
+        let mut ts = TupleSpace::new();
+        let kept = [ms[0], ms[3], ms[4]];
+        let ids: Vec<_> = kept.iter().enumerate().map(|(i, m)| ts.insert(m, i, 0)).collect();
+        assert_eq!(ts.n_masks(), 2);
+        assert_eq!(ts.find(&kept[1]), Some(ids[1]));
+        let pkts = matches("ip,nw_dst=10.9.9.9 actions=drop\nip,nw_dst=11.0.0.1 actions=drop\narp actions=drop\nipv6 actions=drop\n");
+        for (n, p) in pkts.iter().enumerate() {
+            let want = kept.iter().position(|m| m.matches(&p.value));
+            let got = ts.lookup(&p.value, 60, n as u64).map(|id| ts.entry(id).unwrap().data);
+            assert_eq!(got, want, "packet {n}");
+        }
+        assert_eq!(ts.entry(ids[0]).unwrap().stats, EntryStats { packets: 1, bytes: 60, last_hit_ns: 0 });
+        assert_eq!(ts.remove(ids[2]).map(|e| e.data), Some(2));
+        assert_eq!(ts.n_masks(), 1);
+        assert_eq!(ts.lookup(&pkts[2].value, 60, 9), None);
+        assert!(!ts.has_mask(&kept[2].mask));
+        let again = ts.insert(&kept[2], 7, 10);
+        assert_eq!(again, ids[2], "freed ids are reused");
+        assert_eq!(ts.matcher(again), Some(kept[2]));
+        assert_eq!(ts.len(), 3);
+        for i in 0..2 * RANK_INTERVAL {
+            ts.lookup(&pkts[2].value, 1, i as u64);
+        }
+        assert_eq!(ts.lookup(&pkts[0].value, 1, 0).map(|id| ts.entry(id).unwrap().data), Some(0));
+    }
+}
