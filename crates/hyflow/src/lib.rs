@@ -5,6 +5,7 @@
 //! engine; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
 
 pub mod cache;
+pub mod gen;
 pub mod nic;
 pub mod openflow;
 pub mod packet;

@@ -1,5 +1,6 @@
 //! Packets: the field table, the fixed-layout flow key, frame parsing and ovs-ofctl notation.
 
+pub mod build;
 pub mod field;
 pub mod format;
 pub mod hash;
