@@ -13,6 +13,8 @@ use hyflow::openflow::{parse_packet, read_flow_file, Pipeline, Traversal};
 use hyflow::packet::{parse_frame, FlowKey};
 use hyflow::trace::TraceReader;
 
+mod replay;
+
 #[derive(Parser)]
 #[command(
     name = "hyflow",
@@ -29,6 +31,138 @@ enum Command {
     /// Trace packets through an OpenFlow pipeline, like `ovs-appctl ofproto/trace`: tables and
     /// rules visited, the megaflow, the datapath actions, and each output.
     Trace(TraceArgs),
+    /// Replay a trace through the whole cache hierarchy (NIC megaflow offload, FlowShadow
+    /// microflow cache, megaflow cache, slow path) with optional rule updates, and report per
+    /// layer where packets were handled. With no --flows/--trace, runs the built-in workload
+    /// (examples/l2l3acl.flows with generated traffic and updates).
+    Replay(Box<ReplayArgs>),
+    /// Generate workloads: traffic for a flow table, or rule-update streams.
+    #[command(subcommand)]
+    Gen(GenCommand),
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// Flow file in `ovs-ofctl add-flows` syntax.
+    #[arg(long, value_name = "FILE", requires = "trace")]
+    flows: Option<PathBuf>,
+    /// pcap/pcapng trace to replay.
+    #[arg(long, value_name = "FILE", requires = "flows")]
+    trace: Option<PathBuf>,
+    /// Rule updates: `<seconds|#N> add|modify|modify-strict|delete|delete-strict <flow spec>` per line.
+    #[arg(long, value_name = "FILE")]
+    updates: Option<PathBuf>,
+    /// Input port of trace packets (pcapng: interface i arrives on port i+1 when not given).
+    #[arg(long, value_name = "PORT")]
+    in_port: Option<u32>,
+    /// Every packet through the slow path (the reference for the caches).
+    #[arg(long)]
+    no_cache: bool,
+    /// No NIC.
+    #[arg(long)]
+    no_nic: bool,
+    /// Entries of the NIC's megaflow-offload stage.
+    #[arg(long, value_name = "N", default_value_t = hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES)]
+    nic_entries: usize,
+    /// Distinct masks the NIC stage supports.
+    #[arg(long, value_name = "N", default_value_t = hyflow::nic::DEFAULT_MEGAFLOW_MASKS)]
+    nic_masks: usize,
+    /// No microflow cache.
+    #[arg(long)]
+    no_microflow: bool,
+    /// Microflow cache entries.
+    #[arg(long, value_name = "N", default_value_t = hyflow::switch::DEFAULT_MICROFLOW_ENTRIES)]
+    microflow_entries: usize,
+    /// Entries per microflow bucket: 1 (direct replacement), 2 or 4 (pseudo-LRU).
+    #[arg(long, value_name = "W", default_value_t = 1)]
+    microflow_ways: usize,
+    /// No software megaflow cache.
+    #[arg(long)]
+    no_megaflow: bool,
+    /// Software megaflow cache entries.
+    #[arg(long, value_name = "N", default_value_t = hyflow::switch::DEFAULT_MEGAFLOW_ENTRIES)]
+    megaflow_entries: usize,
+    /// How the microflow cache stays consistent with rule updates.
+    #[arg(long, value_enum, default_value = "action")]
+    consistency: ConsistencyArg,
+    /// Seconds of trace time without a hit after which NIC and megaflow entries expire (0 = never).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    max_idle: f64,
+    /// Seconds between a rule update and the revalidator acting on NIC and megaflow entries.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    revalidation_delay: f64,
+    /// Write the report as one JSON object to FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write one JSON line per packet: {"i", "layer", "outputs", "drop"}.
+    #[arg(long, value_name = "FILE")]
+    decisions: Option<PathBuf>,
+    /// Print per-rule packet and byte counters, like `ovs-ofctl dump-flows`.
+    #[arg(long)]
+    rule_stats: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ConsistencyArg {
+    /// Signature Table: eager removal of a changed rule's microflows (strong).
+    Signature,
+    /// Cookie Table: rule states checked on every hit (weak).
+    Cookie,
+    /// Action Table time stamps checked on every hit (weak).
+    Action,
+}
+
+#[derive(Subcommand)]
+enum GenCommand {
+    /// A pcap trace whose flows exercise the rules of a flow file: Zipf flow sizes, Poisson
+    /// arrivals, 64/576/1500-byte frames; deterministic for a seed.
+    Traffic(GenTrafficArgs),
+    /// A rule-update stream for a flow file (modify-strict 60%, delete-strict 20%, add 20%).
+    Updates(GenUpdatesArgs),
+}
+
+#[derive(Args)]
+struct GenTrafficArgs {
+    /// Flow file the traffic should exercise.
+    #[arg(long, value_name = "FILE")]
+    flows: PathBuf,
+    /// Output pcap.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Distinct flows.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    flows_count: usize,
+    /// Packets.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    packets: usize,
+    /// Zipf exponent of flow popularity.
+    #[arg(long, value_name = "S", default_value_t = 1.1)]
+    zipf: f64,
+    /// Mean packets per second.
+    #[arg(long, value_name = "PPS", default_value_t = 100_000.0)]
+    rate: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct GenUpdatesArgs {
+    /// Flow file to update.
+    #[arg(long, value_name = "FILE")]
+    flows: PathBuf,
+    /// Output updates file.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Fraction of the rules updated per second (FlowShadow used 0.1).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.1)]
+    rate: f64,
+    /// Seconds the stream covers.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    seconds: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -62,6 +196,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Trace(args) => run_trace(args),
+        Command::Replay(args) => replay::run(*args),
+        Command::Gen(GenCommand::Traffic(args)) => replay::gen_traffic(args),
+        Command::Gen(GenCommand::Updates(args)) => replay::gen_updates(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::action::format_actions;
 use super::datapath::format_dp_actions;
 use super::pipeline::Pipeline;
-use super::traversal::Traversal;
+use super::traversal::{Output, Traversal};
 use crate::packet::format::{format_match, format_packet, packet_fields};
 use crate::packet::FlowKey;
 
@@ -21,10 +21,8 @@ pub fn packet_json(key: &FlowKey) -> Value {
 }
 
 /// `outputs` as `hyflow trace --json` and `hyflow replay --decisions` write them.
-pub fn outputs_json(tr: &Traversal) -> Value {
-    Value::Array(
-        tr.outputs.iter().map(|o| json!({"port": o.port, "packet": packet_json(&o.packet)})).collect(),
-    )
+pub fn outputs_json(outputs: &[Output]) -> Value {
+    Value::Array(outputs.iter().map(|o| json!({"port": o.port, "packet": packet_json(&o.packet)})).collect())
 }
 
 /// One packet's trace as a JSON object.
@@ -42,7 +40,7 @@ pub fn trace_json(tr: &Traversal, p: &Pipeline) -> Value {
         "packet": format_packet(&tr.entry),
         "megaflow": format_match(&tr.megaflow.value, &tr.megaflow.mask),
         "datapath_actions": format_dp_actions(&tr.dp_actions, &tr.entry),
-        "outputs": outputs_json(tr),
+        "outputs": outputs_json(&tr.outputs),
         "drop": tr.is_drop(),
         "drop_reason": tr.drop_reason.map(|r| r.name()),
         "tables": tables,

@@ -1,0 +1,226 @@
+//! `hyflow replay` and `hyflow gen`: files in, the engine's report out.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+
+use hyflow::cache::Consistency;
+use hyflow::gen::{generate, generate_updates, TrafficConfig, UpdatesConfig};
+use hyflow::openflow::parser::parse_flows;
+use hyflow::openflow::report::outputs_json;
+use hyflow::openflow::update::{parse_updates, read_updates_file};
+use hyflow::openflow::{read_flow_file, Pipeline, Rule};
+use hyflow::packet::LinkKind;
+use hyflow::replay::{report_json, report_text, Replay};
+use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
+use hyflow::trace::{LinkType, PcapWriter, TraceReader};
+
+use crate::{ConsistencyArg, GenTrafficArgs, GenUpdatesArgs, ReplayArgs};
+
+/// The built-in workload's pipeline.
+const DEFAULT_FLOWS: &str = include_str!("../../../examples/l2l3acl.flows");
+/// The built-in workload's traffic: 200,000 packets of 2,000 flows over about 2 s.
+const DEFAULT_TRAFFIC: TrafficConfig =
+    TrafficConfig { flows: 2_000, packets: 200_000, zipf: 1.1, rate: 100_000.0, seed: 1 };
+
+fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
+    if !(s.is_finite() && s >= 0.0) {
+        bail!("{flag} must be a non-negative number of seconds, not {s}");
+    }
+    Ok((s * 1e9).round() as u64)
+}
+
+fn switch_config(a: &ReplayArgs) -> Result<SwitchConfig> {
+    let consistency = match a.consistency {
+        ConsistencyArg::Signature => Consistency::Signature,
+        ConsistencyArg::Cookie => Consistency::Cookie,
+        ConsistencyArg::Action => Consistency::Action,
+    };
+    let config = SwitchConfig {
+        nic: (!a.no_nic).then_some(NicConfig { entries: a.nic_entries, max_masks: a.nic_masks }),
+        microflow: (!a.no_microflow)
+            .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
+        megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),
+        consistency,
+        max_idle_ns: seconds_to_ns("--max-idle", a.max_idle)?,
+        revalidation_delay_ns: seconds_to_ns("--revalidation-delay", a.revalidation_delay)?,
+    };
+    Ok(if a.no_cache {
+        SwitchConfig { nic: None, microflow: None, megaflow: None, ..config }
+    } else {
+        config
+    })
+}
+
+fn create(path: &Path) -> Result<Box<dyn Write>> {
+    if path == Path::new("-") {
+        return Ok(Box::new(BufWriter::new(std::io::stdout())));
+    }
+    let f = File::create(path).with_context(|| format!("{}: cannot create", path.display()))?;
+    Ok(Box::new(BufWriter::new(f)))
+}
+
+/// Writes `--decisions` lines.
+struct DecisionLog {
+    out: Box<dyn Write>,
+    index: u64,
+}
+
+impl DecisionLog {
+    fn record(&mut self, layer: Layer, outputs: &[hyflow::openflow::traversal::Output]) -> Result<()> {
+        let line = json!({
+            "i": self.index,
+            "layer": layer.name(),
+            "outputs": outputs_json(outputs),
+            "drop": outputs.is_empty(),
+        });
+        writeln!(self.out, "{line}")?;
+        self.index += 1;
+        Ok(())
+    }
+}
+
+pub fn run(a: ReplayArgs) -> Result<()> {
+    let config = switch_config(&a)?;
+    let (rules, source) = match &a.flows {
+        Some(f) => (read_flow_file(f)?, None),
+        None => (parse_flows(DEFAULT_FLOWS, "examples/l2l3acl.flows")?, Some(())),
+    };
+    let updates = match (&a.updates, source) {
+        (Some(u), _) => read_updates_file(u)?,
+        (None, Some(())) => {
+            // The built-in workload changes 10% of its rules per second, as FlowShadow's runs.
+            let seconds = DEFAULT_TRAFFIC.packets as f64 / DEFAULT_TRAFFIC.rate;
+            let lines = generate_updates(&rules, &UpdatesConfig { rate: 0.1, seconds, seed: 1 })
+                .map_err(anyhow::Error::msg)?;
+            parse_updates(&lines.join("\n"), "built-in updates")?
+        }
+        (None, None) => Vec::new(),
+    };
+    let switch = Switch::new(Pipeline::from_rules(rules.clone()), config)?;
+    let mut replay = Replay::new(switch, updates);
+    let mut log = match &a.decisions {
+        Some(p) => Some(DecisionLog { out: create(p)?, index: 0 }),
+        None => None,
+    };
+    let mut outputs = Vec::new();
+    match &a.trace {
+        Some(path) => {
+            let mut reader = TraceReader::open(path)?;
+            while let Some(pkt) = reader.next_packet()? {
+                let port = a.in_port.unwrap_or(pkt.interface + 1);
+                let layer = replay.frame(
+                    pkt.ts_ns,
+                    pkt.data,
+                    pkt.link.frame_kind(),
+                    port,
+                    pkt.orig_len as u64,
+                    &mut outputs,
+                );
+                if let Some(log) = &mut log {
+                    log.record(layer, &outputs)?;
+                }
+            }
+        }
+        None => {
+            println!(
+                "built-in workload: examples/l2l3acl.flows ({} rules), {} generated packets of {} flows, 10% of rules updated per second\n",
+                rules.len(),
+                DEFAULT_TRAFFIC.packets,
+                DEFAULT_TRAFFIC.flows
+            );
+            let port = a.in_port.unwrap_or(1);
+            let mut failed = Ok(());
+            generate(&rules, &DEFAULT_TRAFFIC, |p| {
+                let layer = replay.frame(
+                    p.ts_ns,
+                    &p.frame,
+                    Some(LinkKind::Ethernet),
+                    port,
+                    p.frame.len() as u64 + 4,
+                    &mut outputs,
+                );
+                if let Some(log) = &mut log {
+                    if let Err(e) = log.record(layer, &outputs) {
+                        failed = Err(e);
+                        return Err(std::io::Error::other("decision log"));
+                    }
+                }
+                Ok(())
+            })??;
+            failed?;
+        }
+    }
+    if let Some(mut log) = log {
+        log.out.flush()?;
+    }
+    let (switch, malformed, elapsed) = replay.finish();
+    print!("{}", report_text(&switch, &malformed, elapsed));
+    if a.rule_stats {
+        println!("\n{}", rule_stats(switch.pipeline()));
+    }
+    if let Some(p) = &a.json {
+        let mut out = create(p)?;
+        writeln!(out, "{}", report_json(&switch, &malformed, elapsed))?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// Per-rule counters in the shape of `ovs-ofctl dump-flows`.
+fn rule_stats(p: &Pipeline) -> String {
+    let mut rules: Vec<(u32, &Rule)> = p.rules().collect();
+    rules.sort_by_key(|(id, r)| (r.table, std::cmp::Reverse(r.priority), *id));
+    let mut out = String::new();
+    for (id, r) in rules {
+        let s = p.stats(id);
+        let m = r.matcher.to_string();
+        let sep = if m.is_empty() { "" } else { "," };
+        out.push_str(&format!(
+            " cookie={:#x}, table={}, n_packets={}, n_bytes={}, priority={}{sep}{m} actions={}\n",
+            r.cookie,
+            r.table,
+            s.packets,
+            s.bytes,
+            r.priority,
+            hyflow::openflow::action::format_actions(&r.actions)
+        ));
+    }
+    out
+}
+
+pub fn gen_traffic(a: GenTrafficArgs) -> Result<()> {
+    let rules = read_flow_file(&a.flows)?;
+    let config =
+        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
+    let mut writer = PcapWriter::create(&a.out, LinkType::Ethernet, true)?;
+    let mut failed = Ok(());
+    generate(&rules, &config, |p| {
+        writer.write_packet(p.ts_ns, &p.frame).map_err(|e| {
+            let msg = e.to_string();
+            failed = Err(e);
+            std::io::Error::other(msg)
+        })
+    })?
+    .ok();
+    failed?;
+    writer.finish()?;
+    println!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, a.out.display());
+    Ok(())
+}
+
+pub fn gen_updates(a: GenUpdatesArgs) -> Result<()> {
+    let rules = read_flow_file(&a.flows)?;
+    let lines = generate_updates(&rules, &UpdatesConfig { rate: a.rate, seconds: a.seconds, seed: a.seed })
+        .map_err(anyhow::Error::msg)?;
+    let mut out = create(&a.out)?;
+    for l in &lines {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    println!("wrote {} updates over {} s to {}", lines.len(), a.seconds, a.out.display());
+    Ok(())
+}
