@@ -152,3 +152,121 @@ fn bad_flow_files_name_line_column_and_token() {
     let out = hyflow(&["trace", "--flows", f.to_str().unwrap(), "in_port=1,nw_src=1.2.3.4"]);
     fails_with(&out, &["packet:", "requires dl_type"]);
 }
+
+#[test]
+fn replay_generated_traffic_with_updates_matches_no_cache() {
+    let flows = examples().join("l2l3acl.flows");
+    let f = flows.to_str().unwrap();
+    let pcap = tmp("gen.pcap", b"");
+    let ups = tmp("gen-updates.txt", b"");
+    let out = hyflow(&[
+        "gen",
+        "traffic",
+        "--flows",
+        f,
+        "--out",
+        pcap.to_str().unwrap(),
+        "--packets",
+        "3000",
+        "--flows-count",
+        "200",
+        "--rate",
+        "1000",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = hyflow(&[
+        "gen",
+        "updates",
+        "--flows",
+        f,
+        "--out",
+        ups.to_str().unwrap(),
+        "--rate",
+        "0.5",
+        "--seconds",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = |name: &str, extra: &[&str]| {
+        let dec = tmp(name, b"");
+        let json = tmp(&format!("{name}.json"), b"");
+        let mut args = vec![
+            "replay",
+            "--flows",
+            f,
+            "--trace",
+            pcap.to_str().unwrap(),
+            "--updates",
+            ups.to_str().unwrap(),
+        ];
+        args.extend_from_slice(&["--decisions", dec.to_str().unwrap(), "--json", json.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (std::fs::read_to_string(&dec).unwrap(), report)
+    };
+    let (reference, r0) = run("ref.jsonl", &["--no-cache"]);
+    assert_eq!(r0["upcalls"], 3000);
+    let first: serde_json::Value = serde_json::from_str(reference.lines().next().unwrap()).unwrap();
+    for key in ["i", "layer", "outputs", "drop"] {
+        assert!(first.get(key).is_some(), "decision lines have {key}");
+    }
+    for mode in ["signature", "cookie", "action"] {
+        let (got, report) = run(&format!("{mode}.jsonl"), &["--consistency", mode, "--microflow-ways", "2"]);
+        let strip = |s: &str| -> Vec<serde_json::Value> {
+            s.lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["outputs"].clone())
+                .collect()
+        };
+        assert_eq!(strip(&reference), strip(&got), "{mode}");
+        for key in [
+            "packets",
+            "nic_hits",
+            "microflow_hits",
+            "megaflow_hits",
+            "upcalls",
+            "nic_entries",
+            "stale",
+            "malformed",
+        ] {
+            assert!(report.get(key).is_some(), "report has {key}");
+        }
+        assert!(report["upcalls"].as_u64().unwrap() < 600, "caches serve most packets: {report}");
+        assert!(report["updates"].as_u64().unwrap() > 10);
+    }
+}
+
+#[test]
+fn replay_bad_input_is_one_clear_line() {
+    let flows = examples().join("l2l3acl.flows");
+    let f = flows.to_str().unwrap();
+    let pcap = tmp("one.pcap", b"");
+    let mut w = PcapWriter::create(&pcap, LinkType::Ethernet, false).unwrap();
+    w.write_packet(0, &[0u8; 60]).unwrap();
+    w.finish().unwrap();
+    let p = pcap.to_str().unwrap();
+    let replay = |extra: &[&str]| {
+        let mut args = vec!["replay", "--flows", f, "--trace", p];
+        args.extend_from_slice(extra);
+        hyflow(&args)
+    };
+    let bad = tmp("bad-cmd.txt", b"0.5 add actions=drop\n1 frobnicate priority=1 actions=drop\n");
+    fails_with(
+        &replay(&["--updates", bad.to_str().unwrap()]),
+        &["bad-cmd.txt:2:3", "unknown command", "frobnicate"],
+    );
+    let bad = tmp("bad-spec.txt", b"1 add ip,nw_dst=10.0.0.999 actions=drop\n");
+    fails_with(&replay(&["--updates", bad.to_str().unwrap()]), &["bad-spec.txt:1:", "10.0.0.999"]);
+    let bad = tmp("neg.txt", b"-2 delete ip\n");
+    fails_with(&replay(&["--updates", bad.to_str().unwrap()]), &["neg.txt:1:1", "non-negative"]);
+    let bad = tmp("nan.txt", b"soon delete ip\n");
+    fails_with(&replay(&["--updates", bad.to_str().unwrap()]), &["nan.txt:1:1", "soon"]);
+    fails_with(&replay(&["--microflow-entries", "0"]), &["microflow cache needs at least one entry"]);
+    fails_with(&replay(&["--megaflow-entries", "0"]), &["megaflow cache needs at least one entry"]);
+    fails_with(&replay(&["--nic-entries", "0"]), &["needs at least one entry"]);
+    fails_with(&replay(&["--microflow-ways", "3"]), &["1, 2 or 4"]);
+    fails_with(&replay(&["--max-idle=-1"]), &["--max-idle"]);
+    // A cache size of 0 with the cache off is fine.
+    assert!(replay(&["--no-microflow", "--microflow-entries", "0"]).status.success());
+}

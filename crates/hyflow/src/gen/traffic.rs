@@ -175,7 +175,7 @@ pub fn generate(
         return Err(TrafficError::Parameter("--zipf must be a non-negative exponent"));
     }
     let keys = make_flows(rules, config.flows, config.seed)?;
-    let mut rng = StdRng::seed_from_u64(config.seed ^ 0x7472_6166_6669_63);
+    let mut rng = StdRng::seed_from_u64(config.seed ^ 0x0074_7261_6666_6963);
     let zipf =
         Zipf::new(config.flows as f64, config.zipf).map_err(|_| TrafficError::Parameter("bad --zipf"))?;
     let gap = Exp::new(config.rate).map_err(|_| TrafficError::Parameter("bad --rate"))?;

@@ -11,7 +11,8 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 
-use crate::openflow::action::format_actions;
+use crate::openflow::action::{format_actions, Action};
+use crate::openflow::parser::{parse_flow_spec, SpecKind};
 use crate::openflow::Rule;
 
 /// What to generate.
@@ -29,6 +30,22 @@ fn selector(r: &Rule) -> String {
     let m = r.matcher.to_string();
     let sep = if m.is_empty() { "" } else { "," };
     format!("table={},priority={}{sep}{m}", r.table, r.priority)
+}
+
+/// Actions of a random rule of the same table that are valid under rule `i`'s match (a
+/// rewrite needs its field's prerequisites in the match); rule `i`'s own if none is.
+fn donor_actions(rng: &mut StdRng, live: &[Rule], i: usize) -> Vec<Action> {
+    let target = &live[i];
+    let mut peers: Vec<usize> =
+        (0..live.len()).filter(|&j| live[j].table == target.table && j != i).collect();
+    while !peers.is_empty() {
+        let j = peers.swap_remove(rng.random_range(0..peers.len()));
+        let line = format!("{} actions={}", selector(target), format_actions(&live[j].actions));
+        if parse_flow_spec(&line, SpecKind::Modify).is_ok() {
+            return live[j].actions.clone();
+        }
+    }
+    target.actions.clone()
 }
 
 /// Tracks an add: it replaces a live rule with the same table, priority and match.
@@ -62,8 +79,7 @@ pub fn generate_updates(rules: &[Rule], config: &UpdatesConfig) -> Result<Vec<St
             add_live(&mut live, r);
         } else {
             let i = rng.random_range(0..live.len());
-            let peers: Vec<usize> = (0..live.len()).filter(|&j| live[j].table == live[i].table).collect();
-            let donor = live[peers[rng.random_range(0..peers.len())]].actions.clone();
+            let donor = donor_actions(&mut rng, &live, i);
             match roll {
                 0..6 => {
                     out.push(format!(
