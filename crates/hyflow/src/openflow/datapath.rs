@@ -100,9 +100,10 @@ impl Header {
 
 /// Appends the actions that turn `base` into `flow`, and makes `base` equal `flow` on the
 /// committed fields; `wc` (the bits examined so far, which include every bit written) masks
-/// each set. Returns the VLAN header indices of `base` that were popped (OVS un-wildcards the
-/// tags it pops, since the push must recreate them exactly).
-pub fn commit(base: &mut FlowKey, flow: &FlowKey, wc: &FlowMask, out: &mut Vec<DpAction>) -> [bool; 2] {
+/// each set. Returns, per VLAN header index of `base`, whether it was popped (OVS un-wildcards
+/// the tags it pops, since the push must recreate them exactly) or kept because it equals the
+/// flow's tag (a comparison that read the whole tag).
+pub fn commit(base: &mut FlowKey, flow: &FlowKey, wc: &FlowMask, out: &mut Vec<DpAction>) -> [VlanFate; 2] {
     for (header, fields) in Header::COMMIT_ORDER {
         if !header.present(flow) {
             continue;
@@ -125,18 +126,30 @@ fn vlan_stack(k: &FlowKey) -> ([(u16, u16); 2], usize) {
     (tags, n)
 }
 
-fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> [bool; 2] {
+/// What committing did to one VLAN tag of the committed state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VlanFate {
+    /// No tag there.
+    Absent,
+    /// Kept: it equals the flow's tag at that depth.
+    Kept,
+    /// Popped.
+    Popped,
+}
+
+fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> [VlanFate; 2] {
     let (b, mut bn) = vlan_stack(base);
     let (f, mut fn_) = vlan_stack(flow);
+    let mut fate = [VlanFate::Absent; 2];
     // Keep the common inner tags; pop the rest of base and push the rest of flow.
     while bn > 0 && fn_ > 0 && b[bn - 1] == f[fn_ - 1] {
+        fate[bn - 1] = VlanFate::Kept;
         bn -= 1;
         fn_ -= 1;
     }
-    let mut popped = [false; 2];
-    for p in popped.iter_mut().take(bn) {
+    for p in fate.iter_mut().take(bn) {
         out.push(DpAction::PopVlan);
-        *p = true;
+        *p = VlanFate::Popped;
     }
     for i in (0..fn_).rev() {
         out.push(DpAction::PushVlan { tpid: f[i].0, tci: f[i].1 });
@@ -145,7 +158,7 @@ fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> 
     base.set_vlan_tci(flow.vlan_tci());
     base.set_vlan_tpid2(flow.vlan_tpid2());
     base.set_vlan_tci2(flow.vlan_tci2());
-    popped
+    fate
 }
 
 /// Runs datapath actions on a packet, as the datapath (or a NIC) executes a cached megaflow:

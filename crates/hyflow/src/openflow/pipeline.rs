@@ -8,7 +8,7 @@
 
 use super::action::Action;
 use super::classifier::{Classifier, ClsEntry};
-use super::datapath::{commit, DpAction};
+use super::datapath::{commit, DpAction, VlanFate};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{DropReason, Output, Step, Traversal};
 use crate::packet::field::{id, proto, FieldId};
@@ -153,7 +153,16 @@ impl Pipeline {
     /// Runs `packet` through the pipeline from table 0, filling `tr`.
     pub fn process(&self, packet: &FlowKey, tr: &mut Traversal) {
         tr.reset(packet);
-        let mut x = Xlate { p: self, flow: *packet, base: *packet, tr, depth: 0, resubmits: 0, table: 0 };
+        let mut x = Xlate {
+            p: self,
+            flow: *packet,
+            base: *packet,
+            tr,
+            depth: 0,
+            resubmits: 0,
+            table: 0,
+            vlan_rebuilt: false,
+        };
         x.init_wc();
         x.lookup(packet.in_port(), 0, false);
         x.execute();
@@ -186,6 +195,8 @@ struct Xlate<'a> {
     depth: u32,
     resubmits: u32,
     table: u8,
+    /// A push or pop changed the VLAN stack: tags are no longer the packet's own.
+    vlan_rebuilt: bool,
 }
 
 impl Xlate<'_> {
@@ -297,6 +308,7 @@ impl Xlate<'_> {
                     self.flow.set_masked(id::METADATA, value as u128, mask as u128);
                 }
                 Action::PushVlan(tpid) => {
+                    self.vlan_rebuilt = true;
                     // OVS flow_push_vlan_uninit: existing tags become part of the key.
                     if self.flow.has_vlan() {
                         self.tr.wc.unwildcard_all(id::VLAN_TCI);
@@ -308,6 +320,7 @@ impl Xlate<'_> {
                     self.flow.set_vlan_tci(proto::VLAN_CFI);
                 }
                 Action::PopVlan => {
+                    self.vlan_rebuilt = true;
                     if self.flow.vlan_tci2() & proto::VLAN_CFI != 0 {
                         self.tr.wc.unwildcard_all(id::VLAN_TCI2);
                         self.tr.wc.unwildcard_all(id::VLAN_TPID2);
@@ -356,7 +369,7 @@ impl Xlate<'_> {
 
     fn output(&mut self, port: u32) {
         let n_before = self.tr.dp_actions.len();
-        let popped = commit(&mut self.base, &self.flow, &self.tr.wc, &mut self.tr.dp_actions);
+        let fate = commit(&mut self.base, &self.flow, &self.tr.wc, &mut self.tr.dp_actions);
         // An IP header rewrite in the datapath carries the (unwritable) protocol, so the
         // megaflow must pin it, as OVS's commit of set(ipv4(..)) does.
         let ip_set = self.tr.dp_actions[n_before..].iter().any(|a| {
@@ -365,14 +378,16 @@ impl Xlate<'_> {
         if ip_set && self.flow.is_ip() {
             self.tr.wc.unwildcard_all(id::NW_PROTO);
         }
-        // Popping a tag means the datapath must rebuild the original exactly.
-        if popped[0] {
-            self.tr.wc.unwildcard_all(id::VLAN_TCI);
-            self.tr.wc.unwildcard_all(id::VLAN_TPID);
-        }
-        if popped[1] {
-            self.tr.wc.unwildcard_all(id::VLAN_TCI2);
-            self.tr.wc.unwildcard_all(id::VLAN_TPID2);
+        // Popping a tag means the datapath must rebuild the original exactly. Keeping one
+        // after the pipeline rebuilt the stack (pop/push) relied on it equalling the rebuilt
+        // tag, which only the whole tag decides.
+        for (i, (tci, tpid)) in
+            [(id::VLAN_TCI, id::VLAN_TPID), (id::VLAN_TCI2, id::VLAN_TPID2)].into_iter().enumerate()
+        {
+            if fate[i] == VlanFate::Popped || (fate[i] == VlanFate::Kept && self.vlan_rebuilt) {
+                self.tr.wc.unwildcard_all(tci);
+                self.tr.wc.unwildcard_all(tpid);
+            }
         }
         self.tr.dp_actions.push(DpAction::Output(port));
         // Registers and metadata are pipeline state: they do not leave with the packet.
