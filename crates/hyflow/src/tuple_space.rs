@@ -236,6 +236,24 @@ impl<T> TupleSpace<T> {
         None
     }
 
+    /// [`TupleSpace::lookup`], also counting the hit or miss in a table's `stats`.
+    #[inline]
+    pub fn lookup_counted(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        stats: &mut FlowTableStats,
+    ) -> Option<EntryId> {
+        let hit = self.lookup(key, bytes, now_ns);
+        if hit.is_some() {
+            stats.hits += 1;
+        } else {
+            stats.misses += 1;
+        }
+        hit
+    }
+
     /// Orders subtables by hits since the last ranking (ties by creation), then restarts counts.
     fn rank(&mut self) {
         let subtables = &self.subtables;

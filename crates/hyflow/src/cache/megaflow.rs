@@ -42,13 +42,7 @@ impl MegaflowCache {
     /// The entry matching `key`, counting the hit.
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
-        let hit = self.space.lookup(key, bytes, now_ns);
-        if hit.is_some() {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
-        }
-        hit
+        self.space.lookup_counted(key, bytes, now_ns, &mut self.stats)
     }
 
     /// Installs a megaflow if there is room and it is not already there; returns whether it

@@ -182,20 +182,20 @@ impl MicroflowCache {
             if self.sigs[i] != sig || self.slots[i].key != *key {
                 continue;
             }
-            let slot = self.slots[i];
+            let (decision, stamp) = (self.slots[i].decision, self.slots[i].stamp);
             let valid = match self.consistency {
                 Consistency::Signature => true,
                 Consistency::Cookie => tables
                     .paths
-                    .get(slot.decision.path)
+                    .get(decision.path)
                     .iter()
-                    .all(|&o| self.changed_at.get(o).copied().unwrap_or(0) <= slot.stamp),
-                Consistency::Action => tables.action_invalidated(slot.decision.actions) <= slot.stamp,
+                    .all(|&o| self.changed_at.get(o).copied().unwrap_or(0) <= stamp),
+                Consistency::Action => tables.action_invalidated(decision.actions) <= stamp,
             };
             if valid {
                 self.touch(base, w);
                 self.stats.hits += 1;
-                return Some(slot.decision);
+                return Some(decision);
             }
             self.clear(i, tables);
             self.stats.invalidated += 1;

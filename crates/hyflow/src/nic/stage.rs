@@ -86,13 +86,7 @@ impl<T> Stage<T> {
     /// The entry matching `key`, counting the hit on it and on the stage.
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
-        let hit = self.space.lookup(key, bytes, now_ns);
-        if hit.is_some() {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
-        }
-        hit
+        self.space.lookup_counted(key, bytes, now_ns, &mut self.stats)
     }
 
     /// Installs an entry if the hardware has room for it.

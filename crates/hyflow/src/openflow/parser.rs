@@ -764,16 +764,24 @@ pub fn parse_flows(text: &str, file: &str) -> Result<Vec<Rule>, FlowFileError> {
     Ok(rules)
 }
 
+/// Reads a text file, naming it in the error: `(name, text)`.
+pub fn read_text(path: &Path) -> Result<(String, String), FlowFileError> {
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((name, text)),
+        Err(e) => Err(FlowFileError {
+            file: name,
+            line: 0,
+            column: 0,
+            token: String::new(),
+            message: format!("cannot read: {e}"),
+        }),
+    }
+}
+
 /// Reads and parses a flow file.
 pub fn read_flow_file(path: &Path) -> Result<Vec<Rule>, FlowFileError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| FlowFileError {
-        file: name.clone(),
-        line: 0,
-        column: 0,
-        token: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
+    let (name, text) = read_text(path)?;
     parse_flows(&text, &name)
 }
 

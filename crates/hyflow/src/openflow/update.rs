@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::parser::{parse_flow_spec, strip_comment, FlowFileError, FlowSpec, SpecKind};
+use super::parser::{parse_flow_spec, read_text, strip_comment, FlowFileError, FlowSpec, SpecKind};
 use super::pipeline::Pipeline;
 use super::traversal::LookupRef;
 
@@ -143,14 +143,7 @@ fn parse_when(tok: &str) -> Result<When, String> {
 
 /// Reads and parses an updates file.
 pub fn read_updates_file(path: &Path) -> Result<Vec<Update>, FlowFileError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| FlowFileError {
-        file: name.clone(),
-        line: 0,
-        column: 0,
-        token: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
+    let (name, text) = read_text(path)?;
     parse_updates(&text, &name)
 }
 
