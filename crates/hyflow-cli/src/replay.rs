@@ -8,10 +8,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use hyflow::cache::Consistency;
-use hyflow::gen::{generate, generate_updates, TrafficConfig, UpdatesConfig};
-use hyflow::openflow::parser::parse_flows;
+use hyflow::gen::{builtin, generate, generate_updates, TrafficConfig, UpdatesConfig};
 use hyflow::openflow::report::outputs_json;
-use hyflow::openflow::update::{parse_updates, read_updates_file};
+use hyflow::openflow::update::read_updates_file;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
 use hyflow::packet::LinkKind;
 use hyflow::replay::{report_json, report_text, Replay};
@@ -19,12 +18,6 @@ use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter, TraceReader};
 
 use crate::{ConsistencyArg, GenTrafficArgs, GenUpdatesArgs, ReplayArgs};
-
-/// The built-in workload's pipeline.
-const DEFAULT_FLOWS: &str = include_str!("../../../examples/l2l3acl.flows");
-/// The built-in workload's traffic: 200,000 packets of 2,000 flows over about 2 s.
-const DEFAULT_TRAFFIC: TrafficConfig =
-    TrafficConfig { flows: 2_000, packets: 200_000, zipf: 1.1, rate: 100_000.0, seed: 1 };
 
 fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     if !(s.is_finite() && s >= 0.0) {
@@ -85,20 +78,14 @@ impl DecisionLog {
 
 pub fn run(a: ReplayArgs) -> Result<()> {
     let config = switch_config(&a)?;
-    let (rules, source) = match &a.flows {
-        Some(f) => (read_flow_file(f)?, None),
-        None => (parse_flows(DEFAULT_FLOWS, "examples/l2l3acl.flows")?, Some(())),
+    let rules = match &a.flows {
+        Some(f) => read_flow_file(f)?,
+        None => builtin::rules(),
     };
-    let updates = match (&a.updates, source) {
+    let updates = match (&a.updates, &a.flows) {
         (Some(u), _) => read_updates_file(u)?,
-        (None, Some(())) => {
-            // The built-in workload changes 10% of its rules per second, as FlowShadow's runs.
-            let seconds = DEFAULT_TRAFFIC.packets as f64 / DEFAULT_TRAFFIC.rate;
-            let lines = generate_updates(&rules, &UpdatesConfig { rate: 0.1, seconds, seed: 1 })
-                .map_err(anyhow::Error::msg)?;
-            parse_updates(&lines.join("\n"), "built-in updates")?
-        }
-        (None, None) => Vec::new(),
+        (None, None) => builtin::updates(&rules),
+        (None, Some(_)) => Vec::new(),
     };
     let switch = Switch::new(Pipeline::from_rules(rules.clone()), config)?;
     let mut replay = Replay::new(switch, updates);
@@ -127,14 +114,16 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         }
         None => {
             println!(
-                "built-in workload: examples/l2l3acl.flows ({} rules), {} generated packets of {} flows, 10% of rules updated per second\n",
+                "built-in workload: {} ({} rules), {} generated packets of {} flows, {}% of rules updated per second\n",
+                builtin::FLOWS_NAME,
                 rules.len(),
-                DEFAULT_TRAFFIC.packets,
-                DEFAULT_TRAFFIC.flows
+                builtin::TRAFFIC.packets,
+                builtin::TRAFFIC.flows,
+                builtin::UPDATE_RATE * 100.0
             );
             let port = a.in_port.unwrap_or(1);
             let mut failed = Ok(());
-            generate(&rules, &DEFAULT_TRAFFIC, |p| {
+            generate(&rules, &builtin::TRAFFIC, |p| {
                 let layer = replay.frame(
                     p.ts_ns,
                     &p.frame,

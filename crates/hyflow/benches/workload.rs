@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use hyflow::openflow::{parse_flows, Rule};
+use hyflow::openflow::{parse_flows, Match, Rule};
 use hyflow::packet::FlowKey;
 
 /// SplitMix64: tiny, seeded, good enough to draw benchmark rules.
@@ -178,4 +178,28 @@ pub fn l2l3acl_workload(n_rules: usize, n_packets: usize, seed: u64) -> (Vec<Rul
         })
         .collect();
     (rules, packets)
+}
+
+/// `n_entries` megaflows over exactly `n_masks` masks, and for each the packet it was made
+/// from. Like real megaflows they are disjoint: every mask pins `in_port` and entries of mask
+/// `s` come from port `s + 1`.
+pub fn megaflow_workload(n_entries: usize, n_masks: usize, seed: u64) -> (Vec<Match>, Vec<FlowKey>) {
+    let mut rng = Rng::new(seed);
+    let mut text = String::new();
+    let mut packets = Vec::with_capacity(n_entries);
+    for i in 0..n_entries {
+        let shape = i % n_masks;
+        let mut pkt = random_packet(&mut rng);
+        pkt.set_in_port(shape as u32 + 1);
+        let dst_len = [32u32, 24, 16, 8, 28, 20, 12, 30][shape % 8];
+        let src_len = [0u32, 32, 24, 16][(shape / 8) % 4];
+        text.push_str(&format!("in_port={},tcp,nw_dst={}/{dst_len}", shape + 1, ip(pkt.nw_dst())));
+        if src_len > 0 {
+            text.push_str(&format!(",nw_src={}/{src_len}", ip(pkt.nw_src())));
+        }
+        text.push_str(&format!(",tp_dst={} actions=drop\n", pkt.tp_dst()));
+        packets.push(pkt);
+    }
+    let rules = parse_flows(&text, "bench").expect("bench megaflows parse");
+    (rules.into_iter().map(|r| r.matcher).collect(), packets)
 }

@@ -1,5 +1,6 @@
 //! Workload generators: traffic that exercises a flow table, and rule-update streams.
 
+pub mod builtin;
 pub mod traffic;
 pub mod updates;
 
