@@ -54,10 +54,17 @@ pub fn hash_key(key: &FlowKey) -> u64 {
 /// has bits): equal for every key a tuple-space subtable must treat as equal.
 #[inline]
 pub fn hash_masked(key: &FlowKey, mask: &FlowMask, words: &[u8]) -> u64 {
-    let mut acc = 0u64;
-    for &i in words {
+    let masked = |i: u8| {
         let i = i as usize;
-        acc = acc.wrapping_add(fold(key.words[i] & mask.words[i] ^ SEEDS[i], SEEDS[(i + 7) % KEY_WORDS] | 1));
+        key.words[i] & mask.words[i] ^ SEEDS[i]
+    };
+    let mut acc = 0u64;
+    let mut pairs = words.chunks_exact(2);
+    for p in &mut pairs {
+        acc = acc.wrapping_add(fold(masked(p[0]), masked(p[1])));
+    }
+    if let [last] = pairs.remainder() {
+        acc = acc.wrapping_add(fold(masked(*last), SEEDS[KEY_WORDS]));
     }
     fold(acc ^ SEEDS[KEY_WORDS], 0x2d35_8dcc_aa6c_78a5)
 }
