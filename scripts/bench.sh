@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench -p hyflow --bench classifier -- --warm-up-time 1 --measurement-time 3 "$@"
 cargo bench -p hyflow --bench pipeline -- --warm-up-time 1 --measurement-time 4 "$@"
+cargo bench -p hyflow --bench caches -- --warm-up-time 1 --measurement-time 4 "$@"
 python3 scripts/bench_table.py

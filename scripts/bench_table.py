@@ -5,16 +5,18 @@ import os
 import sys
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "target", "criterion")
-BATCH = 1024  # packets per benchmark iteration (see crates/hyflow/benches)
 
 
 def mean_ns(path):
+    """Mean time per packet (ns): criterion's mean per iteration over its element count."""
     with open(os.path.join(path, "new", "estimates.json")) as f:
-        return json.load(f)["mean"]["point_estimate"]
+        ns = json.load(f)["mean"]["point_estimate"]
+    with open(os.path.join(path, "new", "benchmark.json")) as f:
+        return ns / json.load(f)["throughput"]["Elements"]
 
 
 def rate(ns):
-    return BATCH / (ns * 1e-9)
+    return 1e9 / ns
 
 
 def fmt(r):
@@ -62,6 +64,52 @@ def main():
         l = [ns for (b, _), ns in pipe.items() if b.startswith("linear")]
         if t and l:
             print("\ntraversal+megaflow ÷ linear lookups on the same path: %.0f×" % (l[0] / t[0]))
+
+    caches()
+
+
+def caches():
+    mf = group("microflow")
+    if mf:
+        print()
+        print("| entries | FlowShadow 1-way | 1-way, batch of 32 | 4-way | 4-way, batch | hashbrown map | hashbrown, hyflow hash | 1-way vs map | batch vs map |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for size in ("4K", "64K", "1M"):
+            names = ("flowshadow_1way", "flowshadow_1way_batch", "flowshadow_4way", "flowshadow_4way_batch",
+                     "hashbrown_map", "hashbrown_table_keyhash")
+            row = [mf.get((b, size)) for b in names]
+            if not all(row):
+                continue
+            cells = [fmt(rate(x)) for x in row]
+            print("| %s | %s | %.2f× | %.2f× |" % (size, " | ".join(cells), row[4] / row[0], row[4] / row[1]))
+    mem_path = os.path.join(ROOT, "cache_memory.json")
+    if os.path.isfile(mem_path):
+        with open(mem_path) as f:
+            mem = json.load(f)
+        print()
+        print("| structure | entries (slots) | cached | bytes per cached microflow |")
+        print("|---|---|---|---|")
+        for m in mem:
+            print("| %s | %s | %d | %.0f |" % (m["structure"], m["entries"], m["cached"], m["bytes_per_entry"]))
+    meg = group("megaflow")
+    if meg:
+        print()
+        print("| masks | tuple space (dpcls-like) | linear scan | ratio |")
+        print("|---|---|---|---|")
+        for masks in ("1masks", "8masks", "32masks"):
+            t, l = meg.get(("tuple_space", masks)), meg.get(("linear_scan", masks))
+            if t and l:
+                print("| %s | %s | %s | %.0f× |" % (masks[:-5], fmt(rate(t)), fmt(rate(l)), l / t))
+    rep = group("replay")
+    if rep:
+        print()
+        print("| replay of the built-in workload | packets/s | ÷ no cache |")
+        print("|---|---|---|")
+        base = rep.get(("builtin_no_cache", ""))
+        for name in ("builtin_default", "builtin_no_nic", "builtin_no_cache"):
+            ns = rep.get((name, ""))
+            if ns:
+                print("| %s | %s | %s |" % (name, fmt(rate(ns)), "%.2f×" % (base / ns) if base else "—"))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,33 @@ fn create(path: &Path) -> Result<Box<dyn Write>> {
     Ok(Box::new(BufWriter::new(f)))
 }
 
+/// A progress bar on standard error for long replays; drawn only on a terminal (indicatif
+/// hides it otherwise) and updated every [`Progress::EVERY`] packets, off the per-packet path.
+struct Progress {
+    bar: indicatif::ProgressBar,
+}
+
+impl Progress {
+    const EVERY: u64 = 1 << 16;
+
+    fn new(len: u64, style: Result<indicatif::ProgressStyle, indicatif::style::TemplateError>) -> Progress {
+        let bar = indicatif::ProgressBar::new(len);
+        if let Ok(style) = style {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Progress { bar }
+    }
+
+    /// After `packets` packets, at `position` (bytes or packets, as the bar counts).
+    #[inline]
+    fn tick(&self, packets: u64, position: u64) {
+        if packets.is_multiple_of(Self::EVERY) {
+            self.bar.set_message(format!("{packets} packets"));
+            self.bar.set_position(position);
+        }
+    }
+}
+
 /// Writes `--decisions` lines.
 struct DecisionLog {
     out: Box<dyn Write>,
@@ -97,7 +124,17 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     match &a.trace {
         Some(path) => {
             let mut reader = TraceReader::open(path)?;
+            let size = std::fs::metadata(path).map_or(0, |m| m.len());
+            let progress = Progress::new(
+                size,
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} replay {bytes}/{total_bytes} [{bar:30}] {msg} {eta}",
+                ),
+            );
+            let mut n = 0;
             while let Some(pkt) = reader.next_packet()? {
+                n += 1;
+                progress.tick(n, pkt.offset);
                 let port = a.in_port.unwrap_or(pkt.interface + 1);
                 let layer = replay.frame(
                     pkt.ts_ns,
@@ -111,6 +148,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
                     log.record(layer, &outputs)?;
                 }
             }
+            progress.bar.finish_and_clear();
         }
         None => {
             println!(
@@ -123,7 +161,16 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             );
             let port = a.in_port.unwrap_or(1);
             let mut failed = Ok(());
+            let progress = Progress::new(
+                builtin::TRAFFIC.packets as u64,
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} replay {pos}/{len} packets [{bar:30}] {eta}",
+                ),
+            );
+            let mut n = 0;
             generate(&rules, &builtin::TRAFFIC, |p| {
+                n += 1;
+                progress.tick(n, n);
                 let layer = replay.frame(
                     p.ts_ns,
                     &p.frame,
@@ -141,6 +188,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
                 Ok(())
             })??;
             failed?;
+            progress.bar.finish_and_clear();
         }
     }
     if let Some(mut log) = log {

@@ -83,6 +83,8 @@ pub struct MicroflowStats {
     pub invalidated: u64,
     /// Entries removed by updates through the Signature Table (signature mode).
     pub removed: u64,
+    /// Most entries held at once.
+    pub peak: usize,
 }
 
 /// What a hit reads besides the signature: the full key and the decision, exactly three
@@ -293,6 +295,7 @@ impl MicroflowCache {
         self.meta[i].stamp = epoch;
         self.slots[i] = Slot { key: *key, decision };
         self.len += 1;
+        self.stats.peak = self.stats.peak.max(self.len);
         self.stats.inserts += 1;
         self.touch(base, w);
         match self.consistency {
