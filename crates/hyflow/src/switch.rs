@@ -196,6 +196,8 @@ pub struct Switch {
     epoch: u64,
     tr: Traversal,
     changed: Vec<LookupRef>,
+    /// Entry ids selected by revalidation or an idle sweep (reused: no allocation per update).
+    selected: Vec<EntryId>,
     pending: VecDeque<Pending>,
     verdict_seq: u64,
     next_sweep_ns: u64,
@@ -225,6 +227,7 @@ impl Switch {
             epoch: 0,
             tr: Traversal::new(),
             changed: Vec::new(),
+            selected: Vec::new(),
             pending: VecDeque::new(),
             verdict_seq: 0,
             next_sweep_ns: SWEEP_INTERVAL_NS,
@@ -380,15 +383,14 @@ impl Switch {
         let Some((space, _)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
         let tables = &self.tables;
         let changed = &self.changed;
-        let affected: Vec<EntryId> = space
-            .ids()
-            .filter(|&id| {
-                let d = space.entry(id).expect("listed entries live").data.decision;
-                tables.paths.get(d.path).iter().any(|o| changed.binary_search(o).is_ok())
-            })
-            .collect();
-        for id in affected {
-            let Some((space, _)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
+        let mut affected = std::mem::take(&mut self.selected);
+        affected.clear();
+        affected.extend(space.ids().filter(|&id| {
+            let d = space.entry(id).expect("listed entries live").data.decision;
+            tables.paths.get(d.path).iter().any(|o| changed.binary_search(o).is_ok())
+        }));
+        for &id in &affected {
+            let Some((space, _)) = table(&mut self.nic, &mut self.megaflow, place) else { break };
             let flow = space.entry(id).expect("listed entries live").data;
             let old = space.matcher(id).expect("listed entries live");
             self.pipeline.process(&flow.rep, &mut self.tr);
@@ -418,6 +420,7 @@ impl Switch {
                 self.pending.push_back(Pending { due_ns, place, id, seq, verdict });
             }
         }
+        self.selected = affected;
     }
 
     fn apply_verdict(&mut self, place: Place, id: EntryId, verdict: Verdict) {
@@ -473,14 +476,12 @@ impl Switch {
     fn expire(&mut self, place: Place, now_ns: u64) {
         let Some((space, stats)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
         let max_idle = self.config.max_idle_ns;
-        let idle: Vec<EntryId> = space
-            .ids()
-            .filter(|&id| {
-                let e = space.entry(id).expect("listed entries live");
-                now_ns.saturating_sub(e.stats.last_hit_ns) > max_idle
-            })
-            .collect();
-        for id in idle {
+        self.selected.clear();
+        self.selected.extend(space.ids().filter(|&id| {
+            let e = space.entry(id).expect("listed entries live");
+            now_ns.saturating_sub(e.stats.last_hit_ns) > max_idle
+        }));
+        for &id in &self.selected {
             if let Some(e) = space.remove(id) {
                 self.tables.release(e.data.decision);
                 stats.expired += 1;

@@ -440,6 +440,47 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, failure_persistence: None, ..Default::default() })]
+
+        /// The batched lookup is the scalar lookup, result for result and side effect for side
+        /// effect (PLRU state, invalidations, counters), whatever the shape and mode.
+        #[test]
+        fn batch_lookup_equals_scalar_lookups(
+            ways in proptest::sample::select(vec![1usize, 2, 4]),
+            mode in proptest::sample::select(vec![Consistency::Signature, Consistency::Cookie, Consistency::Action]),
+            inserts in proptest::collection::vec((0u64..48, 0u32..3), 1..80),
+            changed in proptest::collection::vec(0u32..3, 0..3),
+            queries in proptest::collection::vec(0u64..64, 1..100),
+        ) {
+            let h = |n: u64| crate::packet::hash::hash_key(&key(n));
+            let mut a = MicroflowCache::new(16, ways, mode).unwrap();
+            let mut b = MicroflowCache::new(16, ways, mode).unwrap();
+            let (mut ta, mut tb) = (DecisionTables::new(), DecisionTables::new());
+            // Interned in the same order, the decisions are the same references in both tables.
+            let ds: Vec<Decision> = (0..3).map(|r| decision(&mut ta, r + 1, &[LookupRef::rule(r)])).collect();
+            for r in 0..3 {
+                decision(&mut tb, r + 1, &[LookupRef::rule(r)]);
+            }
+            for &(n, r) in &inserts {
+                a.insert(&key(n), h(n), ds[r as usize], 0, &mut ta);
+                b.insert(&key(n), h(n), ds[r as usize], 0, &mut tb);
+            }
+            let changed: Vec<LookupRef> = changed.iter().map(|&r| LookupRef::rule(r)).collect();
+            a.on_update(&changed, 1, &mut ta);
+            b.on_update(&changed, 1, &mut tb);
+            let keys: Vec<FlowKey> = queries.iter().map(|&n| key(n)).collect();
+            let hashes: Vec<u64> = queries.iter().map(|&n| h(n)).collect();
+            let mut batched = vec![None; keys.len()];
+            a.lookup_batch(&keys, &hashes, &mut batched, &mut ta);
+            let scalar: Vec<Option<Decision>> =
+                keys.iter().zip(&hashes).map(|(k, &h)| b.lookup(k, h, &mut tb)).collect();
+            proptest::prop_assert_eq!(&batched, &scalar);
+            proptest::prop_assert_eq!(a.stats(), b.stats());
+            proptest::prop_assert_eq!(&a.plru, &b.plru);
+        }
+    }
+
     #[test]
     fn bad_configs_are_refused() {
         assert_eq!(MicroflowCache::new(0, 1, Consistency::Action).err(), Some(MicroflowConfigError::Empty));
