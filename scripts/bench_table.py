@@ -23,6 +23,13 @@ def fmt(r):
     return "%.2f M/s" % (r / 1e6) if r >= 1e6 else "%.1f K/s" % (r / 1e3)
 
 
+def header(*cols):
+    """A markdown table header, after a blank line."""
+    print()
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+
+
 def group(name):
     base = os.path.join(ROOT, name)
     out = {}
@@ -45,8 +52,7 @@ def group(name):
 def main():
     cls = group("classifier")
     if cls:
-        print("| rules/masks | tss_lookup | tss_lookup_batch | tss_lookup_wc | linear_scan | lookup ÷ linear |")
-        print("|---|---|---|---|---|---|")
+        header("rules/masks", "tss_lookup", "tss_lookup_batch", "tss_lookup_wc", "linear_scan", "lookup ÷ linear")
         params = sorted({p for (_, p) in cls}, key=lambda p: (int(p.split("rules")[0]), int(p.split("_")[1].split("m")[0])))
         for p in params:
             row = [cls.get((b, p)) for b in ("tss_lookup", "tss_lookup_batch", "tss_lookup_wc", "linear_scan")]
@@ -55,9 +61,7 @@ def main():
             print("| %s | %s | %s |" % (p, " | ".join(cells), ratio))
     pipe = group("pipeline")
     if pipe:
-        print()
-        print("| pipeline benchmark | packets/s |")
-        print("|---|---|")
+        header("pipeline benchmark", "packets/s")
         for (b, p), ns in sorted(pipe.items()):
             print("| %s/%s | %s |" % (b, p, fmt(rate(ns))))
         t = [ns for (b, _), ns in pipe.items() if b.startswith("traversal")]
@@ -71,9 +75,8 @@ def main():
 def caches():
     mf = group("microflow")
     if mf:
-        print()
-        print("| entries | FlowShadow 1-way | 1-way, batch of 32 | 4-way | 4-way, batch | hashbrown map | hashbrown, hyflow hash | 1-way vs map | batch vs map |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        header("entries", "FlowShadow 1-way", "1-way, batch of 32", "4-way", "4-way, batch", "hashbrown map",
+               "hashbrown, hyflow hash", "1-way vs map", "batch vs map")
         for size in ("4K", "64K", "1M"):
             names = ("flowshadow_1way", "flowshadow_1way_batch", "flowshadow_4way", "flowshadow_4way_batch",
                      "hashbrown_map", "hashbrown_table_keyhash")
@@ -86,25 +89,19 @@ def caches():
     if os.path.isfile(mem_path):
         with open(mem_path) as f:
             mem = json.load(f)
-        print()
-        print("| structure | entries (slots) | cached | bytes per cached microflow |")
-        print("|---|---|---|---|")
+        header("structure", "entries (slots)", "cached", "bytes per cached microflow")
         for m in mem:
             print("| %s | %s | %d | %.0f |" % (m["structure"], m["entries"], m["cached"], m["bytes_per_entry"]))
     meg = group("megaflow")
     if meg:
-        print()
-        print("| masks | tuple space (dpcls-like) | linear scan | ratio |")
-        print("|---|---|---|---|")
+        header("masks", "tuple space (dpcls-like)", "linear scan", "ratio")
         for masks in ("1masks", "8masks", "32masks"):
             t, l = meg.get(("tuple_space", masks)), meg.get(("linear_scan", masks))
             if t and l:
                 print("| %s | %s | %s | %.0f× |" % (masks[:-5], fmt(rate(t)), fmt(rate(l)), l / t))
     rep = group("replay")
     if rep:
-        print()
-        print("| replay of the built-in workload | packets/s | ÷ no cache |")
-        print("|---|---|---|")
+        header("replay of the built-in workload", "packets/s", "÷ no cache")
         base = rep.get(("builtin_no_cache", ""))
         for name in ("builtin_default", "builtin_no_nic", "builtin_no_cache"):
             ns = rep.get((name, ""))
