@@ -65,12 +65,18 @@ struct Progress {
 impl Progress {
     const EVERY: u64 = 1 << 16;
 
-    fn new(len: u64, style: Result<indicatif::ProgressStyle, indicatif::style::TemplateError>) -> Progress {
+    /// A bar of `len` units drawn with an indicatif `template` (the default style if the
+    /// template does not parse).
+    fn new(len: u64, template: &str) -> Progress {
         let bar = indicatif::ProgressBar::new(len);
-        if let Ok(style) = style {
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
         Progress { bar }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
     }
 
     /// After `packets` packets, at `position` (bytes or packets, as the bar counts).
@@ -125,12 +131,8 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         Some(path) => {
             let mut reader = TraceReader::open(path)?;
             let size = std::fs::metadata(path).map_or(0, |m| m.len());
-            let progress = Progress::new(
-                size,
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} replay {bytes}/{total_bytes} [{bar:30}] {msg} {eta}",
-                ),
-            );
+            let progress =
+                Progress::new(size, "{spinner} replay {bytes}/{total_bytes} [{bar:30}] {msg} {eta}");
             let mut n = 0;
             while let Some(pkt) = reader.next_packet()? {
                 n += 1;
@@ -148,7 +150,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
                     log.record(layer, &outputs)?;
                 }
             }
-            progress.bar.finish_and_clear();
+            progress.finish();
         }
         None => {
             println!(
@@ -163,9 +165,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
             let mut failed = Ok(());
             let progress = Progress::new(
                 builtin::TRAFFIC.packets as u64,
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} replay {pos}/{len} packets [{bar:30}] {eta}",
-                ),
+                "{spinner} replay {pos}/{len} packets [{bar:30}] {eta}",
             );
             let mut n = 0;
             generate(&rules, &builtin::TRAFFIC, |p| {
@@ -188,7 +188,7 @@ pub fn run(a: ReplayArgs) -> Result<()> {
                 Ok(())
             })??;
             failed?;
-            progress.bar.finish_and_clear();
+            progress.finish();
         }
     }
     if let Some(mut log) = log {

@@ -204,6 +204,7 @@ pub fn report_json(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) ->
         "microflow_entries": mf.map_or(0, |m| m.stats().peak),
         "microflow_entries_now": mf.map_or(0, |m| m.len()),
         "microflow_capacity": mf.map_or(0, |m| m.capacity()),
+        "microflow_bytes": mf.map_or(0, |m| m.slot_bytes()),
         "microflow_inserts": mf.map_or(0, |m| m.stats().inserts),
         "microflow_evictions": mf.map_or(0, |m| m.stats().evictions),
         "microflow_invalidated": mf.map_or(0, |m| m.stats().invalidated + m.stats().removed),

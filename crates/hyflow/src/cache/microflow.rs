@@ -189,10 +189,11 @@ impl MicroflowCache {
         self.stats
     }
 
-    /// Bytes per slot: full key and decision, signature, generation, stamp and the bucket's
-    /// PLRU share; Signature Table references come on top in signature mode.
-    pub fn bytes_per_slot(&self) -> f64 {
-        (std::mem::size_of::<Slot>() + std::mem::size_of::<Meta>()) as f64 + 1.0 / self.ways as f64
+    /// Bytes the slots take: full key and decision, signature, generation, stamp and the
+    /// buckets' PLRU bits (Signature Table references come on top in signature mode), so
+    /// reports can say what a cache of this size costs in memory.
+    pub fn slot_bytes(&self) -> usize {
+        self.slots.len() * (std::mem::size_of::<Slot>() + std::mem::size_of::<Meta>()) + self.plru.len()
     }
 
     #[inline]
@@ -252,7 +253,7 @@ impl MicroflowCache {
             let mut bases = [0usize; BATCH];
             for (base, &h) in bases.iter_mut().zip(hashes) {
                 *base = self.locate(h).1;
-                prefetch(&self.meta[*base], std::mem::size_of::<Meta>());
+                prefetch(&self.meta[*base], std::mem::size_of::<Meta>() * self.ways);
                 if self.ways == 1 {
                     prefetch(&self.slots[*base], std::mem::size_of::<Slot>());
                 }
