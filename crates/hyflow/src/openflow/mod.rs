@@ -8,6 +8,7 @@ pub mod pipeline;
 pub mod reference;
 pub mod report;
 pub mod rule;
+pub mod segment;
 pub mod traversal;
 pub mod trie;
 pub mod update;

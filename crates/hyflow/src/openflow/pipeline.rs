@@ -10,7 +10,9 @@ use super::action::Action;
 use super::classifier::{Classifier, ClsEntry};
 use super::datapath::{commit, DpAction, VlanFate};
 use super::rule::{Match, Rule, RuleId};
-use super::traversal::{DropReason, Output, Step, Traversal};
+use super::traversal::{
+    DropReason, Interval, LookupPoint, Output, OutputMark, PointRec, Resume, Step, Traversal,
+};
 use crate::packet::field::{id, proto, FieldId};
 use crate::packet::{FlowKey, FlowMask};
 
@@ -153,20 +155,61 @@ impl Pipeline {
     /// Runs `packet` through the pipeline from table 0, filling `tr`.
     pub fn process(&self, packet: &FlowKey, tr: &mut Traversal) {
         tr.reset(packet);
-        let mut x = Xlate {
-            p: self,
-            flow: *packet,
-            base: *packet,
-            tr,
-            depth: 0,
-            resubmits: 0,
-            table: 0,
-            vlan_rebuilt: false,
-        };
+        let mut x = Xlate::new(self, packet, tr, usize::MAX);
         x.init_wc();
-        x.lookup(packet.in_port(), 0, false);
+        x.lookup(None, 0, false);
         x.execute();
         x.finish();
+    }
+
+    /// Translates from the middle of a traversal: `state` arriving at lookup `point`, for at
+    /// most `max_lookups` lookups. If another lookup was due, translation stops before it and
+    /// `tr.stopped_at` holds its point, `tr.final_flow` the flow there; outputs and steps
+    /// cover what ran. This is how a Gigaflow sub-traversal is re-translated (revalidation)
+    /// and checked. The lookup count starts from zero: callers bound traversal lengths so
+    /// that OVS's 4,096-lookup limit cannot be what differs.
+    pub fn run_from(&self, point: &LookupPoint, state: &FlowKey, max_lookups: usize, tr: &mut Traversal) {
+        tr.reset(state);
+        let mut x = Xlate::new(self, state, tr, max_lookups);
+        x.depth = point.depth;
+        // Rebuild the stack: each list to resume, then one empty frame standing for the
+        // finished lists above it whose nesting still counts until the hit rule is done.
+        let (mut below_depth, mut below_table) = (0, 0);
+        for r in &point.continuation {
+            x.tr.frames.push(Frame {
+                rule: r.rule,
+                pc: r.pc as usize,
+                old_table: below_table,
+                deepens: r.depth - below_depth.min(r.depth),
+            });
+            below_depth = r.depth;
+            below_table = self.rule(r.rule).map_or(0, |rule| rule.table);
+        }
+        if point.depth > below_depth {
+            x.tr.frames.push(Frame {
+                rule: RuleId::MAX,
+                pc: 0,
+                old_table: below_table,
+                deepens: point.depth - below_depth,
+            });
+        }
+        x.table = below_table;
+        x.init_wc();
+        x.lookup_with(point.in_port, point.table, point.counted, point.deepens);
+        x.execute();
+        x.finish();
+    }
+}
+
+/// Appends the continuation of `frames` to `out`: the lists with actions left to run, each
+/// with the nesting it runs at.
+fn continuation(p: &Pipeline, frames: &[Frame], out: &mut Vec<Resume>) {
+    let mut depth = 0;
+    for f in frames {
+        depth += f.deepens;
+        if p.rule(f.rule).is_some_and(|r| f.pc < r.actions.len()) {
+            out.push(Resume { rule: f.rule, pc: f.pc as u32, depth });
+        }
     }
 }
 
@@ -180,8 +223,9 @@ pub(crate) struct Frame {
     pc: usize,
     /// Table to return to when the list is done.
     old_table: u8,
-    /// Whether entering this frame counted towards OVS's backward-resubmit depth.
-    deepens: bool,
+    /// What entering this frame added to OVS's backward-resubmit depth (0 or 1, more for a
+    /// frame that stands for several finished ones in [`Pipeline::run_from`]).
+    deepens: u32,
 }
 
 /// Translation state for one packet (OVS's `xlate_ctx`).
@@ -197,9 +241,47 @@ struct Xlate<'a> {
     table: u8,
     /// A push or pop changed the VLAN stack: tags are no longer the packet's own.
     vlan_rebuilt: bool,
+    /// Lookups allowed before translation stops (see [`Pipeline::run_from`]).
+    budget: usize,
 }
 
-impl Xlate<'_> {
+impl<'a> Xlate<'a> {
+    fn new(p: &'a Pipeline, flow: &FlowKey, tr: &'a mut Traversal, budget: usize) -> Xlate<'a> {
+        Xlate {
+            p,
+            flow: *flow,
+            base: *flow,
+            tr,
+            depth: 0,
+            resubmits: 0,
+            table: 0,
+            vlan_rebuilt: false,
+            budget,
+        }
+    }
+
+    /// Un-wildcards bits an action examined, in the megaflow and (when recording) in the
+    /// current interval.
+    fn read(&mut self, f: FieldId, mask: u128) {
+        self.tr.wc.unwildcard(f, mask);
+        self.read_for_segments(f, mask);
+    }
+
+    /// Notes bits a sub-traversal entry must match although a megaflow need not (a megaflow
+    /// always pins them by other means).
+    fn read_for_segments(&mut self, f: FieldId, mask: u128) {
+        if let Some(i) = self.tr.intervals.last_mut() {
+            i.read.unwildcard(f, mask);
+        }
+    }
+
+    /// Notes bits an action wrote (when recording).
+    fn wrote(&mut self, f: FieldId, mask: u128) {
+        if let Some(i) = self.tr.intervals.last_mut() {
+            i.written.unwildcard(f, mask);
+        }
+    }
+
     fn init_wc(&mut self) {
         let wc = &mut self.tr.wc;
         wc.unwildcard_all(id::IN_PORT);
@@ -209,10 +291,23 @@ impl Xlate<'_> {
         }
     }
 
-    /// Looks the packet up in `table` as if it came from `in_port`; a hit pushes the rule's
-    /// actions as a new frame. `counted` is false only for the initial table-0 lookup, which
-    /// OVS does not count.
-    fn lookup(&mut self, in_port: u32, table: u8, counted: bool) {
+    /// Looks the packet up in `table` (as if it came from `in_port`, when given); a hit pushes
+    /// the rule's actions as a new frame. `counted` is false only for the initial table-0
+    /// lookup, which OVS does not count.
+    fn lookup(&mut self, in_port: Option<u32>, table: u8, counted: bool) {
+        let deepens = counted && table <= self.table;
+        self.lookup_with(in_port, table, counted, deepens)
+    }
+
+    fn lookup_with(&mut self, in_port: Option<u32>, table: u8, counted: bool, deepens: bool) {
+        if self.tr.steps.len() >= self.budget {
+            let mut point =
+                LookupPoint { table, in_port, depth: self.depth, deepens, counted, continuation: Vec::new() };
+            continuation(self.p, &self.tr.frames, &mut point.continuation);
+            self.tr.stopped_at = Some(point);
+            self.tr.frames.clear();
+            return;
+        }
         if counted {
             if self.depth >= MAX_DEPTH {
                 self.tr.drop_reason = Some(DropReason::RecursionTooDeep);
@@ -224,7 +319,21 @@ impl Xlate<'_> {
             }
         }
         let old_in_port = self.flow.in_port();
-        self.flow.set_in_port(in_port);
+        if self.tr.record_segments {
+            let tr = &mut *self.tr;
+            let start = tr.resumes.len() as u32;
+            continuation(self.p, &tr.frames, &mut tr.resumes);
+            tr.points.push(PointRec {
+                in_port,
+                flow_in_port: old_in_port,
+                depth: self.depth,
+                deepens,
+                counted,
+                resumes: (start, tr.resumes.len() as u32),
+            });
+            tr.intervals.push(Interval::default());
+        }
+        self.flow.set_in_port(in_port.unwrap_or(old_in_port));
         // The lookup writes the bits it needs straight into its step record.
         let depth = self.tr.frames.len() as u16;
         self.tr.steps.push(Step { table, depth, rule: None, flow: self.flow, mask: FlowMask::CATCHALL });
@@ -234,10 +343,14 @@ impl Xlate<'_> {
         self.tr.wc.union_with(&step.mask);
         self.flow.set_in_port(old_in_port);
         if let Some(e) = hit {
-            let deepens = counted && table <= self.table;
             self.resubmits += counted as u32;
             self.depth += deepens as u32;
-            self.tr.frames.push(Frame { rule: e.rule, pc: 0, old_table: self.table, deepens });
+            self.tr.frames.push(Frame {
+                rule: e.rule,
+                pc: 0,
+                old_table: self.table,
+                deepens: deepens as u32,
+            });
             self.table = table;
         }
     }
@@ -245,7 +358,7 @@ impl Xlate<'_> {
     /// Leaves the innermost action list, back to the table that called it.
     fn pop_frame(&mut self) {
         if let Some(f) = self.tr.frames.pop() {
-            self.depth -= f.deepens as u32;
+            self.depth -= f.deepens;
             self.table = f.old_table;
         }
     }
@@ -255,9 +368,9 @@ impl Xlate<'_> {
         use crate::packet::field::Prereq;
         let p = f.def().prereq;
         match p {
-            Prereq::Vlan => self.tr.wc.unwildcard(id::VLAN_TCI, proto::VLAN_CFI as u128),
+            Prereq::Vlan => self.read(id::VLAN_TCI, proto::VLAN_CFI as u128),
             Prereq::L4Ports | Prereq::Tcp | Prereq::Udp | Prereq::Sctp | Prereq::Icmp | Prereq::Icmpv6 => {
-                self.tr.wc.unwildcard_all(id::NW_PROTO)
+                self.read(id::NW_PROTO, u128::MAX)
             }
             _ => {}
         }
@@ -271,8 +384,8 @@ impl Xlate<'_> {
                 self.tr.frames.clear();
                 return;
             }
-            let rule = self.p.rules[top.rule as usize].as_ref().expect("frames hold live rules");
-            let Some(a) = rule.actions.get(top.pc) else {
+            // A frame of a rule since deleted (a resumed continuation) has nothing left to run.
+            let Some(a) = self.p.rule(top.rule).and_then(|rule| rule.actions.get(top.pc)) else {
                 self.pop_frame();
                 continue;
             };
@@ -284,31 +397,34 @@ impl Xlate<'_> {
                     }
                 }
                 Action::OutputInPort => self.output(self.flow.in_port()),
-                Action::GotoTable(t) => self.lookup(self.flow.in_port(), t, true),
+                Action::GotoTable(t) => self.lookup(None, t, true),
                 Action::Resubmit { in_port, table } => {
-                    let port = in_port.unwrap_or(self.flow.in_port());
-                    self.lookup(port, table.unwrap_or(self.table), true)
+                    self.lookup(in_port, table.unwrap_or(self.table), true)
                 }
                 Action::SetField { field, value, mask } => {
                     if self.prereq_ok(field) {
-                        self.tr.wc.unwildcard(field, mask);
+                        self.read(field, mask);
+                        self.wrote(field, mask);
                         self.flow.set_masked(field, value, mask);
                     }
                 }
                 Action::Move { src, dst } => {
                     let src_ok = self.prereq_ok(src.field);
                     if src_ok && self.prereq_ok(dst.field) {
-                        self.tr.wc.unwildcard(src.field, src.mask());
-                        self.tr.wc.unwildcard(dst.field, dst.mask());
+                        self.read(src.field, src.mask());
+                        self.read(dst.field, dst.mask());
+                        self.wrote(dst.field, dst.mask());
                         let bits = (self.flow.get(src.field) & src.mask()) >> src.offset;
                         self.flow.set_masked(dst.field, bits << dst.offset, dst.mask());
                     }
                 }
                 Action::WriteMetadata { value, mask } => {
+                    self.wrote(id::METADATA, mask as u128);
                     self.flow.set_masked(id::METADATA, value as u128, mask as u128);
                 }
                 Action::PushVlan(tpid) => {
                     self.vlan_rebuilt = true;
+                    self.vlan_stack_rewritten();
                     // OVS flow_push_vlan_uninit: existing tags become part of the key.
                     if self.flow.has_vlan() {
                         self.tr.wc.unwildcard_all(id::VLAN_TCI);
@@ -321,6 +437,7 @@ impl Xlate<'_> {
                 }
                 Action::PopVlan => {
                     self.vlan_rebuilt = true;
+                    self.vlan_stack_rewritten();
                     if self.flow.vlan_tci2() & proto::VLAN_CFI != 0 {
                         self.tr.wc.unwildcard_all(id::VLAN_TCI2);
                         self.tr.wc.unwildcard_all(id::VLAN_TPID2);
@@ -331,9 +448,12 @@ impl Xlate<'_> {
                     self.flow.set_vlan_tci2(0);
                 }
                 Action::SetVlanVid { vid, push_if_needed } => {
-                    self.tr.wc.unwildcard(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
+                    self.read(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
                     if self.flow.has_vlan() || push_if_needed {
+                        self.wrote(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
+                        self.read_for_segments(id::VLAN_TPID, u128::MAX);
                         if self.flow.vlan_tpid() == 0 {
+                            self.wrote(id::VLAN_TPID, u128::MAX);
                             self.flow.set_vlan_tpid(proto::ETH_VLAN);
                         }
                         let tci = (self.flow.vlan_tci() & !0x0fff) | vid | proto::VLAN_CFI;
@@ -341,9 +461,12 @@ impl Xlate<'_> {
                     }
                 }
                 Action::SetVlanPcp { pcp, push_if_needed } => {
-                    self.tr.wc.unwildcard(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
+                    self.read(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
                     if self.flow.has_vlan() || push_if_needed {
+                        self.wrote(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
+                        self.read_for_segments(id::VLAN_TPID, u128::MAX);
                         if self.flow.vlan_tpid() == 0 {
+                            self.wrote(id::VLAN_TPID, u128::MAX);
                             self.flow.set_vlan_tpid(proto::ETH_VLAN);
                         }
                         let tci = (self.flow.vlan_tci() & !0xe000) | ((pcp as u16) << 13) | proto::VLAN_CFI;
@@ -351,10 +474,11 @@ impl Xlate<'_> {
                     }
                 }
                 Action::DecTtl => {
-                    self.tr.wc.unwildcard_all(id::NW_TTL);
+                    self.read(id::NW_TTL, u128::MAX);
                     if self.flow.is_ip() {
                         let ttl = self.flow.nw_ttl();
                         if ttl > 1 {
+                            self.wrote(id::NW_TTL, u128::MAX);
                             self.flow.set_nw_ttl(ttl - 1);
                         } else {
                             // To the controller; OVS stops this action list (not the caller's).
@@ -367,7 +491,21 @@ impl Xlate<'_> {
         }
     }
 
+    /// A push or pop moves whole tags: a sub-traversal entry must know both tags exactly to
+    /// reproduce the stack for every packet it matches.
+    fn vlan_stack_rewritten(&mut self) {
+        for f in [id::VLAN_TCI, id::VLAN_TPID, id::VLAN_TCI2, id::VLAN_TPID2] {
+            self.read_for_segments(f, u128::MAX);
+            self.wrote(f, u128::MAX);
+        }
+    }
+
     fn output(&mut self, port: u32) {
+        if let Some(i) = self.tr.intervals.last() {
+            let written = i.written;
+            let step = self.tr.steps.len() as u32 - 1;
+            self.tr.output_marks.push(OutputMark { step, written });
+        }
         let n_before = self.tr.dp_actions.len();
         let fate = commit(&mut self.base, &self.flow, &self.tr.wc, &mut self.tr.dp_actions);
         // An IP header rewrite in the datapath carries the (unwritable) protocol, so the

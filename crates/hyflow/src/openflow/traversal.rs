@@ -100,6 +100,84 @@ impl DropReason {
     }
 }
 
+/// An action list that resumes once the rule hit at a lookup has run: the part of a
+/// [`LookupPoint`] that `resubmit` leaves behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Resume {
+    /// Rule whose actions resume.
+    pub rule: RuleId,
+    /// Index of the next action to run.
+    pub pc: u32,
+    /// Backward-resubmit nesting while it runs (OVS's depth limit applies to it).
+    pub depth: u32,
+}
+
+/// Where a table lookup happens, with everything besides the flow that decides how
+/// translation goes on from it: Gigaflow's table tag, made exact. Two lookups at equal points
+/// on equal flows translate identically from there on. For pipelines that only use
+/// `goto_table` (a tail call) the continuation is empty and a point is its table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LookupPoint {
+    /// Table looked up.
+    pub table: u8,
+    /// Input port the lookup uses instead of the flow's (`resubmit(port,table)`).
+    pub in_port: Option<u32>,
+    /// Backward-resubmit nesting before the lookup.
+    pub depth: u32,
+    /// Whether the lookup is a backward resubmit (adds one to the nesting).
+    pub deepens: bool,
+    /// Whether it counts towards OVS's limits (every lookup but the first).
+    pub counted: bool,
+    /// Action lists still to run after the hit rule's own, innermost last. Lists with
+    /// nothing left to run are left out.
+    pub continuation: Vec<Resume>,
+}
+
+impl LookupPoint {
+    /// Where every packet starts: table 0, nothing to resume.
+    pub fn initial() -> LookupPoint {
+        LookupPoint::default()
+    }
+}
+
+/// How one lookup was reached (recorded for every step; the continuation lives in
+/// [`Traversal::resumes`], so recording allocates nothing per packet once warm).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PointRec {
+    /// `in_port` override of the lookup.
+    pub in_port: Option<u32>,
+    /// The flow's own `in_port` at the lookup (what it is outside the lookup).
+    pub flow_in_port: u32,
+    /// Nesting before the lookup.
+    pub depth: u32,
+    /// Whether the lookup deepened the nesting.
+    pub deepens: bool,
+    /// Whether it counted towards the limits.
+    pub counted: bool,
+    /// Range of [`Traversal::resumes`] holding its continuation.
+    pub resumes: (u32, u32),
+}
+
+/// What the actions between one lookup and the next did, recorded when
+/// [`Traversal::record_segments`] is set (Gigaflow builds sub-traversal entries from it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Interval {
+    /// Bits the actions examined (prerequisites, sources, fields they rewrite).
+    pub read: FlowMask,
+    /// Bits the actions wrote.
+    pub written: FlowMask,
+}
+
+/// Where an output happened: in the interval after lookup `step`, with `written` the bits
+/// that interval's actions had written by then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputMark {
+    /// Index of the step whose interval holds the output.
+    pub step: u32,
+    /// Bits written in that interval before the output.
+    pub written: FlowMask,
+}
+
 /// Everything the slow path decided about one packet.
 #[derive(Clone, Debug, Default)]
 pub struct Traversal {
@@ -123,6 +201,21 @@ pub struct Traversal {
     pub ttl_exceeded: u32,
     /// Execution stack of the slow path, kept here so it is reused across packets.
     pub(crate) frames: Vec<super::pipeline::Frame>,
+    /// How each lookup was reached, parallel to `steps`.
+    pub points: Vec<PointRec>,
+    /// Continuations of `points`.
+    pub resumes: Vec<Resume>,
+    /// Set to also record `intervals` and `output_marks` (off by default: the fast paths
+    /// that only need megaflows do not pay for it).
+    pub record_segments: bool,
+    /// Per step, what the actions after it did (when recording).
+    pub intervals: Vec<Interval>,
+    /// Per output, where it happened (when recording).
+    pub output_marks: Vec<OutputMark>,
+    /// When translation stopped before a lookup because a lookup budget ran out
+    /// ([`Pipeline::run_from`](super::Pipeline::run_from)): that lookup's point, with the
+    /// flow then in `final_flow`.
+    pub stopped_at: Option<LookupPoint>,
 }
 
 impl Traversal {
@@ -141,6 +234,31 @@ impl Traversal {
         self.outputs.clear();
         self.drop_reason = None;
         self.ttl_exceeded = 0;
+        self.points.clear();
+        self.resumes.clear();
+        self.intervals.clear();
+        self.output_marks.clear();
+        self.stopped_at = None;
+    }
+
+    /// The point of lookup `i` (allocates: for building cache entries, not per packet).
+    pub fn point(&self, i: usize) -> LookupPoint {
+        let (p, s) = (&self.points[i], &self.steps[i]);
+        LookupPoint {
+            table: s.table,
+            in_port: p.in_port,
+            depth: p.depth,
+            deepens: p.deepens,
+            counted: p.counted,
+            continuation: self.resumes[p.resumes.0 as usize..p.resumes.1 as usize].to_vec(),
+        }
+    }
+
+    /// The flow at lookup `i` as the packet carries it (its own `in_port`, not a resubmit's).
+    pub fn state_at(&self, i: usize) -> FlowKey {
+        let mut k = self.steps[i].flow;
+        k.set_in_port(self.points[i].flow_in_port);
+        k
     }
 
     /// Whether no copy of the packet leaves the switch.
