@@ -278,7 +278,7 @@ impl Switch {
         self.stats.packets += 1;
         self.stats.bytes += bytes;
         if let Some(nic) = &mut self.nic {
-            if let Some(id) = nic.stage.lookup(key, bytes, now_ns) {
+            if let Some(id) = nic.stage.lookup(key, 0, bytes, now_ns) {
                 let e = &nic.stage.space().entry(id).expect("hit entries live").data;
                 let (d, stale) = (e.decision, e.pending_verdict != 0);
                 self.stats.nic_hits += 1;
@@ -346,7 +346,7 @@ impl Switch {
             }
         }
         if let Some(nic) = &mut self.nic {
-            if nic.stage.install(&m, flow, now_ns).is_ok() {
+            if nic.stage.install(&m, 0, 0, flow, now_ns).is_ok() {
                 self.tables.acquire(d);
             }
         }

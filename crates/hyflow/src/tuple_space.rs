@@ -2,9 +2,17 @@
 //!
 //! The building block of every wildcard cache in hyflow: the software megaflow cache (OVS's
 //! dpcls) and the NIC's ternary stages. Entries carry per-entry packet/byte counters and
-//! timestamps, because both OVS's revalidator and a NIC's aging need them. Subtables are
-//! searched in order of recent hits, re-ranked every [`RANK_INTERVAL`] lookups, as dpcls does
-//! with its pvector, so the common masks are probed first.
+//! timestamps, because both OVS's revalidator and a NIC's aging need them.
+//!
+//! Each entry also has an exact **tag** and a **priority**, the general form of an RMT table
+//! entry: Gigaflow's stages match the table tag exactly and prefer the longest sub-traversal.
+//! Megaflow caches use tag 0 and one priority for all (their entries never overlap). A lookup
+//! returns the highest-priority entry whose tag and masked fields match; among equal
+//! priorities, the first found in subtable order.
+//!
+//! Subtables are searched in order of their highest priority, then of recent hits (re-ranked
+//! every [`RANK_INTERVAL`] lookups, as dpcls does with its pvector), and the search stops at
+//! the first subtable that cannot hold a better entry — for megaflows, at the first hit.
 
 use hashbrown::HashTable;
 
@@ -48,17 +56,23 @@ pub struct FlowTableStats {
     pub peak: usize,
 }
 
-/// One cached wildcard entry.
+/// One cached wildcard entry. Laid out so that a lookup's tag check and the key's first
+/// words (always matched) share a cache line.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Entry<T> {
+    /// Exact tag it applies to.
+    pub tag: u32,
+    /// Rank among matching entries (higher wins).
+    pub priority: u32,
+    subtable: u32,
+    hash: u64,
     /// Match value, pre-masked by its subtable's mask.
     pub value: FlowKey,
     /// Counters.
     pub stats: EntryStats,
     /// What the owner stores with the entry.
     pub data: T,
-    subtable: u32,
-    hash: u64,
 }
 
 struct Subtable {
@@ -67,6 +81,16 @@ struct Subtable {
     words: Vec<u8>,
     map: HashTable<EntryId>,
     hits: u64,
+    /// No entry has a higher priority (an upper bound after removals until the next ranking).
+    max_priority: u32,
+    /// Entries at `max_priority`; 0 means the bound may be loose.
+    at_max: u32,
+}
+
+/// Spreads a tag over the hash (tag 0 leaves it unchanged).
+#[inline]
+fn tag_hash(tag: u32) -> u64 {
+    (tag as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// A set of wildcard entries searched by tuple space search.
@@ -124,26 +148,43 @@ impl<T> TupleSpace<T> {
             return i as u32;
         }
         let words = (0..KEY_WORDS as u8).filter(|&i| mask.words[i as usize] != 0).collect();
-        self.subtables.push(Subtable { mask: *mask, words, map: HashTable::new(), hits: 0 });
+        self.subtables.push(Subtable {
+            mask: *mask,
+            words,
+            map: HashTable::new(),
+            hits: 0,
+            max_priority: 0,
+            at_max: 0,
+        });
         (self.subtables.len() - 1) as u32
     }
 
-    /// The entry with exactly this match, if any.
-    pub fn find(&self, m: &Match) -> Option<EntryId> {
+    /// The entry with exactly this match and tag, if any.
+    pub fn find(&self, m: &Match, tag: u32) -> Option<EntryId> {
         let st = self.subtables.iter().find(|s| s.mask == m.mask)?;
-        let h = hash_masked(&m.value, &st.mask, &st.words);
-        st.map.find(h, |&id| self.entry(id).is_some_and(|e| e.value == m.value)).copied()
+        let h = hash_masked(&m.value, &st.mask, &st.words) ^ tag_hash(tag);
+        st.map.find(h, |&id| self.entry(id).is_some_and(|e| e.tag == tag && e.value == m.value)).copied()
     }
 
-    /// Adds an entry (the caller has checked capacity and that the match is new).
-    pub fn insert(&mut self, m: &Match, data: T, now_ns: u64) -> EntryId {
+    /// Adds an entry (the caller has checked capacity and that match and tag are new).
+    pub fn insert(&mut self, m: &Match, tag: u32, priority: u32, data: T, now_ns: u64) -> EntryId {
         let sti = self.subtable_for(&m.mask);
-        let st = &self.subtables[sti as usize];
-        let hash = hash_masked(&m.value, &st.mask, &st.words);
+        let st = &mut self.subtables[sti as usize];
+        let hash = hash_masked(&m.value, &st.mask, &st.words) ^ tag_hash(tag);
+        let was_empty = st.map.is_empty();
+        let raised = was_empty || priority > st.max_priority;
+        if raised {
+            st.max_priority = priority;
+            st.at_max = 1;
+        } else if priority == st.max_priority {
+            st.at_max += 1;
+        }
         let entry = Entry {
             value: m.value,
             stats: EntryStats { last_hit_ns: now_ns, ..EntryStats::default() },
             data,
+            tag,
+            priority,
             subtable: sti,
             hash,
         };
@@ -159,10 +200,13 @@ impl<T> TupleSpace<T> {
         };
         let entries = &self.entries;
         let st = &mut self.subtables[sti as usize];
-        if st.map.is_empty() {
+        st.map.insert_unique(hash, id, |&i| entries[i as usize].as_ref().map_or(0, |e| e.hash));
+        if was_empty {
             self.order.push(sti);
         }
-        st.map.insert_unique(hash, id, |&i| entries[i as usize].as_ref().map_or(0, |e| e.hash));
+        if raised {
+            self.sort_order();
+        }
         self.len += 1;
         id
     }
@@ -173,6 +217,9 @@ impl<T> TupleSpace<T> {
         let st = &mut self.subtables[e.subtable as usize];
         if let Ok(slot) = st.map.find_entry(e.hash, |&i| i == id) {
             slot.remove();
+        }
+        if e.priority == st.max_priority {
+            st.at_max = st.at_max.saturating_sub(1);
         }
         if st.map.is_empty() {
             self.order.retain(|&s| s != e.subtable);
@@ -205,35 +252,47 @@ impl<T> TupleSpace<T> {
         self.entries.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(i, _)| i as EntryId)
     }
 
-    /// The first entry matching `key` in subtable rank order (entries of one space must not
-    /// disagree on overlapping packets, as megaflows do not). Counts a hit of `bytes` at
-    /// `now_ns` on the entry found.
+    /// The highest-priority entry with tag `tag` matching `key` (see the module notes for
+    /// ties). Counts a hit of `bytes` at `now_ns` on the entry found.
     #[inline]
-    pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
+    pub fn lookup(&mut self, key: &FlowKey, tag: u32, bytes: u64, now_ns: u64) -> Option<EntryId> {
         self.until_rank -= 1;
         if self.until_rank == 0 {
             self.rank();
         }
         let entries = &self.entries;
+        let mut best: Option<(EntryId, u32, u32)> = None;
         for &sti in &self.order {
             let st = &self.subtables[sti as usize];
-            let h = hash_masked(key, &st.mask, &st.words);
+            if best.is_some_and(|(_, p, _)| st.max_priority <= p) {
+                break;
+            }
+            let h = hash_masked(key, &st.mask, &st.words) ^ tag_hash(tag);
             let found = st.map.find(h, |&id| {
                 let e = entries[id as usize].as_ref().expect("indexed entries live");
-                st.words
-                    .iter()
-                    .all(|&w| key.words[w as usize] & st.mask.words[w as usize] == e.value.words[w as usize])
+                e.tag == tag
+                    && st.words.iter().all(|&w| {
+                        key.words[w as usize] & st.mask.words[w as usize] == e.value.words[w as usize]
+                    })
             });
             if let Some(&id) = found {
-                self.subtables[sti as usize].hits += 1;
-                let e = self.entries[id as usize].as_mut().expect("indexed entries live");
-                e.stats.packets += 1;
-                e.stats.bytes += bytes;
-                e.stats.last_hit_ns = now_ns;
-                return Some(id);
+                let p = entries[id as usize].as_ref().expect("indexed entries live").priority;
+                if best.is_none_or(|(_, bp, _)| p > bp) {
+                    best = Some((id, p, sti));
+                }
+                // Later subtables rank no higher than this one's best: nothing can beat it.
+                if p >= st.max_priority {
+                    break;
+                }
             }
         }
-        None
+        let (id, _, sti) = best?;
+        self.subtables[sti as usize].hits += 1;
+        let e = self.entries[id as usize].as_mut().expect("indexed entries live");
+        e.stats.packets += 1;
+        e.stats.bytes += bytes;
+        e.stats.last_hit_ns = now_ns;
+        Some(id)
     }
 
     /// [`TupleSpace::lookup`], also counting the hit or miss in a table's `stats`.
@@ -241,11 +300,12 @@ impl<T> TupleSpace<T> {
     pub fn lookup_counted(
         &mut self,
         key: &FlowKey,
+        tag: u32,
         bytes: u64,
         now_ns: u64,
         stats: &mut FlowTableStats,
     ) -> Option<EntryId> {
-        let hit = self.lookup(key, bytes, now_ns);
+        let hit = self.lookup(key, tag, bytes, now_ns);
         if hit.is_some() {
             stats.hits += 1;
         } else {
@@ -254,15 +314,31 @@ impl<T> TupleSpace<T> {
         hit
     }
 
-    /// Orders subtables by hits since the last ranking (ties by creation), then restarts counts.
+    /// Orders subtables by highest priority, then by hits since the last ranking (ties by
+    /// creation), then restarts the counts; tightens priority bounds loosened by removals.
     fn rank(&mut self) {
-        let subtables = &self.subtables;
-        self.order
-            .sort_by(|&a, &b| subtables[b as usize].hits.cmp(&subtables[a as usize].hits).then(a.cmp(&b)));
+        for &sti in &self.order {
+            let st = &mut self.subtables[sti as usize];
+            if st.at_max == 0 {
+                let entries = &self.entries;
+                let prios = st.map.iter().filter_map(|&id| entries[id as usize].as_ref().map(|e| e.priority));
+                st.max_priority = prios.clone().max().unwrap_or(0);
+                st.at_max = prios.filter(|&p| p == st.max_priority).count() as u32;
+            }
+        }
+        self.sort_order();
         for s in &mut self.subtables {
             s.hits = 0;
         }
         self.until_rank = RANK_INTERVAL;
+    }
+
+    fn sort_order(&mut self) {
+        let subtables = &self.subtables;
+        self.order.sort_by(|&a, &b| {
+            let (sa, sb) = (&subtables[a as usize], &subtables[b as usize]);
+            sb.max_priority.cmp(&sa.max_priority).then(sb.hits.cmp(&sa.hits)).then(a.cmp(&b))
+        });
     }
 }
 
@@ -287,27 +363,50 @@ mod tests {
         // Keep only pairwise-disjoint ones for first-match to be unambiguous.
         let mut ts = TupleSpace::new();
         let kept = [ms[0], ms[3], ms[4]];
-        let ids: Vec<_> = kept.iter().enumerate().map(|(i, m)| ts.insert(m, i, 0)).collect();
+        let ids: Vec<_> = kept.iter().enumerate().map(|(i, m)| ts.insert(m, 0, 0, i, 0)).collect();
         assert_eq!(ts.n_masks(), 2);
-        assert_eq!(ts.find(&kept[1]), Some(ids[1]));
+        assert_eq!(ts.find(&kept[1], 0), Some(ids[1]));
         let pkts = matches("ip,nw_dst=10.9.9.9 actions=drop\nip,nw_dst=11.0.0.1 actions=drop\narp actions=drop\nipv6 actions=drop\n");
         for (n, p) in pkts.iter().enumerate() {
             let want = kept.iter().position(|m| m.matches(&p.value));
-            let got = ts.lookup(&p.value, 60, n as u64).map(|id| ts.entry(id).unwrap().data);
+            let got = ts.lookup(&p.value, 0, 60, n as u64).map(|id| ts.entry(id).unwrap().data);
             assert_eq!(got, want, "packet {n}");
         }
         assert_eq!(ts.entry(ids[0]).unwrap().stats, EntryStats { packets: 1, bytes: 60, last_hit_ns: 0 });
         assert_eq!(ts.remove(ids[2]).map(|e| e.data), Some(2));
         assert_eq!(ts.n_masks(), 1);
-        assert_eq!(ts.lookup(&pkts[2].value, 60, 9), None);
+        assert_eq!(ts.lookup(&pkts[2].value, 0, 60, 9), None);
         assert!(!ts.has_mask(&kept[2].mask));
-        let again = ts.insert(&kept[2], 7, 10);
+        let again = ts.insert(&kept[2], 0, 0, 7, 10);
         assert_eq!(again, ids[2], "freed ids are reused");
         assert_eq!(ts.matcher(again), Some(kept[2]));
         assert_eq!(ts.len(), 3);
         for i in 0..2 * RANK_INTERVAL {
-            ts.lookup(&pkts[2].value, 1, i as u64);
+            ts.lookup(&pkts[2].value, 0, 1, i as u64);
         }
-        assert_eq!(ts.lookup(&pkts[0].value, 1, 0).map(|id| ts.entry(id).unwrap().data), Some(0));
+        assert_eq!(ts.lookup(&pkts[0].value, 0, 1, 0).map(|id| ts.entry(id).unwrap().data), Some(0));
+    }
+
+    #[test]
+    fn highest_priority_of_the_tag_wins_and_removal_loosens_nothing() {
+        let ms = matches(
+            "ip actions=drop\nip,nw_dst=10.0.0.0/8 actions=drop\nip,nw_dst=10.1.0.0/16 actions=drop\n",
+        );
+        let pkt = matches("ip,nw_dst=10.1.2.3 actions=drop\n")[0].value;
+        let mut ts = TupleSpace::new();
+        let wide = ts.insert(&ms[0], 5, 1, "wide", 0);
+        let mid = ts.insert(&ms[1], 5, 3, "mid", 0);
+        let narrow = ts.insert(&ms[2], 5, 2, "narrow", 0);
+        let other_tag = ts.insert(&ms[1], 6, 9, "other tag", 0);
+        assert_eq!(ts.find(&ms[1], 6), Some(other_tag));
+        assert_eq!(ts.lookup(&pkt, 5, 1, 0), Some(mid), "priority 3 beats 2 and 1, whatever the masks");
+        assert_eq!(ts.lookup(&pkt, 6, 1, 0), Some(other_tag));
+        assert_eq!(ts.lookup(&pkt, 7, 1, 0), None, "tags match exactly");
+        ts.remove(mid);
+        assert_eq!(ts.lookup(&pkt, 5, 1, 0), Some(narrow));
+        ts.remove(narrow);
+        for i in 0..RANK_INTERVAL {
+            assert_eq!(ts.lookup(&pkt, 5, 1, i as u64), Some(wide));
+        }
     }
 }

@@ -42,20 +42,20 @@ impl MegaflowCache {
     /// The entry matching `key`, counting the hit.
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
-        self.space.lookup_counted(key, bytes, now_ns, &mut self.stats)
+        self.space.lookup_counted(key, 0, bytes, now_ns, &mut self.stats)
     }
 
     /// Installs a megaflow if there is room and it is not already there; returns whether it
     /// was installed (the caller then owes the entry one decision reference).
     pub fn install(&mut self, m: &Match, flow: CachedFlow, now_ns: u64) -> bool {
-        if self.space.find(m).is_some() {
+        if self.space.find(m, 0).is_some() {
             return false;
         }
         if self.space.len() >= self.capacity {
             self.stats.refused += 1;
             return false;
         }
-        self.space.insert(m, flow, now_ns);
+        self.space.insert(m, 0, 0, flow, now_ns);
         self.stats.installs += 1;
         self.stats.peak = self.stats.peak.max(self.space.len());
         true

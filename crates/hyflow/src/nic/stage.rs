@@ -1,7 +1,8 @@
 //! One match+action stage of the NIC (the RMT model FlexNIC builds on): a table with a match
 //! kind, a capacity in entries, a limit on distinct masks, and per-entry packet/byte counters
-//! and last-hit times. Schemes decide what goes into which stage; the stage only enforces what
-//! hardware would.
+//! and last-hit times. Entries match an exact tag (metadata an earlier stage set, Gigaflow's
+//! table tag; 0 where unused) plus masked fields, and rank by priority. Schemes decide what
+//! goes into which stage; the stage only enforces what hardware would.
 
 use crate::openflow::Match;
 use crate::packet::FlowKey;
@@ -83,15 +84,23 @@ impl<T> Stage<T> {
         (&mut self.space, &mut self.stats)
     }
 
-    /// The entry matching `key`, counting the hit on it and on the stage.
+    /// The highest-priority entry with tag `tag` matching `key`, counting the hit on it and
+    /// on the stage.
     #[inline]
-    pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
-        self.space.lookup_counted(key, bytes, now_ns, &mut self.stats)
+    pub fn lookup(&mut self, key: &FlowKey, tag: u32, bytes: u64, now_ns: u64) -> Option<EntryId> {
+        self.space.lookup_counted(key, tag, bytes, now_ns, &mut self.stats)
     }
 
     /// Installs an entry if the hardware has room for it.
-    pub fn install(&mut self, m: &Match, data: T, now_ns: u64) -> Result<EntryId, Refused> {
-        if self.space.find(m).is_some() {
+    pub fn install(
+        &mut self,
+        m: &Match,
+        tag: u32,
+        priority: u32,
+        data: T,
+        now_ns: u64,
+    ) -> Result<EntryId, Refused> {
+        if self.space.find(m, tag).is_some() {
             return Err(Refused::Duplicate);
         }
         let refused = if self.space.len() >= self.config.capacity {
@@ -105,7 +114,7 @@ impl<T> Stage<T> {
             self.stats.refused += 1;
             return Err(r);
         }
-        let id = self.space.insert(m, data, now_ns);
+        let id = self.space.insert(m, tag, priority, data, now_ns);
         self.stats.installs += 1;
         self.stats.peak = self.stats.peak.max(self.space.len());
         Ok(id)
@@ -126,17 +135,17 @@ mod tests {
             .collect();
         let cfg = StageConfig { name: "t".into(), kind: MatchKind::Ternary, capacity: 3, max_masks: 1 };
         let mut st = Stage::new(cfg).unwrap();
-        assert!(st.install(&ms[0], (), 0).is_ok());
-        assert_eq!(st.install(&ms[0], (), 0), Err(Refused::Duplicate));
-        assert!(st.install(&ms[1], (), 0).is_ok());
-        assert_eq!(st.install(&ms[2], (), 0), Err(Refused::Masks));
-        assert!(st.install(&ms[3], (), 0).is_ok());
+        assert!(st.install(&ms[0], 0, 0, (), 0).is_ok());
+        assert_eq!(st.install(&ms[0], 0, 0, (), 0), Err(Refused::Duplicate));
+        assert!(st.install(&ms[1], 0, 0, (), 0).is_ok());
+        assert_eq!(st.install(&ms[2], 0, 0, (), 0), Err(Refused::Masks));
+        assert!(st.install(&ms[3], 0, 0, (), 0).is_ok());
         let cfg = StageConfig { name: "t".into(), kind: MatchKind::Exact, capacity: 2, max_masks: 9 };
         let mut ex: Stage<()> = Stage::new(cfg).unwrap();
         assert_eq!(ex.config().max_masks, 1);
-        ex.install(&ms[0], (), 0).unwrap();
-        ex.install(&ms[1], (), 0).unwrap();
-        assert_eq!(ex.install(&ms[3], (), 0), Err(Refused::Full));
+        ex.install(&ms[0], 0, 0, (), 0).unwrap();
+        ex.install(&ms[1], 0, 0, (), 0).unwrap();
+        assert_eq!(ex.install(&ms[3], 0, 0, (), 0), Err(Refused::Full));
         assert_eq!(ex.stats.refused, 1);
         assert!(Stage::<()>::new(StageConfig {
             name: "z".into(),
