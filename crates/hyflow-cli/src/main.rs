@@ -61,12 +61,22 @@ struct ReplayArgs {
     /// No NIC.
     #[arg(long)]
     no_nic: bool,
-    /// Entries of the NIC's megaflow-offload stage.
-    #[arg(long, value_name = "N", default_value_t = hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES)]
-    nic_entries: usize,
-    /// Distinct masks the NIC stage supports.
+    /// NIC caching scheme: megaflow (one stage of whole traversals, OVS offload) or gigaflow
+    /// (sub-traversals in --nic-tables tagged stages, Longest Traversal Match).
+    #[arg(long, value_enum, default_value = "megaflow")]
+    nic: NicArg,
+    /// NIC entries: in total for megaflow (default 32768), per stage for gigaflow (default 8192).
+    #[arg(long, value_name = "N")]
+    nic_entries: Option<usize>,
+    /// Distinct masks per NIC stage.
     #[arg(long, value_name = "N", default_value_t = hyflow::nic::DEFAULT_MEGAFLOW_MASKS)]
     nic_masks: usize,
+    /// Gigaflow stages (K).
+    #[arg(long, value_name = "K", default_value_t = hyflow::nic::gigaflow::DEFAULT_TABLES)]
+    nic_tables: usize,
+    /// Gigaflow partitioning: dp (disjoint partitioning), random, one-to-one.
+    #[arg(long, value_enum, default_value = "dp")]
+    partition: PartitionArg,
     /// No microflow cache.
     #[arg(long)]
     no_microflow: bool,
@@ -100,6 +110,24 @@ struct ReplayArgs {
     /// Print per-rule packet and byte counters, like `ovs-ofctl dump-flows`.
     #[arg(long)]
     rule_stats: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum NicArg {
+    /// One ternary stage of megaflows, offloaded while there is room (OVS).
+    Megaflow,
+    /// Gigaflow: sub-traversals in K tagged stages.
+    Gigaflow,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PartitionArg {
+    /// The paper's disjoint partitioning (dynamic program).
+    Dp,
+    /// Random cuts.
+    Random,
+    /// One lookup per stage.
+    OneToOne,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use hyflow::cache::Consistency;
 use hyflow::gen::{builtin, generate, generate_updates, TrafficConfig, UpdatesConfig};
+use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::report::outputs_json;
 use hyflow::openflow::update::read_updates_file;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
@@ -17,7 +18,7 @@ use hyflow::replay::{report_json, report_text, Replay};
 use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter, TraceReader};
 
-use crate::{ConsistencyArg, GenTrafficArgs, GenUpdatesArgs, ReplayArgs};
+use crate::{ConsistencyArg, GenTrafficArgs, GenUpdatesArgs, NicArg, PartitionArg, ReplayArgs};
 
 fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     if !(s.is_finite() && s >= 0.0) {
@@ -33,7 +34,23 @@ fn switch_config(a: &ReplayArgs) -> Result<SwitchConfig> {
         ConsistencyArg::Action => Consistency::Action,
     };
     let config = SwitchConfig {
-        nic: (!a.no_nic).then_some(NicConfig { entries: a.nic_entries, max_masks: a.nic_masks }),
+        nic: (!a.no_nic).then_some(match a.nic {
+            NicArg::Megaflow => NicConfig::Megaflow {
+                entries: a.nic_entries.unwrap_or(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES),
+                max_masks: a.nic_masks,
+            },
+            NicArg::Gigaflow => NicConfig::Gigaflow(GigaflowConfig {
+                tables: a.nic_tables,
+                entries: a.nic_entries.unwrap_or(hyflow::nic::gigaflow::DEFAULT_ENTRIES),
+                max_masks: a.nic_masks,
+                partition: match a.partition {
+                    PartitionArg::Dp => Partition::Disjoint,
+                    PartitionArg::Random => Partition::Random,
+                    PartitionArg::OneToOne => Partition::OneToOne,
+                },
+                seed: 1,
+            }),
+        }),
         microflow: (!a.no_microflow)
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
         megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),

@@ -8,6 +8,7 @@
 
 use serde_json::{json, Value};
 
+use crate::nic::gigaflow::Gigaflow;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{Update, When};
 use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
@@ -176,7 +177,9 @@ fn rate(part: u64, whole: u64) -> f64 {
 /// The per-layer report as one JSON object.
 pub fn report_json(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) -> Value {
     let s = sw.stats();
-    let nic = sw.nic().map(|n| &n.stage.stats);
+    let gf = sw.gigaflow();
+    let gf_totals = gf.map(|g| g.totals());
+    let nic = sw.nic().map(|n| &n.stage.stats).or(gf_totals.as_ref());
     let mf = sw.microflow();
     let mc = sw.megaflow();
     let (actions, paths) = sw.decision_tables();
@@ -195,8 +198,9 @@ pub fn report_json(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) ->
         "megaflow_hit_rate": rate(s.megaflow_hits, s.packets),
         "upcall_rate": rate(s.upcalls, s.packets),
         "nic_entries": nic.map_or(0, |n| n.peak),
-        "nic_entries_now": sw.nic().map_or(0, |n| n.stage.space().len()),
-        "nic_masks_now": sw.nic().map_or(0, |n| n.stage.space().n_masks()),
+        "nic_entries_now": sw.nic().map(|n| n.stage.space().len()).or(gf.map(|g| g.len())).unwrap_or(0),
+        "nic_masks_now": sw.nic().map(|n| n.stage.space().n_masks())
+            .or(gf.map(|g| g.stages.iter().map(|s| s.space().n_masks()).sum())).unwrap_or(0),
         "nic_installs": nic.map_or(0, |n| n.installs),
         "nic_refused": nic.map_or(0, |n| n.refused),
         "nic_expired": nic.map_or(0, |n| n.expired),
@@ -226,6 +230,34 @@ pub fn report_json(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) ->
         "controller": s.controller,
         "malformed": malformed.total(),
         "malformed_reasons": reasons,
+        "nic_scheme": if gf.is_some() { "gigaflow" } else if sw.nic().is_some() { "megaflow" } else { "none" },
+        "gigaflow": gf.map_or(Value::Null, gigaflow_json),
+    })
+}
+
+/// Gigaflow's own figures: per-stage entries, sharing, coverage, host time.
+fn gigaflow_json(g: &Gigaflow) -> Value {
+    let st = &g.stats;
+    let (sharing_mean, sharing_max) = g.sharing();
+    let per_upcall_us = |ns: u64, n: u64| if n == 0 { 0.0 } else { ns as f64 / n as f64 / 1e3 };
+    json!({
+        "tables": g.stages.len(),
+        "entries_per_table": g.config().entries,
+        "partition": g.config().partition.name(),
+        "stage_entries": g.stages.iter().map(|s| s.space().len()).collect::<Vec<_>>(),
+        "stage_peak": g.stages.iter().map(|s| s.stats.peak).collect::<Vec<_>>(),
+        "stage_hits": g.stages.iter().map(|s| s.stats.hits).collect::<Vec<_>>(),
+        "installed": st.installed,
+        "reused": st.reused,
+        "upcalls": st.upcalls,
+        "completed": st.completed,
+        "not_offloadable": st.not_offloadable,
+        "sharing_mean": sharing_mean,
+        "sharing_max": sharing_max,
+        "coverage": g.coverage(),
+        "install_us_per_upcall": per_upcall_us(st.install_ns, st.upcalls),
+        "retranslated": st.retranslated,
+        "revalidation_ms": st.revalidation_ns as f64 / 1e6,
     })
 }
 
@@ -248,19 +280,20 @@ pub fn report_text(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) ->
         format!("{name:<10} {n:>12} {:>7.2}% {entries:>9} {peak:>9} {inst:>9} {ev:>9} {exp:>9}\n", pct(n))
     };
     let off = || "off".to_string();
-    out.push_str(&match sw.nic() {
-        Some(n) => {
-            let st = &n.stage.stats;
-            row(
-                "nic",
-                s.nic_hits,
-                n.stage.space().len().to_string(),
-                st.peak.to_string(),
-                st.installs.to_string(),
-                st.revalidated.to_string(),
-                st.expired.to_string(),
-            )
-        }
+    let nic = sw
+        .nic()
+        .map(|n| (n.stage.space().len(), n.stage.stats))
+        .or(sw.gigaflow().map(|g| (g.len(), g.totals())));
+    out.push_str(&match nic {
+        Some((len, st)) => row(
+            "nic",
+            s.nic_hits,
+            len.to_string(),
+            st.peak.to_string(),
+            st.installs.to_string(),
+            st.revalidated.to_string(),
+            st.expired.to_string(),
+        ),
         None => row("nic", 0, off(), off(), off(), off(), off()),
     });
     out.push_str(&match sw.microflow() {
@@ -300,6 +333,23 @@ pub fn report_text(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) ->
         "action table {actions} lists, {paths} rule paths; controller (slow-path only) packets {}\n",
         s.controller
     ));
+    if let Some(g) = sw.gigaflow() {
+        let (mean, max) = g.sharing();
+        let entries: Vec<String> = g.stages.iter().map(|s| s.space().len().to_string()).collect();
+        out.push_str(&format!(
+            "gigaflow {}x{} ({}): entries per stage [{}], {} installed, {} reused, sharing {:.2} flows/entry (max {}), coverage {:.0} chains, {:.1} us per upcall to partition and install\n",
+            g.stages.len(),
+            g.config().entries,
+            g.config().partition.name(),
+            entries.join(", "),
+            g.stats.installed,
+            g.stats.reused,
+            mean,
+            max,
+            g.coverage(),
+            if g.stats.upcalls == 0 { 0.0 } else { g.stats.install_ns as f64 / g.stats.upcalls as f64 / 1e3 },
+        ));
+    }
     out.push_str(&format!("malformed packets {}", malformed.total()));
     if !malformed.by_reason.is_empty() {
         let parts: Vec<String> = malformed.by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use crate::cache::interner::ItemRef;
 use crate::cache::microflow::MicroflowConfigError;
 use crate::cache::{CachedFlow, Consistency, Decision, DecisionTables, MegaflowCache, MicroflowCache};
+use crate::nic::gigaflow::{Gigaflow, GigaflowConfig, Revalidation};
 use crate::nic::{MegaflowOffload, StageConfigError};
 use crate::openflow::datapath::execute;
 use crate::openflow::parser::FlowSpec;
@@ -33,13 +34,18 @@ pub const DEFAULT_MAX_IDLE_NS: u64 = 10_000_000_000;
 /// How often idle entries are swept (OVS's revalidator wakes about this often).
 const SWEEP_INTERVAL_NS: u64 = 500_000_000;
 
-/// The NIC's shape.
+/// The NIC's caching scheme and shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NicConfig {
-    /// Entries of the megaflow-offload stage.
-    pub entries: usize,
-    /// Distinct masks it supports.
-    pub max_masks: usize,
+pub enum NicConfig {
+    /// OVS-style megaflow offload: one ternary stage.
+    Megaflow {
+        /// Entries of the stage.
+        entries: usize,
+        /// Distinct masks it supports.
+        max_masks: usize,
+    },
+    /// Gigaflow: sub-traversals in K tagged stages.
+    Gigaflow(GigaflowConfig),
 }
 
 /// The microflow cache's shape.
@@ -71,7 +77,7 @@ pub struct SwitchConfig {
 impl Default for SwitchConfig {
     fn default() -> Self {
         SwitchConfig {
-            nic: Some(NicConfig {
+            nic: Some(NicConfig::Megaflow {
                 entries: crate::nic::DEFAULT_MEGAFLOW_ENTRIES,
                 max_masks: crate::nic::DEFAULT_MEGAFLOW_MASKS,
             }),
@@ -173,6 +179,8 @@ enum Verdict {
 enum Place {
     Nic,
     Megaflow,
+    /// A Gigaflow stage.
+    Gigaflow(u8),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -190,6 +198,9 @@ pub struct Switch {
     config: SwitchConfig,
     tables: DecisionTables,
     nic: Option<MegaflowOffload>,
+    gigaflow: Option<Gigaflow>,
+    /// Gigaflow entries a NIC hit used (reused per packet).
+    used: Vec<(u8, EntryId)>,
     microflow: Option<MicroflowCache>,
     megaflow: Option<MegaflowCache>,
     /// Rule updates applied so far; decisions are stamped with it.
@@ -207,7 +218,13 @@ pub struct Switch {
 impl Switch {
     /// A switch forwarding with `pipeline`.
     pub fn new(pipeline: Pipeline, config: SwitchConfig) -> Result<Switch, SwitchConfigError> {
-        let nic = config.nic.map(|n| MegaflowOffload::new(n.entries, n.max_masks)).transpose()?;
+        let (nic, gigaflow) = match config.nic {
+            Some(NicConfig::Megaflow { entries, max_masks }) => {
+                (Some(MegaflowOffload::new(entries, max_masks)?), None)
+            }
+            Some(NicConfig::Gigaflow(g)) => (None, Some(Gigaflow::new(g)?)),
+            None => (None, None),
+        };
         let microflow = config
             .microflow
             .map(|m| MicroflowCache::new(m.entries, m.ways, config.consistency))
@@ -217,15 +234,19 @@ impl Switch {
             Some(n) => Some(MegaflowCache::new(n)),
             None => None,
         };
+        let mut tr = Traversal::new();
+        tr.record_segments = gigaflow.is_some();
         Ok(Switch {
             pipeline,
             config,
             tables: DecisionTables::new(),
             nic,
+            gigaflow,
+            used: Vec::new(),
             microflow,
             megaflow,
             epoch: 0,
-            tr: Traversal::new(),
+            tr,
             changed: Vec::new(),
             selected: Vec::new(),
             pending: VecDeque::new(),
@@ -253,6 +274,11 @@ impl Switch {
     /// The NIC, if configured.
     pub fn nic(&self) -> Option<&MegaflowOffload> {
         self.nic.as_ref()
+    }
+
+    /// The Gigaflow NIC, if configured.
+    pub fn gigaflow(&self) -> Option<&Gigaflow> {
+        self.gigaflow.as_ref()
     }
 
     /// The microflow cache, if configured.
@@ -286,6 +312,21 @@ impl Switch {
                 return Layer::Nic;
             }
         }
+        if let Some(gf) = &mut self.gigaflow {
+            if gf.lookup(key, bytes, now_ns, outputs, &mut self.used) {
+                let mut stale = false;
+                for &(s, id) in &self.used {
+                    let e = &gf.stages[s as usize].space().entry(id).expect("hit entries live").data;
+                    self.pipeline.credit(self.tables.path_rules(e.path), bytes);
+                    stale |= e.pending_verdict != 0;
+                }
+                self.stats.nic_hits += 1;
+                if stale {
+                    self.count_stale(key, outputs);
+                }
+                return Layer::Nic;
+            }
+        }
         let hash = hash_key(key);
         if let Some(mf) = &mut self.microflow {
             if let Some(d) = mf.lookup(key, hash, &mut self.tables) {
@@ -316,11 +357,16 @@ impl Switch {
         execute(self.tables.actions.get(d.actions), key, outputs);
         self.pipeline.credit(self.tables.rules(d), bytes);
         if stale {
-            self.stats.stale += 1;
-            self.pipeline.process(key, &mut self.tr);
-            if self.tr.outputs != *outputs {
-                self.stats.stale_wrong += 1;
-            }
+            self.count_stale(key, outputs);
+        }
+    }
+
+    /// A packet an outdated entry forwarded: counted, and compared with the slow path.
+    fn count_stale(&mut self, key: &FlowKey, outputs: &[Output]) {
+        self.stats.stale += 1;
+        self.pipeline.process(key, &mut self.tr);
+        if self.tr.outputs != outputs {
+            self.stats.stale_wrong += 1;
         }
     }
 
@@ -333,6 +379,9 @@ impl Switch {
             // A controller action: OVS keeps such flows in the slow path.
             self.stats.controller += 1;
             return;
+        }
+        if let Some(gf) = &mut self.gigaflow {
+            gf.install(&self.tr, &mut self.tables, now_ns);
         }
         if self.nic.is_none() && self.microflow.is_none() && self.megaflow.is_none() {
             return;
@@ -375,7 +424,68 @@ impl Switch {
         }
         self.revalidate(Place::Nic, now_ns);
         self.revalidate(Place::Megaflow, now_ns);
+        self.revalidate_gigaflow(now_ns);
         n
+    }
+
+    /// Re-translates every Gigaflow entry the update may affect (Gigaflow §4.3.1).
+    fn revalidate_gigaflow(&mut self, now_ns: u64) {
+        let stages = self.gigaflow.as_ref().map_or(0, |g| g.stages.len());
+        for s in 0..stages {
+            let mut affected = std::mem::take(&mut self.selected);
+            affected.clear();
+            if let Some(gf) = &self.gigaflow {
+                let space = gf.stages[s].space();
+                affected.extend(space.ids().filter(|&id| {
+                    let e = space.entry(id).expect("listed entries live");
+                    gf.affected(&self.tables, e.tag, &e.data, &self.changed)
+                }));
+            }
+            for &id in &affected {
+                let Some(gf) = &mut self.gigaflow else { break };
+                let old_path = gf.stages[s].space().entry(id).expect("listed entries live").data.path;
+                self.stats.retranslations += 1;
+                let verdict = match gf.revalidate(&self.pipeline, s, id, &mut self.tables, &mut self.tr) {
+                    Revalidation::Keep(path) if path == old_path => {
+                        self.tables.paths.release(path);
+                        continue;
+                    }
+                    Revalidation::Keep(path) => Verdict::Keep(path),
+                    Revalidation::Evict => Verdict::Evict,
+                };
+                self.schedule_verdict(Place::Gigaflow(s as u8), id, verdict, now_ns);
+            }
+            self.selected = affected;
+        }
+    }
+
+    /// Applies a verdict now, or after the revalidation delay (the entry is stale meanwhile).
+    fn schedule_verdict(&mut self, place: Place, id: EntryId, verdict: Verdict, now_ns: u64) {
+        if self.config.revalidation_delay_ns == 0 {
+            self.apply_verdict(place, id, verdict);
+            return;
+        }
+        self.verdict_seq += 1;
+        let seq = self.verdict_seq;
+        if let Some((pending, _)) = self.verdict_slot(place, id) {
+            *pending = seq;
+        }
+        let due_ns = now_ns + self.config.revalidation_delay_ns;
+        self.pending.push_back(Pending { due_ns, place, id, seq, verdict });
+    }
+
+    /// The pending-verdict mark and the rule path of an entry, wherever it lives.
+    fn verdict_slot(&mut self, place: Place, id: EntryId) -> Option<(&mut u64, &mut ItemRef)> {
+        match place {
+            Place::Gigaflow(s) => {
+                let e = self.gigaflow.as_mut()?.stages.get_mut(s as usize)?.parts_mut().0.entry_mut(id)?;
+                Some((&mut e.data.pending_verdict, &mut e.data.path))
+            }
+            _ => {
+                let e = table(&mut self.nic, &mut self.megaflow, place)?.0.entry_mut(id)?;
+                Some((&mut e.data.pending_verdict, &mut e.data.decision.path))
+            }
+        }
     }
 
     /// Re-translates every entry of `place` whose path touches a changed outcome.
@@ -408,38 +518,41 @@ impl Switch {
             } else {
                 Verdict::Evict
             };
-            if self.config.revalidation_delay_ns == 0 {
-                self.apply_verdict(place, id, verdict);
-            } else {
-                self.verdict_seq += 1;
-                let seq = self.verdict_seq;
-                if let Some(e) = space.entry_mut(id) {
-                    e.data.pending_verdict = seq;
-                }
-                let due_ns = now_ns + self.config.revalidation_delay_ns;
-                self.pending.push_back(Pending { due_ns, place, id, seq, verdict });
-            }
+            self.schedule_verdict(place, id, verdict, now_ns);
         }
         self.selected = affected;
     }
 
     fn apply_verdict(&mut self, place: Place, id: EntryId, verdict: Verdict) {
-        let Some((space, stats)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
         match verdict {
-            Verdict::Evict => {
-                if let Some(e) = space.remove(id) {
-                    self.tables.release(e.data.decision);
-                    stats.revalidated += 1;
-                }
-            }
-            Verdict::Keep(path) => match space.entry_mut(id) {
-                Some(e) => {
-                    let old = std::mem::replace(&mut e.data.decision.path, path);
-                    e.data.pending_verdict = 0;
+            Verdict::Evict => self.evict(place, id, |stats| stats.revalidated += 1),
+            Verdict::Keep(path) => match self.verdict_slot(place, id) {
+                Some((pending, p)) => {
+                    *pending = 0;
+                    let old = std::mem::replace(p, path);
                     self.tables.paths.release(old);
                 }
                 None => self.tables.paths.release(path),
             },
+        }
+    }
+
+    /// Removes an entry, releasing what it held; `count` books it in its table's counters.
+    fn evict(&mut self, place: Place, id: EntryId, count: impl FnOnce(&mut FlowTableStats)) {
+        if let Place::Gigaflow(s) = place {
+            let Some(gf) = &mut self.gigaflow else { return };
+            let Some(stage) = gf.stages.get_mut(s as usize) else { return };
+            let (space, stats) = stage.parts_mut();
+            if let Some(e) = space.remove(id) {
+                count(stats);
+                gf.release(&e.data, &mut self.tables);
+            }
+            return;
+        }
+        let Some((space, stats)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
+        if let Some(e) = space.remove(id) {
+            self.tables.release(e.data.decision);
+            count(stats);
         }
     }
 
@@ -450,12 +563,10 @@ impl Switch {
                 break;
             }
             self.pending.pop_front();
-            let current = table(&mut self.nic, &mut self.megaflow, p.place)
-                .and_then(|(space, _)| space.entry_mut(p.id))
-                .filter(|e| e.data.pending_verdict == p.seq);
+            let current = self.verdict_slot(p.place, p.id).filter(|(pending, _)| **pending == p.seq);
             match (current, p.verdict) {
-                (Some(e), _) => {
-                    e.data.pending_verdict = 0;
+                (Some((pending, _)), _) => {
+                    *pending = 0;
                     self.apply_verdict(p.place, p.id, p.verdict);
                 }
                 // Superseded by a newer verdict, or the entry is gone.
@@ -466,7 +577,11 @@ impl Switch {
         if now_ns >= self.next_sweep_ns {
             self.next_sweep_ns = now_ns + SWEEP_INTERVAL_NS.min(self.config.max_idle_ns.max(1));
             if self.config.max_idle_ns > 0 {
-                for place in [Place::Nic, Place::Megaflow] {
+                let stages = self.gigaflow.as_ref().map_or(0, |g| g.stages.len());
+                for place in [Place::Nic, Place::Megaflow]
+                    .into_iter()
+                    .chain((0..stages).map(|s| Place::Gigaflow(s as u8)))
+                {
                     self.expire(place, now_ns);
                 }
             }
@@ -474,19 +589,32 @@ impl Switch {
     }
 
     fn expire(&mut self, place: Place, now_ns: u64) {
-        let Some((space, stats)) = table(&mut self.nic, &mut self.megaflow, place) else { return };
         let max_idle = self.config.max_idle_ns;
-        self.selected.clear();
-        self.selected.extend(space.ids().filter(|&id| {
-            let e = space.entry(id).expect("listed entries live");
-            now_ns.saturating_sub(e.stats.last_hit_ns) > max_idle
-        }));
-        for &id in &self.selected {
-            if let Some(e) = space.remove(id) {
-                self.tables.release(e.data.decision);
-                stats.expired += 1;
+        let idle =
+            |stats: &crate::tuple_space::EntryStats| now_ns.saturating_sub(stats.last_hit_ns) > max_idle;
+        let mut selected = std::mem::take(&mut self.selected);
+        selected.clear();
+        match place {
+            Place::Gigaflow(s) => {
+                if let Some(stage) = self.gigaflow.as_ref().and_then(|g| g.stages.get(s as usize)) {
+                    let space = stage.space();
+                    selected.extend(
+                        space.ids().filter(|&id| idle(&space.entry(id).expect("listed entries live").stats)),
+                    );
+                }
+            }
+            _ => {
+                if let Some((space, _)) = table(&mut self.nic, &mut self.megaflow, place) {
+                    selected.extend(
+                        space.ids().filter(|&id| idle(&space.entry(id).expect("listed entries live").stats)),
+                    );
+                }
             }
         }
+        for &id in &selected {
+            self.evict(place, id, |stats| stats.expired += 1);
+        }
+        self.selected = selected;
     }
 }
 
@@ -498,5 +626,6 @@ fn table<'a>(
     match place {
         Place::Nic => nic.as_mut().map(|n| n.stage.parts_mut()),
         Place::Megaflow => megaflow.as_mut().map(|m| (&mut m.space, &mut m.stats)),
+        Place::Gigaflow(_) => None,
     }
 }

@@ -260,6 +260,22 @@ impl<T> TupleSpace<T> {
         if self.until_rank == 0 {
             self.rank();
         }
+        let (id, sti) = self.best(key, tag)?;
+        self.subtables[sti as usize].hits += 1;
+        let e = self.entries[id as usize].as_mut().expect("indexed entries live");
+        e.stats.packets += 1;
+        e.stats.bytes += bytes;
+        e.stats.last_hit_ns = now_ns;
+        Some(id)
+    }
+
+    /// What [`TupleSpace::lookup`] would return, without counting anything.
+    pub fn peek(&self, key: &FlowKey, tag: u32) -> Option<EntryId> {
+        self.best(key, tag).map(|(id, _)| id)
+    }
+
+    #[inline]
+    fn best(&self, key: &FlowKey, tag: u32) -> Option<(EntryId, u32)> {
         let entries = &self.entries;
         let mut best: Option<(EntryId, u32, u32)> = None;
         for &sti in &self.order {
@@ -286,13 +302,7 @@ impl<T> TupleSpace<T> {
                 }
             }
         }
-        let (id, _, sti) = best?;
-        self.subtables[sti as usize].hits += 1;
-        let e = self.entries[id as usize].as_mut().expect("indexed entries live");
-        e.stats.packets += 1;
-        e.stats.bytes += bytes;
-        e.stats.last_hit_ns = now_ns;
-        Some(id)
+        best.map(|(id, _, sti)| (id, sti))
     }
 
     /// [`TupleSpace::lookup`], also counting the hit or miss in a table's `stats`.

@@ -11,6 +11,7 @@ mod common;
 
 use common::{arb_packet, arb_pipeline, arb_rule};
 use hyflow::cache::Consistency;
+use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::traversal::Output;
 use hyflow::openflow::update::parse_updates;
 use hyflow::openflow::{parse_flows, Pipeline};
@@ -81,7 +82,7 @@ fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchCo
 fn configs() -> Vec<(&'static str, SwitchConfig)> {
     let full = SwitchConfig::default();
     let tiny = SwitchConfig {
-        nic: Some(NicConfig { entries: 3, max_masks: 2 }),
+        nic: Some(NicConfig::Megaflow { entries: 3, max_masks: 2 }),
         microflow: Some(MicroflowConfig { entries: 4, ways: 2 }),
         megaflow: Some(5),
         max_idle_ns: 20_000_000,
@@ -97,6 +98,45 @@ fn configs() -> Vec<(&'static str, SwitchConfig)> {
             SwitchConfig { microflow: Some(MicroflowConfig { entries: 16, ways: 4 }), ..none },
         ),
         ("megaflow only", SwitchConfig { megaflow: full.megaflow, ..none }),
+        (
+            "gigaflow dp, all layers",
+            SwitchConfig { nic: Some(NicConfig::Gigaflow(GigaflowConfig::default())), ..full },
+        ),
+        (
+            "gigaflow dp, 2 tiny stages, short max-idle, nic only",
+            SwitchConfig {
+                nic: Some(NicConfig::Gigaflow(GigaflowConfig {
+                    tables: 2,
+                    entries: 3,
+                    max_masks: 2,
+                    ..GigaflowConfig::default()
+                })),
+                max_idle_ns: 20_000_000,
+                ..none
+            },
+        ),
+        (
+            "gigaflow random, nic only",
+            SwitchConfig {
+                nic: Some(NicConfig::Gigaflow(GigaflowConfig {
+                    partition: Partition::Random,
+                    ..GigaflowConfig::default()
+                })),
+                ..none
+            },
+        ),
+        (
+            "gigaflow one-to-one, 3 stages, nic + microflow",
+            SwitchConfig {
+                nic: Some(NicConfig::Gigaflow(GigaflowConfig {
+                    tables: 3,
+                    partition: Partition::OneToOne,
+                    ..GigaflowConfig::default()
+                })),
+                microflow: Some(MicroflowConfig { entries: 8, ways: 1 }),
+                ..none
+            },
+        ),
         (
             "microflow + megaflow, direct",
             SwitchConfig {

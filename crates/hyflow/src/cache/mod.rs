@@ -92,7 +92,12 @@ impl DecisionTables {
 
     /// The rules a decision credits, in lookup order.
     pub fn rules(&self, d: Decision) -> impl Iterator<Item = u32> + '_ {
-        self.paths.get(d.path).iter().filter_map(|o| o.as_rule())
+        self.path_rules(d.path)
+    }
+
+    /// The rules on an interned path, in lookup order.
+    pub fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = u32> + '_ {
+        self.paths.get(path).iter().filter_map(|o| o.as_rule())
     }
 }
 

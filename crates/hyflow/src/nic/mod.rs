@@ -6,6 +6,7 @@
 //! stage, every new megaflow offloaded while there is room. Gigaflow's K tagged stages,
 //! Elixir's exact-match areas and FlexNIC's steering are further schemes over the same stages.
 
+pub mod gigaflow;
 pub mod stage;
 
 pub use stage::{MatchKind, Refused, Stage, StageConfig, StageConfigError};

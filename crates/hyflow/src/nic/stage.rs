@@ -91,6 +91,11 @@ impl<T> Stage<T> {
         self.space.lookup_counted(key, tag, bytes, now_ns, &mut self.stats)
     }
 
+    /// Whether another entry fits (masks aside).
+    pub fn has_room(&self) -> bool {
+        self.space.len() < self.config.capacity
+    }
+
     /// Installs an entry if the hardware has room for it.
     pub fn install(
         &mut self,

@@ -1,0 +1,645 @@
+//! Gigaflow (Zulfiqar et al., ASPLOS '25): sub-traversals of the pipeline cached in K tagged
+//! NIC stages with Longest Traversal Match (LTM).
+//!
+//! **Lookup.** A packet starts with the initial tag and its own headers as NIC state (the
+//! pipeline's registers and metadata zero). The stages are visited in order; in each, the
+//! highest-priority entry whose tag equals the packet's and whose masked fields match its
+//! state applies: its outputs are emitted (held back), its overlay rewrites the state
+//! (headers, registers, metadata — pipeline state travels as NIC metadata), and the tag
+//! becomes the entry's next tag. A stage without a match is skipped. The packet is a NIC hit
+//! when the tag reaches END; otherwise it goes to the host with its original headers and the
+//! held-back outputs are dropped. Priority is the sub-traversal's length; between equal
+//! lengths the first found in the stage's subtable order wins — both describe the same
+//! lookups of the same pipeline from the same point, so they act identically.
+//!
+//! **Tags** are [`LookupPoint`]s interned to numbers: a table, plus what makes resuming there
+//! exact — a `resubmit`'s input port, the nesting, and the action lists still to run after
+//! the hit rule (a `resubmit` returns; `goto_table` does not, so goto-only pipelines have
+//! plain table tags). A traversal that revisits a table through `resubmit` thus gets
+//! different tags for the two visits whenever what follows differs, and never confuses them.
+//!
+//! **Install.** On an upcall the traversal is walked through the stages as the NIC would
+//! walk it, following the entries that already cover it (they are reused, not duplicated);
+//! where the walk finds no entry, the rest of the traversal is partitioned over the stages
+//! that still have room and the first sub-traversal of the partition is installed, and so on.
+//! Partitioning ([`Partition`]): the paper's disjoint partitioning (a dynamic program that
+//! maximises the summed length of sub-traversals whose tables' match fields are coupled, §4.2.2),
+//! random cuts, or one lookup per stage.
+//!
+//! **Soundness.** Entries are [`SubTraversal`]s, each sound for every state it matches (see
+//! [`crate::openflow::segment`]), so any chain of them is. Traversals longer than
+//! `MAX_RESUBMITS / K` lookups stay in the slow path, so no chain can reach OVS's lookup
+//! limit; translation limits and controller actions are never offloaded. Unlike the
+//! published artifact, entries are revalidated after rule updates and expire when idle.
+
+use hashbrown::HashMap;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use super::stage::{MatchKind, Refused, Stage, StageConfig, StageConfigError};
+use crate::cache::interner::{Interner, ItemRef};
+use crate::cache::DecisionTables;
+use crate::openflow::pipeline::MAX_RESUBMITS;
+use crate::openflow::segment::{
+    segmentable, step_mask, sub_traversal, Overlay, SegmentEffects, SubTraversal,
+};
+use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
+use crate::openflow::Pipeline;
+use crate::packet::field::FIELDS;
+use crate::packet::{FlowKey, FlowMask};
+use crate::tuple_space::{EntryId, FlowTableStats};
+
+/// Default number of Gigaflow stages (the paper's 4 × 8K configuration).
+pub const DEFAULT_TABLES: usize = 4;
+/// Default entries per stage.
+pub const DEFAULT_ENTRIES: usize = 8192;
+/// Default distinct masks per stage.
+pub const DEFAULT_MASKS: usize = 512;
+/// The tag every packet starts with.
+pub const INITIAL_TAG: u32 = 0;
+/// The tag that means "translation complete".
+pub const END_TAG: u32 = u32::MAX;
+
+/// How a traversal is cut into sub-traversals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Partition {
+    /// Disjoint partitioning, the paper's dynamic program.
+    #[default]
+    Disjoint,
+    /// Uniformly random cuts (the paper's RND baseline).
+    Random,
+    /// One lookup per stage, the last available stage taking the rest (the paper's 1-1).
+    OneToOne,
+}
+
+impl Partition {
+    /// Name as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Partition::Disjoint => "dp",
+            Partition::Random => "random",
+            Partition::OneToOne => "one-to-one",
+        }
+    }
+}
+
+/// Shape of the Gigaflow NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GigaflowConfig {
+    /// Stages (K).
+    pub tables: usize,
+    /// Entries per stage.
+    pub entries: usize,
+    /// Distinct masks per stage.
+    pub max_masks: usize,
+    /// Partitioning scheme.
+    pub partition: Partition,
+    /// Seed of the random partitioning.
+    pub seed: u64,
+}
+
+impl Default for GigaflowConfig {
+    fn default() -> Self {
+        GigaflowConfig {
+            tables: DEFAULT_TABLES,
+            entries: DEFAULT_ENTRIES,
+            max_masks: DEFAULT_MASKS,
+            partition: Partition::Disjoint,
+            seed: 1,
+        }
+    }
+}
+
+/// One step of an entry's effects, interned so that entries with equal effects share them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Effect {
+    /// Emit the packet: the state under this overlay, packet fields only.
+    Output(u32, Overlay),
+    /// The state for the next stage (always last).
+    Exit(Overlay),
+}
+
+/// What a Gigaflow entry holds.
+#[derive(Clone, Copy, Debug)]
+pub struct SubTraversalEntry {
+    /// The state its sub-traversal started from: revalidation re-translates it.
+    pub rep: FlowKey,
+    /// Lookups it covers (also its LTM priority).
+    pub len: u32,
+    /// Its effects, in [`Gigaflow::effects`].
+    pub effects: ItemRef,
+    /// Tag after it, or [`END_TAG`].
+    pub next: u32,
+    /// Its lookup outcomes, in the decision tables' path table (rules to credit).
+    pub path: ItemRef,
+    /// Non-zero while a revalidation verdict on it is pending (it is known outdated).
+    pub pending_verdict: u64,
+    /// Upcalls whose traversal it served (installed or reused): sub-traversal sharing.
+    pub flows: u32,
+}
+
+/// Counters of the Gigaflow NIC beyond the per-stage ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GigaflowStats {
+    /// Upcalls offered for installation.
+    pub upcalls: u64,
+    /// Upcalls after which the NIC holds a complete chain for the packet.
+    pub completed: u64,
+    /// Upcalls whose traversal was not offloadable (limits, controller, too long).
+    pub not_offloadable: u64,
+    /// Entries installed.
+    pub installed: u64,
+    /// Existing entries a new traversal followed instead of installing its own.
+    pub reused: u64,
+    /// Nanoseconds of wall-clock time spent partitioning and generating rules (host timing:
+    /// reported, never part of a decision).
+    pub install_ns: u64,
+    /// Entries re-translated by revalidation, and nanoseconds spent doing it.
+    pub retranslated: u64,
+    /// Wall-clock nanoseconds of revalidation.
+    pub revalidation_ns: u64,
+    /// Most entries held at once, over all stages.
+    pub peak: usize,
+}
+
+/// Lookup points by tag.
+#[derive(Default)]
+struct Tags {
+    ids: HashMap<LookupPoint, u32>,
+    points: Vec<LookupPoint>,
+}
+
+impl Tags {
+    fn intern(&mut self, p: &LookupPoint) -> u32 {
+        if let Some(&t) = self.ids.get(p) {
+            return t;
+        }
+        let t = self.points.len() as u32;
+        self.points.push(p.clone());
+        self.ids.insert(p.clone(), t);
+        t
+    }
+
+    fn get(&self, p: &LookupPoint) -> Option<u32> {
+        self.ids.get(p).copied()
+    }
+}
+
+/// The Gigaflow NIC: K LTM stages.
+pub struct Gigaflow {
+    /// The stages, visited in order.
+    pub stages: Vec<Stage<SubTraversalEntry>>,
+    /// Effects of entries, deduplicated.
+    pub effects: Interner<Effect>,
+    tags: Tags,
+    config: GigaflowConfig,
+    rng: StdRng,
+    /// Counters.
+    pub stats: GigaflowStats,
+    scratch: Vec<Effect>,
+    fields: Vec<u128>,
+}
+
+/// Why an entry did not survive revalidation, or the path it keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Revalidation {
+    /// Same effects and next tag, needing no bit the entry ignores: keep, with this path.
+    Keep(ItemRef),
+    /// Remove.
+    Evict,
+}
+
+impl Gigaflow {
+    /// A Gigaflow NIC of `config.tables` stages.
+    pub fn new(config: GigaflowConfig) -> Result<Gigaflow, StageConfigError> {
+        if config.tables == 0 {
+            return Err(StageConfigError::Empty("gigaflow".to_string()));
+        }
+        let stages = (0..config.tables)
+            .map(|i| {
+                Stage::new(StageConfig {
+                    name: format!("gigaflow{i}"),
+                    kind: MatchKind::Ternary,
+                    capacity: config.entries,
+                    max_masks: config.max_masks,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tags = Tags::default();
+        tags.intern(&LookupPoint::initial());
+        Ok(Gigaflow {
+            stages,
+            effects: Interner::new(),
+            tags,
+            config,
+            rng: StdRng::seed_from_u64(config.seed),
+            stats: GigaflowStats::default(),
+            scratch: Vec::new(),
+            fields: Vec::new(),
+        })
+    }
+
+    /// Its shape.
+    pub fn config(&self) -> &GigaflowConfig {
+        &self.config
+    }
+
+    /// The lookup point behind a tag.
+    pub fn point(&self, tag: u32) -> Option<&LookupPoint> {
+        self.tags.points.get(tag as usize)
+    }
+
+    /// Entries in all stages.
+    pub fn len(&self) -> usize {
+        self.stages.iter().map(|s| s.space().len()).sum()
+    }
+
+    /// Whether no stage holds an entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Runs a packet through the stages (see the module notes). On a hit, `outputs` holds
+    /// the copies that leave and `used` the entries that applied, stage by stage; on a miss
+    /// both are empty. Counts hits on the entries that matched.
+    pub fn lookup(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        outputs: &mut Vec<Output>,
+        used: &mut Vec<(u8, EntryId)>,
+    ) -> bool {
+        outputs.clear();
+        used.clear();
+        let mut state = *key;
+        let mut tag = INITIAL_TAG;
+        for (s, stage) in self.stages.iter_mut().enumerate() {
+            let Some(id) = stage.lookup(&state, tag, bytes, now_ns) else { continue };
+            let e = &stage.space().entry(id).expect("hit entries live").data;
+            state = apply(self.effects.get(e.effects), &state, outputs);
+            tag = e.next;
+            used.push((s as u8, id));
+            if tag == END_TAG {
+                return true;
+            }
+        }
+        outputs.clear();
+        used.clear();
+        false
+    }
+
+    /// Offloads a slow-path traversal (recorded with `record_segments`): follows the entries
+    /// that already cover it and installs sub-traversals where none does, while stages have
+    /// room. Returns whether the NIC now holds a complete chain for the packet. Installed
+    /// entries take their own references on `tables`' path table.
+    pub fn install(&mut self, tr: &Traversal, tables: &mut DecisionTables, now_ns: u64) -> bool {
+        let started = std::time::Instant::now();
+        self.stats.upcalls += 1;
+        let n = tr.steps.len();
+        if segmentable(tr).is_err() || n == 0 || n > MAX_RESUBMITS as usize / self.stages.len() {
+            self.stats.not_offloadable += 1;
+            return false;
+        }
+        self.fields.clear();
+        self.fields.extend((0..n).map(|k| field_set(&step_mask(tr, k))));
+        let (mut i, mut tag) = (0, INITIAL_TAG);
+        for s in 0..self.stages.len() {
+            if tag == END_TAG || i >= n {
+                break;
+            }
+            let state = tr.state_at(i);
+            if let Some(id) = self.stages[s].space().peek(&state, tag) {
+                let e = &mut self.stages[s].parts_mut().0.entry_mut(id).expect("found entries live").data;
+                // An entry awaiting a revalidation verdict may be outdated: nothing to build on.
+                // (A sound one always agrees with the traversal.)
+                let end = i + e.len as usize;
+                if e.pending_verdict != 0 || end > n || (end == n) != (e.next == END_TAG) {
+                    break;
+                }
+                e.flows += 1;
+                i = end;
+                tag = e.next;
+                self.stats.reused += 1;
+                continue;
+            }
+            if !self.stages[s].has_room() {
+                continue;
+            }
+            let avail = (s..self.stages.len()).filter(|&t| self.stages[t].has_room()).count();
+            let fields = std::mem::take(&mut self.fields);
+            let len = self.first_segment(&fields[i..n], avail);
+            self.fields = fields;
+            let Ok(st) = sub_traversal(tr, i, len) else { break };
+            match self.install_segment(s, &st, &state, tables, now_ns) {
+                Ok(next) => {
+                    i += len;
+                    tag = next;
+                }
+                Err(_) => continue,
+            }
+        }
+        self.stats.install_ns += started.elapsed().as_nanos() as u64;
+        let complete = tag == END_TAG;
+        self.stats.completed += complete as u64;
+        complete
+    }
+
+    fn install_segment(
+        &mut self,
+        s: usize,
+        st: &SubTraversal,
+        rep: &FlowKey,
+        tables: &mut DecisionTables,
+        now_ns: u64,
+    ) -> Result<u32, Refused> {
+        let tag = self.tags.intern(&st.point);
+        let next = st.effects.next.as_ref().map_or(END_TAG, |p| self.tags.intern(p));
+        effect_list(&st.effects, &mut self.scratch);
+        let (effects, _) = self.effects.intern(&self.scratch);
+        let (path, _) = tables.paths.intern(&st.outcomes);
+        let data = SubTraversalEntry {
+            rep: *rep,
+            len: st.len as u32,
+            effects,
+            next,
+            path,
+            pending_verdict: 0,
+            flows: 1,
+        };
+        match self.stages[s].install(&st.matcher, tag, st.len as u32, data, now_ns) {
+            Ok(_) => {
+                self.stats.installed += 1;
+                self.stats.peak = self.stats.peak.max(self.len());
+                Ok(next)
+            }
+            Err(r) => {
+                self.effects.release(effects);
+                tables.paths.release(path);
+                Err(r)
+            }
+        }
+    }
+
+    /// Length of the first sub-traversal when `fields` (match fields per remaining lookup)
+    /// are cut into at most `avail` pieces.
+    fn first_segment(&mut self, fields: &[u128], avail: usize) -> usize {
+        let n = fields.len();
+        match self.config.partition {
+            Partition::Disjoint => disjoint_partition(fields, avail)[0],
+            Partition::Random => {
+                let pieces = self.rng.random_range(1..=avail.min(n));
+                if pieces == 1 {
+                    return n;
+                }
+                // The first cut of `pieces - 1` distinct cuts among the n - 1 gaps.
+                let mut cuts: Vec<usize> = (1..n).collect();
+                for k in 0..pieces - 1 {
+                    let j = self.rng.random_range(k..cuts.len());
+                    cuts.swap(k, j);
+                }
+                cuts[..pieces - 1].iter().copied().min().unwrap_or(n)
+            }
+            Partition::OneToOne => {
+                if avail <= 1 {
+                    n
+                } else {
+                    1
+                }
+            }
+        }
+    }
+
+    /// Re-translates entry `id` of stage `s` under the current rules (Gigaflow §4.3.1: from
+    /// its tag, on its parent flow, for its length — or to the end, for an entry that ends
+    /// translation). Kept when the effects and next tag are the same and the new rule needs
+    /// no bit the entry ignores.
+    pub fn revalidate(
+        &mut self,
+        pipeline: &Pipeline,
+        s: usize,
+        id: EntryId,
+        tables: &mut DecisionTables,
+        tr: &mut Traversal,
+    ) -> Revalidation {
+        let started = std::time::Instant::now();
+        self.stats.retranslated += 1;
+        let verdict = self.retranslate(pipeline, s, id, tables, tr);
+        self.stats.revalidation_ns += started.elapsed().as_nanos() as u64;
+        verdict
+    }
+
+    fn retranslate(
+        &mut self,
+        pipeline: &Pipeline,
+        s: usize,
+        id: EntryId,
+        tables: &mut DecisionTables,
+        tr: &mut Traversal,
+    ) -> Revalidation {
+        let space = self.stages[s].space();
+        let Some(e) = space.entry(id) else { return Revalidation::Evict };
+        let (data, tag) = (e.data, e.tag);
+        let Some(old) = space.matcher(id) else { return Revalidation::Evict };
+        let Some(point) = self.tags.points.get(tag as usize) else { return Revalidation::Evict };
+        tr.record_segments = true;
+        // An entry that ends translation promises only its outputs: re-translate to the end,
+        // however many lookups that now takes (its length stays its LTM priority). Any other
+        // entry promises the next point after exactly its lookups.
+        let ends = data.next == END_TAG;
+        let budget = if ends { MAX_RESUBMITS as usize / self.stages.len() + 1 } else { data.len as usize };
+        pipeline.run_from(point, &data.rep, budget, tr);
+        let ran = tr.steps.len();
+        if (ends && tr.stopped_at.is_some()) || (!ends && ran != data.len as usize) {
+            return Revalidation::Evict;
+        }
+        let Ok(st) = sub_traversal(tr, 0, ran) else { return Revalidation::Evict };
+        let next = match &st.effects.next {
+            None => Some(END_TAG),
+            Some(p) => self.tags.get(p),
+        };
+        effect_list(&st.effects, &mut self.scratch);
+        if next != Some(data.next)
+            || self.effects.get(data.effects) != &self.scratch[..]
+            || !st.matcher.mask.is_subset_of(&old.mask)
+        {
+            return Revalidation::Evict;
+        }
+        Revalidation::Keep(tables.paths.intern(&st.outcomes).0)
+    }
+
+    /// Whether an update that changed `changed` (sorted) may affect entry data `e` with tag
+    /// `tag`: a lookup on its path, or a rule whose remaining actions its tag resumes.
+    pub fn affected(
+        &self,
+        tables: &DecisionTables,
+        tag: u32,
+        e: &SubTraversalEntry,
+        changed: &[LookupRef],
+    ) -> bool {
+        let on_path = tables.paths.get(e.path).iter().any(|o| changed.binary_search(o).is_ok());
+        on_path
+            || self.tags.points.get(tag as usize).is_some_and(|p| {
+                p.continuation.iter().any(|r| changed.binary_search(&LookupRef::rule(r.rule)).is_ok())
+            })
+    }
+
+    /// Releases what a removed entry held.
+    pub fn release(&mut self, e: &SubTraversalEntry, tables: &mut DecisionTables) {
+        self.effects.release(e.effects);
+        tables.paths.release(e.path);
+    }
+
+    /// Counters of all stages together (peak: most entries held at once).
+    pub fn totals(&self) -> FlowTableStats {
+        let mut t = FlowTableStats::default();
+        for s in &self.stages {
+            t.hits += s.stats.hits;
+            t.misses += s.stats.misses;
+            t.installs += s.stats.installs;
+            t.refused += s.stats.refused;
+            t.expired += s.stats.expired;
+            t.revalidated += s.stats.revalidated;
+        }
+        t.peak = self.stats.peak;
+        t
+    }
+
+    /// Sub-traversal sharing over the entries held now: mean and largest number of upcalls'
+    /// traversals each entry served.
+    pub fn sharing(&self) -> (f64, u32) {
+        let flows = self
+            .stages
+            .iter()
+            .flat_map(|s| s.space().ids().map(move |id| s.space().entry(id).map_or(0, |e| e.data.flows)));
+        let (n, sum, max) =
+            flows.fold((0u64, 0u64, 0u32), |(n, sum, max), f| (n + 1, sum + f as u64, max.max(f)));
+        (if n == 0 { 0.0 } else { sum as f64 / n as f64 }, max)
+    }
+
+    /// Rule-space coverage: the number of distinct complete chains of entries the NIC can
+    /// walk — from the initial tag, through tag-linked entries in increasing stages, to END.
+    /// (An upper bound on the distinct traversals it serves: a longer entry can shadow a
+    /// chain.) Megaflow's equivalent is its number of entries.
+    pub fn coverage(&self) -> f64 {
+        // chains[s][tag]: complete chains from `tag` using stages s.. (memoised backwards).
+        let k = self.stages.len();
+        let mut from: Vec<HashMap<u32, f64>> = vec![HashMap::new(); k + 1];
+        for s in (0..k).rev() {
+            let mut here: HashMap<u32, f64> = from[s + 1].clone();
+            for id in self.stages[s].space().ids() {
+                let e = self.stages[s].space().entry(id).expect("listed entries live");
+                let tail = if e.data.next == END_TAG {
+                    1.0
+                } else {
+                    from[s + 1].get(&e.data.next).copied().unwrap_or(0.0)
+                };
+                *here.entry(e.tag).or_insert(0.0) += tail;
+            }
+            from[s] = here;
+        }
+        from[0].get(&INITIAL_TAG).copied().unwrap_or(0.0)
+    }
+}
+
+/// Runs effects on `state`: outputs appended, the state for the next stage returned.
+#[inline]
+fn apply(effects: &[Effect], state: &FlowKey, outputs: &mut Vec<Output>) -> FlowKey {
+    let mut next = *state;
+    for e in effects {
+        match e {
+            Effect::Output(port, ov) => {
+                outputs.push(Output { port: *port, packet: ov.apply(state).masked(FlowMask::packet_state()) })
+            }
+            Effect::Exit(ov) => next = ov.apply(state),
+        }
+    }
+    next
+}
+
+fn effect_list(e: &SegmentEffects, out: &mut Vec<Effect>) {
+    out.clear();
+    out.extend(e.outputs.iter().map(|(p, ov)| Effect::Output(*p, *ov)));
+    out.push(Effect::Exit(e.exit));
+}
+
+/// The fields a mask touches, one bit per entry of the field table.
+fn field_set(mask: &FlowMask) -> u128 {
+    FIELDS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask.get(crate::packet::FieldId(*i as u8)) != 0)
+        .fold(0u128, |acc, (i, _)| acc | 1 << i)
+}
+
+/// The paper's disjoint partitioning (§4.2.2): cut lookups with match-field sets `fields`
+/// into at most `max_pieces` contiguous sub-traversals maximising the summed length of those
+/// that cross no disjoint boundary (adjacent lookups whose non-empty field sets share no
+/// field); among equal scores the fewest pieces, then the earliest cuts. Returns the lengths.
+pub fn disjoint_partition(fields: &[u128], max_pieces: usize) -> Vec<usize> {
+    let n = fields.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let max_pieces = max_pieces.clamp(1, n);
+    // prefix[g]: disjoint gaps among gaps 1..=g (gap g lies between lookups g - 1 and g).
+    let mut prefix = vec![0usize; n];
+    for g in 1..n {
+        let (a, b) = (fields[g - 1], fields[g]);
+        prefix[g] = prefix[g - 1] + (a != 0 && b != 0 && a & b == 0) as usize;
+    }
+    // Lookups a..b hold gaps a+1..=b-1.
+    let score = |a: usize, b: usize| if b < a + 2 || prefix[b - 1] == prefix[a] { b - a } else { 0 };
+    const NONE: i64 = i64::MIN;
+    // best[m][j]: best score of the first j lookups in exactly m pieces; cut[m][j]: last cut.
+    let mut best = vec![vec![NONE; n + 1]; max_pieces + 1];
+    let mut cut = vec![vec![0usize; n + 1]; max_pieces + 1];
+    best[0][0] = 0;
+    for m in 1..=max_pieces {
+        for j in m..=n {
+            for i in (m - 1)..j {
+                if best[m - 1][i] == NONE {
+                    continue;
+                }
+                let v = best[m - 1][i] + score(i, j) as i64;
+                if v > best[m][j] {
+                    best[m][j] = v;
+                    cut[m][j] = i;
+                }
+            }
+        }
+    }
+    let m = (1..=max_pieces).fold(1, |bm, m| if best[m][n] > best[bm][n] { m } else { bm });
+    let mut lens = Vec::with_capacity(m);
+    let (mut j, mut m) = (n, m);
+    while m > 0 {
+        let i = cut[m][j];
+        lens.push(j - i);
+        j = i;
+        m -= 1;
+    }
+    lens.reverse();
+    lens
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disjoint_partition_cuts_at_disjoint_boundaries() {
+        // eth, eth, ip, ip, tcp: boundaries after lookup 2 and 4 are disjoint.
+        let (eth, ip, tcp) = (0b001u128, 0b010, 0b100);
+        assert_eq!(disjoint_partition(&[eth, eth, ip, ip, tcp], 4), vec![2, 2, 1]);
+        assert_eq!(disjoint_partition(&[eth, eth, ip, ip, tcp], 3), vec![2, 2, 1]);
+        // Two pieces: one must cross a boundary; the best keeps the longer coupled run whole.
+        assert_eq!(disjoint_partition(&[eth, eth, ip, ip, ip, tcp], 2).iter().sum::<usize>(), 6);
+        assert_eq!(disjoint_partition(&[eth, eth, ip, ip, ip, tcp], 2), vec![2, 4]);
+        // Coupled all along: one piece, however many are allowed.
+        assert_eq!(disjoint_partition(&[eth | ip, ip | tcp, tcp], 4), vec![3]);
+        // Empty field sets couple with anything.
+        assert_eq!(disjoint_partition(&[eth, 0, eth], 3), vec![3]);
+        assert_eq!(disjoint_partition(&[eth], 1), vec![1]);
+        assert!(disjoint_partition(&[], 4).is_empty());
+    }
+}
