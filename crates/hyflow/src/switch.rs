@@ -436,9 +436,11 @@ impl Switch {
             affected.clear();
             if let Some(gf) = &self.gigaflow {
                 let space = gf.stages[s].space();
+                // An entry awaiting a verdict is re-translated again: the path that verdict would
+                // give it is not on the entry yet, so this update's changes may touch it unseen.
                 affected.extend(space.ids().filter(|&id| {
                     let e = space.entry(id).expect("listed entries live");
-                    gf.affected(&self.tables, e.tag, &e.data, &self.changed)
+                    e.data.pending_verdict != 0 || gf.affected(&self.tables, e.tag, &e.data, &self.changed)
                 }));
             }
             for &id in &affected {
@@ -495,9 +497,12 @@ impl Switch {
         let changed = &self.changed;
         let mut affected = std::mem::take(&mut self.selected);
         affected.clear();
+        // An entry awaiting a verdict is re-translated again: the path that verdict would give
+        // it is not on the entry yet, so this update's changes may touch it unseen.
         affected.extend(space.ids().filter(|&id| {
-            let d = space.entry(id).expect("listed entries live").data.decision;
-            tables.paths.get(d.path).iter().any(|o| changed.binary_search(o).is_ok())
+            let data = space.entry(id).expect("listed entries live").data;
+            data.pending_verdict != 0
+                || tables.paths.get(data.decision.path).iter().any(|o| changed.binary_search(o).is_ok())
         }));
         for &id in &affected {
             let Some((space, _)) = table(&mut self.nic, &mut self.megaflow, place) else { break };
