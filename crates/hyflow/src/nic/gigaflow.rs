@@ -45,7 +45,7 @@ use crate::openflow::segment::{
 };
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
 use crate::openflow::Pipeline;
-use crate::packet::field::FIELDS;
+use crate::packet::field::{id, FIELDS};
 use crate::packet::{FlowKey, FlowMask};
 use crate::tuple_space::{EntryId, FlowTableStats};
 
@@ -563,12 +563,19 @@ fn effect_list(e: &SegmentEffects, out: &mut Vec<Effect>) {
     out.push(Effect::Exit(e.exit));
 }
 
-/// The fields a mask touches, one bit per entry of the field table.
+/// The match fields a lookup's mask touches, one bit per entry of the field table. Protocol
+/// discriminators (`dl_type`, `nw_proto`, fragment bits) do not count: nearly every table
+/// examines them as prerequisites (an `ip` or `tcp` match), so they would couple every
+/// L2/L3/L4 boundary the paper separates, while saying nothing about how flows share.
 fn field_set(mask: &FlowMask) -> u128 {
+    let mut m = *mask;
+    for f in [id::DL_TYPE, id::NW_PROTO, id::NW_FRAG] {
+        m.set(f, 0);
+    }
     FIELDS
         .iter()
         .enumerate()
-        .filter(|(i, _)| mask.get(crate::packet::FieldId(*i as u8)) != 0)
+        .filter(|(i, _)| m.get(crate::packet::FieldId(*i as u8)) != 0)
         .fold(0u128, |acc, (i, _)| acc | 1 << i)
 }
 

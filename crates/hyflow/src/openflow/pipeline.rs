@@ -392,11 +392,16 @@ impl<'a> Xlate<'a> {
             top.pc += 1;
             match *a {
                 Action::Output(port) => {
+                    // Whether the port is the input port decides (megaflows pin in_port always).
+                    self.read_for_segments(id::IN_PORT, u128::MAX);
                     if port != self.flow.in_port() {
                         self.output(port);
                     }
                 }
-                Action::OutputInPort => self.output(self.flow.in_port()),
+                Action::OutputInPort => {
+                    self.read_for_segments(id::IN_PORT, u128::MAX);
+                    self.output(self.flow.in_port())
+                }
                 Action::GotoTable(t) => self.lookup(None, t, true),
                 Action::Resubmit { in_port, table } => {
                     self.lookup(in_port, table.unwrap_or(self.table), true)

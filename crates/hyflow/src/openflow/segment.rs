@@ -5,8 +5,9 @@
 //! input port, nesting and the action lists still to resume) and covers `len` lookups and the
 //! actions between them. Its rule:
 //! - **match**: the flow at the start under the union of what its lookups needed (OVS's
-//!   un-wildcarding, priority-blocking bits included) and what its actions examined, plus
-//!   `in_port`, `dl_type` and fragment bits as every megaflow has; over the whole key, since
+//!   un-wildcarding, priority-blocking bits included) and what its actions examined (an
+//!   output examines `in_port`: output to the input port is skipped), plus `dl_type` and
+//!   fragment bits as every megaflow has (prerequisites read them); over the whole key, since
 //!   registers and metadata set by earlier tables are state the NIC carries between stages.
 //!   Only a sub-traversal at the initial point drops them: every packet enters with them zero.
 //! - **effects**: each output as an overlay (the bits written so far in the sub-traversal and
@@ -141,7 +142,6 @@ pub fn sub_traversal(tr: &Traversal, start: usize, len: usize) -> Result<SubTrav
     let entry = tr.state_at(start);
     let point = tr.point(start);
     let mut mask = FlowMask::CATCHALL;
-    mask.unwildcard_all(id::IN_PORT);
     mask.unwildcard_all(id::DL_TYPE);
     if entry.is_ip() {
         mask.unwildcard_all(id::NW_FRAG);
