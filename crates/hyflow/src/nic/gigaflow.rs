@@ -40,9 +40,7 @@ use super::stage::{MatchKind, Refused, Stage, StageConfig, StageConfigError};
 use crate::cache::interner::{Interner, ItemRef};
 use crate::cache::DecisionTables;
 use crate::openflow::pipeline::MAX_RESUBMITS;
-use crate::openflow::segment::{
-    segmentable, step_mask, sub_traversal, Overlay, SegmentEffects, SubTraversal,
-};
+use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
 use crate::openflow::Pipeline;
 use crate::packet::field::{id, FIELDS};
@@ -302,7 +300,7 @@ impl Gigaflow {
             return false;
         }
         self.fields.clear();
-        self.fields.extend((0..n).map(|k| field_set(&step_mask(tr, k))));
+        self.fields.extend((0..n).map(|k| field_set(&lookup_mask(tr, k))));
         let (mut i, mut tag) = (0, INITIAL_TAG);
         for s in 0..self.stages.len() {
             if tag == END_TAG || i >= n {
@@ -561,6 +559,17 @@ fn effect_list(e: &SegmentEffects, out: &mut Vec<Effect>) {
     out.clear();
     out.extend(e.outputs.iter().map(|(p, ov)| Effect::Output(*p, *ov)));
     out.push(Effect::Exit(e.exit));
+}
+
+/// What lookup `k` itself examined (the table's match fields, priority-blocking bits
+/// included) — not what the actions after it read or wrote: a table that sets a register
+/// and the table that matches it later are disjoint, the register travels as NIC state.
+fn lookup_mask(tr: &Traversal, k: usize) -> FlowMask {
+    let mut m = tr.steps[k].mask;
+    if tr.points[k].in_port.is_some() {
+        m.set(id::IN_PORT, 0);
+    }
+    m
 }
 
 /// The match fields a lookup's mask touches, one bit per entry of the field table. Protocol
