@@ -239,6 +239,24 @@ fn replay_generated_traffic_with_updates_matches_no_cache() {
         assert!(report["upcalls"].as_u64().unwrap() < 600, "caches serve most packets: {report}");
         assert!(report["updates"].as_u64().unwrap() > 10);
     }
+    for partition in ["dp", "random", "one-to-one"] {
+        let args =
+            ["--nic", "gigaflow", "--nic-tables", "3", "--nic-entries", "500", "--partition", partition];
+        let (got, report) = run(&format!("gigaflow-{partition}.jsonl"), &args);
+        let outputs = |s: &str| -> Vec<serde_json::Value> {
+            s.lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["outputs"].clone())
+                .collect()
+        };
+        assert_eq!(outputs(&reference), outputs(&got), "gigaflow {partition}");
+        let g = &report["gigaflow"];
+        assert_eq!(report["nic_scheme"], "gigaflow");
+        assert_eq!(g["tables"], 3);
+        assert_eq!(g["partition"], partition);
+        assert_eq!(g["stage_entries"].as_array().map(|a| a.len()), Some(3));
+        assert!(report["nic_hits"].as_u64().unwrap() > 2000, "{report}");
+        assert!(g["coverage"].as_f64().unwrap() >= report["nic_entries_now"].as_f64().unwrap() / 3.0);
+    }
 }
 
 #[test]
@@ -270,6 +288,13 @@ fn replay_bad_input_is_one_clear_line() {
     fails_with(&replay(&["--megaflow-entries", "0"]), &["megaflow cache needs at least one entry"]);
     fails_with(&replay(&["--nic-entries", "0"]), &["needs at least one entry"]);
     fails_with(&replay(&["--microflow-ways", "3"]), &["1, 2 or 4"]);
+    fails_with(&replay(&["--nic", "gigaflow", "--nic-tables", "0"]), &["gigaflow", "at least one"]);
+    fails_with(&replay(&["--nic", "gigaflow", "--nic-entries", "0"]), &["gigaflow0", "at least one"]);
+    let out = replay(&["--nic", "gigaflow", "--partition", "best"]);
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("possible values: dp, random, one-to-one")
+    );
     fails_with(&replay(&["--max-idle=-1"]), &["--max-idle"]);
     // A cache size of 0 with the cache off is fine.
     assert!(replay(&["--no-microflow", "--microflow-entries", "0"]).status.success());
