@@ -147,6 +147,49 @@ enum GenCommand {
     Traffic(GenTrafficArgs),
     /// A rule-update stream for a flow file (modify-strict 60%, delete-strict 20%, add 20%).
     Updates(GenUpdatesArgs),
+    /// A Pipebench-style workload for one of Gigaflow's reference pipelines: DIR/flows.txt
+    /// (ClassBench-like tuples mapped onto the pipeline's traversals) and DIR/trace.pcap
+    /// (flows with high or low pipeline-aware locality); deterministic for a seed.
+    Pipeline(GenPipelineArgs),
+}
+
+#[derive(Args)]
+struct GenPipelineArgs {
+    /// Pipeline template: ofd, psc, ols, ant or otl.
+    #[arg(long, value_name = "KIND")]
+    kind: String,
+    /// ClassBench-like tuples to map onto the pipeline (rules before range expansion).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    rules: usize,
+    /// high: flows combine popular per-table values; low: flows follow single tuples.
+    #[arg(long, value_enum, default_value = "high")]
+    locality: LocalityArg,
+    /// Output directory (created if needed).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Distinct flows in the trace.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    flows_count: usize,
+    /// Packets in the trace.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    packets: usize,
+    /// Zipf exponent of flow sizes.
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    zipf: f64,
+    /// Mean packets per second.
+    #[arg(long, value_name = "PPS", default_value_t = 100_000.0)]
+    rate: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LocalityArg {
+    /// Flows share per-table values (sub-traversals).
+    High,
+    /// Flows rarely share them.
+    Low,
 }
 
 #[derive(Args)]
@@ -227,6 +270,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(*args),
         Command::Gen(GenCommand::Traffic(args)) => replay::gen_traffic(args),
         Command::Gen(GenCommand::Updates(args)) => replay::gen_updates(args),
+        Command::Gen(GenCommand::Pipeline(args)) => replay::gen_pipeline(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

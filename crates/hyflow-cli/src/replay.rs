@@ -18,7 +18,10 @@ use hyflow::replay::{report_json, report_text, Replay};
 use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter, TraceReader};
 
-use crate::{ConsistencyArg, GenTrafficArgs, GenUpdatesArgs, NicArg, PartitionArg, ReplayArgs};
+use crate::{
+    ConsistencyArg, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs, LocalityArg, NicArg, PartitionArg,
+    ReplayArgs,
+};
 
 fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     if !(s.is_finite() && s >= 0.0) {
@@ -276,5 +279,46 @@ pub fn gen_updates(a: GenUpdatesArgs) -> Result<()> {
     }
     out.flush()?;
     println!("wrote {} updates over {} s to {}", lines.len(), a.seconds, a.out.display());
+    Ok(())
+}
+
+pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
+    use hyflow::gen::pipebench::{pipebench, Locality, PipebenchConfig};
+    let names: Vec<&str> = hyflow::gen::pipelines::ALL.iter().map(|t| t.name).collect();
+    let Some(template) = hyflow::gen::pipelines::by_name(&a.kind) else {
+        bail!("unknown pipeline '{}' (one of: {})", a.kind, names.join(", "));
+    };
+    let locality = match a.locality {
+        LocalityArg::High => Locality::High,
+        LocalityArg::Low => Locality::Low,
+    };
+    let traffic =
+        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
+    std::fs::create_dir_all(&a.out).with_context(|| format!("{}: cannot create", a.out.display()))?;
+    let mut writer = PcapWriter::create(&a.out.join("trace.pcap"), LinkType::Ethernet, true)?;
+    let mut failed = Ok(());
+    let (flows, written) =
+        pipebench(template, &PipebenchConfig { rules: a.rules, locality, traffic }, |p| {
+            writer.write_packet(p.ts_ns, &p.frame).map_err(|e| {
+                let msg = e.to_string();
+                failed = Err(e);
+                std::io::Error::other(msg)
+            })
+        })?;
+    written.ok();
+    failed?;
+    writer.finish()?;
+    let flows_path = a.out.join("flows.txt");
+    std::fs::write(&flows_path, &flows).with_context(|| format!("{}: cannot write", flows_path.display()))?;
+    let n_rules = flows.lines().filter(|l| !l.starts_with('#')).count();
+    println!(
+        "wrote {} ({} rules for {} tuples) and {} packets of {} flows to {}",
+        flows_path.display(),
+        n_rules,
+        a.rules,
+        a.packets,
+        a.flows_count,
+        a.out.join("trace.pcap").display()
+    );
     Ok(())
 }

@@ -163,8 +163,14 @@ pub fn make_flows(rules: &[Rule], flows: usize, seed: u64) -> Result<Vec<FlowKey
 pub fn generate(
     rules: &[Rule],
     config: &TrafficConfig,
-    mut sink: impl FnMut(GenPacket) -> std::io::Result<()>,
+    sink: impl FnMut(GenPacket) -> std::io::Result<()>,
 ) -> Result<std::io::Result<()>, TrafficError> {
+    check(config)?;
+    let keys = make_flows(rules, config.flows, config.seed)?;
+    generate_flows(&keys, config, sink)
+}
+
+fn check(config: &TrafficConfig) -> Result<(), TrafficError> {
     if config.flows == 0 {
         return Err(TrafficError::Parameter("--flows-count must be at least 1"));
     }
@@ -174,17 +180,27 @@ pub fn generate(
     if !(config.zipf.is_finite() && config.zipf >= 0.0) {
         return Err(TrafficError::Parameter("--zipf must be a non-negative exponent"));
     }
-    let keys = make_flows(rules, config.flows, config.seed)?;
+    Ok(())
+}
+
+/// Packets of the given flows (most popular first): Zipf popularity, Poisson arrivals and the
+/// trimodal frame sizes of [`generate`]; `config.flows` is ignored (the keys say how many).
+pub fn generate_flows(
+    keys: &[FlowKey],
+    config: &TrafficConfig,
+    mut sink: impl FnMut(GenPacket) -> std::io::Result<()>,
+) -> Result<std::io::Result<()>, TrafficError> {
+    check(&TrafficConfig { flows: keys.len(), ..*config })?;
     let mut rng = StdRng::seed_from_u64(config.seed ^ 0x0074_7261_6666_6963);
     let zipf =
-        Zipf::new(config.flows as f64, config.zipf).map_err(|_| TrafficError::Parameter("bad --zipf"))?;
+        Zipf::new(keys.len() as f64, config.zipf).map_err(|_| TrafficError::Parameter("bad --zipf"))?;
     let gap = Exp::new(config.rate).map_err(|_| TrafficError::Parameter("bad --rate"))?;
     let mut t = 0.0f64;
     for i in 0..config.packets {
         if i > 0 {
             t += gap.sample(&mut rng);
         }
-        let flow = (zipf.sample(&mut rng) as usize).clamp(1, config.flows) - 1;
+        let flow = (zipf.sample(&mut rng) as usize).clamp(1, keys.len()) - 1;
         let len = match rng.random_range(0..10) {
             0..5 => 64,
             5..7 => 576,
