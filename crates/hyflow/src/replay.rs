@@ -225,6 +225,7 @@ pub fn report_json(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) ->
         "updates": s.updates,
         "rules_changed": s.rules_changed,
         "retranslations": s.retranslations,
+        "nic_revalidation_ms": s.nic_revalidation_ns as f64 / 1e6,
         "stale": s.stale,
         "stale_wrong": s.stale_wrong,
         "controller": s.controller,
