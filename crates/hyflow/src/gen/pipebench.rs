@@ -48,6 +48,9 @@ pub enum Part {
     DlSrc,
     /// Destination MAC.
     DlDst,
+    /// Destination MAC of a router port (one of 4): packets of a traversal that matches it
+    /// carry it instead of their host MAC (routing then rewrites to the host MAC).
+    RouterMac,
     /// VLAN id.
     Vlan,
     /// IPv4 source prefix.
@@ -80,15 +83,19 @@ pub struct TableSpec {
 }
 
 /// One step of a traversal: a table, what its rules match besides tuple parts (pipeline
-/// state, ovs-ofctl text, may be empty), and what they do before moving on.
+/// state, ovs-ofctl text, may be empty), and what they do before moving on. In `state` and
+/// `actions`, `{port}` stands for the tuple's output port, `{mac}` for its host MAC,
+/// `{vlan}` for its VLAN and `{vrf}` for its VRF (1–4).
 #[derive(Clone, Copy, Debug)]
 pub struct StepSpec {
     /// Table.
     pub table: u8,
-    /// Extra match, e.g. `reg0=0x1/0xf`.
+    /// Extra match, e.g. `reg0={port}`.
     pub state: &'static str,
-    /// Actions before the `goto_table`, e.g. `load:1->NXM_NX_REG0[0..3]`.
+    /// Actions before the `goto_table`, e.g. `load:{port}->NXM_NX_REG1[]`.
     pub actions: &'static str,
+    /// The traversal passes this table through its miss rule: no rule is generated.
+    pub miss: bool,
 }
 
 /// A class of packets' path through the tables.
@@ -149,7 +156,18 @@ struct Tuple {
     tp_dst: (u16, u16),
     dscp: u8,
     out_port: u32,
+    router_mac: u64,
     traversal: usize,
+}
+
+impl Tuple {
+    /// `text` with the tuple's placeholders filled in.
+    fn fill(&self, text: &str) -> String {
+        text.replace("{port}", &self.out_port.to_string())
+            .replace("{mac}", &mac(self.dl_dst))
+            .replace("{vlan}", &self.vlan.to_string())
+            .replace("{vrf}", &(1 + self.vlan % 4).to_string())
+    }
 }
 
 const WELL_KNOWN: [u16; 10] = [80, 443, 53, 22, 25, 8080, 3306, 123, 161, 6443];
@@ -215,6 +233,7 @@ fn tuple(rng: &mut StdRng, traversals: usize) -> Tuple {
         tp_dst: if l4 { port_range(rng, true) } else { (0, 65535) },
         dscp: pick(rng, &[(70, 0u8), (10, 10), (10, 26), (10, 46)]),
         out_port: rng.random_range(1..=16),
+        router_mac: 0x0200_0000_ff00 | rng.random_range(0..4u64),
         traversal: rng.random_range(0..traversals),
     }
 }
@@ -265,6 +284,7 @@ fn matches(parts: &[Part], t: &Tuple) -> Vec<String> {
             Part::InPort => base.push("in_port=1".to_string()),
             Part::DlSrc => base.push(format!("dl_src={}", mac(t.dl_src))),
             Part::DlDst => base.push(format!("dl_dst={}", mac(t.dl_dst))),
+            Part::RouterMac => base.push(format!("dl_dst={}", mac(t.router_mac))),
             Part::Vlan => base.push(format!("dl_vlan={}", t.vlan)),
             Part::NwSrc if t.nw_src.1 > 0 => base.push(format!("nw_src={}/{}", ip(t.nw_src.0), t.nw_src.1)),
             Part::NwDst if t.nw_dst.1 > 0 => base.push(format!("nw_dst={}/{}", ip(t.nw_dst.0), t.nw_dst.1)),
@@ -321,6 +341,9 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
         let tr = &template.traversals[t.traversal];
         for (k, step) in tr.steps.iter().enumerate() {
             let Some(table) = template.tables.iter().find(|x| x.id == step.table) else { continue };
+            if step.miss {
+                continue;
+            }
             let priority = if table.lpm {
                 let lens = |p: &Part| match p {
                     Part::NwSrc => t.nw_src.1 as usize,
@@ -334,12 +357,12 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
             };
             let mut actions: Vec<String> = Vec::new();
             if !step.actions.is_empty() {
-                actions.push(step.actions.to_string());
+                actions.push(t.fill(step.actions));
             }
             match tr.steps.get(k + 1) {
                 Some(next) => actions.push(format!("goto_table:{}", next.table)),
                 None if tr.terminal == "output" => actions.push(format!("output:{}", t.out_port)),
-                None => actions.push(tr.terminal.to_string()),
+                None => actions.push(t.fill(tr.terminal)),
             }
             let actions = actions.join(",");
             for m in matches(table.parts, t) {
@@ -348,7 +371,7 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
                     if !matcher.is_empty() {
                         matcher.push(',');
                     }
-                    matcher.push_str(step.state);
+                    matcher.push_str(&t.fill(step.state));
                 }
                 let sep = if matcher.is_empty() { "" } else { "," };
                 let line =
@@ -367,11 +390,21 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
 
 /// A packet from the parts of the given tuples (L2, L3 source, L3 destination, L4), with
 /// prefixes and ranges concretised; canonical (what parsing its frame gives back).
-fn packet(rng: &mut StdRng, l2: &Tuple, src: &Tuple, dst: &Tuple, l4: &Tuple) -> FlowKey {
+fn packet(
+    template: &Template,
+    rng: &mut StdRng,
+    l2: &Tuple,
+    src: &Tuple,
+    dst: &Tuple,
+    l4: &Tuple,
+) -> FlowKey {
     let mut k = FlowKey::default();
     k.set_in_port(1);
     k.set_dl_src(l2.dl_src);
-    k.set_dl_dst(l2.dl_dst);
+    let routed = template.traversals[l2.traversal].steps.iter().any(|s| {
+        !s.miss && template.tables.iter().any(|t| t.id == s.table && t.parts.contains(&Part::RouterMac))
+    });
+    k.set_dl_dst(if routed { l2.router_mac } else { l2.dl_dst });
     k.set_vlan_tpid(proto::ETH_VLAN);
     k.set_vlan_tci(proto::VLAN_CFI | l2.vlan);
     k.set_dl_type(proto::ETH_IPV4);
@@ -422,12 +455,12 @@ pub fn pipebench(
         .map(|_| match config.locality {
             Locality::Low => {
                 let t = &tuples[rng.random_range(0..tuples.len())];
-                packet(&mut rng, t, t, t, t)
+                packet(template, &mut rng, t, t, t, t)
             }
             Locality::High => {
                 let draw = |rng: &mut StdRng| tuples[(zipf.sample(rng) as usize).clamp(1, popular) - 1];
                 let (a, b, c, d) = (draw(&mut rng), draw(&mut rng), draw(&mut rng), draw(&mut rng));
-                packet(&mut rng, &a, &b, &c, &d)
+                packet(template, &mut rng, &a, &b, &c, &d)
             }
         })
         .collect();
