@@ -100,3 +100,85 @@ fn a_rule_update_behind_a_split_revalidates_only_what_it_touches() {
     assert_eq!(g.stages[0].stats.revalidated, 1, "only the re-marked entry was evicted");
     assert_eq!(g.stages[3].stats.revalidated, 0);
 }
+
+/// Every reference pipeline, generated small with both localities and replayed with Gigaflow
+/// (each partitioning, few entries so that stages fill and entries expire) under a stream of
+/// rule updates (half the rules per second), forwards every packet exactly as the slow path
+/// does, and leaves the same per-rule counters.
+#[test]
+fn the_reference_pipelines_forward_like_the_slow_path() {
+    use hyflow::gen::pipebench::{pipebench, Locality, PipebenchConfig};
+    use hyflow::gen::pipelines::ALL;
+    use hyflow::gen::TrafficConfig;
+    use hyflow::nic::gigaflow::Partition;
+    use hyflow::packet::parse_frame;
+    for template in ALL {
+        for locality in [Locality::High, Locality::Low] {
+            let traffic = TrafficConfig { flows: 300, packets: 3000, zipf: 1.0, rate: 1000.0, seed: 7 };
+            let mut frames = Vec::new();
+            let (text, written) =
+                pipebench(template, &PipebenchConfig { rules: 150, locality, traffic }, |p| {
+                    frames.push((p.ts_ns, p.frame));
+                    Ok(())
+                })
+                .unwrap();
+            written.unwrap();
+            let rules = parse_flows(&text, template.name).unwrap();
+            let seconds = frames.last().map_or(1.0, |f| f.0 as f64 / 1e9);
+            let update_lines = hyflow::gen::generate_updates(
+                &rules,
+                &hyflow::gen::UpdatesConfig { rate: 0.5, seconds, seed: 3 },
+            )
+            .unwrap();
+            let updates = update_lines.join("\n");
+            let keys: Vec<(u64, FlowKey)> = frames
+                .iter()
+                .map(|(ts, f)| {
+                    let mut k = FlowKey::default();
+                    parse_frame(f, hyflow::packet::LinkKind::Ethernet, 1, &mut k).unwrap();
+                    (*ts, k)
+                })
+                .collect();
+            let run = |config: SwitchConfig| {
+                let sw = Switch::new(Pipeline::from_rules(rules.clone()), config).unwrap();
+                let mut r = Replay::new(sw, parse_updates(&updates, "updates").unwrap());
+                let mut out = Vec::new();
+                let decisions: Vec<(Layer, Vec<Output>)> = keys
+                    .iter()
+                    .map(|(ts, k)| {
+                        let layer = r.packet(*ts, k, 100, &mut out);
+                        (layer, out.clone())
+                    })
+                    .collect();
+                let sw = r.finish().0;
+                let counters: Vec<_> = sw.pipeline().rules().map(|(id, _)| sw.pipeline().stats(id)).collect();
+                (decisions, counters, sw.stats().updates)
+            };
+            let (reference, reference_counters, updates_applied) = run(SwitchConfig::no_cache());
+            assert!(updates_applied > 10, "{}: {updates_applied} updates", template.name);
+            for partition in [Partition::Disjoint, Partition::Random, Partition::OneToOne] {
+                let gf = GigaflowConfig { entries: 64, partition, ..GigaflowConfig::default() };
+                let config = SwitchConfig {
+                    nic: Some(NicConfig::Gigaflow(gf)),
+                    max_idle_ns: 300_000_000,
+                    ..SwitchConfig::no_cache()
+                };
+                let (got, counters, _) = run(config);
+                for (i, (want, got)) in reference.iter().zip(&got).enumerate() {
+                    assert_eq!(want.1, got.1, "{} {locality:?} {partition:?}: packet {i}", template.name);
+                }
+                assert_eq!(
+                    reference_counters, counters,
+                    "{} {locality:?} {partition:?}: rule counters",
+                    template.name
+                );
+                let hits = got.iter().filter(|d| d.0 == Layer::Nic).count();
+                assert!(
+                    hits > 0,
+                    "{} {locality:?} {partition:?}: the NIC serves some packets",
+                    template.name
+                );
+            }
+        }
+    }
+}

@@ -2,15 +2,17 @@
 //! and traffic whose flows exercise it, with high or low pipeline-aware locality.
 //!
 //! **Rules.** `rules` ClassBench-like tuples are drawn (distributions below). Each tuple picks
-//! one of the template's traversals uniformly; for every table on that traversal it becomes
+//! one of the template's traversals uniformly (a traversal that ends in a drop only takes
+//! tuples whose prefixes are /16 or longer: a broad deny would shadow the whole pipeline); for every table on that traversal it becomes
 //! one rule matching the tuple's parts that table matches (its extra state match and actions
 //! from the template), then `goto_table` to the next table on the traversal, or the
 //! traversal's terminal action after the last one. Port ranges become masked matches (a
 //! range expands into several rules, as in OVS); identical rules are written once, and a
 //! rule whose table, priority and match repeat an earlier one replaces it (`ovs-ofctl
 //! add-flows` semantics). Every table also gets its template miss rule at priority 0.
-//! Priorities: longest-prefix tables rank by total prefix length, other tables by tuple order
-//! (the first tuple highest, as ClassBench orders its rules).
+//! Priorities: longest-prefix tables rank by total prefix length; other tables rank more
+//! specific rules first (prefix bits, exact ports, protocol, MACs), then by tuple order, so
+//! that a broad rule does not shadow the rest, as real rule sets order them.
 //!
 //! **Tuples** (ClassBench ACL-like; shares are this model's, not a seed file's): protocol TCP
 //! 70%, UDP 20%, ICMP 5%, any 5%; destination prefix /32 40%, /24 30%, /16 15%, /8 5%,
@@ -120,6 +122,10 @@ pub struct Template {
     pub tables: &'static [TableSpec],
     /// Traversals.
     pub traversals: &'static [TraversalSpec],
+    /// Rules continue to the next table in `tables` order (OVN's `next;`), so the tables
+    /// between two steps are passed through their miss rules; otherwise rules jump to the
+    /// next step's table.
+    pub sequential: bool,
 }
 
 /// High or low pipeline-aware locality.
@@ -262,6 +268,26 @@ fn mac(v: u64) -> String {
     format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[2], b[3], b[4], b[5], b[6], b[7])
 }
 
+/// How specific a tuple's rule is on `parts`: prefix bits, 16 per exact port, 8 for a
+/// protocol, 48 per exact MAC, 12 per VLAN (at most 208).
+fn specificity(parts: &[Part], t: &Tuple) -> usize {
+    let exact = |(lo, hi): (u16, u16)| if lo == hi { 16 } else { 0 };
+    parts
+        .iter()
+        .map(|p| match p {
+            Part::NwSrc => t.nw_src.1 as usize,
+            Part::NwDst => t.nw_dst.1 as usize,
+            Part::Proto => 8 * (t.proto != 0) as usize,
+            Part::TpSrc => exact(t.tp_src),
+            Part::TpDst => exact(t.tp_dst),
+            Part::DlSrc | Part::DlDst | Part::RouterMac => 48,
+            Part::Vlan => 12,
+            Part::InPort | Part::Dscp => 8,
+        })
+        .sum::<usize>()
+        .min(300)
+}
+
 /// Match texts for one table's rule from a tuple: one per port-mask combination.
 fn matches(parts: &[Part], t: &Tuple) -> Vec<String> {
     let mut base: Vec<String> = Vec::new();
@@ -325,7 +351,19 @@ fn tuples(template: &Template, rules: usize, seed: u64) -> Result<Vec<Tuple>, Tr
         return Err(TrafficError::Parameter("--rules must be at least 1"));
     }
     let mut rng = StdRng::seed_from_u64(seed ^ 0x7069_7065_6265_6e63);
-    Ok((0..rules).map(|_| tuple(&mut rng, template.traversals.len())).collect())
+    let forwarding: Vec<usize> =
+        (0..template.traversals.len()).filter(|&i| template.traversals[i].terminal != "drop").collect();
+    Ok((0..rules)
+        .map(|_| {
+            let mut t = tuple(&mut rng, template.traversals.len());
+            // A broad deny would shadow the rest of the pipeline: denies take specific tuples.
+            let broad = t.nw_src.1 < 16 || t.nw_dst.1 < 16;
+            if broad && template.traversals[t.traversal].terminal == "drop" && !forwarding.is_empty() {
+                t.traversal = forwarding[rng.random_range(0..forwarding.len())];
+            }
+            t
+        })
+        .collect())
 }
 
 fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
@@ -344,7 +382,10 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
             if step.miss {
                 continue;
             }
-            let priority = if table.lpm {
+            let priority = if table.parts.is_empty() {
+                // Matches only pipeline state: one rule serves every tuple.
+                1000
+            } else if table.lpm {
                 let lens = |p: &Part| match p {
                     Part::NwSrc => t.nw_src.1 as usize,
                     Part::NwDst => t.nw_dst.1 as usize,
@@ -352,15 +393,24 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
                 };
                 100 + table.parts.iter().map(lens).sum::<usize>()
             } else {
-                // Tuple order within OpenFlow's 16-bit priorities (ties: the earlier rule).
-                100 + (n - i) * 60_000 / n
+                // More specific rules first (as rule sets order them: a broad rule last), then
+                // tuple order, within OpenFlow's 16-bit priorities.
+                100 + specificity(table.parts, t) * 200 + (n - i) * 199 / n
             };
             let mut actions: Vec<String> = Vec::new();
             if !step.actions.is_empty() {
                 actions.push(t.fill(step.actions));
             }
-            match tr.steps.get(k + 1) {
-                Some(next) => actions.push(format!("goto_table:{}", next.table)),
+            let next_table = if template.sequential {
+                tr.steps
+                    .get(k + 1)
+                    .and_then(|_| template.tables.iter().find(|x| x.id > step.table))
+                    .map(|x| x.id)
+            } else {
+                tr.steps.get(k + 1).map(|s| s.table)
+            };
+            match next_table {
+                Some(next) => actions.push(format!("goto_table:{next}")),
                 None if tr.terminal == "output" => actions.push(format!("output:{}", t.out_port)),
                 None => actions.push(t.fill(tr.terminal)),
             }
