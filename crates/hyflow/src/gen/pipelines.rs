@@ -1,15 +1,18 @@
 //! Gigaflow's reference pipelines (Table 1) as Pipebench templates, modelled from their
-//! public documentation: `docs/pipelines-ofd-psc-otl.md` says which tables, fields and
-//! traversals each has and where it comes from.
+//! public documentation: `docs/pipelines-ofd-psc-otl.md` and `docs/pipelines-ols-ant.md` say
+//! which tables, fields and traversals each has and where it comes from. Traversal lists are
+//! the IPv4 classes of those documents (the generated traffic is IPv4).
 //!
 //! What the model cannot carry is replaced by stand-ins, all stateless: groups become a
 //! pending output port in `reg1` and an egress table 250 that outputs on it (not counted
 //! among the pipeline's tables, as in the paper), next-hop rewrites move into the routing
 //! rule; flooding becomes a drop; MPLS labels and
 //! the inner tag of a pseudowire, which the generated IPv4 traffic does not carry, become the
-//! destination address and registers set by the earlier tables. Controller punts (MAC
-//! learning misses) become drops. Only IPv4 classes of traffic are generated, so traversals
-//! of control frames, ARP and IPv6 exist in the tables but are not exercised.
+//! destination address and registers set by the earlier tables; conntrack state becomes a
+//! register (OLS `reg11`, ANT `reg10`) that a table sets from the packet's fields, NAT a
+//! rewrite. Controller punts (MAC learning misses) become drops. Only IPv4 classes of traffic
+//! are generated, so traversals of control frames, ARP, DHCP, DNS and IPv6 exist in the
+//! documents but not in the templates.
 
 use super::pipebench::{Part, StepSpec, TableSpec, Template, TraversalSpec};
 
