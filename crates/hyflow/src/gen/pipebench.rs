@@ -340,12 +340,6 @@ fn matches(parts: &[Part], t: &Tuple) -> Vec<String> {
     out
 }
 
-/// The flow file for a template: `rules` tuples mapped onto its traversals.
-pub fn pipeline_rules(template: &Template, rules: usize, seed: u64) -> Result<String, TrafficError> {
-    let tuples = tuples(template, rules, seed)?;
-    Ok(rules_text(template, &tuples))
-}
-
 fn tuples(template: &Template, rules: usize, seed: u64) -> Result<Vec<Tuple>, TrafficError> {
     if rules == 0 {
         return Err(TrafficError::Parameter("--rules must be at least 1"));

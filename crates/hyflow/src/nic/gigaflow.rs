@@ -242,11 +242,6 @@ impl Gigaflow {
         &self.config
     }
 
-    /// The lookup point behind a tag.
-    pub fn point(&self, tag: u32) -> Option<&LookupPoint> {
-        self.tags.points.get(tag as usize)
-    }
-
     /// Entries in all stages.
     pub fn len(&self) -> usize {
         self.stages.iter().map(|s| s.space().len()).sum()
