@@ -105,10 +105,17 @@ pub struct StepSpec {
 pub struct TraversalSpec {
     /// What traffic takes it.
     pub name: &'static str,
-    /// Tables in order.
-    pub steps: &'static [StepSpec],
+    /// Tables in order, in pieces (traversals of one pipeline share long common runs).
+    pub steps: &'static [&'static [StepSpec]],
     /// After the last table: `output` (a port from the tuple) or literal actions.
     pub terminal: &'static str,
+}
+
+impl TraversalSpec {
+    /// Its steps, pieces joined.
+    pub fn steps(&self) -> Vec<StepSpec> {
+        self.steps.iter().flat_map(|piece| piece.iter().copied()).collect()
+    }
 }
 
 /// A pipeline template.
@@ -371,7 +378,8 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
     let n = tuples.len();
     for (i, t) in tuples.iter().enumerate() {
         let tr = &template.traversals[t.traversal];
-        for (k, step) in tr.steps.iter().enumerate() {
+        let steps = tr.steps();
+        for (k, step) in steps.iter().enumerate() {
             let Some(table) = template.tables.iter().find(|x| x.id == step.table) else { continue };
             if step.miss {
                 continue;
@@ -396,12 +404,12 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
                 actions.push(t.fill(step.actions));
             }
             let next_table = if template.sequential {
-                tr.steps
+                steps
                     .get(k + 1)
                     .and_then(|_| template.tables.iter().find(|x| x.id > step.table))
                     .map(|x| x.id)
             } else {
-                tr.steps.get(k + 1).map(|s| s.table)
+                steps.get(k + 1).map(|s| s.table)
             };
             match next_table {
                 Some(next) => actions.push(format!("goto_table:{next}")),
@@ -445,7 +453,7 @@ fn packet(
     let mut k = FlowKey::default();
     k.set_in_port(1);
     k.set_dl_src(l2.dl_src);
-    let routed = template.traversals[l2.traversal].steps.iter().any(|s| {
+    let routed = template.traversals[l2.traversal].steps().iter().any(|s| {
         !s.miss && template.tables.iter().any(|t| t.id == s.table && t.parts.contains(&Part::RouterMac))
     });
     k.set_dl_dst(if routed { l2.router_mac } else { l2.dl_dst });

@@ -42,6 +42,10 @@ const FIVE_TUPLE: &[Part] = &[NwSrc, NwDst, Proto, TpSrc, TpDst];
 /// Egress stand-in for groups: output on the pending port.
 const EGRESS: TableSpec = table(250, "egress (group stand-in)", &[], "drop", false);
 
+/// OFD's ingress (port, VLAN with the VRF in metadata) and its egress (ACL, group stand-in).
+const OFD_IN: &[StepSpec] = &[step(0, "", ""), step(10, "", "write_metadata:{vrf}/0xffff")];
+const OFD_OUT: &[StepSpec] = &[step(60, "", ""), step(250, "reg1={port}", "")];
+
 /// OFD: Broadcom OF-DPA 2.0 as programmed by ONOS/CORD (10 tables, 5 traversals).
 pub const OFD: Template = Template {
     name: "ofd",
@@ -63,71 +67,64 @@ pub const OFD: Template = Template {
     traversals: &[
         TraversalSpec {
             name: "bridged L2",
-            steps: &[
-                step(0, "", ""),
-                step(10, "", "write_metadata:{vrf}/0xffff"),
-                miss(20),
-                step(50, "", "load:{port}->NXM_NX_REG1[]"),
-                step(60, "", ""),
-                step(250, "reg1={port}", ""),
-            ],
+            steps: &[OFD_IN, &[miss(20), step(50, "", "load:{port}->NXM_NX_REG1[]")], OFD_OUT],
             terminal: "output",
         },
         TraversalSpec {
             name: "routed IPv4 unicast",
             steps: &[
-                step(0, "", ""),
-                step(10, "", "write_metadata:{vrf}/0xffff"),
-                step(20, "", ""),
-                step(
-                    30,
-                    "metadata={vrf}/0xffff",
-                    "dec_ttl,mod_dl_src:02:00:00:00:ff:fe,mod_dl_dst:{mac},load:{port}->NXM_NX_REG1[]",
-                ),
-                step(60, "", ""),
-                step(250, "reg1={port}", ""),
+                OFD_IN,
+                &[
+                    step(20, "", ""),
+                    step(
+                        30,
+                        "metadata={vrf}/0xffff",
+                        "dec_ttl,mod_dl_src:02:00:00:00:ff:fe,mod_dl_dst:{mac},load:{port}->NXM_NX_REG1[]",
+                    ),
+                ],
+                OFD_OUT,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "routed IPv4 multicast",
             steps: &[
-                step(0, "", ""),
-                step(10, "", "write_metadata:{vrf}/0xffff"),
-                step(20, "", ""),
-                step(40, "metadata={vrf}/0xffff", "load:{port}->NXM_NX_REG1[]"),
-                step(60, "", ""),
-                step(250, "reg1={port}", ""),
+                OFD_IN,
+                &[step(20, "", ""), step(40, "metadata={vrf}/0xffff", "load:{port}->NXM_NX_REG1[]")],
+                OFD_OUT,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "MPLS segment routing (label stand-in)",
             steps: &[
-                step(0, "", ""),
-                step(10, "", "write_metadata:{vrf}/0xffff"),
-                step(20, "", ""),
-                step(23, "", "dec_ttl,load:{port}->NXM_NX_REG1[]"),
-                step(60, "", ""),
-                step(250, "reg1={port}", ""),
+                OFD_IN,
+                &[step(20, "", ""), step(23, "", "dec_ttl,load:{port}->NXM_NX_REG1[]")],
+                OFD_OUT,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "double-tagged pseudowire (inner tag stand-in)",
             steps: &[
-                step(0, "", ""),
-                step(10, "", "load:{vlan}->NXM_NX_REG2[],load:1->NXM_NX_REG3[]"),
-                step(11, "reg2={vlan}", "load:{port}->NXM_NX_REG4[]"),
-                step(13, "reg3=1,reg4={port}", "load:{port}->NXM_NX_REG1[]"),
-                step(60, "", ""),
-                step(250, "reg1={port}", ""),
+                &[
+                    step(0, "", ""),
+                    step(10, "", "load:{vlan}->NXM_NX_REG2[],load:1->NXM_NX_REG3[]"),
+                    step(11, "reg2={vlan}", "load:{port}->NXM_NX_REG4[]"),
+                    step(13, "reg3=1,reg4={port}", "load:{port}->NXM_NX_REG1[]"),
+                ],
+                OFD_OUT,
             ],
             terminal: "output",
         },
     ],
     sequential: false,
 };
+
+/// PSC's VLAN ingress and MAC learning, and its switching, ACL and VLAN egress.
+const PSC_IN: &[StepSpec] = &[step(1, "", "load:{port}->NXM_NX_REG1[]"), step(2, "", "")];
+const PSC_OUT: &[StepSpec] =
+    &[step(5, "", "move:NXM_NX_REG1[]->NXM_NX_REG0[]"), step(6, "", ""), step(7, "reg0={port}", "pop_vlan")];
 
 /// PSC: the L2L3-ACL pipeline PISCES (SIGCOMM'16) benchmarks, as its OVS-native flows
 /// (7 tables, 2 traversals: switched and routed).
@@ -146,34 +143,25 @@ pub const PSC: Template = Template {
         table(7, "vlan_egress_proc", &[], "drop", false),
     ],
     traversals: &[
-        TraversalSpec {
-            name: "switched",
-            steps: &[
-                step(1, "", "load:{port}->NXM_NX_REG1[]"),
-                step(2, "", ""),
-                miss(3),
-                step(5, "", "move:NXM_NX_REG1[]->NXM_NX_REG0[]"),
-                step(6, "", ""),
-                step(7, "reg0={port}", "pop_vlan"),
-            ],
-            terminal: "output",
-        },
+        TraversalSpec { name: "switched", steps: &[PSC_IN, &[miss(3)], PSC_OUT], terminal: "output" },
         TraversalSpec {
             name: "routed IPv4",
             steps: &[
-                step(1, "", "load:{port}->NXM_NX_REG1[]"),
-                step(2, "", ""),
-                step(3, "", ""),
-                step(4, "", "mod_dl_src:02:00:00:00:ff:fe,mod_dl_dst:{mac},mod_vlan_vid:{vlan},dec_ttl"),
-                step(5, "", "move:NXM_NX_REG1[]->NXM_NX_REG0[]"),
-                step(6, "", ""),
-                step(7, "reg0={port}", "pop_vlan"),
+                PSC_IN,
+                &[
+                    step(3, "", ""),
+                    step(4, "", "mod_dl_src:02:00:00:00:ff:fe,mod_dl_dst:{mac},mod_vlan_vid:{vlan},dec_ttl"),
+                ],
+                PSC_OUT,
             ],
             terminal: "output",
         },
     ],
     sequential: false,
 };
+
+/// OTL's control-frame check, ingress VLAN and MAC learning.
+const OTL_IN: &[StepSpec] = &[miss(0), step(10, "", ""), step(20, "", "")];
 
 /// OTL: the ONF Table Type Patterns example "L2-L3-ACLs" (8 tables).
 pub const OTL: Template = Template {
@@ -192,48 +180,40 @@ pub const OTL: Template = Template {
         EGRESS,
     ],
     traversals: &[
-        TraversalSpec {
-            name: "ACL deny",
-            steps: &[miss(0), step(10, "", ""), step(20, "", ""), step(30, "", "")],
-            terminal: "drop",
-        },
+        TraversalSpec { name: "ACL deny", steps: &[OTL_IN, &[step(30, "", "")]], terminal: "drop" },
         TraversalSpec {
             name: "L2 unicast",
             steps: &[
-                miss(0),
-                step(10, "", ""),
-                step(20, "", ""),
-                step(30, "", ""),
-                step(40, "", "load:{port}->NXM_NX_REG1[]"),
-                step(250, "reg1={port}", ""),
+                OTL_IN,
+                &[step(30, "", ""), step(40, "", "load:{port}->NXM_NX_REG1[]"), step(250, "reg1={port}", "")],
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "L2 drop",
-            steps: &[miss(0), step(10, "", ""), step(20, "", ""), step(30, "", ""), step(40, "", "")],
+            steps: &[OTL_IN, &[step(30, "", ""), step(40, "", "")]],
             terminal: "drop",
         },
         TraversalSpec {
             name: "unknown unicast (flood stand-in: drop)",
-            steps: &[miss(0), step(10, "", ""), step(20, "", ""), step(30, "", ""), miss(40)],
+            steps: &[OTL_IN, &[step(30, "", ""), miss(40)]],
             terminal: "drop",
         },
         TraversalSpec {
             name: "routed IPv4",
             steps: &[
-                miss(0),
-                step(10, "", ""),
-                step(20, "", ""),
-                step(30, "", ""),
-                step(40, "", ""),
-                step(50, "ip", ""),
-                step(
-                    60,
-                    "",
-                    "mod_dl_src:02:00:00:00:ff:fe,mod_dl_dst:{mac},dec_ttl,load:{port}->NXM_NX_REG1[]",
-                ),
-                step(250, "reg1={port}", ""),
+                OTL_IN,
+                &[
+                    step(30, "", ""),
+                    step(40, "", ""),
+                    step(50, "ip", ""),
+                    step(
+                        60,
+                        "",
+                        "mod_dl_src:02:00:00:00:ff:fe,mod_dl_dst:{mac},dec_ttl,load:{port}->NXM_NX_REG1[]",
+                    ),
+                    step(250, "reg1={port}", ""),
+                ],
             ],
             terminal: "output",
         },
@@ -284,6 +264,19 @@ const NEXT_STAGE: [&str; 30] = [
 const CT_NEW: &str = "load:0x21->NXM_NX_REG11[]";
 const CT_EST: &str = "load:0x22->NXM_NX_REG11[]";
 
+/// OLS: L2 lookup to a known MAC.
+const OLS_L2: &[StepSpec] = &[step(28, "", "load:{port}->NXM_NX_REG15[]")];
+/// OLS: port security, then a new connection through conntrack and the ACL hint.
+const OLS_CT_NEW: &[StepSpec] = &[
+    step(0, "", ""),
+    step(4, "ip", "load:1->NXM_NX_REG0[0]"),
+    step(6, "reg0=0x1/0x1", CT_NEW),
+    step(7, "reg11=0x21/0x21", "load:1->NXM_NX_REG0[7]"),
+];
+/// OLS: port security, then a new connection to a load-balancer VIP.
+const OLS_LB: &[StepSpec] =
+    &[step(0, "", ""), step(5, "ip", "load:1->NXM_NX_REG0[2]"), step(6, "reg0=0x4/0x4", CT_NEW)];
+
 /// OLS: the OVN logical switch ingress pipeline (OVN 24.09: 30 stages, stage N in table N).
 /// Every stage continues to the next (`next;`), so traversals differ by the stages that hit.
 pub const OLS: Template = Template {
@@ -326,94 +319,85 @@ pub const OLS: Template = Template {
     traversals: &[
         TraversalSpec {
             name: "unicast to a known MAC, no ACL or LB",
-            steps: &[step(0, "", ""), step(28, "", "load:{port}->NXM_NX_REG15[]")],
+            steps: &[&[step(0, "", "")], OLS_L2],
             terminal: "output",
         },
         TraversalSpec {
             name: "unicast to an unknown MAC",
-            steps: &[step(0, "", ""), step(29, "reg15=0", "")],
+            steps: &[&[step(0, "", ""), step(29, "reg15=0", "")]],
             terminal: "drop",
         },
         TraversalSpec {
             name: "first frame from a MAC-learning port",
             steps: &[
-                step(0, "", ""),
-                step(2, "", "load:0->NXM_NX_REG0[11]"),
-                step(3, "reg0=0/0x800", ""),
-                step(28, "", "load:{port}->NXM_NX_REG15[]"),
+                &[step(0, "", ""), step(2, "", "load:0->NXM_NX_REG0[11]"), step(3, "reg0=0/0x800", "")],
+                OLS_L2,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "new connection allowed by an ACL",
             steps: &[
-                step(0, "", ""),
-                step(4, "ip", "load:1->NXM_NX_REG0[0]"),
-                step(6, "reg0=0x1/0x1", CT_NEW),
-                step(7, "reg11=0x21/0x21", "load:1->NXM_NX_REG0[7]"),
-                step(8, "reg0=0x80/0x80", "load:1->NXM_NX_REG8[16],load:1->NXM_NX_REG0[1]"),
-                step(10, "reg8=0x10000/0x10000", ""),
-                step(21, "reg0=0x2/0x2", "load:1->NXM_NX_REG12[0]"),
-                step(28, "", "load:{port}->NXM_NX_REG15[]"),
+                OLS_CT_NEW,
+                &[
+                    step(8, "reg0=0x80/0x80", "load:1->NXM_NX_REG8[16],load:1->NXM_NX_REG0[1]"),
+                    step(10, "reg8=0x10000/0x10000", ""),
+                    step(21, "reg0=0x2/0x2", "load:1->NXM_NX_REG12[0]"),
+                ],
+                OLS_L2,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "established packet of an allowed connection",
             steps: &[
-                step(0, "", ""),
-                step(4, "ip", "load:1->NXM_NX_REG0[0]"),
-                step(6, "reg0=0x1/0x1", CT_EST),
-                step(7, "reg11=0x22/0x22", "load:1->NXM_NX_REG0[8]"),
-                step(8, "reg0=0x100/0x100", "load:1->NXM_NX_REG8[16]"),
-                step(10, "reg8=0x10000/0x10000", ""),
-                step(28, "", "load:{port}->NXM_NX_REG15[]"),
+                &[
+                    step(0, "", ""),
+                    step(4, "ip", "load:1->NXM_NX_REG0[0]"),
+                    step(6, "reg0=0x1/0x1", CT_EST),
+                    step(7, "reg11=0x22/0x22", "load:1->NXM_NX_REG0[8]"),
+                    step(8, "reg0=0x100/0x100", "load:1->NXM_NX_REG8[16]"),
+                    step(10, "reg8=0x10000/0x10000", ""),
+                ],
+                OLS_L2,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "new connection matching a drop ACL",
             steps: &[
-                step(0, "", ""),
-                step(4, "ip", "load:1->NXM_NX_REG0[0]"),
-                step(6, "reg0=0x1/0x1", CT_NEW),
-                step(7, "reg11=0x21/0x21", "load:1->NXM_NX_REG0[7]"),
-                step(8, "reg0=0x80/0x80", "load:1->NXM_NX_REG8[17]"),
-                step(10, "reg8=0x20000/0x20000", ""),
+                OLS_CT_NEW,
+                &[step(8, "reg0=0x80/0x80", "load:1->NXM_NX_REG8[17]"), step(10, "reg8=0x20000/0x20000", "")],
             ],
             terminal: "drop",
         },
         TraversalSpec {
             name: "QoS-marked flow",
-            steps: &[
-                step(0, "", ""),
-                step(11, "", "mod_nw_tos:40"),
-                step(28, "", "load:{port}->NXM_NX_REG15[]"),
-            ],
+            steps: &[&[step(0, "", ""), step(11, "", "mod_nw_tos:40")], OLS_L2],
             terminal: "output",
         },
         TraversalSpec {
             name: "new connection to a load-balancer VIP",
             steps: &[
-                step(0, "", ""),
-                step(5, "ip", "load:1->NXM_NX_REG0[2]"),
-                step(6, "reg0=0x4/0x4", CT_NEW),
-                step(7, "reg11=0x21/0x21", "load:1->NXM_NX_REG0[7]"),
-                step(13, "reg11=0x21/0x21", "mod_nw_dst:10.63.0.1,load:1->NXM_NX_REG0[1]"),
-                step(21, "reg0=0x2/0x2", "load:1->NXM_NX_REG12[0]"),
-                step(28, "", "load:{port}->NXM_NX_REG15[]"),
+                OLS_LB,
+                &[
+                    step(7, "reg11=0x21/0x21", "load:1->NXM_NX_REG0[7]"),
+                    step(13, "reg11=0x21/0x21", "mod_nw_dst:10.63.0.1,load:1->NXM_NX_REG0[1]"),
+                    step(21, "reg0=0x2/0x2", "load:1->NXM_NX_REG12[0]"),
+                ],
+                OLS_L2,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "load-balancer hairpin (backend to its own VIP)",
             steps: &[
-                step(0, "", ""),
-                step(5, "ip", "load:1->NXM_NX_REG0[2]"),
-                step(6, "reg0=0x4/0x4", CT_NEW),
-                step(13, "reg11=0x21/0x21", "mod_nw_dst:10.63.0.2,load:1->NXM_NX_REG0[6]"),
-                step(16, "reg0=0x40/0x40", "mod_nw_src:10.63.0.3"),
-                step(17, "reg0=0x40/0x40", ""),
+                OLS_LB,
+                &[
+                    step(13, "reg11=0x21/0x21", "mod_nw_dst:10.63.0.2,load:1->NXM_NX_REG0[6]"),
+                    step(16, "reg0=0x40/0x40", "mod_nw_src:10.63.0.3"),
+                    step(17, "reg0=0x40/0x40", ""),
+                ],
             ],
             terminal: "in_port",
         },
@@ -423,6 +407,32 @@ pub const OLS: Template = Template {
 
 /// Conntrack stand-in for ANT: `reg10` holds a ct_state (0x21 trk+new, 0x22 trk+est).
 const ANT_NEW: &str = "load:0x21->NXM_NX_REG10[]";
+
+/// ANT: root classifier, classifier (from a local Pod), spoof guard, UnSNAT miss.
+const ANT_IN: &[StepSpec] =
+    &[step(0, "ip", ""), step(3, "", "load:3->NXM_NX_REG0[0..3]"), step(4, "", ""), miss(5)];
+/// ANT: the same, then a new connection.
+const ANT_NEW_IN: &[StepSpec] = &[
+    step(0, "ip", ""),
+    step(3, "", "load:3->NXM_NX_REG0[0..3]"),
+    step(4, "", ""),
+    miss(5),
+    step(7, "", ANT_NEW),
+];
+/// ANT: no session affinity, Service or endpoint DNAT.
+const ANT_NO_SERVICE: &[StepSpec] = &[miss(10), miss(11), miss(12)];
+/// ANT: no egress policy decides.
+const ANT_NO_EGRESS_POLICY: &[StepSpec] = &[miss(13), miss(14), miss(15)];
+/// ANT: L3 forwarding to a local Pod, L2 forwarding, ingress classification.
+const ANT_LOCAL: &[StepSpec] = &[
+    step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:{mac},load:3->NXM_NX_REG0[4..7]"),
+    step(22, "", "load:{port}->NXM_NX_REG1[]"),
+    step(24, "reg0=0x30/0xf0", ""),
+];
+/// ANT: no ingress policy decides.
+const ANT_NO_INGRESS_POLICY: &[StepSpec] = &[miss(25), miss(26), miss(27)];
+/// ANT: output on the computed port.
+const ANT_OUT: &[StepSpec] = &[step(30, "reg1={port}", "")];
 
 /// ANT: Antrea's OVS pipeline (v1.15 design document), the 22 tables that match headers or
 /// decide (conntrack-only, metric and optional-feature tables folded into their successors).
@@ -458,192 +468,110 @@ pub const ANT: Template = Template {
     traversals: &[
         TraversalSpec {
             name: "Pod to Pod on the same Node, new connection",
-            steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                miss(11),
-                miss(12),
-                miss(13),
-                miss(14),
-                miss(15),
-                step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:{mac},load:3->NXM_NX_REG0[4..7]"),
-                step(22, "", "load:{port}->NXM_NX_REG1[]"),
-                step(24, "reg0=0x30/0xf0", ""),
-                miss(25),
-                miss(26),
-                miss(27),
-                step(30, "reg1={port}", ""),
-            ],
+            steps: &[ANT_NEW_IN, ANT_NO_SERVICE, ANT_NO_EGRESS_POLICY, ANT_LOCAL, ANT_NO_INGRESS_POLICY, ANT_OUT],
             terminal: "output",
         },
         TraversalSpec {
             name: "established connection",
             steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", "load:0x22->NXM_NX_REG10[]"),
-                step(13, "reg10=0x22", ""),
-                step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:{mac},load:3->NXM_NX_REG0[4..7]"),
-                step(22, "", "load:{port}->NXM_NX_REG1[]"),
-                step(24, "reg0=0x30/0xf0", ""),
-                step(25, "reg10=0x22", ""),
-                step(30, "reg1={port}", ""),
+                ANT_IN,
+                &[step(7, "", "load:0x22->NXM_NX_REG10[]"), step(13, "reg10=0x22", "")],
+                ANT_LOCAL,
+                &[step(25, "reg10=0x22", "")],
+                ANT_OUT,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "Pod to remote Pod (tunnel), new connection",
             steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                miss(11),
-                miss(12),
-                miss(13),
-                miss(14),
-                miss(15),
-                step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:aa:bb:cc:dd:ee:ff,load:1->NXM_NX_REG0[4..7],dec_ttl"),
-                step(20, "", ""),
-                step(21, "", ""),
-                step(22, "", "load:{port}->NXM_NX_REG1[]"),
-                step(24, "reg0=0x10/0xf0", ""),
-                step(30, "reg1={port}", ""),
+                ANT_NEW_IN,
+                ANT_NO_SERVICE,
+                ANT_NO_EGRESS_POLICY,
+                &[
+                    step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:aa:bb:cc:dd:ee:ff,load:1->NXM_NX_REG0[4..7],dec_ttl"),
+                    step(20, "", ""),
+                    step(21, "", ""),
+                    step(22, "", "load:{port}->NXM_NX_REG1[]"),
+                    step(24, "reg0=0x10/0xf0", ""),
+                ],
+                ANT_OUT,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "Pod to ClusterIP Service, first packet",
             steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                step(11, "reg10=0x21", "load:{port}->NXM_NX_REG4[0..15],load:2->NXM_NX_REG4[16..18]"),
-                step(12, "reg4=0x20000/0x70000", "mod_nw_dst:10.63.1.1,load:1->NXM_NX_REG11[4]"),
-                miss(13),
-                miss(14),
-                miss(15),
-                step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:{mac},load:3->NXM_NX_REG0[4..7]"),
-                step(20, "", ""),
-                step(21, "", ""),
-                step(22, "", "load:{port}->NXM_NX_REG1[]"),
-                step(24, "reg0=0x30/0xf0", ""),
-                miss(25),
-                miss(26),
-                miss(27),
-                step(30, "reg1={port}", ""),
+                ANT_NEW_IN,
+                &[
+                    miss(10),
+                    step(11, "reg10=0x21", "load:{port}->NXM_NX_REG4[0..15],load:2->NXM_NX_REG4[16..18]"),
+                    step(12, "reg4=0x20000/0x70000", "mod_nw_dst:10.63.1.1,load:1->NXM_NX_REG11[4]"),
+                ],
+                ANT_NO_EGRESS_POLICY,
+                &[
+                    step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:{mac},load:3->NXM_NX_REG0[4..7]"),
+                    step(20, "", ""),
+                    step(21, "", ""),
+                    step(22, "", "load:{port}->NXM_NX_REG1[]"),
+                    step(24, "reg0=0x30/0xf0", ""),
+                ],
+                ANT_NO_INGRESS_POLICY,
+                ANT_OUT,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "hairpin: Pod to a Service backed by itself",
             steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                step(11, "reg10=0x21", "load:{port}->NXM_NX_REG4[0..15],load:2->NXM_NX_REG4[16..18]"),
-                step(12, "reg4=0x20000/0x70000", "load:1->NXM_NX_REG11[4]"),
-                miss(13),
-                miss(14),
-                miss(15),
-                step(17, "", "load:3->NXM_NX_REG0[4..7]"),
-                step(20, "", "load:1->NXM_NX_REG11[6]"),
-                step(21, "reg11=0x40/0x40", "mod_nw_src:10.63.0.254"),
-                step(22, "", "load:{port}->NXM_NX_REG1[]"),
-                step(24, "reg11=0x40/0x40", ""),
-                step(30, "reg11=0x40/0x40", ""),
+                ANT_NEW_IN,
+                &[
+                    miss(10),
+                    step(11, "reg10=0x21", "load:{port}->NXM_NX_REG4[0..15],load:2->NXM_NX_REG4[16..18]"),
+                    step(12, "reg4=0x20000/0x70000", "load:1->NXM_NX_REG11[4]"),
+                ],
+                ANT_NO_EGRESS_POLICY,
+                &[
+                    step(17, "", "load:3->NXM_NX_REG0[4..7]"),
+                    step(20, "", "load:1->NXM_NX_REG11[6]"),
+                    step(21, "reg11=0x40/0x40", "mod_nw_src:10.63.0.254"),
+                    step(22, "", "load:{port}->NXM_NX_REG1[]"),
+                    step(24, "reg11=0x40/0x40", ""),
+                    step(30, "reg11=0x40/0x40", ""),
+                ],
             ],
             terminal: "in_port",
         },
         TraversalSpec {
             name: "Antrea-native egress Drop rule",
-            steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                miss(11),
-                miss(12),
-                step(13, "", ""),
-            ],
+            steps: &[ANT_NEW_IN, ANT_NO_SERVICE, &[step(13, "", "")]],
             terminal: "drop",
         },
         TraversalSpec {
             name: "Kubernetes NetworkPolicy egress default deny",
-            steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                miss(11),
-                miss(12),
-                miss(13),
-                miss(14),
-                step(15, "", ""),
-            ],
+            steps: &[ANT_NEW_IN, ANT_NO_SERVICE, &[miss(13), miss(14), step(15, "", "")]],
             terminal: "drop",
         },
         TraversalSpec {
             name: "Kubernetes NetworkPolicy ingress allow",
             steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                miss(11),
-                miss(12),
-                miss(13),
-                miss(14),
-                miss(15),
-                step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:{mac},load:3->NXM_NX_REG0[4..7]"),
-                step(22, "", "load:{port}->NXM_NX_REG1[]"),
-                step(24, "reg0=0x30/0xf0", ""),
-                miss(25),
-                step(26, "", "load:{port}->NXM_NX_REG6[]"),
-                step(30, "reg1={port}", ""),
+                ANT_NEW_IN,
+                ANT_NO_SERVICE,
+                ANT_NO_EGRESS_POLICY,
+                ANT_LOCAL,
+                &[miss(25), step(26, "", "load:{port}->NXM_NX_REG6[]")],
+                ANT_OUT,
             ],
             terminal: "output",
         },
         TraversalSpec {
             name: "Kubernetes NetworkPolicy ingress default deny",
             steps: &[
-                step(0, "ip", ""),
-                step(3, "", "load:3->NXM_NX_REG0[0..3]"),
-                step(4, "", ""),
-                miss(5),
-                step(7, "", ANT_NEW),
-                miss(10),
-                miss(11),
-                miss(12),
-                miss(13),
-                miss(14),
-                miss(15),
-                step(17, "", "mod_dl_src:aa:bb:cc:dd:ee:01,mod_dl_dst:{mac},load:3->NXM_NX_REG0[4..7]"),
-                step(22, "", "load:{port}->NXM_NX_REG1[]"),
-                step(24, "reg0=0x30/0xf0", ""),
-                miss(25),
-                miss(26),
-                step(27, "", ""),
+                ANT_NEW_IN,
+                ANT_NO_SERVICE,
+                ANT_NO_EGRESS_POLICY,
+                ANT_LOCAL,
+                &[miss(25), miss(26), step(27, "", "")],
             ],
             terminal: "drop",
         },
