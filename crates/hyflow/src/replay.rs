@@ -203,6 +203,7 @@ pub fn report_json(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) ->
             .or(gf.map(|g| g.stages.iter().map(|s| s.space().n_masks()).sum())).unwrap_or(0),
         "nic_installs": nic.map_or(0, |n| n.installs),
         "nic_refused": nic.map_or(0, |n| n.refused),
+        "nic_refused_masks": nic.map_or(0, |n| n.refused_masks),
         "nic_expired": nic.map_or(0, |n| n.expired),
         "nic_revalidated": nic.map_or(0, |n| n.revalidated),
         "microflow_entries": mf.map_or(0, |m| m.stats().peak),

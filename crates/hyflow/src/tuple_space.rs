@@ -48,6 +48,8 @@ pub struct FlowTableStats {
     pub installs: u64,
     /// Installs refused for lack of room (entries or masks).
     pub refused: u64,
+    /// Of those, refused because the mask limit was reached (NIC stages).
+    pub refused_masks: u64,
     /// Entries removed after `max-idle` without a hit.
     pub expired: u64,
     /// Entries removed by revalidation after rule updates.

@@ -491,6 +491,7 @@ impl Gigaflow {
             t.misses += s.stats.misses;
             t.installs += s.stats.installs;
             t.refused += s.stats.refused;
+            t.refused_masks += s.stats.refused_masks;
             t.expired += s.stats.expired;
             t.revalidated += s.stats.revalidated;
         }

@@ -117,6 +117,7 @@ impl<T> Stage<T> {
         };
         if let Some(r) = refused {
             self.stats.refused += 1;
+            self.stats.refused_masks += (r == Refused::Masks) as u64;
             return Err(r);
         }
         let id = self.space.insert(m, tag, priority, data, now_ns);
@@ -152,6 +153,8 @@ mod tests {
         ex.install(&ms[1], 0, 0, (), 0).unwrap();
         assert_eq!(ex.install(&ms[3], 0, 0, (), 0), Err(Refused::Full));
         assert_eq!(ex.stats.refused, 1);
+        assert_eq!((st.stats.refused, st.stats.refused_masks), (1, 1), "a duplicate is not a refusal");
+        assert_eq!(ex.stats.refused_masks, 0);
         assert!(Stage::<()>::new(StageConfig {
             name: "z".into(),
             kind: MatchKind::Exact,
