@@ -8,7 +8,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use hyflow::cache::Consistency;
-use hyflow::gen::{builtin, generate, generate_updates, TrafficConfig, UpdatesConfig};
+use hyflow::gen::{
+    builtin, generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig,
+};
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::report::outputs_json;
 use hyflow::openflow::update::read_updates_file;
@@ -249,22 +251,32 @@ fn rule_stats(p: &Pipeline) -> String {
     out
 }
 
-pub fn gen_traffic(a: GenTrafficArgs) -> Result<()> {
-    let rules = read_flow_file(&a.flows)?;
-    let config =
-        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
-    let mut writer = PcapWriter::create(&a.out, LinkType::Ethernet, true)?;
+/// Writes the packets `generate` hands its sink to a nanosecond pcap at `path`, and returns
+/// what `generate` returns; a write error is reported as such, not as the generator's.
+fn write_trace<T>(
+    path: &Path,
+    generate: impl FnOnce(&mut dyn FnMut(GenPacket) -> std::io::Result<()>) -> Result<T, TrafficError>,
+) -> Result<T> {
+    let mut writer = PcapWriter::create(path, LinkType::Ethernet, true)?;
     let mut failed = Ok(());
-    generate(&rules, &config, |p| {
+    let out = generate(&mut |p| {
         writer.write_packet(p.ts_ns, &p.frame).map_err(|e| {
             let msg = e.to_string();
             failed = Err(e);
             std::io::Error::other(msg)
         })
-    })?
-    .ok();
+    })?;
     failed?;
     writer.finish()?;
+    Ok(out)
+}
+
+pub fn gen_traffic(a: GenTrafficArgs) -> Result<()> {
+    let rules = read_flow_file(&a.flows)?;
+    let config =
+        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
+    // The inner result only repeats a write error, which `write_trace` already reported.
+    let _ = write_trace(&a.out, |sink| generate(&rules, &config, sink))?;
     println!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, a.out.display());
     Ok(())
 }
@@ -295,19 +307,8 @@ pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
     let traffic =
         TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
     std::fs::create_dir_all(&a.out).with_context(|| format!("{}: cannot create", a.out.display()))?;
-    let mut writer = PcapWriter::create(&a.out.join("trace.pcap"), LinkType::Ethernet, true)?;
-    let mut failed = Ok(());
-    let (flows, written) =
-        pipebench(template, &PipebenchConfig { rules: a.rules, locality, traffic }, |p| {
-            writer.write_packet(p.ts_ns, &p.frame).map_err(|e| {
-                let msg = e.to_string();
-                failed = Err(e);
-                std::io::Error::other(msg)
-            })
-        })?;
-    written.ok();
-    failed?;
-    writer.finish()?;
+    let config = PipebenchConfig { rules: a.rules, locality, traffic };
+    let (flows, _) = write_trace(&a.out.join("trace.pcap"), |sink| pipebench(template, &config, sink))?;
     let flows_path = a.out.join("flows.txt");
     std::fs::write(&flows_path, &flows).with_context(|| format!("{}: cannot write", flows_path.display()))?;
     let n_rules = flows.lines().filter(|l| !l.starts_with('#')).count();

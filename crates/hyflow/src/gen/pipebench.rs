@@ -440,23 +440,27 @@ fn rules_text(template: &Template, tuples: &[Tuple]) -> String {
     out
 }
 
+/// Per traversal, whether it goes through a router-MAC table (its packets carry that MAC).
+fn routed(template: &Template) -> Vec<bool> {
+    template
+        .traversals
+        .iter()
+        .map(|tr| {
+            tr.steps().iter().any(|s| {
+                !s.miss
+                    && template.tables.iter().any(|t| t.id == s.table && t.parts.contains(&Part::RouterMac))
+            })
+        })
+        .collect()
+}
+
 /// A packet from the parts of the given tuples (L2, L3 source, L3 destination, L4), with
 /// prefixes and ranges concretised; canonical (what parsing its frame gives back).
-fn packet(
-    template: &Template,
-    rng: &mut StdRng,
-    l2: &Tuple,
-    src: &Tuple,
-    dst: &Tuple,
-    l4: &Tuple,
-) -> FlowKey {
+fn packet(routed: &[bool], rng: &mut StdRng, l2: &Tuple, src: &Tuple, dst: &Tuple, l4: &Tuple) -> FlowKey {
     let mut k = FlowKey::default();
     k.set_in_port(1);
     k.set_dl_src(l2.dl_src);
-    let routed = template.traversals[l2.traversal].steps().iter().any(|s| {
-        !s.miss && template.tables.iter().any(|t| t.id == s.table && t.parts.contains(&Part::RouterMac))
-    });
-    k.set_dl_dst(if routed { l2.router_mac } else { l2.dl_dst });
+    k.set_dl_dst(if routed[l2.traversal] { l2.router_mac } else { l2.dl_dst });
     k.set_vlan_tpid(proto::ETH_VLAN);
     k.set_vlan_tci(proto::VLAN_CFI | l2.vlan);
     k.set_dl_type(proto::ETH_IPV4);
@@ -501,18 +505,19 @@ pub fn pipebench(
         return Err(TrafficError::Parameter("--flows-count must be at least 1"));
     }
     let mut rng = StdRng::seed_from_u64(config.traffic.seed ^ 0x666c_6f77_7321);
+    let routed = routed(template);
     let popular = (tuples.len() as f64).sqrt().ceil() as usize;
     let zipf = Zipf::new(popular as f64, 1.0).map_err(|_| TrafficError::Parameter("bad popularity"))?;
     let keys: Vec<FlowKey> = (0..config.traffic.flows)
         .map(|_| match config.locality {
             Locality::Low => {
                 let t = &tuples[rng.random_range(0..tuples.len())];
-                packet(template, &mut rng, t, t, t, t)
+                packet(&routed, &mut rng, t, t, t, t)
             }
             Locality::High => {
                 let draw = |rng: &mut StdRng| tuples[(zipf.sample(rng) as usize).clamp(1, popular) - 1];
                 let (a, b, c, d) = (draw(&mut rng), draw(&mut rng), draw(&mut rng), draw(&mut rng));
-                packet(template, &mut rng, &a, &b, &c, &d)
+                packet(&routed, &mut rng, &a, &b, &c, &d)
             }
         })
         .collect();

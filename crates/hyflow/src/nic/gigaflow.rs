@@ -416,14 +416,14 @@ impl Gigaflow {
         tr: &mut Traversal,
     ) -> Revalidation {
         let started = std::time::Instant::now();
-        self.stats.retranslated += 1;
         let verdict = self.retranslate(pipeline, s, id, tables, tr);
+        self.stats.retranslated += 1;
         self.stats.revalidation_ns += started.elapsed().as_nanos() as u64;
         verdict
     }
 
     fn retranslate(
-        &mut self,
+        &self,
         pipeline: &Pipeline,
         s: usize,
         id: EntryId,
@@ -451,9 +451,8 @@ impl Gigaflow {
             None => Some(END_TAG),
             Some(p) => self.tags.get(p),
         };
-        effect_list(&st.effects, &mut self.scratch);
         if next != Some(data.next)
-            || self.effects.get(data.effects) != &self.scratch[..]
+            || !same_effects(self.effects.get(data.effects), &st.effects)
             || !st.matcher.mask.is_subset_of(&old.mask)
         {
             return Revalidation::Evict;
@@ -549,6 +548,12 @@ fn apply(effects: &[Effect], state: &FlowKey, outputs: &mut Vec<Output>) -> Flow
         }
     }
     next
+}
+
+/// Whether an interned effect list says what `e` says.
+fn same_effects(list: &[Effect], e: &SegmentEffects) -> bool {
+    let outputs = e.outputs.iter().map(|(p, ov)| Effect::Output(*p, *ov));
+    list.iter().copied().eq(outputs.chain(std::iter::once(Effect::Exit(e.exit))))
 }
 
 fn effect_list(e: &SegmentEffects, out: &mut Vec<Effect>) {

@@ -122,7 +122,7 @@ pub fn segmentable(tr: &Traversal) -> Result<(), SegmentError> {
 
 /// The bits lookup `k` and the actions after it depend on, as seen from the flow the
 /// packet carries (a `resubmit` input port is part of the point, not of the flow).
-pub fn step_mask(tr: &Traversal, k: usize) -> FlowMask {
+fn step_mask(tr: &Traversal, k: usize) -> FlowMask {
     let mut m = tr.steps[k].mask;
     if tr.points[k].in_port.is_some() {
         m.set(id::IN_PORT, 0);
