@@ -161,7 +161,8 @@ struct GenPipelineArgs {
     /// ClassBench-like tuples to map onto the pipeline (rules before range expansion).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     rules: usize,
-    /// high: flows combine popular per-table values; low: flows follow single tuples.
+    /// high: flows combine popular L2 values and popular L3/L4 values independently;
+    /// low: each flow follows one uniformly drawn tuple.
     #[arg(long, value_enum, default_value = "high")]
     locality: LocalityArg,
     /// Output directory (created if needed).

@@ -10,11 +10,15 @@
 //! returns the highest-priority entry whose tag and masked fields match; among equal
 //! priorities, the first found in subtable order.
 //!
-//! Subtables are searched in order of their highest priority, then of recent hits (re-ranked
-//! every [`RANK_INTERVAL`] lookups, as dpcls does with its pvector), and the search stops at
-//! the first subtable that cannot hold a better entry — for megaflows, at the first hit.
+//! A subtable holds the entries of one (mask, tag) pair, so a lookup only visits subtables
+//! of its tag: a Gigaflow stage holds entries for many pipeline points, and a packet at one
+//! point must not pay for the masks of the others. The mask limit of a NIC stage still counts
+//! distinct masks, whatever their tags. A tag's subtables are searched in order of their
+//! highest priority, then of recent hits (re-ranked every [`RANK_INTERVAL`] lookups, as dpcls
+//! does with its pvector), and the search stops at the first subtable that cannot hold a
+//! better entry — for megaflows, at the first hit.
 
-use hashbrown::HashTable;
+use hashbrown::{HashMap, HashTable};
 
 use crate::openflow::Match;
 use crate::packet::hash::hash_masked;
@@ -79,6 +83,7 @@ pub struct Entry<T> {
 
 struct Subtable {
     mask: FlowMask,
+    tag: u32,
     /// Word indices where `mask` has bits: all that hashing and comparing read.
     words: Vec<u8>,
     map: HashTable<EntryId>,
@@ -89,17 +94,15 @@ struct Subtable {
     at_max: u32,
 }
 
-/// Spreads a tag over the hash (tag 0 leaves it unchanged).
-#[inline]
-fn tag_hash(tag: u32) -> u64 {
-    (tag as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
 /// A set of wildcard entries searched by tuple space search.
 pub struct TupleSpace<T> {
     subtables: Vec<Subtable>,
-    /// Non-empty subtables in search order.
-    order: Vec<u32>,
+    /// Subtable of each (mask, tag) ever used.
+    index: HashMap<(FlowMask, u32), u32>,
+    /// Per tag (tags are small dense numbers), its non-empty subtables in search order.
+    orders: Vec<Vec<u32>>,
+    /// Non-empty subtables per distinct mask.
+    mask_use: HashMap<FlowMask, u32>,
     entries: Vec<Option<Entry<T>>>,
     free: Vec<EntryId>,
     len: usize,
@@ -117,7 +120,9 @@ impl<T> TupleSpace<T> {
     pub fn new() -> TupleSpace<T> {
         TupleSpace {
             subtables: Vec::new(),
-            order: Vec::new(),
+            index: HashMap::new(),
+            orders: Vec::new(),
+            mask_use: HashMap::new(),
             entries: Vec::new(),
             free: Vec::new(),
             len: 0,
@@ -137,21 +142,23 @@ impl<T> TupleSpace<T> {
 
     /// Number of distinct masks among the entries.
     pub fn n_masks(&self) -> usize {
-        self.order.len()
+        self.mask_use.len()
     }
 
     /// Whether some entry already uses `mask`.
     pub fn has_mask(&self, mask: &FlowMask) -> bool {
-        self.subtables.iter().any(|s| s.mask == *mask && !s.map.is_empty())
+        self.mask_use.contains_key(mask)
     }
 
-    fn subtable_for(&mut self, mask: &FlowMask) -> u32 {
-        if let Some(i) = self.subtables.iter().position(|s| s.mask == *mask) {
-            return i as u32;
+    fn subtable_for(&mut self, mask: &FlowMask, tag: u32) -> u32 {
+        if let Some(&i) = self.index.get(&(*mask, tag)) {
+            return i;
         }
         let words = (0..KEY_WORDS as u8).filter(|&i| mask.words[i as usize] != 0).collect();
+        self.index.insert((*mask, tag), self.subtables.len() as u32);
         self.subtables.push(Subtable {
             mask: *mask,
+            tag,
             words,
             map: HashTable::new(),
             hits: 0,
@@ -163,16 +170,16 @@ impl<T> TupleSpace<T> {
 
     /// The entry with exactly this match and tag, if any.
     pub fn find(&self, m: &Match, tag: u32) -> Option<EntryId> {
-        let st = self.subtables.iter().find(|s| s.mask == m.mask)?;
-        let h = hash_masked(&m.value, &st.mask, &st.words) ^ tag_hash(tag);
-        st.map.find(h, |&id| self.entry(id).is_some_and(|e| e.tag == tag && e.value == m.value)).copied()
+        let st = &self.subtables[*self.index.get(&(m.mask, tag))? as usize];
+        let h = hash_masked(&m.value, &st.mask, &st.words);
+        st.map.find(h, |&id| self.entry(id).is_some_and(|e| e.value == m.value)).copied()
     }
 
     /// Adds an entry (the caller has checked capacity and that match and tag are new).
     pub fn insert(&mut self, m: &Match, tag: u32, priority: u32, data: T, now_ns: u64) -> EntryId {
-        let sti = self.subtable_for(&m.mask);
+        let sti = self.subtable_for(&m.mask, tag);
         let st = &mut self.subtables[sti as usize];
-        let hash = hash_masked(&m.value, &st.mask, &st.words) ^ tag_hash(tag);
+        let hash = hash_masked(&m.value, &st.mask, &st.words);
         let was_empty = st.map.is_empty();
         let raised = was_empty || priority > st.max_priority;
         if raised {
@@ -204,10 +211,14 @@ impl<T> TupleSpace<T> {
         let st = &mut self.subtables[sti as usize];
         st.map.insert_unique(hash, id, |&i| entries[i as usize].as_ref().map_or(0, |e| e.hash));
         if was_empty {
-            self.order.push(sti);
+            *self.mask_use.entry(m.mask).or_insert(0) += 1;
+            if self.orders.len() <= tag as usize {
+                self.orders.resize_with(tag as usize + 1, Vec::new);
+            }
+            self.orders[tag as usize].push(sti);
         }
         if raised {
-            self.sort_order();
+            self.sort_order(tag);
         }
         self.len += 1;
         id
@@ -224,7 +235,13 @@ impl<T> TupleSpace<T> {
             st.at_max = st.at_max.saturating_sub(1);
         }
         if st.map.is_empty() {
-            self.order.retain(|&s| s != e.subtable);
+            self.orders[st.tag as usize].retain(|&s| s != e.subtable);
+            if let Some(n) = self.mask_use.get_mut(&st.mask) {
+                *n -= 1;
+                if *n == 0 {
+                    self.mask_use.remove(&st.mask);
+                }
+            }
         }
         self.free.push(id);
         self.len -= 1;
@@ -280,18 +297,15 @@ impl<T> TupleSpace<T> {
     fn best(&self, key: &FlowKey, tag: u32) -> Option<(EntryId, u32)> {
         let entries = &self.entries;
         let mut best: Option<(EntryId, u32, u32)> = None;
-        for &sti in &self.order {
+        for &sti in self.orders.get(tag as usize)? {
             let st = &self.subtables[sti as usize];
             if best.is_some_and(|(_, p, _)| st.max_priority <= p) {
                 break;
             }
-            let h = hash_masked(key, &st.mask, &st.words) ^ tag_hash(tag);
+            let h = hash_masked(key, &st.mask, &st.words);
             let found = st.map.find(h, |&id| {
                 let e = entries[id as usize].as_ref().expect("indexed entries live");
-                e.tag == tag
-                    && st.words.iter().all(|&w| {
-                        key.words[w as usize] & st.mask.words[w as usize] == e.value.words[w as usize]
-                    })
+                st.words.iter().all(|&w| key.words[w as usize] & st.mask.words[w as usize] == e.value.words[w as usize])
             });
             if let Some(&id) = found {
                 let p = entries[id as usize].as_ref().expect("indexed entries live").priority;
@@ -329,25 +343,24 @@ impl<T> TupleSpace<T> {
     /// Orders subtables by highest priority, then by hits since the last ranking (ties by
     /// creation), then restarts the counts; tightens priority bounds loosened by removals.
     fn rank(&mut self) {
-        for &sti in &self.order {
-            let st = &mut self.subtables[sti as usize];
-            if st.at_max == 0 {
-                let entries = &self.entries;
-                let prios = st.map.iter().filter_map(|&id| entries[id as usize].as_ref().map(|e| e.priority));
-                st.max_priority = prios.clone().max().unwrap_or(0);
-                st.at_max = prios.filter(|&p| p == st.max_priority).count() as u32;
-            }
+        let entries = &self.entries;
+        for st in self.subtables.iter_mut().filter(|st| st.at_max == 0 && !st.map.is_empty()) {
+            let prios = st.map.iter().filter_map(|&id| entries[id as usize].as_ref().map(|e| e.priority));
+            st.max_priority = prios.clone().max().unwrap_or(0);
+            st.at_max = prios.filter(|&p| p == st.max_priority).count() as u32;
         }
-        self.sort_order();
+        for tag in 0..self.orders.len() {
+            self.sort_order(tag as u32);
+        }
         for s in &mut self.subtables {
             s.hits = 0;
         }
         self.until_rank = RANK_INTERVAL;
     }
 
-    fn sort_order(&mut self) {
+    fn sort_order(&mut self, tag: u32) {
         let subtables = &self.subtables;
-        self.order.sort_by(|&a, &b| {
+        self.orders[tag as usize].sort_by(|&a, &b| {
             let (sa, sb) = (&subtables[a as usize], &subtables[b as usize]);
             sb.max_priority.cmp(&sa.max_priority).then(sb.hits.cmp(&sa.hits)).then(a.cmp(&b))
         });

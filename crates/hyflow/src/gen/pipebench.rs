@@ -24,10 +24,13 @@
 //!
 //! **Traffic.** `flows` flows; each flow's headers come from tuples, concretised (host bits of
 //! a prefix, a port inside a range drawn at random). Low locality: all of a flow's parts from
-//! one tuple drawn uniformly. High locality: each part group (L2: MACs and VLAN; L3 source;
-//! L3 destination; L4: protocol and ports) from its own tuple, drawn with Zipf(1.0)
-//! popularity from the first ⌈√rules⌉ tuples — so many flows share each table's values and
-//! combine them, which is what sub-traversal caching exploits. Packets then follow
+//! one tuple drawn uniformly, so a flow's L2 values and its L3/L4 values always come
+//! together and flows share sub-traversals only as often as they share whole tuples. High
+//! locality: the L2 group (MACs, VLAN) and the L3/L4 group (addresses, protocol, ports) come
+//! from two tuples drawn independently with Zipf(1.0) popularity over all tuples — popular
+//! values recur across many flows in every table, in new combinations, which is what
+//! sub-traversal caching exploits and whole-traversal caching cannot. (The L3/L4 group stays
+//! together: ACL tables couple all of it.) Packets then follow
 //! [`generate_flows`]: Zipf flow sizes, Poisson arrivals, CAIDA's trimodal frame sizes. All
 //! of it is deterministic for a seed.
 
@@ -138,7 +141,7 @@ pub struct Template {
 /// High or low pipeline-aware locality.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Locality {
-    /// Flows combine popular per-table values.
+    /// Flows combine popular L2 values with popular L3/L4 values independently.
     High,
     /// Flows follow single uniformly chosen tuples.
     Low,
@@ -506,8 +509,7 @@ pub fn pipebench(
     }
     let mut rng = StdRng::seed_from_u64(config.traffic.seed ^ 0x666c_6f77_7321);
     let routed = routed(template);
-    let popular = (tuples.len() as f64).sqrt().ceil() as usize;
-    let zipf = Zipf::new(popular as f64, 1.0).map_err(|_| TrafficError::Parameter("bad popularity"))?;
+    let zipf = Zipf::new(tuples.len() as f64, 1.0).map_err(|_| TrafficError::Parameter("bad popularity"))?;
     let keys: Vec<FlowKey> = (0..config.traffic.flows)
         .map(|_| match config.locality {
             Locality::Low => {
@@ -515,9 +517,9 @@ pub fn pipebench(
                 packet(&routed, &mut rng, t, t, t, t)
             }
             Locality::High => {
-                let draw = |rng: &mut StdRng| tuples[(zipf.sample(rng) as usize).clamp(1, popular) - 1];
-                let (a, b, c, d) = (draw(&mut rng), draw(&mut rng), draw(&mut rng), draw(&mut rng));
-                packet(&routed, &mut rng, &a, &b, &c, &d)
+                let mut draw = || tuples[(zipf.sample(&mut rng) as usize).clamp(1, tuples.len()) - 1];
+                let (l2, l3) = (draw(), draw());
+                packet(&routed, &mut rng, &l2, &l3, &l3, &l3)
             }
         })
         .collect();
