@@ -1,4 +1,4 @@
-//! Tuple space search over wildcard entries: one hash table per distinct mask.
+//! Tuple space search over wildcard entries, with tuples merged as TupleMerge does.
 //!
 //! The building block of every wildcard cache in hyflow: the software megaflow cache (OVS's
 //! dpcls) and the NIC's ternary stages. Entries carry per-entry packet/byte counters and
@@ -8,15 +8,27 @@
 //! entry: Gigaflow's stages match the table tag exactly and prefer the longest sub-traversal.
 //! Megaflow caches use tag 0 and one priority for all (their entries never overlap). A lookup
 //! returns the highest-priority entry whose tag and masked fields match; among equal
-//! priorities, the first found in subtable order.
+//! priorities, the first found in search order (groups in the order below, then newest
+//! first within a bucket).
 //!
-//! A subtable holds the entries of one (mask, tag) pair, so a lookup only visits subtables
-//! of its tag: a Gigaflow stage holds entries for many pipeline points, and a packet at one
-//! point must not pay for the masks of the others. The mask limit of a NIC stage still counts
-//! distinct masks, whatever their tags. A tag's subtables are searched in order of their
-//! highest priority, then of recent hits (re-ranked every [`RANK_INTERVAL`] lookups, as dpcls
-//! does with its pvector), and the search stops at the first subtable that cannot hold a
-//! better entry — for megaflows, at the first hit.
+//! **Why merged.** Plain tuple space search keeps one hash table per distinct mask, and a
+//! miss probes them all. Pipelines with ClassBench-like rules produce megaflows and
+//! sub-traversals with hundreds to thousands of masks (every prefix length of every field
+//! combination), which made a NIC model lookup cost microseconds. As in TupleMerge (Daly and
+//! Torng, 2017), entries are grouped under a coarser *hash mask* H contained in their own
+//! mask: the group hashes on H only, and a bucket chains the entries that agree under H, each
+//! checked against its own mask. A new entry joins the most specific group of its tag whose
+//! H it contains while that bucket holds fewer than [`BUCKET_LIMIT`] entries; otherwise it
+//! opens a group whose H keeps the whole bytes of its mask (prefixes rounded down to a byte),
+//! or its exact mask if that one is crowded too. Results are those of plain tuple space search;
+//! only the work differs. The mask limit of a NIC stage still counts the entries' distinct
+//! masks, which are what a TCAM or a hardware tuple space would hold.
+//!
+//! A group holds one tag, so a lookup only visits groups of its tag: a Gigaflow stage holds
+//! entries for many pipeline points, and a packet at one point must not pay for the others.
+//! A tag's groups are searched in order of their highest priority, then of recent hits
+//! (re-ranked every [`RANK_INTERVAL`] lookups, as dpcls does with its pvector), and the search
+//! stops at the first group that cannot hold a better entry — for megaflows, at the first hit.
 
 use hashbrown::{HashMap, HashTable};
 
@@ -27,8 +39,13 @@ use crate::packet::{FlowKey, FlowMask, KEY_WORDS};
 /// Index of an entry; stable while the entry lives, reused after it is removed.
 pub type EntryId = u32;
 
-/// Lookups between re-rankings of the subtables.
+/// Lookups between re-rankings of the groups.
 pub const RANK_INTERVAL: u32 = 4096;
+
+/// Entries a bucket takes before new ones look for a more specific group.
+pub const BUCKET_LIMIT: usize = 8;
+
+const NONE: EntryId = EntryId::MAX;
 
 /// Per-entry counters, as NIC tables and datapath flows keep them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,8 +79,8 @@ pub struct FlowTableStats {
     pub peak: usize,
 }
 
-/// One cached wildcard entry. Laid out so that a lookup's tag check and the key's first
-/// words (always matched) share a cache line.
+/// One cached wildcard entry. Laid out so that a lookup's checks and the key's first words
+/// (always matched) share a cache line.
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub struct Entry<T> {
@@ -71,9 +88,12 @@ pub struct Entry<T> {
     pub tag: u32,
     /// Rank among matching entries (higher wins).
     pub priority: u32,
-    subtable: u32,
+    mask: u32,
+    group: u32,
+    /// Next entry of the same bucket.
+    next: EntryId,
     hash: u64,
-    /// Match value, pre-masked by its subtable's mask.
+    /// Match value, pre-masked by its mask.
     pub value: FlowKey,
     /// Counters.
     pub stats: EntryStats,
@@ -81,12 +101,23 @@ pub struct Entry<T> {
     pub data: T,
 }
 
-struct Subtable {
+/// A distinct entry mask.
+struct MaskInfo {
     mask: FlowMask,
-    tag: u32,
-    /// Word indices where `mask` has bits: all that hashing and comparing read.
+    /// Word indices where `mask` has bits: all that comparing reads.
     words: Vec<u8>,
+    /// Live entries with this mask.
+    uses: u32,
+}
+
+/// Entries of one tag hashed on one hash mask.
+struct Group {
+    hash_mask: FlowMask,
+    words: Vec<u8>,
+    tag: u32,
+    /// Bucket heads (chains run through [`Entry::next`]).
     map: HashTable<EntryId>,
+    len: u32,
     hits: u64,
     /// No entry has a higher priority (an upper bound after removals until the next ranking).
     max_priority: u32,
@@ -94,15 +125,52 @@ struct Subtable {
     at_max: u32,
 }
 
-/// A set of wildcard entries searched by tuple space search.
+impl Group {
+    /// Whether `a` and `b` agree under the hash mask.
+    #[inline]
+    fn same_bucket(&self, a: &FlowKey, b: &FlowKey) -> bool {
+        self.words.iter().all(|&w| {
+            let (w, m) = (w as usize, self.hash_mask.words[w as usize]);
+            a.words[w] & m == b.words[w] & m
+        })
+    }
+}
+
+fn nonzero_words(mask: &FlowMask) -> Vec<u8> {
+    (0..KEY_WORDS as u8).filter(|&i| mask.words[i as usize] != 0).collect()
+}
+
+/// `mask` with only its whole bytes: prefixes rounded down to a byte boundary.
+fn whole_bytes(mask: &FlowMask) -> FlowMask {
+    let mut h = *mask;
+    for w in &mut h.words {
+        let mut kept = 0u64;
+        for b in 0..8 {
+            if (*w >> (8 * b)) & 0xff == 0xff {
+                kept |= 0xff << (8 * b);
+            }
+        }
+        *w = kept;
+    }
+    h
+}
+
+/// Whether every bit of `inner` is in `outer`.
+fn contains(outer: &FlowMask, inner: &FlowMask) -> bool {
+    inner.words.iter().zip(&outer.words).all(|(i, o)| i & !o == 0)
+}
+
+/// A set of wildcard entries searched by (merged) tuple space search.
 pub struct TupleSpace<T> {
-    subtables: Vec<Subtable>,
-    /// Subtable of each (mask, tag) ever used.
-    index: HashMap<(FlowMask, u32), u32>,
-    /// Per tag (tags are small dense numbers), its non-empty subtables in search order.
+    groups: Vec<Group>,
+    /// Per tag (tags are small dense numbers), every group ever opened for it.
+    groups_of: Vec<Vec<u32>>,
+    /// Per tag, its non-empty groups in search order.
     orders: Vec<Vec<u32>>,
-    /// Non-empty subtables per distinct mask.
-    mask_use: HashMap<FlowMask, u32>,
+    masks: Vec<MaskInfo>,
+    mask_index: HashMap<FlowMask, u32>,
+    /// Masks with at least one live entry.
+    live_masks: usize,
     entries: Vec<Option<Entry<T>>>,
     free: Vec<EntryId>,
     len: usize,
@@ -119,10 +187,12 @@ impl<T> TupleSpace<T> {
     /// An empty space.
     pub fn new() -> TupleSpace<T> {
         TupleSpace {
-            subtables: Vec::new(),
-            index: HashMap::new(),
+            groups: Vec::new(),
+            groups_of: Vec::new(),
             orders: Vec::new(),
-            mask_use: HashMap::new(),
+            masks: Vec::new(),
+            mask_index: HashMap::new(),
+            live_masks: 0,
             entries: Vec::new(),
             free: Vec::new(),
             len: 0,
@@ -142,60 +212,129 @@ impl<T> TupleSpace<T> {
 
     /// Number of distinct masks among the entries.
     pub fn n_masks(&self) -> usize {
-        self.mask_use.len()
+        self.live_masks
+    }
+
+    /// Number of groups searched for some tag (what a lookup's cost grows with).
+    pub fn n_groups(&self) -> usize {
+        self.orders.iter().map(Vec::len).sum()
     }
 
     /// Whether some entry already uses `mask`.
     pub fn has_mask(&self, mask: &FlowMask) -> bool {
-        self.mask_use.contains_key(mask)
+        self.mask_index.get(mask).is_some_and(|&i| self.masks[i as usize].uses > 0)
     }
 
-    fn subtable_for(&mut self, mask: &FlowMask, tag: u32) -> u32 {
-        if let Some(&i) = self.index.get(&(*mask, tag)) {
-            return i;
-        }
-        let words = (0..KEY_WORDS as u8).filter(|&i| mask.words[i as usize] != 0).collect();
-        self.index.insert((*mask, tag), self.subtables.len() as u32);
-        self.subtables.push(Subtable {
-            mask: *mask,
-            tag,
-            words,
-            map: HashTable::new(),
-            hits: 0,
-            max_priority: 0,
-            at_max: 0,
-        });
-        (self.subtables.len() - 1) as u32
+    #[inline]
+    fn live(&self, id: EntryId) -> &Entry<T> {
+        self.entries[id as usize].as_ref().expect("indexed entries live")
+    }
+
+    /// Entries in the bucket of `value` in group `gi`, newest first.
+    fn bucket(&self, gi: u32, value: &FlowKey) -> impl Iterator<Item = EntryId> + '_ {
+        let g = &self.groups[gi as usize];
+        let h = hash_masked(value, &g.hash_mask, &g.words);
+        let head = g.map.find(h, |&id| g.same_bucket(&self.live(id).value, value)).copied().unwrap_or(NONE);
+        std::iter::successors((head != NONE).then_some(head), |&id| {
+            let next = self.live(id).next;
+            (next != NONE).then_some(next)
+        })
     }
 
     /// The entry with exactly this match and tag, if any.
     pub fn find(&self, m: &Match, tag: u32) -> Option<EntryId> {
-        let st = &self.subtables[*self.index.get(&(m.mask, tag))? as usize];
-        let h = hash_masked(&m.value, &st.mask, &st.words);
-        st.map.find(h, |&id| self.entry(id).is_some_and(|e| e.value == m.value)).copied()
+        let &mi = self.mask_index.get(&m.mask)?;
+        self.groups_of.get(tag as usize)?.iter().find_map(|&gi| {
+            if !contains(&m.mask, &self.groups[gi as usize].hash_mask) {
+                return None;
+            }
+            self.bucket(gi, &m.value).find(|&id| {
+                let e = self.live(id);
+                e.mask == mi && e.value == m.value
+            })
+        })
+    }
+
+    /// The group a new entry of match `m` and tag `tag` joins (opened if needed).
+    fn group_for(&mut self, m: &Match, tag: u32) -> u32 {
+        if self.groups_of.len() <= tag as usize {
+            self.groups_of.resize_with(tag as usize + 1, Vec::new);
+            self.orders.resize_with(tag as usize + 1, Vec::new);
+        }
+        let roomy = |gi: u32| self.bucket(gi, &m.value).nth(BUCKET_LIMIT - 1).is_none();
+        let best = self.groups_of[tag as usize]
+            .iter()
+            .copied()
+            .filter(|&gi| contains(&m.mask, &self.groups[gi as usize].hash_mask) && roomy(gi))
+            .max_by_key(|&gi| {
+                let bits: u32 = self.groups[gi as usize].hash_mask.words.iter().map(|w| w.count_ones()).sum();
+                (bits, std::cmp::Reverse(gi))
+            });
+        if let Some(gi) = best {
+            return gi;
+        }
+        let coarse = whole_bytes(&m.mask);
+        let existing = |h: &FlowMask| {
+            self.groups_of[tag as usize].iter().copied().find(|&gi| self.groups[gi as usize].hash_mask == *h)
+        };
+        let hash_mask = match existing(&coarse) {
+            None => coarse,
+            Some(_) => match existing(&m.mask) {
+                // Crowded even under its exact mask (entries with wider masks share it).
+                Some(gi) => return gi,
+                None => m.mask,
+            },
+        };
+        let gi = self.groups.len() as u32;
+        self.groups.push(Group {
+            hash_mask,
+            words: nonzero_words(&hash_mask),
+            tag,
+            map: HashTable::new(),
+            len: 0,
+            hits: 0,
+            max_priority: 0,
+            at_max: 0,
+        });
+        self.groups_of[tag as usize].push(gi);
+        gi
+    }
+
+    fn intern_mask(&mut self, mask: &FlowMask) -> u32 {
+        let mi = match self.mask_index.get(mask) {
+            Some(&mi) => mi,
+            None => {
+                let mi = self.masks.len() as u32;
+                self.masks.push(MaskInfo { mask: *mask, words: nonzero_words(mask), uses: 0 });
+                self.mask_index.insert(*mask, mi);
+                mi
+            }
+        };
+        let info = &mut self.masks[mi as usize];
+        info.uses += 1;
+        if info.uses == 1 {
+            self.live_masks += 1;
+        }
+        mi
     }
 
     /// Adds an entry (the caller has checked capacity and that match and tag are new).
     pub fn insert(&mut self, m: &Match, tag: u32, priority: u32, data: T, now_ns: u64) -> EntryId {
-        let sti = self.subtable_for(&m.mask, tag);
-        let st = &mut self.subtables[sti as usize];
-        let hash = hash_masked(&m.value, &st.mask, &st.words);
-        let was_empty = st.map.is_empty();
-        let raised = was_empty || priority > st.max_priority;
-        if raised {
-            st.max_priority = priority;
-            st.at_max = 1;
-        } else if priority == st.max_priority {
-            st.at_max += 1;
-        }
+        let mask = self.intern_mask(&m.mask);
+        let gi = self.group_for(m, tag);
+        let g = &self.groups[gi as usize];
+        let hash = hash_masked(&m.value, &g.hash_mask, &g.words);
+        let head = g.map.find(hash, |&id| g.same_bucket(&self.live(id).value, &m.value)).copied();
         let entry = Entry {
+            tag,
+            priority,
+            mask,
+            group: gi,
+            next: head.unwrap_or(NONE),
+            hash,
             value: m.value,
             stats: EntryStats { last_hit_ns: now_ns, ..EntryStats::default() },
             data,
-            tag,
-            priority,
-            subtable: sti,
-            hash,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -208,14 +347,27 @@ impl<T> TupleSpace<T> {
             }
         };
         let entries = &self.entries;
-        let st = &mut self.subtables[sti as usize];
-        st.map.insert_unique(hash, id, |&i| entries[i as usize].as_ref().map_or(0, |e| e.hash));
-        if was_empty {
-            *self.mask_use.entry(m.mask).or_insert(0) += 1;
-            if self.orders.len() <= tag as usize {
-                self.orders.resize_with(tag as usize + 1, Vec::new);
+        let g = &mut self.groups[gi as usize];
+        let hash_of = |&i: &EntryId| entries[i as usize].as_ref().map_or(0, |e| e.hash);
+        match head {
+            Some(old) => {
+                let slot = g.map.find_mut(hash, |&i| i == old).expect("the head was just found");
+                *slot = id;
             }
-            self.orders[tag as usize].push(sti);
+            None => {
+                g.map.insert_unique(hash, id, hash_of);
+            }
+        }
+        let raised = g.len == 0 || priority > g.max_priority;
+        if raised {
+            g.max_priority = priority;
+            g.at_max = 1;
+        } else if priority == g.max_priority {
+            g.at_max += 1;
+        }
+        g.len += 1;
+        if g.len == 1 {
+            self.orders[tag as usize].push(gi);
         }
         if raised {
             self.sort_order(tag);
@@ -227,21 +379,50 @@ impl<T> TupleSpace<T> {
     /// Removes an entry, returning it.
     pub fn remove(&mut self, id: EntryId) -> Option<Entry<T>> {
         let e = self.entries.get_mut(id as usize)?.take()?;
-        let st = &mut self.subtables[e.subtable as usize];
-        if let Ok(slot) = st.map.find_entry(e.hash, |&i| i == id) {
-            slot.remove();
-        }
-        if e.priority == st.max_priority {
-            st.at_max = st.at_max.saturating_sub(1);
-        }
-        if st.map.is_empty() {
-            self.orders[st.tag as usize].retain(|&s| s != e.subtable);
-            if let Some(n) = self.mask_use.get_mut(&st.mask) {
-                *n -= 1;
-                if *n == 0 {
-                    self.mask_use.remove(&st.mask);
+        let entries = &mut self.entries;
+        let g = &mut self.groups[e.group as usize];
+        // Unlink from the bucket: the head is found by its hash and agreement under H.
+        let same = |other: &Option<Entry<T>>| {
+            let o = other.as_ref().expect("indexed entries live");
+            g.words.iter().all(|&w| {
+                let (w, m) = (w as usize, g.hash_mask.words[w as usize]);
+                o.value.words[w] & m == e.value.words[w] & m
+            })
+        };
+        if let Ok(slot) = g.map.find_entry(e.hash, |&h| h == id || same(&entries[h as usize])) {
+            let head = *slot.get();
+            if head == id {
+                if e.next == NONE {
+                    slot.remove();
+                } else {
+                    *slot.into_mut() = e.next;
+                }
+            } else {
+                let mut cur = head;
+                loop {
+                    let c = entries[cur as usize].as_mut().expect("chained entries live");
+                    if c.next == id {
+                        c.next = e.next;
+                        break;
+                    }
+                    if c.next == NONE {
+                        break;
+                    }
+                    cur = c.next;
                 }
             }
+        }
+        g.len -= 1;
+        if e.priority == g.max_priority {
+            g.at_max = g.at_max.saturating_sub(1);
+        }
+        if g.len == 0 {
+            self.orders[g.tag as usize].retain(|&gi| gi != e.group);
+        }
+        let info = &mut self.masks[e.mask as usize];
+        info.uses -= 1;
+        if info.uses == 0 {
+            self.live_masks -= 1;
         }
         self.free.push(id);
         self.len -= 1;
@@ -263,7 +444,7 @@ impl<T> TupleSpace<T> {
     /// The match of an entry.
     pub fn matcher(&self, id: EntryId) -> Option<Match> {
         let e = self.entry(id)?;
-        Some(Match { value: e.value, mask: self.subtables[e.subtable as usize].mask })
+        Some(Match { value: e.value, mask: self.masks[e.mask as usize].mask })
     }
 
     /// Ids of all entries, in id order.
@@ -279,8 +460,8 @@ impl<T> TupleSpace<T> {
         if self.until_rank == 0 {
             self.rank();
         }
-        let (id, sti) = self.best(key, tag)?;
-        self.subtables[sti as usize].hits += 1;
+        let (id, gi) = self.best(key, tag)?;
+        self.groups[gi as usize].hits += 1;
         let e = self.entries[id as usize].as_mut().expect("indexed entries live");
         e.stats.packets += 1;
         e.stats.bytes += bytes;
@@ -297,28 +478,40 @@ impl<T> TupleSpace<T> {
     fn best(&self, key: &FlowKey, tag: u32) -> Option<(EntryId, u32)> {
         let entries = &self.entries;
         let mut best: Option<(EntryId, u32, u32)> = None;
-        for &sti in self.orders.get(tag as usize)? {
-            let st = &self.subtables[sti as usize];
-            if best.is_some_and(|(_, p, _)| st.max_priority <= p) {
+        for &gi in self.orders.get(tag as usize)? {
+            let g = &self.groups[gi as usize];
+            if best.is_some_and(|(_, p, _)| g.max_priority <= p) {
                 break;
             }
-            let h = hash_masked(key, &st.mask, &st.words);
-            let found = st.map.find(h, |&id| {
+            let h = hash_masked(key, &g.hash_mask, &g.words);
+            let Some(&head) = g.map.find(h, |&id| {
                 let e = entries[id as usize].as_ref().expect("indexed entries live");
-                st.words.iter().all(|&w| key.words[w as usize] & st.mask.words[w as usize] == e.value.words[w as usize])
-            });
-            if let Some(&id) = found {
-                let p = entries[id as usize].as_ref().expect("indexed entries live").priority;
-                if best.is_none_or(|(_, bp, _)| p > bp) {
-                    best = Some((id, p, sti));
+                g.words.iter().all(|&w| {
+                    let (w, m) = (w as usize, g.hash_mask.words[w as usize]);
+                    key.words[w] & m == e.value.words[w] & m
+                })
+            }) else {
+                continue;
+            };
+            let mut cur = head;
+            while cur != NONE {
+                let e = entries[cur as usize].as_ref().expect("chained entries live");
+                let m = &self.masks[e.mask as usize];
+                if best.is_none_or(|(_, bp, _)| e.priority > bp)
+                    && m.words.iter().all(|&w| {
+                        key.words[w as usize] & m.mask.words[w as usize] == e.value.words[w as usize]
+                    })
+                {
+                    best = Some((cur, e.priority, gi));
                 }
-                // Later subtables rank no higher than this one's best: nothing can beat it.
-                if p >= st.max_priority {
-                    break;
-                }
+                cur = e.next;
+            }
+            // Later groups rank no higher than this one's best: nothing can beat it.
+            if best.is_some_and(|(_, p, _)| p >= g.max_priority) {
+                break;
             }
         }
-        best.map(|(id, _, sti)| (id, sti))
+        best.map(|(id, _, gi)| (id, gi))
     }
 
     /// [`TupleSpace::lookup`], also counting the hit or miss in a table's `stats`.
@@ -340,29 +533,43 @@ impl<T> TupleSpace<T> {
         hit
     }
 
-    /// Orders subtables by highest priority, then by hits since the last ranking (ties by
+    /// Orders groups by highest priority, then by hits since the last ranking (ties by
     /// creation), then restarts the counts; tightens priority bounds loosened by removals.
     fn rank(&mut self) {
-        let entries = &self.entries;
-        for st in self.subtables.iter_mut().filter(|st| st.at_max == 0 && !st.map.is_empty()) {
-            let prios = st.map.iter().filter_map(|&id| entries[id as usize].as_ref().map(|e| e.priority));
-            st.max_priority = prios.clone().max().unwrap_or(0);
-            st.at_max = prios.filter(|&p| p == st.max_priority).count() as u32;
+        for gi in 0..self.groups.len() {
+            if self.groups[gi].at_max == 0 && self.groups[gi].len > 0 {
+                let mut heads = Vec::new();
+                heads.extend(self.groups[gi].map.iter().copied());
+                let (mut max, mut at) = (0, 0);
+                for head in heads {
+                    let mut cur = head;
+                    while cur != NONE {
+                        let e = self.live(cur);
+                        if e.priority > max || at == 0 {
+                            (max, at) = (e.priority, 0);
+                        }
+                        at += (e.priority == max) as u32;
+                        cur = e.next;
+                    }
+                }
+                let g = &mut self.groups[gi];
+                (g.max_priority, g.at_max) = (max, at);
+            }
         }
         for tag in 0..self.orders.len() {
             self.sort_order(tag as u32);
         }
-        for s in &mut self.subtables {
-            s.hits = 0;
+        for g in &mut self.groups {
+            g.hits = 0;
         }
         self.until_rank = RANK_INTERVAL;
     }
 
     fn sort_order(&mut self, tag: u32) {
-        let subtables = &self.subtables;
+        let groups = &self.groups;
         self.orders[tag as usize].sort_by(|&a, &b| {
-            let (sa, sb) = (&subtables[a as usize], &subtables[b as usize]);
-            sb.max_priority.cmp(&sa.max_priority).then(sb.hits.cmp(&sa.hits)).then(a.cmp(&b))
+            let (ga, gb) = (&groups[a as usize], &groups[b as usize]);
+            gb.max_priority.cmp(&ga.max_priority).then(gb.hits.cmp(&ga.hits)).then(a.cmp(&b))
         });
     }
 }
@@ -433,5 +640,67 @@ mod tests {
         for i in 0..RANK_INTERVAL {
             assert_eq!(ts.lookup(&pkt, 5, 1, i as u64), Some(wide));
         }
+    }
+
+    /// Random nested prefixes, priorities, tags, removals and re-inserts: every lookup
+    /// returns an entry of the highest matching priority, as a scan over all entries finds.
+    #[test]
+    fn merged_groups_agree_with_a_scan() {
+        use crate::packet::field::id;
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let entry = (0u32..4, 0u32..6, 0u8..=32, 0u32..64, 0u8..=16, 0u16..4, 0u32..3);
+        let op = (proptest::collection::vec(entry, 1..120), proptest::collection::vec(any::<u16>(), 0..40));
+        let mut runner = TestRunner::new(Config { cases: 300, ..Config::default() });
+        runner
+            .run(&op, |(specs, removals)| {
+                let mut ts = TupleSpace::new();
+                let mut live: Vec<(EntryId, Match, u32, u32)> = Vec::new();
+                for (i, &(net, plen_seed, plen, port_seed, tplen, tag_seed, prio)) in specs.iter().enumerate()
+                {
+                    let mut m = Match::default();
+                    let addr = 0x0a00_0000 | (net << 16) | (plen_seed << 8) | (i as u32 & 0xff);
+                    let nw_mask = if plen == 0 { 0 } else { u32::MAX << (32 - plen) };
+                    m.value.set(id::NW_DST, (addr & nw_mask) as u128);
+                    m.mask.set(id::NW_DST, nw_mask as u128);
+                    let tp_mask = if tplen == 0 { 0 } else { u16::MAX << (16 - tplen) };
+                    m.value.set(id::TP_DST, (port_seed as u16 & tp_mask) as u128);
+                    m.mask.set(id::TP_DST, tp_mask as u128);
+                    let tag = tag_seed as u32 % 3;
+                    if ts.find(&m, tag).is_some() {
+                        continue;
+                    }
+                    let id = ts.insert(&m, tag, prio, i, 0);
+                    prop_assert_eq!(ts.find(&m, tag), Some(id));
+                    live.push((id, m, tag, prio));
+                    if let Some(&r) = removals.get(i) {
+                        let (gone, ..) = live.swap_remove(r as usize % live.len());
+                        prop_assert!(ts.remove(gone).is_some());
+                    }
+                }
+                prop_assert_eq!(ts.len(), live.len());
+                let distinct: hashbrown::HashSet<FlowMask> = live.iter().map(|l| l.1.mask).collect();
+                prop_assert_eq!(ts.n_masks(), distinct.len());
+                for (n, &(_, m, _, _)) in live.iter().enumerate() {
+                    for probe in [m.value, {
+                        let mut k = m.value;
+                        k.set(id::TP_DST, 7u128);
+                        k
+                    }] {
+                        for tag in 0..3 {
+                            let want =
+                                live.iter().filter(|l| l.2 == tag && l.1.matches(&probe)).map(|l| l.3).max();
+                            let got = ts.lookup(&probe, tag, 1, n as u64);
+                            prop_assert_eq!(got.map(|id| ts.entry(id).unwrap().priority), want);
+                            if let Some(id) = got {
+                                let e = live.iter().find(|l| l.0 == id).unwrap();
+                                prop_assert!(e.1.matches(&probe) && e.2 == tag);
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 }

@@ -1,0 +1,168 @@
+//! Gigaflow on the NIC (issue 4): LTM lookups through 4 tagged stages against the single
+//! Megaflow stage, both filled from the same Pipebench workload; and partitioning + rule
+//! generation per upcall against the slow-path translation that precedes it.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use hyflow::cache::{CachedFlow, DecisionTables};
+use hyflow::gen::pipebench::{pipebench, Locality, PipebenchConfig};
+use hyflow::gen::{pipelines, TrafficConfig};
+use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
+use hyflow::nic::MegaflowOffload;
+use hyflow::openflow::{parse_flows, Pipeline, Traversal};
+use hyflow::packet::{parse_frame, FlowKey, LinkKind};
+
+const BATCH: usize = 1024;
+
+/// A Pipebench workload: the pipeline, the trace's packets, and the distinct flows in order
+/// of first appearance.
+fn workload(kind: &str) -> (Pipeline, Vec<FlowKey>, Vec<FlowKey>) {
+    let template = pipelines::by_name(kind).expect("known template");
+    let traffic = TrafficConfig { flows: 20_000, packets: 200_000, zipf: 1.1, rate: 100_000.0, seed: 1 };
+    let config = PipebenchConfig { rules: 10_000, locality: Locality::High, traffic };
+    let mut packets = Vec::with_capacity(traffic.packets);
+    let (text, written) = pipebench(template, &config, |p| {
+        let mut k = FlowKey::default();
+        parse_frame(&p.frame, LinkKind::Ethernet, 1, &mut k).expect("generated frames parse");
+        packets.push(k);
+        Ok(())
+    })
+    .expect("valid workload");
+    written.expect("in memory");
+    let pipeline = Pipeline::from_rules(parse_flows(&text, kind).expect("generated rules parse"));
+    let mut seen = hashbrown::HashSet::new();
+    let flows = packets.iter().filter(|k| seen.insert(**k)).copied().collect();
+    (pipeline, packets, flows)
+}
+
+/// The slow-path traversal of each flow, recorded for Gigaflow.
+fn traversals(pipeline: &mut Pipeline, flows: &[FlowKey]) -> Vec<Traversal> {
+    flows
+        .iter()
+        .map(|k| {
+            let mut tr = Traversal::new();
+            tr.record_segments = true;
+            pipeline.process(k, &mut tr);
+            tr
+        })
+        .collect()
+}
+
+fn stream<'a>(queries: &'a [FlowKey], cursor: &mut usize) -> &'a [FlowKey] {
+    if *cursor + BATCH > queries.len() {
+        *cursor = 0;
+    }
+    let s = &queries[*cursor..*cursor + BATCH];
+    *cursor += BATCH;
+    s
+}
+
+fn bench_ltm(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ltm");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.sample_size(20);
+    for kind in ["ofd", "psc"] {
+        let (mut pipeline, packets, flows) = workload(kind);
+        let trs = traversals(&mut pipeline, &flows);
+        let mut tables = DecisionTables::new();
+        let mut gf = Gigaflow::new(GigaflowConfig::default()).expect("default config");
+        let mut mf =
+            MegaflowOffload::new(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES, hyflow::nic::DEFAULT_MEGAFLOW_MASKS)
+                .expect("default config");
+        for (tr, k) in trs.iter().zip(&flows) {
+            gf.install(tr, &mut tables, 0);
+            let d = tables.intern(tr);
+            let flow = CachedFlow { rep: *k, decision: d, pending_verdict: 0 };
+            if mf.stage.install(&tr.megaflow, 0, 0, flow, 0).is_ok() {
+                tables.acquire(d);
+            }
+            tables.release(d);
+        }
+        let (mut outputs, mut used) = (Vec::new(), Vec::new());
+        let gf_hits = packets.iter().filter(|k| gf.lookup(k, 64, 0, &mut outputs, &mut used)).count();
+        let mf_hits = packets.iter().filter(|k| mf.stage.lookup(k, 0, 64, 0).is_some()).count();
+        println!(
+            "{kind}: {} flows; gigaflow {} entries, {} masks, {} groups, hit rate {:.3}; megaflow {} entries, \
+             {} masks, {} groups, hit rate {:.3}",
+            flows.len(),
+            gf.len(),
+            gf.stages.iter().map(|s| s.space().n_masks()).sum::<usize>(),
+            gf.stages.iter().map(|s| s.space().n_groups()).sum::<usize>(),
+            gf_hits as f64 / packets.len() as f64,
+            mf.stage.space().len(),
+            mf.stage.space().n_masks(),
+            mf.stage.space().n_groups(),
+            mf_hits as f64 / packets.len() as f64,
+        );
+        let mut cursor = 0;
+        group.bench_function(BenchmarkId::new("gigaflow_4x8K", kind), |b| {
+            b.iter(|| {
+                let mut hits = 0u32;
+                for k in stream(&packets, &mut cursor) {
+                    hits += gf.lookup(black_box(k), 64, 0, &mut outputs, &mut used) as u32;
+                }
+                hits
+            })
+        });
+        let mut cursor = 0;
+        group.bench_function(BenchmarkId::new("megaflow_32K", kind), |b| {
+            b.iter(|| {
+                let mut hits = 0u32;
+                for k in stream(&packets, &mut cursor) {
+                    hits += mf.stage.lookup(black_box(k), 0, 64, 0).is_some() as u32;
+                }
+                hits
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Installing every flow's traversal into an empty NIC large enough to refuse nothing:
+/// walking the chain, partitioning and generating the entries. The baseline is the
+/// translation each upcall already pays.
+fn bench_partition(c: &mut Criterion) {
+    let mut group = c.benchmark_group("partition");
+    group.sample_size(10);
+    for kind in ["ofd", "psc", "ols"] {
+        let (mut pipeline, _, flows) = workload(kind);
+        let trs = traversals(&mut pipeline, &flows);
+        group.throughput(Throughput::Elements(trs.len() as u64));
+        let config = GigaflowConfig { entries: 1 << 20, max_masks: 1 << 20, ..GigaflowConfig::default() };
+        group.bench_function(BenchmarkId::new("gigaflow_dp_install", kind), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let mut gf = Gigaflow::new(config).expect("valid config");
+                    let mut tables = DecisionTables::new();
+                    let started = Instant::now();
+                    for tr in &trs {
+                        black_box(gf.install(tr, &mut tables, 0));
+                    }
+                    total += started.elapsed();
+                }
+                total
+            })
+        });
+        let mut tr = Traversal::new();
+        tr.record_segments = true;
+        group.bench_function(BenchmarkId::new("translation", kind), |b| {
+            b.iter(|| {
+                for k in &flows {
+                    pipeline.process(black_box(k), &mut tr);
+                }
+                tr.steps.len()
+            })
+        });
+    }
+    group.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    bench_ltm(&mut c);
+    bench_partition(&mut c);
+    c.final_summary();
+}
