@@ -6,9 +6,12 @@ Usage: scripts/gigaflow_bench.py [--rules N] [--flows N] [--packets N] [--kinds 
 For each pipeline template and each locality, `hyflow gen pipeline` writes a workload and
 `hyflow replay` runs it with the NIC alone (no software caches, so every NIC miss is an
 upcall): Megaflow with 32K entries vs Gigaflow with 4 x 8K (dp partitioning), both with
---masks distinct masks per stage (default 512, hyflow's default; 0 = no limit). Then, on the
+--masks distinct masks per stage (default 512, hyflow's default; 0 = no limit), and the two
+hit rates again without a mask limit (a TCAM, as the paper's FPGA tables). Then, on the
 first template at high locality: misses vs K = 1..5 Gigaflow tables (Figure 14) and
-dp vs random vs one-to-one partitioning (Figure 16). Build first: cargo build --release.
+dp vs random vs one-to-one partitioning (Figure 16); and, per template at high locality,
+revalidation time under rule updates (1% of the rules per second). Build first:
+cargo build --release.
 """
 import argparse
 import json
@@ -28,9 +31,9 @@ def sh(args):
 MASKS = ["--nic-masks", "512"]
 
 
-def replay(d, nic_args):
+def replay(d, nic_args, masks=None, extra=()):
     out = sh(["replay", "--flows", os.path.join(d, "flows.txt"), "--trace", os.path.join(d, "trace.pcap"),
-              "--no-microflow", "--no-megaflow", "--json", "-", *MASKS, *nic_args])
+              "--no-microflow", "--no-megaflow", "--json", "-", *(masks or MASKS), *nic_args, *extra])
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -69,16 +72,19 @@ def main():
                 kinds.append(kind)
         print("| pipeline | locality | Megaflow 32K hit rate | Gigaflow 4x8K hit rate | Megaflow misses | Gigaflow misses"
               " | Megaflow entries | Gigaflow entries | Megaflow coverage | Gigaflow coverage"
-              " | refused for masks (M / G) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              " | refused for masks (M / G) | no mask limit: hit rate (M / G) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        unlimited = ["--nic-masks", str(1 << 30)]
         for kind in kinds:
             for loc in ("high", "low"):
                 m = replay(dirs[(kind, loc)], MEGAFLOW)
                 g = replay(dirs[(kind, loc)], gigaflow())
-                print("| %s | %s | %.2f%% | %.2f%% | %d | %d | %d | %d | %d | %.3g | %d / %d |" % (
+                mu = replay(dirs[(kind, loc)], MEGAFLOW, unlimited)
+                gu = replay(dirs[(kind, loc)], gigaflow(), unlimited)
+                print("| %s | %s | %.2f%% | %.2f%% | %d | %d | %d | %d | %d | %.3g | %d / %d | %.2f%% / %.2f%% |" % (
                     kind.upper(), loc, 100 * m["nic_hit_rate"], 100 * g["nic_hit_rate"], m["upcalls"], g["upcalls"],
                     m["nic_entries"], g["nic_entries"], m["nic_entries_now"], g["gigaflow"]["coverage"],
-                    m["nic_refused_masks"], g["nic_refused_masks"]))
+                    m["nic_refused_masks"], g["nic_refused_masks"], 100 * mu["nic_hit_rate"], 100 * gu["nic_hit_rate"]))
         if not kinds:
             return
         d = dirs[(kinds[0], "high")]
@@ -100,6 +106,24 @@ def main():
             g = replay(d, gigaflow(partition=p))
             print("| %s | %d | %.2f%% | %d | %.3g |" % (p, g["upcalls"], 100 * g["nic_hit_rate"], g["nic_entries"],
                                                      g["gigaflow"]["coverage"]))
+        print()
+        print("Revalidation under rule updates (high locality; `hyflow gen updates --rate 0.01`, 1% of the rules")
+        print("per second over the trace; every affected entry is re-translated as it is found):")
+        print()
+        print("| pipeline | updates | Megaflow entries | Gigaflow entries | Megaflow revalidation ms | Gigaflow revalidation ms"
+              " | Gigaflow entries re-translated | outputs differ from slow path |")
+        print("|---|---|---|---|---|---|---|---|")
+        for kind in kinds:
+            d = dirs[(kind, "high")]
+            u = os.path.join(d, "updates.txt")
+            secs = max(1, round(a.packets / 100000))
+            sh(["gen", "updates", "--flows", os.path.join(d, "flows.txt"), "--out", u, "--rate", "0.01",
+                "--seconds", str(secs)])
+            m = replay(d, MEGAFLOW, extra=("--updates", u))
+            g = replay(d, gigaflow(), extra=("--updates", u))
+            print("| %s | %d | %d | %d | %.1f | %.1f | %d | %d / %d |" % (
+                kind.upper(), g["updates"], m["nic_entries_now"], g["nic_entries_now"], m["nic_revalidation_ms"],
+                g["nic_revalidation_ms"], g["gigaflow"]["retranslated"], m["stale_wrong"], g["stale_wrong"]))
 
 
 if __name__ == "__main__":
