@@ -14,6 +14,7 @@ use hyflow::packet::{parse_frame, FlowKey};
 use hyflow::trace::TraceReader;
 
 mod replay;
+mod topk;
 
 #[derive(Parser)]
 #[command(
@@ -39,6 +40,19 @@ enum Command {
     /// Generate workloads: traffic for a flow table, or rule-update streams.
     #[command(subcommand)]
     Gen(GenCommand),
+    /// Real-time large flows: at every block boundary, the top-k flows of the sliding window
+    /// ending there, by FastKeeper or a baseline detector (counts are packets in the window).
+    Topk(topk::TopkArgs),
+    /// Evaluate detectors against exact answers.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Precision and relative error of top-k detectors against the exact sliding-window
+    /// top-k of a trace, for each algorithm x memory x k.
+    Topk(topk::EvalTopkArgs),
 }
 
 #[derive(Args)]
@@ -272,6 +286,8 @@ fn main() -> ExitCode {
         Command::Gen(GenCommand::Traffic(args)) => replay::gen_traffic(args),
         Command::Gen(GenCommand::Updates(args)) => replay::gen_updates(args),
         Command::Gen(GenCommand::Pipeline(args)) => replay::gen_pipeline(args),
+        Command::Topk(args) => topk::run(args),
+        Command::Eval(EvalCommand::Topk(args)) => topk::eval(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

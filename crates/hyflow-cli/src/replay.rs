@@ -80,7 +80,7 @@ fn create(path: &Path) -> Result<Box<dyn Write>> {
 
 /// A progress bar on standard error for long replays; drawn only on a terminal (indicatif
 /// hides it otherwise) and updated every [`Progress::EVERY`] packets, off the per-packet path.
-struct Progress {
+pub(crate) struct Progress {
     bar: indicatif::ProgressBar,
 }
 
@@ -89,7 +89,7 @@ impl Progress {
 
     /// A bar of `len` units drawn with an indicatif `template` (the default style if the
     /// template does not parse).
-    fn new(len: u64, template: &str) -> Progress {
+    pub(crate) fn new(len: u64, template: &str) -> Progress {
         let bar = indicatif::ProgressBar::new(len);
         if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
@@ -97,13 +97,13 @@ impl Progress {
         Progress { bar }
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
     }
 
     /// After `packets` packets, at `position` (bytes or packets, as the bar counts).
     #[inline]
-    fn tick(&self, packets: u64, position: u64) {
+    pub(crate) fn tick(&self, packets: u64, position: u64) {
         if packets.is_multiple_of(Self::EVERY) {
             self.bar.set_message(format!("{packets} packets"));
             self.bar.set_position(position);

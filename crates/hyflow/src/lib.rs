@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod gen;
+pub mod measure;
 pub mod nic;
 pub mod openflow;
 pub mod packet;

@@ -1,0 +1,601 @@
+//! Traffic measurement: which flows are large *now* (FastKeeper, Elixir §3.2–3.3).
+//!
+//! Offload policies put the flows that carry the most traffic in the NIC's small tables, so
+//! they need the top-k flows by rate in a recent window, cheaply and continuously. Every
+//! detector here implements [`Detector`]; a [`Monitor`] feeds it packets, slides its window
+//! and asks for reports; [`exact::ExactWindow`] computes the true answer from the same stream
+//! for evaluation.
+//!
+//! **Windows.** A window of W is cut into blocks of b (W a multiple of b, in trace time or in
+//! packets). Block boundaries fall at t0 + n·b, t0 being the first packet's timestamp (or
+//! every b packets). The report at boundary t covers the packets with timestamps in
+//! [t − W, t); its counts are packets in that window (a rate is count / W). Protocol at each
+//! boundary: [`Detector::top`] reports the window that ends there, then
+//! [`Detector::end_block`] slides it by one block.
+//!
+//! **Memory.** Every detector is sized from a byte budget and reports the bytes its counters,
+//! fingerprints and heap actually occupy ([`Detector::memory_bytes`]), heap index included.
+//!
+//! **Sliding vs tumbling.** FastKeeper, its bitmap variant and Elixir slide their windows by
+//! design. Count-Min, HeavyKeeper and Space-Saving count from a start: here they restart
+//! every W (aligned at t0), the usual way to get periodic reports from them, so a report in
+//! the middle of their period covers less than W.
+
+pub mod count_min;
+pub mod exact;
+pub mod fastkeeper;
+pub mod flow_id;
+pub mod heap;
+pub mod heavykeeper;
+pub mod space_saving;
+
+pub use flow_id::{FlowId, KeySpec, KeySpecError};
+
+use crate::packet::FlowKey;
+
+/// A real-time large-flow detector.
+pub trait Detector {
+    /// Counts one packet of `flow`; `hash` is `flow.hash(seed)` with the seed of the
+    /// detector's [`DetectorConfig`] (a [`Monitor`] computes it once per packet).
+    fn insert(&mut self, flow: FlowId, hash: u128);
+    /// The largest flows of the window ending now (at most k, count > 0), largest first,
+    /// with their estimated packet counts, into `out`.
+    fn top(&mut self, out: &mut Vec<(FlowId, u64)>);
+    /// The estimated packets of `flow` in the window so far (unscaled by sampling).
+    fn estimate(&self, flow: FlowId, hash: u128) -> u64;
+    /// Closes the current block: the window slides by one block.
+    fn end_block(&mut self);
+    /// Bytes of state held.
+    fn memory_bytes(&self) -> usize;
+}
+
+/// The detectors `hyflow topk` offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algo {
+    /// FastKeeper with collision counters (Algorithms 1–3).
+    FastKeeper,
+    /// FastKeeper with bitmap voting and block-major counters.
+    FastKeeperBitmap,
+    /// Count-Min sketch + min-heap.
+    CountMin,
+    /// HeavyKeeper (exponential decay, b = 1.08) + min-heap.
+    HeavyKeeper,
+    /// Space-Saving (Stream-Summary).
+    SpaceSaving,
+}
+
+impl Algo {
+    /// All, in the order tables list them.
+    pub const ALL: [Algo; 5] =
+        [Algo::FastKeeperBitmap, Algo::FastKeeper, Algo::HeavyKeeper, Algo::CountMin, Algo::SpaceSaving];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::FastKeeper => "fastkeeper",
+            Algo::FastKeeperBitmap => "fastkeeper-bitmap",
+            Algo::CountMin => "cm",
+            Algo::HeavyKeeper => "heavykeeper",
+            Algo::SpaceSaving => "spacesaving",
+        }
+    }
+
+    /// The algorithm called `name`.
+    pub fn from_name(name: &str) -> Option<Algo> {
+        Algo::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// How a detector is sized and windowed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DetectorConfig {
+    /// Flows reported.
+    pub k: usize,
+    /// Byte budget.
+    pub memory: usize,
+    /// Blocks per window (W / b).
+    pub blocks: usize,
+    /// Sampling rate in (0, 1]: the fraction of packets (FastKeeper: of row updates) counted;
+    /// estimates are scaled back by 1 / rate.
+    pub sample: f64,
+    /// Seed of hashes and sampling.
+    pub seed: u64,
+}
+
+/// Why a detector cannot be built.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// The budget does not hold the heap plus one bucket per row.
+    #[error("--memory {memory} B is too small for {algo}: it needs at least {needed} B (k = {k})")]
+    TooSmall {
+        /// Algorithm.
+        algo: &'static str,
+        /// Budget given.
+        memory: usize,
+        /// Smallest budget that works.
+        needed: usize,
+        /// k.
+        k: usize,
+    },
+    /// k = 0.
+    #[error("--k must be at least 1")]
+    ZeroK,
+    /// Sampling rate outside (0, 1].
+    #[error("--sample must be in (0, 1], got {0}")]
+    BadSample(f64),
+    /// Window shorter than a block, not a multiple of it, or zero.
+    #[error("{0}")]
+    BadWindow(String),
+}
+
+impl DetectorConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.k == 0 {
+            return Err(ConfigError::ZeroK);
+        }
+        if !(self.sample > 0.0 && self.sample <= 1.0) {
+            return Err(ConfigError::BadSample(self.sample));
+        }
+        if self.blocks == 0 {
+            return Err(ConfigError::BadWindow("the window must hold at least one block".into()));
+        }
+        Ok(())
+    }
+
+    /// Buckets per row for `rows` rows of `bucket` bytes beside a heap of k, or the error
+    /// saying how much memory one bucket per row needs.
+    fn width(&self, algo: Algo, rows: usize, bucket: usize) -> Result<usize, ConfigError> {
+        let fixed = heap::TopHeap::bytes_for(self.k);
+        let w = self.memory.saturating_sub(fixed) / (rows * bucket);
+        if w == 0 {
+            return Err(ConfigError::TooSmall {
+                algo: algo.name(),
+                memory: self.memory,
+                needed: fixed + rows * bucket,
+                k: self.k,
+            });
+        }
+        Ok(w)
+    }
+}
+
+/// Builds a detector. FastKeeper samples its row updates itself; the others are fed a
+/// sampled stream ([`Sampled`]) when the rate is below 1.
+pub fn build(algo: Algo, config: &DetectorConfig) -> Result<Box<dyn Detector>, ConfigError> {
+    config.check()?;
+    fn sampled(d: impl Detector + 'static, config: &DetectorConfig) -> Box<dyn Detector> {
+        if config.sample < 1.0 {
+            Box::new(Sampled::new(d, config.sample, config.seed))
+        } else {
+            Box::new(d)
+        }
+    }
+    Ok(match algo {
+        Algo::FastKeeper => Box::new(fastkeeper::FastKeeper::new(config)?),
+        Algo::FastKeeperBitmap => Box::new(fastkeeper::FastKeeperBitmap::new(config)?),
+        Algo::CountMin => sampled(count_min::CountMin::new(config)?, config),
+        Algo::HeavyKeeper => sampled(heavykeeper::HeavyKeeper::new(config)?, config),
+        Algo::SpaceSaving => sampled(space_saving::SpaceSaving::new(config)?, config),
+    })
+}
+
+/// A detector fed only a sampled fraction of the packets, its estimates scaled back.
+pub struct Sampled<D> {
+    inner: D,
+    sampler: Sampler,
+    scale: f64,
+}
+
+impl<D: Detector> Sampled<D> {
+    /// `inner` sees each packet with probability `rate`.
+    pub fn new(inner: D, rate: f64, seed: u64) -> Sampled<D> {
+        Sampled { inner, sampler: Sampler::new(rate, seed ^ 0x5a5a_5a5a), scale: 1.0 / rate }
+    }
+}
+
+impl<D: Detector> Detector for Sampled<D> {
+    #[inline]
+    fn insert(&mut self, flow: FlowId, hash: u128) {
+        if self.sampler.keep() {
+            self.inner.insert(flow, hash);
+        }
+    }
+    fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
+        self.inner.top(out);
+        for e in out.iter_mut() {
+            e.1 = (e.1 as f64 * self.scale).round() as u64;
+        }
+    }
+    fn estimate(&self, flow: FlowId, hash: u128) -> u64 {
+        self.inner.estimate(flow, hash)
+    }
+    fn end_block(&mut self) {
+        self.inner.end_block()
+    }
+    fn memory_bytes(&self) -> usize {
+        self.inner.memory_bytes()
+    }
+}
+
+/// A detector scored against the exact window at every boundary where the window is full.
+pub struct Scored<D> {
+    inner: D,
+    exact: exact::ExactWindow,
+    k: usize,
+    blocks: usize,
+    closed: usize,
+    /// The accumulated score.
+    pub score: exact::Score,
+}
+
+impl<D: Detector> Scored<D> {
+    /// Scores `inner`'s top-`k` over windows of `blocks` blocks.
+    pub fn new(inner: D, k: usize, blocks: usize) -> Scored<D> {
+        Scored {
+            inner,
+            exact: exact::ExactWindow::new(k, blocks),
+            k,
+            blocks,
+            closed: 0,
+            score: Default::default(),
+        }
+    }
+
+    /// The detector scored.
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+}
+
+impl<D: Detector> Detector for Scored<D> {
+    #[inline]
+    fn insert(&mut self, flow: FlowId, hash: u128) {
+        self.exact.insert(flow, hash);
+        self.inner.insert(flow, hash);
+    }
+    fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
+        self.inner.top(out);
+        if self.closed + 1 >= self.blocks {
+            self.score.add(out, &self.exact, self.k);
+        }
+    }
+    fn estimate(&self, flow: FlowId, hash: u128) -> u64 {
+        self.inner.estimate(flow, hash)
+    }
+    fn end_block(&mut self) {
+        self.closed += 1;
+        self.exact.end_block();
+        self.inner.end_block();
+    }
+    fn memory_bytes(&self) -> usize {
+        self.inner.memory_bytes()
+    }
+}
+
+/// Counts blocks for detectors that restart every window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tumbling {
+    blocks: usize,
+    since: usize,
+}
+
+impl Tumbling {
+    pub(crate) fn new(blocks: usize) -> Tumbling {
+        Tumbling { blocks, since: 0 }
+    }
+
+    /// Counts a closed block; true when a window has passed and the counts restart.
+    pub(crate) fn end_block(&mut self) -> bool {
+        self.since += 1;
+        if self.since == self.blocks {
+            self.since = 0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A fast seeded generator for per-packet sampling decisions (xorshift64*).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sampler {
+    state: u64,
+    threshold: u64,
+}
+
+impl Sampler {
+    pub(crate) fn new(rate: f64, seed: u64) -> Sampler {
+        let threshold = if rate >= 1.0 { u64::MAX } else { (rate * u64::MAX as f64) as u64 };
+        Sampler { state: seed | 1, threshold }
+    }
+
+    /// Whether to count this one.
+    #[inline]
+    pub(crate) fn keep(&mut self) -> bool {
+        self.threshold == u64::MAX || self.draw() < self.threshold
+    }
+
+    /// A uniform 64-bit draw.
+    #[inline]
+    pub(crate) fn draw(&mut self) -> u64 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Row `j`'s bucket for a flow hash among `w` (double hashing over the 128-bit hash, reduced
+/// by multiply-shift).
+#[inline]
+pub(crate) fn bucket_of(hash: u128, j: usize, w: usize) -> usize {
+    let (h1, h2) = (hash as u64, (hash >> 64) as u64 | 1);
+    let h = h1.wrapping_add((j as u64).wrapping_mul(h2)).rotate_left(17 * j as u32);
+    ((h as u128 * w as u128) >> 64) as usize
+}
+
+/// A 32-bit fingerprint, never 0 (0 marks an empty bucket). 32 bits, not the usual 16: with
+/// 16, a mouse sharing a bucket and fingerprint with a heavy flow was reported with the heavy
+/// flow's count often enough to show in precision at 20,000 flows per window.
+#[inline]
+pub(crate) fn fingerprint(hash: u128) -> u32 {
+    ((hash >> 96) as u32).max(1)
+}
+
+/// Window and block lengths, in nanoseconds of trace time or in packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Span {
+    /// Trace time.
+    Nanos(u64),
+    /// Packet count.
+    Packets(u64),
+}
+
+impl Span {
+    /// Parses `5s`, `500ms`, `250us`, `100ns` or `258000pkts`.
+    pub fn parse(text: &str) -> Result<Span, String> {
+        let t = text.trim();
+        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let v: f64 = num
+            .parse()
+            .map_err(|_| format!("'{text}': expected a number with a unit (5s, 500ms, 258000pkts)"))?;
+        if v <= 0.0 || !v.is_finite() {
+            return Err(format!("'{text}': must be positive"));
+        }
+        let scale = match unit {
+            "s" => 1e9,
+            "ms" => 1e6,
+            "us" => 1e3,
+            "ns" => 1.0,
+            "pkts" | "p" => {
+                if v.fract() != 0.0 {
+                    return Err(format!("'{text}': a packet count must be whole"));
+                }
+                return Ok(Span::Packets(v as u64));
+            }
+            _ => return Err(format!("'{text}': unknown unit '{unit}' (s, ms, us, ns or pkts)")),
+        };
+        let ns = (v * scale).round() as u64;
+        if ns == 0 {
+            return Err(format!("'{text}': shorter than a nanosecond"));
+        }
+        Ok(Span::Nanos(ns))
+    }
+
+    /// Blocks per window, checking that both are in one unit and the window is a whole
+    /// number of blocks.
+    pub fn blocks(window: Span, block: Span) -> Result<usize, ConfigError> {
+        let (w, b) = match (window, block) {
+            (Span::Nanos(w), Span::Nanos(b)) | (Span::Packets(w), Span::Packets(b)) => (w, b),
+            _ => {
+                return Err(ConfigError::BadWindow(
+                    "--window and --block must both be times or both packet counts".into(),
+                ))
+            }
+        };
+        if b > w {
+            return Err(ConfigError::BadWindow("--block must not be longer than --window".into()));
+        }
+        if w % b != 0 {
+            return Err(ConfigError::BadWindow("--window must be a whole number of blocks".into()));
+        }
+        Ok((w / b) as usize)
+    }
+}
+
+/// A block boundary: when it fell and how many packets came before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Boundary {
+    /// Nanoseconds since the first packet (t − t0); with packet windows, the time of the
+    /// first packet after the boundary (or of the last packet, at the end).
+    pub t_ns: u64,
+    /// Packets before the boundary.
+    pub packets: u64,
+}
+
+/// Drives a detector over a packet stream: extracts flow ids, finds block boundaries and
+/// collects the reports.
+pub struct Monitor<D> {
+    detector: D,
+    spec: KeySpec,
+    block: Span,
+    seed: u64,
+    /// Packets whose key fields are absent (e.g. non-IP under a 5-tuple key): not counted.
+    pub keyless: u64,
+    t0: Option<u64>,
+    /// Next boundary: ns since t0, or packet count.
+    next: u64,
+    packets: u64,
+    last_t: u64,
+    top: Vec<(FlowId, u64)>,
+}
+
+impl<D: Detector> Monitor<D> {
+    /// A monitor over `detector`, hashing flows with `seed` (the detector's).
+    pub fn new(detector: D, spec: KeySpec, block: Span, seed: u64) -> Monitor<D> {
+        let first = match block {
+            Span::Nanos(b) | Span::Packets(b) => b,
+        };
+        Monitor {
+            detector,
+            spec,
+            block,
+            seed,
+            keyless: 0,
+            t0: None,
+            next: first,
+            packets: 0,
+            last_t: 0,
+            top: Vec::new(),
+        }
+    }
+
+    /// The detector.
+    pub fn detector(&self) -> &D {
+        &self.detector
+    }
+
+    /// The key specification.
+    pub fn spec(&self) -> &KeySpec {
+        &self.spec
+    }
+
+    /// Packets seen.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    fn boundary(&mut self, at: Boundary, report: &mut impl FnMut(Boundary, &[(FlowId, u64)])) {
+        self.detector.top(&mut self.top);
+        report(at, &self.top);
+        self.detector.end_block();
+    }
+
+    /// One packet at `ts_ns` (non-decreasing); reports every boundary it passes first.
+    #[inline]
+    pub fn packet(&mut self, ts_ns: u64, key: &FlowKey, report: &mut impl FnMut(Boundary, &[(FlowId, u64)])) {
+        let flow = self.spec.flow_id(key);
+        self.flow(ts_ns, flow, report);
+    }
+
+    /// [`Monitor::packet`] for a flow id already extracted (`None`: the packet lacks the key
+    /// fields; it still advances time).
+    #[inline]
+    pub fn flow(
+        &mut self,
+        ts_ns: u64,
+        flow: Option<FlowId>,
+        report: &mut impl FnMut(Boundary, &[(FlowId, u64)]),
+    ) {
+        let t0 = *self.t0.get_or_insert(ts_ns);
+        let t = ts_ns.saturating_sub(t0).max(self.last_t);
+        self.last_t = t;
+        match self.block {
+            Span::Nanos(b) => {
+                while t >= self.next {
+                    let at = Boundary { t_ns: self.next, packets: self.packets };
+                    self.boundary(at, report);
+                    self.next += b;
+                }
+            }
+            Span::Packets(b) => {
+                if self.packets == self.next {
+                    self.boundary(Boundary { t_ns: t, packets: self.packets }, report);
+                    self.next += b;
+                }
+            }
+        }
+        self.packets += 1;
+        match flow {
+            Some(flow) => self.detector.insert(flow, flow.hash(self.seed)),
+            None => self.keyless += 1,
+        }
+    }
+
+    /// Ends the stream: reports the boundary that closes the last (partial) block.
+    pub fn finish(&mut self, report: &mut impl FnMut(Boundary, &[(FlowId, u64)])) {
+        if self.t0.is_none() {
+            return;
+        }
+        let t_ns = match self.block {
+            Span::Nanos(_) => self.next,
+            Span::Packets(_) => self.last_t,
+        };
+        self.boundary(Boundary { t_ns, packets: self.packets }, report);
+    }
+}
+
+impl Detector for Box<dyn Detector> {
+    fn insert(&mut self, flow: FlowId, hash: u128) {
+        (**self).insert(flow, hash)
+    }
+    fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
+        (**self).top(out)
+    }
+    fn estimate(&self, flow: FlowId, hash: u128) -> u64 {
+        (**self).estimate(flow, hash)
+    }
+    fn end_block(&mut self) {
+        (**self).end_block()
+    }
+    fn memory_bytes(&self) -> usize {
+        (**self).memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_parse_and_windows_divide() {
+        assert_eq!(Span::parse("5s"), Ok(Span::Nanos(5_000_000_000)));
+        assert_eq!(Span::parse("1.5ms"), Ok(Span::Nanos(1_500_000)));
+        assert_eq!(Span::parse("258000pkts"), Ok(Span::Packets(258_000)));
+        assert!(Span::parse("5").unwrap_err().contains("unknown unit"));
+        assert!(Span::parse("0s").unwrap_err().contains("positive"));
+        assert!(Span::parse("x").is_err());
+        let s = |t| Span::parse(t).unwrap();
+        assert_eq!(Span::blocks(s("5s"), s("1s")), Ok(5));
+        assert!(
+            matches!(Span::blocks(s("1s"), s("5s")), Err(ConfigError::BadWindow(m)) if m.contains("longer"))
+        );
+        assert!(
+            matches!(Span::blocks(s("5s"), s("2s")), Err(ConfigError::BadWindow(m)) if m.contains("whole"))
+        );
+        assert!(Span::blocks(s("5s"), s("10pkts")).is_err());
+    }
+
+    #[test]
+    fn boundaries_fall_at_t0_plus_multiples_of_the_block() {
+        struct Log(Vec<u32>, u32);
+        impl Detector for Log {
+            fn insert(&mut self, _: FlowId, _: u128) {
+                self.1 += 1;
+            }
+            fn top(&mut self, _: &mut Vec<(FlowId, u64)>) {
+                self.0.push(self.1);
+            }
+            fn estimate(&self, _: FlowId, _: u128) -> u64 {
+                0
+            }
+            fn end_block(&mut self) {
+                self.1 = 0;
+            }
+            fn memory_bytes(&self) -> usize {
+                0
+            }
+        }
+        let mut m = Monitor::new(Log(Vec::new(), 0), KeySpec::five_tuple(), Span::Nanos(10), 1);
+        let mut at = Vec::new();
+        let k = crate::openflow::parse_packet("udp,nw_src=1.2.3.4").unwrap();
+        for ts in [100, 105, 109, 110, 135, 136] {
+            m.packet(ts, &k, &mut |b, _| at.push((b.t_ns, b.packets)));
+        }
+        m.finish(&mut |b, _| at.push((b.t_ns, b.packets)));
+        // Blocks [0,10) [10,20) [20,30) [30,40): an empty block still reports.
+        assert_eq!(at, [(10, 3), (20, 4), (30, 4), (40, 6)]);
+        assert_eq!(m.detector().0, [3, 1, 0, 2]);
+    }
+}

@@ -1,0 +1,73 @@
+//! Space-Saving (Metwally, Agrawal, El Abbadi): m counters for the m flows seen most.
+//!
+//! A monitored flow's counter is incremented; an unmonitored one replaces the flow with the
+//! smallest counter and inherits that count plus one (an overestimate by at most the
+//! minimum). The Stream-Summary is a min-heap indexed by flow ([`TopHeap`]), m as large as
+//! the memory allows; the report is its k largest. Counts are since the start: here it
+//! restarts every window (see [`super`]).
+
+use super::heap::TopHeap;
+use super::{Algo, ConfigError, Detector, DetectorConfig, FlowId, Tumbling};
+
+/// Space-Saving.
+pub struct SpaceSaving {
+    k: usize,
+    summary: TopHeap,
+    window: Tumbling,
+}
+
+impl SpaceSaving {
+    /// Sized from `config.memory`: the most counters whose summary fits (at least k).
+    pub fn new(config: &DetectorConfig) -> Result<SpaceSaving, ConfigError> {
+        let needed = TopHeap::bytes_for(config.k);
+        if needed > config.memory {
+            return Err(ConfigError::TooSmall {
+                algo: Algo::SpaceSaving.name(),
+                memory: config.memory,
+                needed,
+                k: config.k,
+            });
+        }
+        let (mut lo, mut hi) = (config.k, config.memory / 16 + 1);
+        while lo + 1 < hi {
+            let mid = (lo + hi) / 2;
+            if TopHeap::bytes_for(mid) <= config.memory {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(SpaceSaving { k: config.k, summary: TopHeap::new(lo), window: Tumbling::new(config.blocks) })
+    }
+}
+
+impl Detector for SpaceSaving {
+    #[inline]
+    fn insert(&mut self, flow: FlowId, hash: u128) {
+        let h = hash as u64;
+        let count = match self.summary.get(flow, h) {
+            Some(c) => c + 1,
+            None => self.summary.admission() + 1,
+        };
+        self.summary.offer(flow, h, count);
+    }
+
+    fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
+        self.summary.sorted(out);
+        out.truncate(self.k);
+    }
+
+    fn estimate(&self, flow: FlowId, hash: u128) -> u64 {
+        self.summary.get(flow, hash as u64).unwrap_or(0)
+    }
+
+    fn end_block(&mut self) {
+        if self.window.end_block() {
+            self.summary.clear();
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.summary.memory_bytes()
+    }
+}

@@ -1,0 +1,189 @@
+//! Large-flow detectors on hand-built streams whose answers are known: window sliding, the
+//! collision-counter reset, bitmap voting, memory accounting, and every algorithm against
+//! the exact sliding-window top-k.
+
+use hyflow::measure::exact::{ExactWindow, Score};
+use hyflow::measure::fastkeeper::{FastKeeper, FastKeeperBitmap, ROWS};
+use hyflow::measure::heap::TopHeap;
+use hyflow::measure::{build, Algo, ConfigError, Detector, DetectorConfig, FlowId};
+
+const SEED: u64 = 7;
+
+fn flow(n: u64) -> FlowId {
+    FlowId([0, n])
+}
+
+fn send(d: &mut impl Detector, n: u64, packets: usize) {
+    let f = flow(n);
+    for _ in 0..packets {
+        d.insert(f, f.hash(SEED));
+    }
+}
+
+fn config(k: usize, memory: usize, blocks: usize) -> DetectorConfig {
+    DetectorConfig { k, memory, blocks, sample: 1.0, seed: SEED }
+}
+
+fn top(d: &mut impl Detector) -> Vec<(FlowId, u64)> {
+    let mut out = Vec::new();
+    d.top(&mut out);
+    out
+}
+
+/// Memory for exactly one bucket per row: every flow collides with every other.
+fn one_bucket(bucket: usize, k: usize) -> usize {
+    TopHeap::bytes_for(k) + ROWS * bucket
+}
+
+#[test]
+fn fastkeeper_forgets_blocks_that_leave_the_window() {
+    for algo in [Algo::FastKeeper, Algo::FastKeeperBitmap] {
+        let mut d = build(algo, &config(4, 30_000, 3)).unwrap();
+        send(&mut d, 1, 10);
+        assert_eq!(top(&mut d), [(flow(1), 10)], "{algo:?} block 0");
+        d.end_block();
+        send(&mut d, 1, 5);
+        send(&mut d, 2, 7);
+        assert_eq!(top(&mut d), [(flow(1), 15), (flow(2), 7)], "{algo:?} blocks 0-1");
+        d.end_block();
+        assert_eq!(top(&mut d), [(flow(1), 15), (flow(2), 7)], "{algo:?} blocks 0-2, 2 empty");
+        d.end_block();
+        // Window = blocks 1..=3: block 0's 10 packets are gone.
+        assert_eq!(top(&mut d), [(flow(2), 7), (flow(1), 5)], "{algo:?} blocks 1-3");
+        d.end_block();
+        d.end_block();
+        assert_eq!(top(&mut d), [], "{algo:?} everything left the window");
+    }
+}
+
+#[test]
+fn collision_counter_hands_the_bucket_over_at_lambda() {
+    let bucket = 16 + 4 * 2;
+    let mut d = FastKeeper::new(&config(2, one_bucket(bucket, 2), 2)).unwrap();
+    send(&mut d, 1, 3);
+    // CC reaches 5 < λ·SUM = 6: flow 1 keeps its buckets.
+    send(&mut d, 2, 5);
+    assert_eq!(top(&mut d), [(flow(1), 3)]);
+    // The sixth collision resets every row to flow 2 with one packet.
+    send(&mut d, 2, 1);
+    assert_eq!(top(&mut d), [(flow(2), 1)]);
+}
+
+#[test]
+fn bitmap_voting_resets_after_the_owner_trails_in_most_blocks() {
+    let bucket = 12 + 4 * 5;
+    let mut d = FastKeeperBitmap::new(&config(2, one_bucket(bucket, 2), 5)).unwrap();
+    send(&mut d, 1, 10);
+    send(&mut d, 2, 1);
+    d.end_block(); // owner led: bits 11111
+    for block in 1..=3 {
+        send(&mut d, 1, 1);
+        send(&mut d, 2, 4);
+        let t = top(&mut d);
+        assert_eq!(t[0].0, flow(1), "block {block}: no majority of zeros yet");
+        d.end_block(); // owner trailed: a zero shifts in
+    }
+    // Bits 11000: three zeros out of five. The next colliding packet takes the buckets.
+    send(&mut d, 2, 1);
+    assert_eq!(top(&mut d)[0], (flow(2), 1));
+}
+
+#[test]
+fn memory_is_accounted_and_budgets_too_small_are_refused() {
+    for algo in Algo::ALL {
+        for memory in [10_000, 30_000, 100_000] {
+            let d = build(algo, &config(100, memory, 5)).unwrap();
+            let used = d.memory_bytes();
+            assert!(used <= memory, "{algo:?} uses {used} B of {memory}");
+            assert!(used * 10 >= memory * 7, "{algo:?} uses only {used} B of {memory}");
+        }
+        let err = build(algo, &config(100, 500, 5)).err().unwrap();
+        assert!(matches!(err, ConfigError::TooSmall { .. }), "{algo:?}: {err}");
+        assert!(err.to_string().contains("too small"));
+    }
+    assert!(matches!(build(Algo::CountMin, &config(0, 30_000, 5)), Err(ConfigError::ZeroK)));
+    let sampled = DetectorConfig { sample: 0.0, ..config(10, 30_000, 5) };
+    assert!(matches!(build(Algo::FastKeeper, &sampled), Err(ConfigError::BadSample(_))));
+}
+
+/// 8 heavy flows (300–1000 packets per block) among 3,000 one-packet flows, over 8 blocks of
+/// a 4-block window; the heavy set changes half-way. Every algorithm finds the heavy flows
+/// of the current window once its window is full (the tumbling baselines at the end of
+/// their period).
+#[test]
+fn every_algorithm_finds_known_heavy_flows() {
+    let k = 8;
+    for algo in Algo::ALL {
+        let mut d = build(algo, &config(k, 40_000, 4)).unwrap();
+        let mut exact = ExactWindow::new(k, 4);
+        let mut score = Score::default();
+        let mut mice = 1_000_000;
+        for block in 0..8u64 {
+            let heavy: Vec<u64> = if block < 4 { (0..8).collect() } else { (100..108).collect() };
+            for round in 0..100 {
+                for (i, &h) in heavy.iter().enumerate() {
+                    let f = flow(h);
+                    for _ in 0..(3 + i as u64 % 8) {
+                        d.insert(f, f.hash(SEED));
+                        exact.insert(f, 0);
+                    }
+                }
+                if round % 3 == 0 {
+                    for _ in 0..10 {
+                        mice += 1;
+                        let f = flow(mice);
+                        d.insert(f, f.hash(SEED));
+                        exact.insert(f, 0);
+                    }
+                }
+            }
+            let report = top(&mut d);
+            let tumbling_full = block % 4 == 3;
+            let sliding = matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap);
+            if block == 3 || (block == 7 && (sliding || tumbling_full)) {
+                let mut s = Score::default();
+                s.add(&report, &exact, k);
+                assert_eq!(s.precision(), 1.0, "{algo:?} block {block}: {report:?}");
+                score.add(&report, &exact, k);
+            }
+            d.end_block();
+            exact.end_block();
+        }
+        assert_eq!(score.windows, 2);
+        if matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap | Algo::CountMin) {
+            assert!(score.are() < 0.05, "{algo:?} ARE {}", score.are());
+        }
+    }
+}
+
+#[test]
+fn exact_window_slides_and_ranks() {
+    let mut e = ExactWindow::new(2, 2);
+    send(&mut e, 1, 3);
+    send(&mut e, 2, 1);
+    e.end_block();
+    send(&mut e, 2, 3);
+    send(&mut e, 3, 2);
+    assert_eq!(top(&mut e), [(flow(2), 4), (flow(1), 3)]);
+    assert_eq!(e.kth(2), 3);
+    e.end_block();
+    assert_eq!(top(&mut e), [(flow(2), 3), (flow(3), 2)]);
+    assert_eq!(e.count(flow(1)), 0);
+    let mut s = Score::default();
+    s.add(&[(flow(2), 3), (flow(1), 9)], &e, 2);
+    assert_eq!(s.precision(), 0.5);
+    assert_eq!(s.are(), (0.0 + 9.0) / 2.0);
+}
+
+#[test]
+fn a_burst_takes_a_bitmap_bucket_within_the_block() {
+    let bucket = 12 + 4 * 5;
+    let mut d = FastKeeperBitmap::new(&config(2, one_bucket(bucket, 2), 5)).unwrap();
+    send(&mut d, 1, 5);
+    d.end_block(); // owner led: its average block is 1 packet
+    send(&mut d, 2, 1);
+    assert_eq!(top(&mut d)[0].0, flow(1), "one collision is no burst");
+    // λ · average = 2 colliding packets ahead of the owner in this block.
+    send(&mut d, 2, 1);
+    assert_eq!(top(&mut d), [(flow(2), 1)], "flow 1 lost every bucket");
+}
