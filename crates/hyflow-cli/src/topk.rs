@@ -8,21 +8,23 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde_json::{json, Map, Value};
 
-use hyflow::measure::{build, Algo, Boundary, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span};
+use hyflow::measure::{
+    build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
+};
 use hyflow::packet::{parse_frame, FlowKey};
 use hyflow::trace::TraceReader;
 
 use crate::replay::Progress;
 
-const ALGO_HELP: &str = "fastkeeper|fastkeeper-bitmap|heavykeeper|cm|spacesaving";
+const ALGO_HELP: &str = "fastkeeper-bitmap|fastkeeper|elixir|wcss|heavykeeper|cm|univmon|spacesaving|lossy";
 
 #[derive(Args)]
 pub struct TopkArgs {
     /// pcap/pcapng trace.
     #[arg(long, value_name = "FILE")]
     trace: PathBuf,
-    /// Detector: fastkeeper, fastkeeper-bitmap, heavykeeper, cm (Count-Min + heap),
-    /// spacesaving.
+    /// Detector: fastkeeper-bitmap, fastkeeper, elixir, wcss, heavykeeper, cm (Count-Min +
+    /// heap), univmon, spacesaving, lossy.
     #[arg(long, default_value = "fastkeeper-bitmap", value_name = "ALGO")]
     algo: String,
     #[command(flatten)]
@@ -77,7 +79,7 @@ pub struct EvalTopkArgs {
     /// Comma-separated detectors.
     #[arg(
         long,
-        default_value = "fastkeeper-bitmap,fastkeeper,heavykeeper,cm,spacesaving",
+        default_value = "fastkeeper-bitmap,fastkeeper,elixir,wcss,heavykeeper,cm,univmon,spacesaving,lossy",
         value_name = "ALGOS"
     )]
     algos: String,
@@ -227,15 +229,20 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
         a.k.split(',')
             .map(|k| k.trim().parse::<usize>().map_err(|_| anyhow!("--k: '{}' is not a number", k.trim())))
             .collect::<Result<_>>()?;
-    // Check every configuration before reading the trace.
+    // Check every configuration before reading the trace: a budget too small for one
+    // algorithm is a row saying so; any other error stops here.
     let mut configs = Vec::new();
     for &algo in &algos {
         for &memory in &memories {
             for &k in &ks {
                 let config =
                     DetectorConfig { k, memory, blocks, sample: a.common.sample, seed: a.common.seed };
-                build(algo, &config)?;
-                configs.push((algo, config));
+                let fits = match build(algo, &config) {
+                    Ok(_) => Ok(()),
+                    Err(e @ ConfigError::TooSmall { .. }) => Err(e),
+                    Err(e) => return Err(e.into()),
+                };
+                configs.push((algo, config, fits));
             }
         }
     }
@@ -253,7 +260,25 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
         writeln!(out, "| algo | memory | used B | k | precision | ARE | windows |")?;
         writeln!(out, "|---|---|---|---|---|---|---|")?;
     }
-    for (algo, config) in configs {
+    for (algo, config, fits) in configs {
+        if let Err(e) = fits {
+            if a.json {
+                let line = json!({"algo": algo.name(), "memory_bytes": config.memory, "k": config.k,
+                    "sample": config.sample, "error": e.to_string()});
+                writeln!(out, "{line}")?;
+            } else if a.csv {
+                writeln!(out, "{},{},,{},,,", algo.name(), config.memory, config.k)?;
+            } else {
+                writeln!(
+                    out,
+                    "| {} | {} KB | — | {} | does not fit | | |",
+                    algo.name(),
+                    config.memory / 1024,
+                    config.k
+                )?;
+            }
+            continue;
+        }
         let detector = build(algo, &config)?;
         let mut monitor =
             Monitor::new(Scored::new(detector, config.k, blocks), spec.clone(), block, config.seed);

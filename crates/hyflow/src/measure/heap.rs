@@ -14,7 +14,8 @@ use super::FlowId;
 struct Slot {
     flow: FlowId,
     hash: u64,
-    count: u64,
+    /// Counts saturate at u32::MAX (4 billion packets in one window).
+    count: u32,
     /// Position of this slot in `order`.
     pos: u32,
 }
@@ -68,7 +69,7 @@ impl TopHeap {
         if self.order.len() < self.k {
             0
         } else {
-            self.slots[self.order[0] as usize].count
+            self.slots[self.order[0] as usize].count as u64
         }
     }
 
@@ -79,13 +80,14 @@ impl TopHeap {
 
     /// The count held for `flow`, if it is in the heap.
     pub fn get(&self, flow: FlowId, hash: u64) -> Option<u64> {
-        self.find(flow, hash).map(|s| self.slots[s as usize].count)
+        self.find(flow, hash).map(|s| self.slots[s as usize].count as u64)
     }
 
     /// Offers `flow` with its current estimate: updates it if held; otherwise admits it if the
     /// heap has room or `count` exceeds the smallest held (which is evicted).
     #[inline]
     pub fn offer(&mut self, flow: FlowId, hash: u64, count: u64) {
+        let count = count.min(u32::MAX as u64) as u32;
         if let Some(s) = self.find(flow, hash) {
             let slot = &mut self.slots[s as usize];
             let up = count < slot.count;
@@ -125,7 +127,7 @@ impl TopHeap {
     /// window boundaries, when counts of flows not seen lately have gone stale).
     pub fn refresh(&mut self, mut estimate: impl FnMut(FlowId, u64) -> u64) {
         for s in &mut self.slots {
-            s.count = estimate(s.flow, s.hash);
+            s.count = estimate(s.flow, s.hash).min(u32::MAX as u64) as u32;
         }
         for pos in (0..self.order.len() / 2).rev() {
             self.sift_down(pos);
@@ -142,11 +144,11 @@ impl TopHeap {
     /// The flows held with their counts, largest first (ties by flow id), into `out`.
     pub fn sorted(&self, out: &mut Vec<(FlowId, u64)>) {
         out.clear();
-        out.extend(self.slots.iter().map(|s| (s.flow, s.count)));
+        out.extend(self.slots.iter().map(|s| (s.flow, s.count as u64)));
         out.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
 
-    fn key(&self, pos: usize) -> u64 {
+    fn key(&self, pos: usize) -> u32 {
         self.slots[self.order[pos] as usize].count
     }
 

@@ -16,18 +16,22 @@
 //! **Memory.** Every detector is sized from a byte budget and reports the bytes its counters,
 //! fingerprints and heap actually occupy ([`Detector::memory_bytes`]), heap index included.
 //!
-//! **Sliding vs tumbling.** FastKeeper, its bitmap variant and Elixir slide their windows by
-//! design. Count-Min, HeavyKeeper and Space-Saving count from a start: here they restart
-//! every W (aligned at t0), the usual way to get periodic reports from them, so a report in
-//! the middle of their period covers less than W.
+//! **Sliding vs tumbling.** FastKeeper, its bitmap variant, Elixir and WCSS slide their
+//! windows by design. Count-Min, HeavyKeeper, Space-Saving, Lossy Counting and UnivMon count
+//! from a start: here they restart every W (aligned at t0), the usual way to get periodic
+//! reports from them, so a report in the middle of their period covers less than W.
 
 pub mod count_min;
+pub mod elixir;
 pub mod exact;
 pub mod fastkeeper;
 pub mod flow_id;
 pub mod heap;
 pub mod heavykeeper;
+pub mod lossy;
 pub mod space_saving;
+pub mod univmon;
+pub mod wcss;
 
 pub use flow_id::{FlowId, KeySpec, KeySpecError};
 
@@ -62,12 +66,29 @@ pub enum Algo {
     HeavyKeeper,
     /// Space-Saving (Stream-Summary).
     SpaceSaving,
+    /// Elixir's sampled large-flow identifier (sub-window count-min arrays + heap).
+    Elixir,
+    /// Lossy Counting.
+    Lossy,
+    /// Window Compact Space-Saving (sliding window).
+    Wcss,
+    /// UnivMon (level 0's heavy hitters).
+    UnivMon,
 }
 
 impl Algo {
     /// All, in the order tables list them.
-    pub const ALL: [Algo; 5] =
-        [Algo::FastKeeperBitmap, Algo::FastKeeper, Algo::HeavyKeeper, Algo::CountMin, Algo::SpaceSaving];
+    pub const ALL: [Algo; 9] = [
+        Algo::FastKeeperBitmap,
+        Algo::FastKeeper,
+        Algo::Elixir,
+        Algo::Wcss,
+        Algo::HeavyKeeper,
+        Algo::CountMin,
+        Algo::UnivMon,
+        Algo::SpaceSaving,
+        Algo::Lossy,
+    ];
 
     /// Command-line name.
     pub fn name(self) -> &'static str {
@@ -77,6 +98,10 @@ impl Algo {
             Algo::CountMin => "cm",
             Algo::HeavyKeeper => "heavykeeper",
             Algo::SpaceSaving => "spacesaving",
+            Algo::Elixir => "elixir",
+            Algo::Lossy => "lossy",
+            Algo::Wcss => "wcss",
+            Algo::UnivMon => "univmon",
         }
     }
 
@@ -176,6 +201,10 @@ pub fn build(algo: Algo, config: &DetectorConfig) -> Result<Box<dyn Detector>, C
         Algo::CountMin => sampled(count_min::CountMin::new(config)?, config),
         Algo::HeavyKeeper => sampled(heavykeeper::HeavyKeeper::new(config)?, config),
         Algo::SpaceSaving => sampled(space_saving::SpaceSaving::new(config)?, config),
+        Algo::Elixir => sampled(elixir::ElixirLarge::new(config)?, config),
+        Algo::Lossy => sampled(lossy::LossyCounting::new(config)?, config),
+        Algo::Wcss => sampled(wcss::Wcss::new(config)?, config),
+        Algo::UnivMon => sampled(univmon::UnivMon::new(config)?, config),
     })
 }
 

@@ -1,0 +1,236 @@
+//! Elixir's measurement (§3.2–3.3): which flows deserve the NIC's table.
+//!
+//! **Large flows** ([`ElixirLarge`], Algorithm 1): the identification window L is cut into
+//! N = ⌈L/T⌉ sub-windows of the replacement window T (here: blocks). Each sub-window has its
+//! own d × w count-min array, arranged so that sliding the window clears one contiguous
+//! array. A flow's window size is the minimum over rows of its counters summed over the N
+//! arrays; a min-heap keeps the largest flows seen since the last replacement. At every
+//! replacement (block boundary) the heap's flows are the new large set: flows not in the
+//! Bloom filter of offloaded flows are to be offloaded, previously offloaded flows no longer
+//! in the set are to be evicted ([`ElixirLarge::replacement`]); then the heap restarts and
+//! the oldest array is cleared. Elixir feeds it sampled, truncated hardware traffic: run it
+//! with a sampling rate (estimates are scaled back).
+//!
+//! **Bursty flows** ([`BurstCounters`], §3.3): exact per-flow counters for software flows
+//! over a short window (1 s in the paper), reset every window; when the software queue
+//! crosses its threshold the policy compares them with the NIC's bursty-area counters.
+
+use hashbrown::HashMap;
+
+use super::heap::TopHeap;
+use super::{bucket_of, Algo, ConfigError, Detector, DetectorConfig, FlowId};
+
+/// Rows per sub-window array (d).
+pub const ROWS: usize = 3;
+/// Bloom filter: bits per flow it holds, and hash functions.
+pub const BLOOM_BITS_PER_FLOW: usize = 10;
+const BLOOM_HASHES: usize = 7;
+
+/// The flows a replacement moves between hardware and software.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replacement {
+    /// Large software flows to install in the NIC.
+    pub offload: Vec<FlowId>,
+    /// Offloaded flows no longer large, to hand back to software.
+    pub evict: Vec<FlowId>,
+}
+
+/// Elixir's large-flow identifier.
+pub struct ElixirLarge {
+    w: usize,
+    arrays: usize,
+    /// `arrays` arrays of `ROWS * w` counters; sub-window t in array t % arrays.
+    counters: Vec<u32>,
+    current: usize,
+    heap: TopHeap,
+    /// Offloaded flows: the Bloom filter the data path checks, and the list it was built from.
+    bloom: Vec<u64>,
+    offloaded: Vec<(FlowId, u128)>,
+    replacement: Replacement,
+    seed: u64,
+}
+
+impl ElixirLarge {
+    /// Sized from `config.memory` (the heap, the Bloom filter and the offloaded list for k
+    /// flows come first; the rest holds the arrays).
+    pub fn new(config: &DetectorConfig) -> Result<ElixirLarge, ConfigError> {
+        let bloom_words = (config.k * BLOOM_BITS_PER_FLOW).div_ceil(64);
+        let fixed =
+            TopHeap::bytes_for(config.k) + bloom_words * 8 + config.k * std::mem::size_of::<(FlowId, u128)>();
+        let per_column = config.blocks * ROWS * 4;
+        let w = config.memory.saturating_sub(fixed) / per_column;
+        if w == 0 {
+            return Err(ConfigError::TooSmall {
+                algo: Algo::Elixir.name(),
+                memory: config.memory,
+                needed: fixed + per_column,
+                k: config.k,
+            });
+        }
+        Ok(ElixirLarge {
+            w,
+            arrays: config.blocks,
+            counters: vec![0; config.blocks * ROWS * w],
+            current: 0,
+            heap: TopHeap::new(config.k),
+            bloom: vec![0; bloom_words],
+            offloaded: Vec::with_capacity(config.k),
+            replacement: Replacement::default(),
+            seed: config.seed,
+        })
+    }
+
+    /// What the last replacement decided.
+    pub fn replacement(&self) -> &Replacement {
+        &self.replacement
+    }
+
+    /// Whether the Bloom filter says `flow` is offloaded (false positives possible).
+    pub fn is_offloaded(&self, hash: u128) -> bool {
+        let bits = self.bloom.len() * 64;
+        (0..BLOOM_HASHES).all(|i| {
+            let b = bucket_of(hash, 16 + i, bits);
+            self.bloom[b / 64] & (1 << (b % 64)) != 0
+        })
+    }
+
+    fn window_size(&self, hash: u128) -> u64 {
+        let n = ROWS * self.w;
+        (0..ROWS)
+            .map(|j| {
+                let i = j * self.w + bucket_of(hash, j, self.w);
+                (0..self.arrays).map(|a| self.counters[a * n + i] as u64).sum::<u64>()
+            })
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Algorithm 1, lines 20–24: the heap's flows become the offloaded set.
+    fn replace(&mut self) {
+        let mut large = Vec::new();
+        self.heap.sorted(&mut large);
+        let seed = self.seed;
+        self.replacement.offload.clear();
+        self.replacement.evict.clear();
+        for &(flow, _) in &large {
+            if !self.is_offloaded(flow.hash(seed)) {
+                self.replacement.offload.push(flow);
+            }
+        }
+        for &(flow, _) in &self.offloaded {
+            if !large.iter().any(|l| l.0 == flow) {
+                self.replacement.evict.push(flow);
+            }
+        }
+        self.offloaded.clear();
+        self.offloaded.extend(large.iter().map(|&(f, _)| (f, f.hash(seed))));
+        self.bloom.fill(0);
+        let bits = self.bloom.len() * 64;
+        for &(_, hash) in &self.offloaded {
+            for i in 0..BLOOM_HASHES {
+                let b = bucket_of(hash, 16 + i, bits);
+                self.bloom[b / 64] |= 1 << (b % 64);
+            }
+        }
+    }
+}
+
+impl Detector for ElixirLarge {
+    #[inline]
+    fn insert(&mut self, flow: FlowId, hash: u128) {
+        let base = self.current * ROWS * self.w;
+        for j in 0..ROWS {
+            let c = &mut self.counters[base + j * self.w + bucket_of(hash, j, self.w)];
+            *c = c.saturating_add(1);
+        }
+        let size = self.window_size(hash);
+        self.heap.offer(flow, hash as u64, size);
+    }
+
+    fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
+        self.heap.sorted(out);
+    }
+
+    fn estimate(&self, _flow: FlowId, hash: u128) -> u64 {
+        self.window_size(hash)
+    }
+
+    fn end_block(&mut self) {
+        self.replace();
+        self.heap.clear();
+        self.current = (self.current + 1) % self.arrays;
+        let n = ROWS * self.w;
+        self.counters[self.current * n..(self.current + 1) * n].fill(0);
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.counters.len() * 4
+            + self.heap.memory_bytes()
+            + self.bloom.len() * 8
+            + self.offloaded.capacity() * std::mem::size_of::<(FlowId, u128)>()
+    }
+}
+
+/// Exact per-flow packet counters over a short tumbling window (Elixir §3.3), for the
+/// software-forwarded flows that may be bursting.
+#[derive(Clone, Debug)]
+pub struct BurstCounters {
+    window_ns: u64,
+    started_ns: Option<u64>,
+    counts: HashMap<FlowId, u32>,
+    last: HashMap<FlowId, u32>,
+}
+
+impl BurstCounters {
+    /// Counters reset every `window_ns` of trace time.
+    pub fn new(window_ns: u64) -> BurstCounters {
+        BurstCounters {
+            window_ns: window_ns.max(1),
+            started_ns: None,
+            counts: HashMap::new(),
+            last: HashMap::new(),
+        }
+    }
+
+    fn roll(&mut self, now_ns: u64) {
+        let start = *self.started_ns.get_or_insert(now_ns);
+        if now_ns >= start + self.window_ns {
+            let windows = (now_ns - start) / self.window_ns;
+            std::mem::swap(&mut self.last, &mut self.counts);
+            if windows > 1 {
+                self.last.clear();
+            }
+            self.counts.clear();
+            self.started_ns = Some(start + windows * self.window_ns);
+        }
+    }
+
+    /// Counts a packet of `flow` at `now_ns` (non-decreasing).
+    pub fn count(&mut self, flow: FlowId, now_ns: u64) {
+        self.roll(now_ns);
+        *self.counts.entry(flow).or_insert(0) += 1;
+    }
+
+    /// Packets per second of `flow` at `now_ns`: its count in the window under way, or in
+    /// the last complete one if that is larger (a burst that just ended still counts).
+    pub fn rate(&mut self, flow: FlowId, now_ns: u64) -> f64 {
+        self.roll(now_ns);
+        let c = self.counts.get(&flow).copied().unwrap_or(0).max(self.last.get(&flow).copied().unwrap_or(0));
+        c as f64 * 1e9 / self.window_ns as f64
+    }
+
+    /// The `n` flows with the highest rates at `now_ns`, highest first.
+    pub fn top(&mut self, n: usize, now_ns: u64) -> Vec<(FlowId, f64)> {
+        self.roll(now_ns);
+        let mut all: HashMap<FlowId, u32> = self.last.clone();
+        for (f, c) in &self.counts {
+            let e = all.entry(*f).or_insert(0);
+            *e = (*e).max(*c);
+        }
+        let mut v: Vec<(FlowId, f64)> =
+            all.into_iter().map(|(f, c)| (f, c as f64 * 1e9 / self.window_ns as f64)).collect();
+        v.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(n);
+        v
+    }
+}

@@ -1,0 +1,183 @@
+//! WCSS, Window Compact Space-Saving (Ben-Basat, Einziger, Friedman, Kassner, INFOCOM'16):
+//! heavy hitters over a sliding window.
+//!
+//! Time is cut into frames of one window. Within a frame a Space-Saving summary y of m
+//! counters counts flows; each time a flow's count crosses a multiple of the quantum q, an
+//! *overflow* is recorded in the current block. Overflows of the blocks still in the window
+//! are summed per flow (B), so a flow's window estimate is q·(its overflows in the window)
+//! plus what it has counted since its last overflow. When a block leaves the window its
+//! overflows are forgotten; at a frame's end y restarts. q = (packets in the last window) /
+//! m, so a window produces about m overflows (the paper's W / k with k = m blocks).
+//!
+//! Memory: y, B and a ring of overflow records sized for 2m records; overflows beyond it
+//! are not recorded (counted in [`Wcss::dropped`]).
+
+use std::collections::VecDeque;
+
+use hashbrown::HashMap;
+
+use super::heap::TopHeap;
+use super::{Algo, ConfigError, Detector, DetectorConfig, FlowId};
+
+/// WCSS.
+pub struct Wcss {
+    k: usize,
+    blocks: usize,
+    y: TopHeap,
+    /// Packet-equivalents of each flow's overflows in the window.
+    b: HashMap<FlowId, u64>,
+    /// Overflow records, oldest first: (flow, quantum it stood for).
+    ring: VecDeque<(FlowId, u32)>,
+    ring_capacity: usize,
+    /// Records per block still in the window, oldest first.
+    per_block: VecDeque<usize>,
+    quantum: u64,
+    m: usize,
+    /// Packets in the current frame's blocks, per block (to size the next quantum).
+    packets: VecDeque<u64>,
+    block_in_frame: usize,
+    seed: u64,
+    /// Overflows not recorded for lack of room.
+    pub dropped: u64,
+}
+
+fn bytes_for(m: usize, blocks: usize) -> usize {
+    TopHeap::bytes_for(m)
+        + HashMap::<FlowId, u64>::with_capacity(2 * m).allocation_size()
+        + 2 * m * std::mem::size_of::<(FlowId, u32)>()
+        + 2 * blocks * 8
+}
+
+impl Wcss {
+    /// Sized from `config.memory`: the most counters m whose structures fit (at least k).
+    pub fn new(config: &DetectorConfig) -> Result<Wcss, ConfigError> {
+        let needed = bytes_for(config.k, config.blocks);
+        if needed > config.memory {
+            return Err(ConfigError::TooSmall {
+                algo: Algo::Wcss.name(),
+                memory: config.memory,
+                needed,
+                k: config.k,
+            });
+        }
+        let (mut lo, mut hi) = (config.k, config.memory / 16 + 1);
+        while lo + 1 < hi {
+            let mid = (lo + hi) / 2;
+            if bytes_for(mid, config.blocks) <= config.memory {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let m = lo;
+        Ok(Wcss {
+            k: config.k,
+            blocks: config.blocks,
+            y: TopHeap::new(m),
+            b: HashMap::with_capacity(2 * m),
+            ring: VecDeque::with_capacity(2 * m),
+            ring_capacity: 2 * m,
+            per_block: VecDeque::from([0]),
+            // No overflows until a first block has shown the rate.
+            quantum: u64::MAX,
+            m,
+            packets: VecDeque::from([0]),
+            block_in_frame: 0,
+            seed: config.seed,
+            dropped: 0,
+        })
+    }
+
+    fn window_estimate(&self, flow: FlowId, hash: u64) -> u64 {
+        let residual = match (self.y.get(flow, hash), self.quantum) {
+            (Some(c), u64::MAX) => c,
+            (Some(c), q) => c % q,
+            (None, _) => 0,
+        };
+        self.b.get(&flow).copied().unwrap_or(0) + residual
+    }
+}
+
+impl Detector for Wcss {
+    #[inline]
+    fn insert(&mut self, flow: FlowId, hash: u128) {
+        let h = hash as u64;
+        let count = match self.y.get(flow, h) {
+            Some(c) => c + 1,
+            None => self.y.admission() + 1,
+        };
+        self.y.offer(flow, h, count);
+        *self.packets.back_mut().expect("a current block") += 1;
+        if self.quantum != u64::MAX && count.is_multiple_of(self.quantum) {
+            if self.ring.len() < self.ring_capacity {
+                self.ring.push_back((flow, self.quantum as u32));
+                *self.per_block.back_mut().expect("a current block") += 1;
+                *self.b.entry(flow).or_insert(0) += self.quantum;
+            } else {
+                self.dropped += 1;
+            }
+        }
+    }
+
+    fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
+        let mut candidates = Vec::new();
+        self.y.sorted(&mut candidates);
+        candidates.extend(self.b.keys().map(|&f| (f, 0)));
+        candidates.sort_unstable_by_key(|e| e.0);
+        candidates.dedup_by_key(|e| e.0);
+        out.clear();
+        out.extend(
+            candidates.into_iter().map(|(f, _)| (f, self.window_estimate(f, f.hash(self.seed) as u64))),
+        );
+        let order = |a: &(FlowId, u64), b: &(FlowId, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
+        out.retain(|e| e.1 > 0);
+        if out.len() > self.k {
+            out.select_nth_unstable_by(self.k - 1, order);
+            out.truncate(self.k);
+        }
+        out.sort_unstable_by(order);
+    }
+
+    fn estimate(&self, flow: FlowId, hash: u128) -> u64 {
+        self.window_estimate(flow, hash as u64)
+    }
+
+    fn end_block(&mut self) {
+        if self.per_block.len() == self.blocks {
+            let expired = self.per_block.pop_front().unwrap_or(0);
+            for (flow, q) in self.ring.drain(..expired) {
+                if let hashbrown::hash_map::Entry::Occupied(mut e) = self.b.entry(flow) {
+                    *e.get_mut() -= q as u64;
+                    if *e.get() == 0 {
+                        e.remove();
+                    }
+                }
+            }
+        }
+        self.per_block.push_back(0);
+        if self.packets.len() == self.blocks {
+            self.packets.pop_front();
+        }
+        let recent: u64 = self.packets.iter().sum();
+        let window_packets = recent * self.blocks as u64 / self.packets.len() as u64;
+        self.packets.push_back(0);
+        self.block_in_frame += 1;
+        let quantum = (window_packets / self.m as u64).max(1);
+        if self.block_in_frame == self.blocks {
+            // A new frame: y restarts with a quantum sized to the last window's traffic.
+            self.block_in_frame = 0;
+            self.y.clear();
+            self.quantum = quantum;
+        } else if self.quantum == u64::MAX {
+            // The first block has shown the rate: overflows start.
+            self.quantum = quantum;
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.y.memory_bytes()
+            + self.b.allocation_size()
+            + self.ring.capacity() * std::mem::size_of::<(FlowId, u32)>()
+            + (self.per_block.capacity() + self.packets.capacity()) * 8
+    }
+}
