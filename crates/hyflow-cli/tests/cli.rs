@@ -299,3 +299,84 @@ fn replay_bad_input_is_one_clear_line() {
     // A cache size of 0 with the cache off is fine.
     assert!(replay(&["--no-microflow", "--microflow-entries", "0"]).status.success());
 }
+
+/// `tcp_frame` with source port 40000 + `n`.
+fn tcp_frame_port(n: u16) -> Vec<u8> {
+    let mut f = tcp_frame();
+    f[34..36].copy_from_slice(&(40000 + n).to_be_bytes());
+    f
+}
+
+#[test]
+fn topk_reports_each_boundary_as_json() {
+    // Two seconds, one packet every 10 ms: flow 0 sends 5 of every 10 packets, flow 1 three,
+    // flow 2 two.
+    let mut w = PcapWriter::new(Vec::new(), "mem".into(), LinkType::Ethernet, true).unwrap();
+    let pattern = [0u16, 1, 0, 2, 0, 1, 0, 2, 0, 1];
+    for i in 0..200u64 {
+        w.write_packet(1_000_000_000 + i * 10_000_000, &tcp_frame_port(pattern[i as usize % 10])).unwrap();
+    }
+    let pcap = tmp("topk.pcap", &w.finish().unwrap());
+    for algo in [
+        "fastkeeper-bitmap",
+        "fastkeeper",
+        "elixir",
+        "wcss",
+        "heavykeeper",
+        "cm",
+        "univmon",
+        "spacesaving",
+        "lossy",
+    ] {
+        let out = hyflow(&[
+            "topk",
+            "--trace",
+            pcap.to_str().unwrap(),
+            "--algo",
+            algo,
+            "--k",
+            "2",
+            "--memory",
+            "64KB",
+            "--window",
+            "2s",
+            "--block",
+            "1s",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{algo}: {}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2, "{algo}: boundaries at 1 s and 2 s");
+        assert_eq!(lines[1]["t"], 2.0);
+        let flows = lines[1]["flows"].as_array().unwrap();
+        assert_eq!(flows[0]["key"]["tp_src"], "40000", "{algo}");
+        assert_eq!(flows[0]["key"]["nw_dst"], "10.1.0.2", "{algo}");
+        assert_eq!(flows[1]["key"]["tp_src"], "40001", "{algo}");
+        if algo.starts_with("fastkeeper") || algo == "wcss" {
+            // Sliding: the window holds both seconds.
+            assert_eq!(flows[0]["count"], 100, "{algo}");
+        }
+    }
+}
+
+#[test]
+fn topk_bad_input_is_one_clear_message() {
+    let pcap = tmp("one.pcap", &pcap_with(&[tcp_frame()]));
+    let p = pcap.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["topk", "--trace", p];
+        args.extend_from_slice(extra);
+        hyflow(&args)
+    };
+    fails_with(&run(&["--memory", "100B"]), &["--memory 100 B is too small", "needs at least"]);
+    fails_with(&run(&["--window", "1s", "--block", "5s"]), &["--block must not be longer than --window"]);
+    fails_with(&run(&["--window", "5s", "--block", "2s"]), &["whole number of blocks"]);
+    fails_with(&run(&["--k", "0"]), &["--k must be at least 1"]);
+    fails_with(&run(&["--algo", "bogus"]), &["unknown algorithm 'bogus'", "fastkeeper"]);
+    fails_with(&run(&["--key", "nw_src,bogus"]), &["unknown key field 'bogus'"]);
+    fails_with(&run(&["--sample", "0"]), &["--sample must be in (0, 1]"]);
+    fails_with(&run(&["--window", "5parsecs"]), &["unknown unit"]);
+    fails_with(&run(&["--memory", "30XB"]), &["unknown unit"]);
+    fails_with(&hyflow(&["eval", "topk", "--trace", p, "--algos", "cm,nope"]), &["unknown algorithm 'nope'"]);
+}

@@ -143,6 +143,27 @@ impl Detector for Wcss {
     }
 
     fn end_block(&mut self) {
+        if self.packets.len() == self.blocks {
+            self.packets.pop_front();
+        }
+        let recent: u64 = self.packets.iter().sum();
+        let window_packets = recent * self.blocks as u64 / self.packets.len().max(1) as u64;
+        let quantum = (window_packets / self.m as u64).max(1);
+        if self.quantum == u64::MAX {
+            // The first block has shown the rate: overflows start, and what y counted so far
+            // is credited to the block that closes, as one record per flow.
+            self.quantum = quantum;
+            let mut counted = Vec::new();
+            self.y.sorted(&mut counted);
+            for (flow, c) in counted {
+                let whole = c / quantum * quantum;
+                if whole > 0 && self.ring.len() < self.ring_capacity {
+                    self.ring.push_back((flow, whole.min(u32::MAX as u64) as u32));
+                    *self.per_block.back_mut().expect("a current block") += 1;
+                    *self.b.entry(flow).or_insert(0) += whole;
+                }
+            }
+        }
         if self.per_block.len() == self.blocks {
             let expired = self.per_block.pop_front().unwrap_or(0);
             for (flow, q) in self.ring.drain(..expired) {
@@ -155,21 +176,12 @@ impl Detector for Wcss {
             }
         }
         self.per_block.push_back(0);
-        if self.packets.len() == self.blocks {
-            self.packets.pop_front();
-        }
-        let recent: u64 = self.packets.iter().sum();
-        let window_packets = recent * self.blocks as u64 / self.packets.len() as u64;
         self.packets.push_back(0);
         self.block_in_frame += 1;
-        let quantum = (window_packets / self.m as u64).max(1);
         if self.block_in_frame == self.blocks {
             // A new frame: y restarts with a quantum sized to the last window's traffic.
             self.block_in_frame = 0;
             self.y.clear();
-            self.quantum = quantum;
-        } else if self.quantum == u64::MAX {
-            // The first block has shown the rate: overflows start.
             self.quantum = quantum;
         }
     }
