@@ -161,6 +161,10 @@ enum GenCommand {
     Traffic(GenTrafficArgs),
     /// A rule-update stream for a flow file (modify-strict 60%, delete-strict 20%, add 20%).
     Updates(GenUpdatesArgs),
+    /// Traffic whose large flows change over time, with bursts (for `hyflow topk`): random
+    /// IPv4 flows with Zipf rates, periodic churn of the top 10%, and bursts of 20-80x a
+    /// flow's average rate, mostly shorter than a second; deterministic for a seed.
+    Dynamic(GenDynamicArgs),
     /// A Pipebench-style workload for one of Gigaflow's reference pipelines: DIR/flows.txt
     /// (ClassBench-like tuples mapped onto the pipeline's traversals) and DIR/trace.pcap
     /// (flows with high or low pipeline-aware locality); deterministic for a seed.
@@ -233,6 +237,37 @@ struct GenTrafficArgs {
 }
 
 #[derive(Args)]
+struct GenDynamicArgs {
+    /// Output pcap.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Distinct flows.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    flows_count: usize,
+    /// Packets.
+    #[arg(long, value_name = "N", default_value_t = 600_000)]
+    packets: usize,
+    /// Zipf exponent of flow rates.
+    #[arg(long, value_name = "S", default_value_t = 1.2)]
+    zipf: f64,
+    /// Mean packets per second.
+    #[arg(long, value_name = "PPS", default_value_t = 20_000.0)]
+    rate: f64,
+    /// Seconds between churns of the large flows.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+    churn_period: f64,
+    /// Share of the top 10% of flows replaced at each churn.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.15)]
+    churn_fraction: f64,
+    /// Bursts over the trace.
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    bursts: usize,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Args)]
 struct GenUpdatesArgs {
     /// Flow file to update.
     #[arg(long, value_name = "FILE")]
@@ -285,6 +320,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(*args),
         Command::Gen(GenCommand::Traffic(args)) => replay::gen_traffic(args),
         Command::Gen(GenCommand::Updates(args)) => replay::gen_updates(args),
+        Command::Gen(GenCommand::Dynamic(args)) => replay::gen_dynamic(args),
         Command::Gen(GenCommand::Pipeline(args)) => replay::gen_pipeline(args),
         Command::Topk(args) => topk::run(args),
         Command::Eval(EvalCommand::Topk(args)) => topk::eval(args),

@@ -21,8 +21,8 @@ use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter, TraceReader};
 
 use crate::{
-    ConsistencyArg, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs, LocalityArg, NicArg, PartitionArg,
-    ReplayArgs,
+    ConsistencyArg, GenDynamicArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs, LocalityArg, NicArg,
+    PartitionArg, ReplayArgs,
 };
 
 fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
@@ -278,6 +278,24 @@ pub fn gen_traffic(a: GenTrafficArgs) -> Result<()> {
     // The inner result only repeats a write error, which `write_trace` already reported.
     let _ = write_trace(&a.out, |sink| generate(&rules, &config, sink))?;
     println!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, a.out.display());
+    Ok(())
+}
+
+pub fn gen_dynamic(a: GenDynamicArgs) -> Result<()> {
+    use hyflow::gen::dynamics::{generate_dynamic, DynamicsConfig};
+    let traffic =
+        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
+    let dynamics =
+        DynamicsConfig { churn_period: a.churn_period, churn_fraction: a.churn_fraction, bursts: a.bursts };
+    let keys = hyflow::gen::random_flows(a.flows_count, a.seed);
+    let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
+    println!(
+        "wrote {} packets of {} flows over {:.1} s to {}",
+        a.packets,
+        a.flows_count,
+        a.packets as f64 / a.rate,
+        a.out.display()
+    );
     Ok(())
 }
 
