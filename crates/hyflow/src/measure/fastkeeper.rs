@@ -202,19 +202,33 @@ fn top_scaled(heap: &TopHeap, scale: f64, out: &mut Vec<(FlowId, u64)>) {
     }
 }
 
+/// Per-bucket state of bitmap FastKeeper beside its block counters: what every packet
+/// touches, in one 12-byte record.
+#[derive(Clone, Copy, Debug, Default)]
+struct BitmapBucket {
+    fp: u32,
+    /// Window count (the sum of its block counters).
+    sum: u32,
+    /// This block's balance: λ per owner packet, −1 per colliding packet.
+    bc: i16,
+    /// One bit per closed block (the last K), newest lowest: 1 = the owner led that block.
+    /// The top bit is [`IN_HEAP`].
+    bitmap: u16,
+}
+
+/// Bitmap flag: the owner is in the top-k heap, so its packets skip the heap (its held
+/// count lags and is brought up to date when it is challenged and at boundaries).
+const IN_HEAP: u16 = 1 << 15;
+
 /// FastKeeper with bitmap voting and block-major counters.
 pub struct FastKeeperBitmap {
     w: usize,
     blocks: usize,
-    fp: Vec<u32>,
-    /// This block's balance: owner packets minus colliding packets.
-    bc: Vec<i16>,
-    /// One bit per closed block (the last K), newest lowest: 1 = the owner led that block.
-    bitmap: Vec<u16>,
-    /// Window count per bucket (the sum of its block counters).
-    sum: Vec<u32>,
+    buckets: Vec<BitmapBucket>,
     /// `blocks` arrays of `ROWS * w` counters: block n in array n % blocks.
     counts: Vec<u32>,
+    /// Offset of the current block's array in `counts`.
+    current: usize,
     block: u32,
     heap: TopHeap,
     sampler: Sampler,
@@ -223,25 +237,23 @@ pub struct FastKeeperBitmap {
 }
 
 impl FastKeeperBitmap {
-    /// Sized from `config.memory`; at most 16 blocks per window (one bit each).
+    /// Sized from `config.memory`; at most 15 blocks per window (one bit each).
     pub fn new(config: &DetectorConfig) -> Result<FastKeeperBitmap, ConfigError> {
-        if config.blocks > 16 {
+        if config.blocks > 15 {
             return Err(ConfigError::BadWindow(format!(
-                "fastkeeper-bitmap keeps one bit per block: at most 16 blocks per window, got {}",
+                "fastkeeper-bitmap keeps one bit per block: at most 15 blocks per window, got {}",
                 config.blocks
             )));
         }
-        let bucket = 4 + 2 + 2 + 4 + 4 * config.blocks;
+        let bucket = std::mem::size_of::<BitmapBucket>() + 4 * config.blocks;
         let w = config.width(Algo::FastKeeperBitmap, ROWS, bucket)?;
         let n = ROWS * w;
         Ok(FastKeeperBitmap {
             w,
             blocks: config.blocks,
-            fp: vec![0; n],
-            bc: vec![0; n],
-            bitmap: vec![0; n],
-            sum: vec![0; n],
+            buckets: vec![BitmapBucket::default(); n],
             counts: vec![0; n * config.blocks],
+            current: 0,
             block: 0,
             heap: TopHeap::new(config.k),
             sampler: Sampler::new(config.sample, config.seed),
@@ -266,9 +278,9 @@ impl FastKeeperBitmap {
 
     fn estimate_fp(&self, fp: u32, hash: u128) -> u64 {
         (0..ROWS)
-            .map(|j| j * self.w + bucket_of(hash, j, self.w))
-            .filter(|&b| self.fp[b] == fp)
-            .map(|b| self.sum[b] as u64)
+            .map(|j| self.buckets[j * self.w + bucket_of(hash, j, self.w)])
+            .filter(|b| b.fp == fp)
+            .map(|b| b.sum as u64)
             .max()
             .unwrap_or(0)
     }
@@ -284,52 +296,90 @@ impl FastKeeperBitmap {
         });
         self.heap = heap;
     }
+
+    /// Offers a flow to the heap (members' held counts brought up to date first) and keeps
+    /// the [`IN_HEAP`] flags of the buckets it and an evicted flow own in step.
+    fn admit(&mut self, flow: FlowId, hash: u128, count: u64) {
+        let seed = self.seed;
+        let mut heap = std::mem::replace(&mut self.heap, TopHeap::new(1));
+        heap.settle(count, |f, _| {
+            let h = f.hash(seed);
+            self.estimate_fp(fingerprint(h), h)
+        });
+        let evicted = heap.offer(flow, hash as u64, count);
+        let admitted = heap.get(flow, hash as u64).is_some();
+        self.heap = heap;
+        if admitted {
+            self.flag(hash, true);
+        }
+        if let Some(e) = evicted {
+            self.flag(e.hash(seed), false);
+        }
+    }
+
+    /// Sets or clears [`IN_HEAP`] on the buckets the flow of `hash` owns.
+    fn flag(&mut self, hash: u128, on: bool) {
+        let fp = fingerprint(hash);
+        for j in 0..ROWS {
+            let b = &mut self.buckets[j * self.w + bucket_of(hash, j, self.w)];
+            if b.fp == fp {
+                b.bitmap = if on { b.bitmap | IN_HEAP } else { b.bitmap & !IN_HEAP };
+            }
+        }
+    }
+
+    /// A colliding packet at bucket `b`: the owner loses the bucket on a majority of zeros,
+    /// or when this block's colliders lead by λ times its average block.
+    #[inline]
+    fn collide(&mut self, b: usize, fp: u32) {
+        let (blocks, majority) = (self.blocks, self.bare_majority());
+        let bucket = &mut self.buckets[b];
+        bucket.bc = bucket.bc.saturating_sub(1);
+        let ones = (bucket.bitmap & !IN_HEAP).count_ones() as usize;
+        let behind = (-(bucket.bc as i64)).max(0) as u64;
+        // behind ≥ λ · max(1, sum / blocks), without a division.
+        if blocks - ones > ones || behind * blocks as u64 >= LAMBDA * (bucket.sum as u64).max(blocks as u64) {
+            *bucket = BitmapBucket { fp, sum: 1, bc: LAMBDA as i16, bitmap: majority };
+            let n = ROWS * self.w;
+            for s in 0..blocks {
+                self.counts[s * n + b] = 0;
+            }
+            self.counts[self.current + b] = 1;
+        }
+    }
 }
 
 impl Detector for FastKeeperBitmap {
     #[inline]
     fn insert(&mut self, flow: FlowId, hash: u128) {
         let fp = fingerprint(hash);
-        let n = ROWS * self.w;
-        let current = (self.block as usize % self.blocks) * n;
-        let mut best = 0u32;
+        let fresh = self.all_ones();
+        let (mut best, mut held) = (0u32, false);
         for j in 0..ROWS {
             let b = j * self.w + bucket_of(hash, j, self.w);
             if self.sampler.keep() {
-                if self.fp[b] == fp || self.fp[b] == 0 {
-                    if self.fp[b] == 0 {
-                        self.fp[b] = fp;
-                        self.bitmap[b] = self.all_ones();
-                    }
-                    self.counts[current + b] += 1;
-                    self.sum[b] += 1;
-                    self.bc[b] = self.bc[b].saturating_add(LAMBDA as i16);
+                let bucket = &mut self.buckets[b];
+                if bucket.fp == fp {
+                    bucket.sum += 1;
+                    bucket.bc = bucket.bc.saturating_add(LAMBDA as i16);
+                    self.counts[self.current + b] += 1;
+                } else if bucket.fp == 0 {
+                    *bucket = BitmapBucket { fp, sum: 1, bc: LAMBDA as i16, bitmap: fresh };
+                    self.counts[self.current + b] += 1;
                 } else {
-                    self.bc[b] = self.bc[b].saturating_sub(1);
-                    let ones = self.bitmap[b].count_ones() as usize;
-                    let behind = (-(self.bc[b] as i64)).max(0) as u64;
-                    let average = (self.sum[b] as u64 / self.blocks as u64).max(1);
-                    // Majority vote: the owner trailed in most blocks of the window. Or a
-                    // burst: in this block the colliders lead by λ times the owner's
-                    // average block.
-                    if self.blocks - ones > ones || behind >= LAMBDA * average {
-                        for s in 0..self.blocks {
-                            self.counts[s * n + b] = 0;
-                        }
-                        self.fp[b] = fp;
-                        self.counts[current + b] = 1;
-                        self.sum[b] = 1;
-                        self.bc[b] = 1;
-                        self.bitmap[b] = self.bare_majority();
-                    }
+                    self.collide(b, fp);
                 }
             }
-            if self.fp[b] == fp {
-                best = best.max(self.sum[b]);
+            let bucket = &self.buckets[b];
+            if bucket.fp == fp {
+                best = best.max(bucket.sum);
+                held |= bucket.bitmap & IN_HEAP != 0;
             }
         }
-        if best > 0 {
-            self.heap.offer(flow, hash as u64, best as u64);
+        // Estimates only grow within a block: a flow below the heap's smallest is not in
+        // it, and need not be looked up.
+        if best > 0 && !held && best as u64 >= self.heap.admission() {
+            self.admit(flow, hash, best as u64);
         }
     }
 
@@ -344,29 +394,25 @@ impl Detector for FastKeeperBitmap {
 
     fn end_block(&mut self) {
         let mask = self.all_ones();
-        for ((bits, bc), fp) in self.bitmap.iter_mut().zip(&mut self.bc).zip(&self.fp) {
-            if *fp != 0 {
-                *bits = (*bits << 1 | (*bc > 0) as u16) & mask;
-            }
-            *bc = 0;
+        for bucket in self.buckets.iter_mut().filter(|b| b.fp != 0) {
+            let flag = bucket.bitmap & IN_HEAP;
+            bucket.bitmap = (bucket.bitmap << 1 | (bucket.bc > 0) as u16) & mask | flag;
+            bucket.bc = 0;
         }
         self.block += 1;
         // The oldest block leaves the window: one contiguous array per row.
         let n = ROWS * self.w;
-        let oldest = (self.block as usize % self.blocks) * n;
-        let expired = &mut self.counts[oldest..oldest + n];
-        for (s, c) in self.sum.iter_mut().zip(expired.iter_mut()) {
-            *s -= *c;
+        self.current = (self.block as usize % self.blocks) * n;
+        let expired = &mut self.counts[self.current..self.current + n];
+        for (bucket, c) in self.buckets.iter_mut().zip(expired.iter_mut()) {
+            bucket.sum -= *c;
             *c = 0;
         }
         self.refresh_heap();
     }
 
     fn memory_bytes(&self) -> usize {
-        self.fp.len() * 4
-            + self.bc.len() * 2
-            + self.bitmap.len() * 2
-            + self.sum.len() * 4
+        self.buckets.len() * std::mem::size_of::<BitmapBucket>()
             + self.counts.len() * 4
             + self.heap.memory_bytes()
     }

@@ -84,9 +84,9 @@ impl TopHeap {
     }
 
     /// Offers `flow` with its current estimate: updates it if held; otherwise admits it if the
-    /// heap has room or `count` exceeds the smallest held (which is evicted).
+    /// heap has room or `count` exceeds the smallest held, which is evicted and returned.
     #[inline]
-    pub fn offer(&mut self, flow: FlowId, hash: u64, count: u64) {
+    pub fn offer(&mut self, flow: FlowId, hash: u64, count: u64) -> Option<FlowId> {
         let count = count.min(u32::MAX as u64) as u32;
         if let Some(s) = self.find(flow, hash) {
             let slot = &mut self.slots[s as usize];
@@ -98,7 +98,7 @@ impl TopHeap {
             } else {
                 self.sift_down(pos);
             }
-            return;
+            return None;
         }
         if self.order.len() < self.k {
             let s = self.slots.len() as u32;
@@ -106,6 +106,7 @@ impl TopHeap {
             self.order.push(s);
             self.insert_index(s, hash);
             self.sift_up(self.order.len() - 1);
+            None
         } else if count > self.slots[self.order[0] as usize].count {
             let s = self.order[0];
             let old = self.slots[s as usize];
@@ -114,6 +115,31 @@ impl TopHeap {
             }
             self.slots[s as usize] = Slot { flow, hash, count, pos: 0 };
             self.insert_index(s, hash);
+            self.sift_down(0);
+            Some(old.flow)
+        } else {
+            None
+        }
+    }
+
+    /// For heaps whose held counts may lag (lower bounds, refreshed lazily): before `count`
+    /// challenges the smallest, brings the smallest up to date with `estimate` until it is
+    /// current — so that a flow is only evicted for one that truly outranks it.
+    pub fn settle(&mut self, count: u64, mut estimate: impl FnMut(FlowId, u64) -> u64) {
+        for _ in 0..self.k {
+            if self.order.len() < self.k {
+                return;
+            }
+            let s = self.order[0] as usize;
+            let held = self.slots[s].count as u64;
+            if held >= count {
+                return;
+            }
+            let now = estimate(self.slots[s].flow, self.slots[s].hash).min(u32::MAX as u64);
+            if now <= held {
+                return;
+            }
+            self.slots[s].count = now as u32;
             self.sift_down(0);
         }
     }
