@@ -79,7 +79,8 @@ pub fn generate_dynamic(
     if !(traffic.rate > 0.0 && traffic.rate.is_finite()) {
         return Err(TrafficError::Parameter("--rate must be positive"));
     }
-    if !(dynamics.churn_period > 0.0) || !(0.0..=1.0).contains(&dynamics.churn_fraction) {
+    let period_ok = dynamics.churn_period > 0.0 && dynamics.churn_period.is_finite();
+    if !period_ok || !(0.0..=1.0).contains(&dynamics.churn_fraction) {
         return Err(TrafficError::Parameter(
             "--churn-period must be positive and --churn-fraction in [0, 1]",
         ));
