@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 cargo bench -p hyflow --bench classifier -- --warm-up-time 1 --measurement-time 3 "$@"
 cargo bench -p hyflow --bench pipeline -- --warm-up-time 1 --measurement-time 4 "$@"
 cargo bench -p hyflow --bench caches -- --warm-up-time 1 --measurement-time 4 "$@"
+cargo bench -p hyflow --bench gigaflow -- --warm-up-time 1 --measurement-time 3 "$@"
+cargo bench -p hyflow --bench topk -- --warm-up-time 1 --measurement-time 3 "$@"
 python3 scripts/bench_table.py

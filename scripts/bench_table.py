@@ -70,6 +70,37 @@ def main():
             print("\ntraversal+megaflow ÷ linear lookups on the same path: %.0f×" % (l[0] / t[0]))
 
     caches()
+    gigaflow()
+    topk()
+
+
+def gigaflow():
+    ltm = group("ltm")
+    if ltm:
+        header("workload (Pipebench, high locality)", "Gigaflow 4×8K LTM lookups", "Megaflow 32K stage lookups",
+               "Gigaflow ÷ Megaflow")
+        for kind in sorted({p for (_, p) in ltm}):
+            g, m = ltm.get(("gigaflow_4x8K", kind)), ltm.get(("megaflow_32K", kind))
+            if g and m:
+                print("| %s | %s | %s | %.2f× |" % (kind.upper(), fmt(rate(g)), fmt(rate(m)), m / g))
+    part = group("partition")
+    if part:
+        header("workload", "partition + rule generation + install", "slow-path translation", "install ÷ translation time")
+        for kind in sorted({p for (_, p) in part}):
+            g, t = part.get(("gigaflow_dp_install", kind)), part.get(("translation", kind))
+            if g and t:
+                print("| %s | %s traversals/s | %s traversals/s | %.2f |" % (
+                    kind.upper(), fmt(rate(g)).replace(" M/s", " M").replace(" K/s", " K"),
+                    fmt(rate(t)).replace(" M/s", " M").replace(" K/s", " K"), g / t))
+
+
+def topk():
+    tk = group("topk")
+    if tk:
+        ref = tk.get(("insert", "heavykeeper-crate"))
+        header("detector (30 KB, k = 100)", "packets/s", "÷ heavykeeper crate")
+        for (b, algo), ns in sorted(tk.items(), key=lambda kv: kv[1]):
+            print("| %s | %s | %s |" % (algo, fmt(rate(ns)), "%.2f×" % (ref / ns) if ref else "—"))
 
 
 def caches():
