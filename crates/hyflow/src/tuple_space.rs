@@ -118,6 +118,9 @@ struct Group {
     /// Bucket heads (chains run through [`Entry::next`]).
     map: HashTable<EntryId>,
     len: u32,
+    /// Entries whose own mask is wider than the hash mask. While 0, a bucket holds one
+    /// entry and agreeing under the hash mask is a match: lookups skip the chain.
+    wider: u32,
     hits: u64,
     /// No entry has a higher priority (an upper bound after removals until the next ranking).
     max_priority: u32,
@@ -292,6 +295,7 @@ impl<T> TupleSpace<T> {
             tag,
             map: HashTable::new(),
             len: 0,
+            wider: 0,
             hits: 0,
             max_priority: 0,
             at_max: 0,
@@ -366,6 +370,7 @@ impl<T> TupleSpace<T> {
             g.at_max += 1;
         }
         g.len += 1;
+        g.wider += (m.mask != g.hash_mask) as u32;
         if g.len == 1 {
             self.orders[tag as usize].push(gi);
         }
@@ -413,6 +418,7 @@ impl<T> TupleSpace<T> {
             }
         }
         g.len -= 1;
+        g.wider -= (self.masks[e.mask as usize].mask != g.hash_mask) as u32;
         if e.priority == g.max_priority {
             g.at_max = g.at_max.saturating_sub(1);
         }
@@ -493,6 +499,17 @@ impl<T> TupleSpace<T> {
             }) else {
                 continue;
             };
+            if g.wider == 0 {
+                // Every entry's mask is the hash mask: the head is the only match.
+                let p = entries[head as usize].as_ref().expect("indexed entries live").priority;
+                if best.is_none_or(|(_, bp, _)| p > bp) {
+                    best = Some((head, p, gi));
+                }
+                if p >= g.max_priority {
+                    break;
+                }
+                continue;
+            }
             let mut cur = head;
             while cur != NONE {
                 let e = entries[cur as usize].as_ref().expect("chained entries live");

@@ -243,3 +243,51 @@ fn wcss_forgets_overflows_that_leave_the_window() {
     assert_eq!(t[0].0, flow(2), "flow 1's overflows left the window: {t:?}");
     assert_eq!(w.dropped, 0);
 }
+
+/// With room for every flow (1 MB for at most 40 flows), the sliding-window detectors must
+/// agree with the exact window at every boundary: the counts they report are exact, and a
+/// flow that sent in the block just closed is either reported or no larger than every flow
+/// reported (the heap only learns of a flow from its packets, so a flow silent since the
+/// slide cannot displace one whose count fell). Thousands of random streams, windows and k.
+#[test]
+fn sliding_detectors_with_room_equal_the_exact_window() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let cases = std::env::var("HYFLOW_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000);
+    let stream = proptest::collection::vec(proptest::collection::vec((0u64..40, 1usize..6), 0..30), 1..12);
+    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
+    runner
+        .run(&(stream, 1usize..6, 1usize..8), |(blocks_of_sends, window, k)| {
+            for algo in [Algo::FastKeeper, Algo::FastKeeperBitmap] {
+                let mut d = build(algo, &config(k, 1 << 20, window)).unwrap();
+                let mut exact = ExactWindow::new(k, window);
+                for sends in &blocks_of_sends {
+                    for &(f, n) in sends {
+                        send(&mut d, f, n);
+                        send(&mut exact, f, n);
+                    }
+                    let got = top(&mut d);
+                    for (f, c) in &got {
+                        prop_assert_eq!(*c, exact.count(*f), "{:?} count of {:?}", algo, f);
+                    }
+                    let smallest = got.iter().map(|e| e.1).min().unwrap_or(0);
+                    for &(f, _) in sends {
+                        if !got.iter().any(|e| e.0 == flow(f)) {
+                            prop_assert!(
+                                got.len() == k && exact.count(flow(f)) <= smallest,
+                                "{:?}: active flow {} ({}) left out of {:?}",
+                                algo,
+                                f,
+                                exact.count(flow(f)),
+                                got
+                            );
+                        }
+                    }
+                    d.end_block();
+                    exact.end_block();
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
