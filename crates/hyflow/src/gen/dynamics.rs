@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 
-use super::traffic::{GenPacket, TrafficConfig, TrafficError};
+use super::traffic::{frame_len, GenPacket, TrafficConfig, TrafficError};
 use crate::packet::build::build_frame;
 use crate::packet::FlowKey;
 
@@ -150,12 +150,7 @@ pub fn generate_dynamic(
         } else {
             pick(&cum, &mut rng)
         };
-        let len = match rng.random_range(0..10) {
-            0..5 => 64,
-            5..7 => 576,
-            _ => 1500,
-        };
-        let frame = build_frame(&keys[flow], len - 4);
+        let frame = build_frame(&keys[flow], frame_len(&mut rng) - 4);
         if let Err(err) = sink(GenPacket { ts_ns: (t * 1e9) as u64, flow, frame }) {
             return Ok(Err(err));
         }

@@ -145,6 +145,15 @@ fn flow_for_rule(rng: &mut StdRng, rule: &Rule) -> FlowKey {
     canonical
 }
 
+/// A frame length from CAIDA's trimodal mix: 64, 576 or 1500 bytes (50/20/30%).
+pub(crate) fn frame_len(rng: &mut StdRng) -> usize {
+    match rng.random_range(0..10) {
+        0..5 => 64,
+        5..7 => 576,
+        _ => 1500,
+    }
+}
+
 /// `flows` random IPv4 flows (TCP 70%, UDP 25%, ICMP 5%; addresses in 10.0.0.0/8), for
 /// workloads that need no flow table (measurement); canonical, deterministic for a seed.
 pub fn random_flows(flows: usize, seed: u64) -> Vec<FlowKey> {
@@ -216,12 +225,7 @@ pub fn generate_flows(
             t += gap.sample(&mut rng);
         }
         let flow = (zipf.sample(&mut rng) as usize).clamp(1, keys.len()) - 1;
-        let len = match rng.random_range(0..10) {
-            0..5 => 64,
-            5..7 => 576,
-            _ => 1500,
-        };
-        let frame = build_frame(&keys[flow], len - 4);
+        let frame = build_frame(&keys[flow], frame_len(&mut rng) - 4);
         if let Err(e) = sink(GenPacket { ts_ns: (t * 1e9) as u64, flow, frame }) {
             return Ok(Err(e));
         }

@@ -6,7 +6,7 @@
 
 use hashbrown::HashMap;
 
-use super::{Detector, FlowId};
+use super::{keep_top, Detector, FlowId};
 
 /// Exact counts over the last `blocks` blocks.
 pub struct ExactWindow {
@@ -54,12 +54,7 @@ impl Detector for ExactWindow {
     fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
         out.clear();
         out.extend(self.window.iter().map(|(f, c)| (*f, *c)));
-        let order = |a: &(FlowId, u64), b: &(FlowId, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
-        if out.len() > self.k {
-            out.select_nth_unstable_by(self.k - 1, order);
-            out.truncate(self.k);
-        }
-        out.sort_unstable_by(order);
+        keep_top(out, self.k);
     }
 
     fn estimate(&self, flow: FlowId, _hash: u128) -> u64 {

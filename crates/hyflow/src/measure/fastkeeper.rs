@@ -125,15 +125,9 @@ impl FastKeeper {
             .unwrap_or(0)
     }
 
-    /// Re-estimates the heap's flows from the sketch: at a boundary for the report, and after
-    /// the window slides, so that within a block held counts are current and admission
-    /// compares against true minima.
     fn refresh_heap(&mut self) {
         let mut heap = std::mem::replace(&mut self.heap, TopHeap::new(1));
-        heap.refresh(|flow, _| {
-            let hash = flow.hash(self.seed);
-            self.estimate_fp(fingerprint(hash), hash)
-        });
+        refresh_heap(&mut heap, self.seed, |fp, hash| self.estimate_fp(fp, hash));
         self.heap = heap;
     }
 }
@@ -189,6 +183,16 @@ impl Detector for FastKeeper {
     fn memory_bytes(&self) -> usize {
         self.meta.len() * std::mem::size_of::<Meta>() + self.counts.len() * 4 + self.heap.memory_bytes()
     }
+}
+
+/// Re-estimates the heap's flows from the sketch (`estimate(fingerprint, hash)`): at a
+/// boundary for the report, and after the window slides, so that within a block held counts
+/// are current and admission compares against true minima.
+fn refresh_heap(heap: &mut TopHeap, seed: u64, estimate: impl Fn(u32, u128) -> u64) {
+    heap.refresh(|flow, _| {
+        let hash = flow.hash(seed);
+        estimate(fingerprint(hash), hash)
+    });
 }
 
 /// The heap's flows with count > 0, scaled, largest first.
@@ -285,15 +289,9 @@ impl FastKeeperBitmap {
             .unwrap_or(0)
     }
 
-    /// Re-estimates the heap's flows from the sketch: at a boundary for the report, and after
-    /// the window slides, so that within a block held counts are current and admission
-    /// compares against true minima.
     fn refresh_heap(&mut self) {
         let mut heap = std::mem::replace(&mut self.heap, TopHeap::new(1));
-        heap.refresh(|flow, _| {
-            let hash = flow.hash(self.seed);
-            self.estimate_fp(fingerprint(hash), hash)
-        });
+        refresh_heap(&mut heap, self.seed, |fp, hash| self.estimate_fp(fp, hash));
         self.heap = heap;
     }
 

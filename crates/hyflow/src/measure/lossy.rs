@@ -9,7 +9,7 @@
 
 use hashbrown::HashMap;
 
-use super::{Algo, ConfigError, Detector, DetectorConfig, FlowId, Tumbling};
+use super::{keep_top, Algo, ConfigError, Detector, DetectorConfig, FlowId, Tumbling};
 
 #[derive(Clone, Copy, Debug)]
 struct Counted {
@@ -34,24 +34,7 @@ impl LossyCounting {
     /// pruning leaves are then cleared in place instead of growing the table.
     pub fn new(config: &DetectorConfig) -> Result<LossyCounting, ConfigError> {
         let bytes = |m: usize| HashMap::<FlowId, Counted>::with_capacity(2 * m).allocation_size();
-        let needed = bytes(config.k);
-        if needed > config.memory {
-            return Err(ConfigError::TooSmall {
-                algo: Algo::Lossy.name(),
-                memory: config.memory,
-                needed,
-                k: config.k,
-            });
-        }
-        let (mut lo, mut hi) = (config.k, config.memory / 8 + 1);
-        while lo + 1 < hi {
-            let mid = (lo + hi) / 2;
-            if bytes(mid) <= config.memory {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        let lo = config.entries(Algo::Lossy, bytes)?;
         let table = HashMap::with_capacity(2 * lo);
         let capacity = table.capacity() / 2;
         Ok(LossyCounting {
@@ -93,12 +76,7 @@ impl Detector for LossyCounting {
     fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
         out.clear();
         out.extend(self.table.iter().map(|(f, c)| (*f, c.f as u64)));
-        let order = |a: &(FlowId, u64), b: &(FlowId, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
-        if out.len() > self.k {
-            out.select_nth_unstable_by(self.k - 1, order);
-            out.truncate(self.k);
-        }
-        out.sort_unstable_by(order);
+        keep_top(out, self.k);
     }
 
     fn estimate(&self, flow: FlowId, _hash: u128) -> u64 {

@@ -184,6 +184,38 @@ impl DetectorConfig {
     }
 }
 
+impl DetectorConfig {
+    /// The most entries m (at least k) whose structures, `bytes(m)` bytes, fit the budget —
+    /// for the counter-based detectors, whose size is a number of entries.
+    fn entries(&self, algo: Algo, bytes: impl Fn(usize) -> usize) -> Result<usize, ConfigError> {
+        let needed = bytes(self.k);
+        if needed > self.memory {
+            return Err(ConfigError::TooSmall { algo: algo.name(), memory: self.memory, needed, k: self.k });
+        }
+        // Every entry takes at least 8 bytes.
+        let (mut lo, mut hi) = (self.k, (self.memory / 8).max(self.k) + 1);
+        while lo + 1 < hi {
+            let mid = lo + (hi - lo) / 2;
+            if bytes(mid) <= self.memory {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+}
+
+/// Keeps the `k` largest of `out` (ties by flow id), largest first.
+pub(crate) fn keep_top(out: &mut Vec<(FlowId, u64)>, k: usize) {
+    let order = |a: &(FlowId, u64), b: &(FlowId, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
+    if out.len() > k && k > 0 {
+        out.select_nth_unstable_by(k - 1, order);
+        out.truncate(k);
+    }
+    out.sort_unstable_by(order);
+}
+
 /// Builds a detector. FastKeeper samples its row updates itself; the others are fed a
 /// sampled stream ([`Sampled`]) when the rate is below 1.
 pub fn build(algo: Algo, config: &DetectorConfig) -> Result<Box<dyn Detector>, ConfigError> {

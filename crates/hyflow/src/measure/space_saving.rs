@@ -19,24 +19,7 @@ pub struct SpaceSaving {
 impl SpaceSaving {
     /// Sized from `config.memory`: the most counters whose summary fits (at least k).
     pub fn new(config: &DetectorConfig) -> Result<SpaceSaving, ConfigError> {
-        let needed = TopHeap::bytes_for(config.k);
-        if needed > config.memory {
-            return Err(ConfigError::TooSmall {
-                algo: Algo::SpaceSaving.name(),
-                memory: config.memory,
-                needed,
-                k: config.k,
-            });
-        }
-        let (mut lo, mut hi) = (config.k, config.memory / 16 + 1);
-        while lo + 1 < hi {
-            let mid = (lo + hi) / 2;
-            if TopHeap::bytes_for(mid) <= config.memory {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        let lo = config.entries(Algo::SpaceSaving, TopHeap::bytes_for)?;
         Ok(SpaceSaving { k: config.k, summary: TopHeap::new(lo), window: Tumbling::new(config.blocks) })
     }
 }

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use hashbrown::HashMap;
 
 use super::heap::TopHeap;
-use super::{Algo, ConfigError, Detector, DetectorConfig, FlowId};
+use super::{keep_top, Algo, ConfigError, Detector, DetectorConfig, FlowId};
 
 /// WCSS.
 pub struct Wcss {
@@ -51,25 +51,7 @@ fn bytes_for(m: usize, blocks: usize) -> usize {
 impl Wcss {
     /// Sized from `config.memory`: the most counters m whose structures fit (at least k).
     pub fn new(config: &DetectorConfig) -> Result<Wcss, ConfigError> {
-        let needed = bytes_for(config.k, config.blocks);
-        if needed > config.memory {
-            return Err(ConfigError::TooSmall {
-                algo: Algo::Wcss.name(),
-                memory: config.memory,
-                needed,
-                k: config.k,
-            });
-        }
-        let (mut lo, mut hi) = (config.k, config.memory / 16 + 1);
-        while lo + 1 < hi {
-            let mid = (lo + hi) / 2;
-            if bytes_for(mid, config.blocks) <= config.memory {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let m = lo;
+        let m = config.entries(Algo::Wcss, |m| bytes_for(m, config.blocks))?;
         Ok(Wcss {
             k: config.k,
             blocks: config.blocks,
@@ -129,13 +111,8 @@ impl Detector for Wcss {
         out.extend(
             candidates.into_iter().map(|(f, _)| (f, self.window_estimate(f, f.hash(self.seed) as u64))),
         );
-        let order = |a: &(FlowId, u64), b: &(FlowId, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
         out.retain(|e| e.1 > 0);
-        if out.len() > self.k {
-            out.select_nth_unstable_by(self.k - 1, order);
-            out.truncate(self.k);
-        }
-        out.sort_unstable_by(order);
+        keep_top(out, self.k);
     }
 
     fn estimate(&self, flow: FlowId, hash: u128) -> u64 {
