@@ -14,6 +14,7 @@ pub mod nic;
 pub mod openflow;
 pub mod packet;
 pub mod replay;
+pub mod sim;
 pub mod switch;
 pub mod trace;
 pub mod tuple_space;

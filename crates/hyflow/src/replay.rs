@@ -15,7 +15,7 @@ use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
 use crate::switch::{Layer, Switch};
 
 /// Updates ordered for application.
-struct Schedule {
+pub(crate) struct Schedule {
     by_time: Vec<Update>,
     by_index: Vec<Update>,
     t: usize,
@@ -23,7 +23,7 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn new(updates: Vec<Update>) -> Schedule {
+    pub(crate) fn new(updates: Vec<Update>) -> Schedule {
         let (mut by_time, mut by_index): (Vec<_>, Vec<_>) =
             updates.into_iter().partition(|u| matches!(u.when, When::At(_)));
         by_time.sort_by_key(|u| (u.when, u.line));
@@ -33,7 +33,7 @@ impl Schedule {
 
     /// Index of the next update due before packet `index` at `now_ns` (all if `index` is
     /// `None`), earliest line first among the two queues.
-    fn next_due(&mut self, index: Option<u64>, now_ns: u64) -> Option<&Update> {
+    pub(crate) fn next_due(&mut self, index: Option<u64>, now_ns: u64) -> Option<&Update> {
         let t_due = self
             .by_time
             .get(self.t)

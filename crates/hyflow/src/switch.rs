@@ -215,6 +215,8 @@ pub struct Switch {
     verdict_seq: u64,
     next_sweep_ns: u64,
     stats: SwitchStats,
+    /// Whether upcalls may install NIC entries now (a timing model caps the NIC's update rate).
+    nic_installs: bool,
 }
 
 impl Switch {
@@ -255,6 +257,7 @@ impl Switch {
             verdict_seq: 0,
             next_sweep_ns: SWEEP_INTERVAL_NS,
             stats: SwitchStats::default(),
+            nic_installs: true,
         })
     }
 
@@ -301,6 +304,34 @@ impl Switch {
     /// Forwards one packet of `bytes` bytes arriving at `now_ns` (non-decreasing), replacing
     /// `outputs` with the copies that leave; returns the layer that decided.
     pub fn process(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> Layer {
+        if self.process_nic(key, bytes, now_ns, outputs) {
+            Layer::Nic
+        } else {
+            self.process_host(key, bytes, now_ns, outputs)
+        }
+    }
+
+    /// Allows or refuses NIC installs by the upcalls that follow (a NIC accepts a bounded
+    /// number of table updates per second).
+    pub fn set_nic_installs(&mut self, allowed: bool) {
+        self.nic_installs = allowed;
+    }
+
+    /// Whether the switch has a NIC layer.
+    pub fn has_nic(&self) -> bool {
+        self.nic.is_some() || self.gigaflow.is_some()
+    }
+
+    /// NIC entries installed so far (megaflow offload or Gigaflow).
+    pub fn nic_installs(&self) -> u64 {
+        self.nic.as_ref().map_or(0, |n| n.stage.stats.installs) + self.gigaflow.as_ref().map_or(0, |g| g.totals().installs)
+    }
+
+    /// The NIC part of [`Switch::process`]: counts the packet and, if the NIC forwards it,
+    /// fills `outputs` and returns true. A packet it misses must then go to
+    /// [`Switch::process_host`] (at the same or a later time: host software may serve it
+    /// after a queue).
+    pub fn process_nic(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> bool {
         outputs.clear();
         self.advance(now_ns);
         self.stats.packets += 1;
@@ -311,7 +342,7 @@ impl Switch {
                 let (d, stale) = (e.decision, e.pending_verdict != 0);
                 self.stats.nic_hits += 1;
                 self.forward(key, bytes, d, stale, outputs);
-                return Layer::Nic;
+                return true;
             }
         }
         if let Some(gf) = &mut self.gigaflow {
@@ -326,9 +357,18 @@ impl Switch {
                 if stale {
                     self.count_stale(key, outputs);
                 }
-                return Layer::Nic;
+                return true;
             }
         }
+        false
+    }
+
+    /// The host part of [`Switch::process`] for a packet the NIC missed (already counted by
+    /// [`Switch::process_nic`]): microflow cache, megaflow cache, slow path; returns the
+    /// layer that decided. `now_ns` is when software handles it.
+    pub fn process_host(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> Layer {
+        outputs.clear();
+        self.advance(now_ns);
         let hash = hash_key(key);
         if let Some(mf) = &mut self.microflow {
             if let Some(d) = mf.lookup(key, hash, &mut self.tables) {
@@ -382,7 +422,7 @@ impl Switch {
             self.stats.controller += 1;
             return;
         }
-        if let Some(gf) = &mut self.gigaflow {
+        if let (Some(gf), true) = (&mut self.gigaflow, self.nic_installs) {
             gf.install(&self.tr, &mut self.tables, now_ns);
         }
         if self.nic.is_none() && self.microflow.is_none() && self.megaflow.is_none() {
@@ -396,7 +436,7 @@ impl Switch {
                 self.tables.acquire(d);
             }
         }
-        if let Some(nic) = &mut self.nic {
+        if let (Some(nic), true) = (&mut self.nic, self.nic_installs) {
             if nic.stage.install(&m, 0, 0, flow, now_ns).is_ok() {
                 self.tables.acquire(d);
             }

@@ -1,0 +1,182 @@
+//! What software packet processing costs: the service times a simulated host core spends.
+//!
+//! A [`CostModel`] holds one figure per kind of work, in nanoseconds on one core. `hyflow
+//! calibrate` measures them on the machine it runs on ([`calibrate`]); a file written by it
+//! (or by hand, e.g. to model a slower DPU core) is loaded with [`CostModel::from_json`];
+//! [`CostModel::default`] is a calibration run recorded in `BENCHMARKS.md`.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gen::{builtin, generate, make_flows};
+use crate::openflow::Pipeline;
+use crate::packet::{parse_frame, FlowKey, LinkKind};
+use crate::switch::{Layer, Switch, SwitchConfig};
+
+/// Nanoseconds of one core per unit of work.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostModel {
+    /// Receiving a packet from the ring and parsing it: paid by every software packet.
+    pub rx_ns: f64,
+    /// A microflow (exact-match) cache hit.
+    pub microflow_hit_ns: f64,
+    /// A megaflow cache hit (and the microflow insert it triggers).
+    pub megaflow_hit_ns: f64,
+    /// An upcall: slow-path translation, megaflow/microflow install, and NIC rule generation.
+    pub upcall_ns: f64,
+    /// Measurement work per sampled packet (a sketch update).
+    pub sample_ns: f64,
+}
+
+impl Default for CostModel {
+    /// `hyflow calibrate` on the 2-vCPU AMD EPYC VM of `BENCHMARKS.md` (built-in workload).
+    fn default() -> Self {
+        CostModel { rx_ns: 60.0, microflow_hit_ns: 110.0, megaflow_hit_ns: 240.0, upcall_ns: 9_000.0, sample_ns: 35.0 }
+    }
+}
+
+/// Why a costs file is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CostsError {
+    /// Not JSON, a missing or unknown entry, or a value that is not a number.
+    #[error("{0}")]
+    Parse(String),
+    /// A negative or non-finite figure.
+    #[error("cost '{0}' must be a finite number ≥ 0, not {1}")]
+    Invalid(&'static str, f64),
+}
+
+impl CostModel {
+    /// The figures with their names.
+    pub fn entries(&self) -> [(&'static str, f64); 5] {
+        [
+            ("rx_ns", self.rx_ns),
+            ("microflow_hit_ns", self.microflow_hit_ns),
+            ("megaflow_hit_ns", self.megaflow_hit_ns),
+            ("upcall_ns", self.upcall_ns),
+            ("sample_ns", self.sample_ns),
+        ]
+    }
+
+    /// Parses and checks a costs file (every entry required, none unknown, all ≥ 0).
+    pub fn from_json(text: &str) -> Result<CostModel, CostsError> {
+        let m: CostModel = serde_json::from_str(text).map_err(|e| CostsError::Parse(e.to_string()))?;
+        m.check()?;
+        Ok(m)
+    }
+
+    /// Checks every figure is finite and ≥ 0.
+    pub fn check(&self) -> Result<(), CostsError> {
+        for (name, v) in self.entries() {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(CostsError::Invalid(name, v));
+            }
+        }
+        Ok(())
+    }
+
+    /// Service time of a packet the host handled at `layer` (ns, rounded).
+    #[inline]
+    pub fn service_ns(&self, layer: Layer) -> u64 {
+        let work = match layer {
+            Layer::Microflow => self.microflow_hit_ns,
+            Layer::Megaflow => self.megaflow_hit_ns,
+            Layer::SlowPath => self.upcall_ns,
+            Layer::Nic => 0.0,
+        };
+        (self.rx_ns + work).round() as u64
+    }
+}
+
+/// Times `f` over `rounds` runs and returns the best mean per item (ns), the usual way to
+/// read through a noisy host.
+fn best_per_item(rounds: usize, items: usize, mut f: impl FnMut()) -> f64 {
+    (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_nanos() as f64 / items as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Measures hyflow's own software path on this machine, on the built-in workload (the
+/// 7-table L2/L3/ACL pipeline): parsing, microflow hits, megaflow hits (microflow off),
+/// upcalls (every packet a new flow), and a FastKeeper update per sampled packet.
+pub fn calibrate() -> CostModel {
+    let rules = builtin::rules();
+    let mut frames = Vec::new();
+    let _ = generate(&rules, &builtin::TRAFFIC, |p| {
+        frames.push(p.frame);
+        Ok(())
+    });
+    let mut keys = vec![FlowKey::default(); frames.len()];
+    let rx_ns = best_per_item(5, frames.len(), || {
+        for (f, k) in frames.iter().zip(keys.iter_mut()) {
+            let _ = parse_frame(std::hint::black_box(f), LinkKind::Ethernet, 1, k);
+        }
+    });
+    let mut out = Vec::new();
+    let mut now = 0u64;
+    let mut steady = |config: SwitchConfig| {
+        let mut sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+        for k in &keys {
+            now += 1;
+            sw.process(k, 100, now, &mut out);
+        }
+        best_per_item(5, keys.len(), || {
+            for k in &keys {
+                now += 1;
+                sw.process_host(k, 100, now, &mut out);
+            }
+        })
+    };
+    let host = SwitchConfig { nic: None, ..SwitchConfig::default() };
+    let microflow_hit_ns = steady(host);
+    let megaflow_hit_ns = steady(SwitchConfig { microflow: None, ..host });
+    // Upcalls: 20,000 distinct flows, each seen once by a fresh switch.
+    let fresh = make_flows(&rules, 20_000, 99).expect("built-in rules");
+    let upcall_ns = best_per_item(3, fresh.len(), || {
+        let mut sw = Switch::new(Pipeline::from_rules(rules.clone()), host).expect("valid config");
+        for (i, k) in fresh.iter().enumerate() {
+            sw.process_host(k, 100, i as u64, &mut out);
+        }
+    });
+    let config = crate::measure::DetectorConfig { k: 100, memory: 30 * 1024, blocks: 5, sample: 1.0, seed: 1 };
+    let mut detector =
+        crate::measure::build(crate::measure::Algo::FastKeeperBitmap, &config).expect("fits 30 KB");
+    let spec = crate::measure::KeySpec::five_tuple();
+    let ids: Vec<_> = keys.iter().filter_map(|k| spec.flow_id(k)).collect();
+    let sample_ns = best_per_item(5, ids.len(), || {
+        for f in &ids {
+            detector.insert(*f, f.hash(1));
+        }
+    });
+    CostModel {
+        rx_ns,
+        microflow_hit_ns,
+        megaflow_hit_ns,
+        upcall_ns,
+        sample_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_files_must_be_complete_and_non_negative() {
+        let ok = r#"{"rx_ns": 50, "microflow_hit_ns": 100, "megaflow_hit_ns": 200, "upcall_ns": 8000, "sample_ns": 30}"#;
+        assert_eq!(CostModel::from_json(ok).unwrap().service_ns(Layer::Megaflow), 250);
+        let missing = r#"{"rx_ns": 50, "microflow_hit_ns": 100, "megaflow_hit_ns": 200, "sample_ns": 30}"#;
+        assert!(CostModel::from_json(missing).unwrap_err().to_string().contains("missing field `upcall_ns`"));
+        let negative = ok.replace("\"upcall_ns\": 8000", "\"upcall_ns\": -1");
+        assert!(CostModel::from_json(&negative).unwrap_err().to_string().contains("'upcall_ns' must be"));
+        let unknown = ok.replace("\"sample_ns\"", "\"samples_ns\"");
+        assert!(CostModel::from_json(&unknown).is_err());
+        assert!(CostModel::default().check().is_ok());
+    }
+}

@@ -1,0 +1,211 @@
+//! The switch as the simulation's datapath: NIC lookups at arrival, host software at service,
+//! priced by a cost model, with an offload policy deciding what the NIC holds and the NIC's
+//! table-update rate capped.
+
+use crate::nic::gigaflow::GigaflowConfig;
+use crate::nic::{DEFAULT_MEGAFLOW_ENTRIES, DEFAULT_MEGAFLOW_MASKS};
+use crate::openflow::traversal::Output;
+use crate::openflow::update::Update;
+use crate::replay::Schedule;
+use crate::switch::{Layer, NicConfig, Switch, SwitchConfig};
+
+use super::costs::CostModel;
+use super::{Datapath, SimPacket};
+
+/// What the NIC holds and when it changes: the extension point for offload policies. The
+/// simulator asks [`OffloadPolicy::install_on_upcall`] before software handles a missed
+/// packet and calls [`OffloadPolicy::tick`] at every arrival, so a policy that observes
+/// measurements (Elixir, TFO, LFP) can install and evict NIC entries over time.
+pub trait OffloadPolicy {
+    /// Name in reports.
+    fn name(&self) -> &'static str;
+    /// The NIC layer the policy manages (`None`: the NIC forwards nothing).
+    fn nic(&self) -> Option<NicConfig>;
+    /// Whether an upcall handled now may install its entry in the NIC.
+    fn install_on_upcall(&mut self, now_ns: u64) -> bool;
+    /// Periodic work at `now_ns` (measurement, replacement).
+    fn tick(&mut self, now_ns: u64, switch: &mut Switch);
+}
+
+/// The policies available without measurement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Policy {
+    /// Pure software forwarding: the NIC forwards nothing (Elixir's PSF baseline).
+    Psf,
+    /// Every new megaflow offloaded while the NIC has room, as OVS hardware offload does.
+    OffloadAll {
+        /// NIC entries.
+        entries: usize,
+        /// Distinct masks.
+        max_masks: usize,
+    },
+    /// Gigaflow sub-traversal caching in K NIC tables.
+    Gigaflow(GigaflowConfig),
+}
+
+impl Policy {
+    /// `psf`, `offload-all` or `gigaflow` with default NIC sizes.
+    pub fn from_name(name: &str) -> Option<Policy> {
+        match name {
+            "psf" => Some(Policy::Psf),
+            "offload-all" => {
+                Some(Policy::OffloadAll { entries: DEFAULT_MEGAFLOW_ENTRIES, max_masks: DEFAULT_MEGAFLOW_MASKS })
+            }
+            "gigaflow" => Some(Policy::Gigaflow(GigaflowConfig::default())),
+            _ => None,
+        }
+    }
+}
+
+impl OffloadPolicy for Policy {
+    fn name(&self) -> &'static str {
+        match self {
+            Policy::Psf => "psf",
+            Policy::OffloadAll { .. } => "offload-all",
+            Policy::Gigaflow(_) => "gigaflow",
+        }
+    }
+
+    fn nic(&self) -> Option<NicConfig> {
+        match *self {
+            Policy::Psf => None,
+            Policy::OffloadAll { entries, max_masks } => Some(NicConfig::Megaflow { entries, max_masks }),
+            Policy::Gigaflow(g) => Some(NicConfig::Gigaflow(g)),
+        }
+    }
+
+    fn install_on_upcall(&mut self, _now_ns: u64) -> bool {
+        !matches!(self, Policy::Psf)
+    }
+
+    fn tick(&mut self, _now_ns: u64, _switch: &mut Switch) {}
+}
+
+/// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NicUpdates {
+    /// Table updates per second (0 = unlimited).
+    pub per_second: f64,
+}
+
+impl Default for NicUpdates {
+    fn default() -> Self {
+        NicUpdates { per_second: 2_000.0 }
+    }
+}
+
+/// Counters of the datapath beyond the switch's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatapathStats {
+    /// Host packets per layer.
+    pub microflow: u64,
+    /// Megaflow hits.
+    pub megaflow: u64,
+    /// Upcalls.
+    pub upcalls: u64,
+    /// Upcalls whose NIC install was refused for the update-rate cap.
+    pub installs_capped: u64,
+    /// NIC entries installed.
+    pub nic_installs: u64,
+    /// Rule updates applied.
+    pub rule_updates: u64,
+}
+
+/// The switch, priced.
+pub struct SwitchDatapath<P> {
+    switch: Switch,
+    policy: P,
+    costs: CostModel,
+    updates: Schedule,
+    arrivals: u64,
+    /// Token bucket of NIC updates: tokens, and when it was last filled.
+    tokens: f64,
+    filled_ns: u64,
+    limits: NicUpdates,
+    outputs: Vec<Output>,
+    stats: DatapathStats,
+}
+
+impl<P: OffloadPolicy> SwitchDatapath<P> {
+    /// `switch` must have been built with `policy.nic()` as its NIC layer; `updates` apply at
+    /// their times (or before their packet index).
+    pub fn new(switch: Switch, policy: P, costs: CostModel, updates: Vec<Update>, limits: NicUpdates) -> Self {
+        SwitchDatapath {
+            switch,
+            policy,
+            costs,
+            updates: Schedule::new(updates),
+            arrivals: 0,
+            tokens: 1.0,
+            filled_ns: 0,
+            limits,
+            outputs: Vec::new(),
+            stats: DatapathStats::default(),
+        }
+    }
+
+    /// The switch config a policy needs on top of `base` (caches, consistency).
+    pub fn switch_config(policy: &P, base: SwitchConfig) -> SwitchConfig {
+        SwitchConfig { nic: policy.nic(), ..base }
+    }
+
+    /// The switch.
+    pub fn switch(&self) -> &Switch {
+        &self.switch
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DatapathStats {
+        let mut s = self.stats;
+        s.nic_installs = self.switch.nic_installs();
+        s
+    }
+
+    fn apply_updates(&mut self, now_ns: u64) {
+        while let Some(u) = self.updates.next_due(Some(self.arrivals), now_ns) {
+            self.switch.apply_update(u.command, &u.spec, now_ns);
+            self.stats.rule_updates += 1;
+        }
+    }
+
+    fn refill(&mut self, now_ns: u64) {
+        if self.limits.per_second > 0.0 {
+            let dt = now_ns.saturating_sub(self.filled_ns) as f64 / 1e9;
+            self.tokens = (self.tokens + dt * self.limits.per_second).min(self.limits.per_second.max(1.0));
+        }
+        self.filled_ns = self.filled_ns.max(now_ns);
+    }
+}
+
+impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
+    fn nic(&mut self, t_ns: u64, pkt: &SimPacket) -> bool {
+        self.apply_updates(t_ns);
+        self.arrivals += 1;
+        self.policy.tick(t_ns, &mut self.switch);
+        self.switch.process_nic(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs)
+    }
+
+    fn host(&mut self, t_ns: u64, pkt: &SimPacket) -> u64 {
+        self.apply_updates(t_ns);
+        self.refill(t_ns);
+        let capped = self.limits.per_second > 0.0 && self.tokens < 1.0;
+        let allowed = self.switch.has_nic() && self.policy.install_on_upcall(t_ns) && !capped;
+        self.switch.set_nic_installs(allowed);
+        let before = self.switch.nic_installs();
+        let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs);
+        let installed = self.switch.nic_installs() - before;
+        if self.limits.per_second > 0.0 {
+            self.tokens -= installed as f64;
+        }
+        match layer {
+            Layer::Microflow => self.stats.microflow += 1,
+            Layer::Megaflow => self.stats.megaflow += 1,
+            Layer::SlowPath => {
+                self.stats.upcalls += 1;
+                self.stats.installs_capped += (capped && self.switch.has_nic()) as u64;
+            }
+            Layer::Nic => {}
+        }
+        self.costs.service_ns(layer)
+    }
+}
