@@ -14,6 +14,7 @@ use hyflow::packet::{parse_frame, FlowKey};
 use hyflow::trace::TraceReader;
 
 mod replay;
+mod sim;
 mod topk;
 
 #[derive(Parser)]
@@ -43,6 +44,12 @@ enum Command {
     /// Real-time large flows: at every block boundary, the top-k flows of the sliding window
     /// ending there, by FastKeeper or a baseline detector (counts are packets in the window).
     Topk(topk::TopkArgs),
+    /// Timing: a discrete-event simulation of the NIC, the host's receive rings and cores over
+    /// trace time, with a calibrated cost model: latency (HDR percentiles), ring occupancy,
+    /// loss, core utilisation; searches for the fewest cores or the highest rate without loss.
+    Sim(Box<sim::SimArgs>),
+    /// Measure hyflow's software path on this machine and write the cost model `sim` uses.
+    Calibrate(sim::CalibrateArgs),
     /// Evaluate detectors against exact answers.
     #[command(subcommand)]
     Eval(EvalCommand),
@@ -55,8 +62,9 @@ enum EvalCommand {
     Topk(topk::EvalTopkArgs),
 }
 
+/// Workload and cache options shared by `replay` and `sim`.
 #[derive(Args)]
-struct ReplayArgs {
+struct SwitchArgs {
     /// Flow file in `ovs-ofctl add-flows` syntax.
     #[arg(long, value_name = "FILE", requires = "trace")]
     flows: Option<PathBuf>,
@@ -115,6 +123,12 @@ struct ReplayArgs {
     /// Seconds between a rule update and the revalidator acting on NIC and megaflow entries.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     revalidation_delay: f64,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    #[command(flatten)]
+    switch: SwitchArgs,
     /// Write the report as one JSON object to FILE (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -323,6 +337,8 @@ fn main() -> ExitCode {
         Command::Gen(GenCommand::Dynamic(args)) => replay::gen_dynamic(args),
         Command::Gen(GenCommand::Pipeline(args)) => replay::gen_pipeline(args),
         Command::Topk(args) => topk::run(args),
+        Command::Sim(args) => sim::run(*args),
+        Command::Calibrate(args) => sim::run_calibrate(args),
         Command::Eval(EvalCommand::Topk(args)) => topk::eval(args),
     };
     match result {

@@ -22,7 +22,7 @@ use hyflow::trace::{LinkType, PcapWriter, TraceReader};
 
 use crate::{
     ConsistencyArg, GenDynamicArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs, LocalityArg, NicArg,
-    PartitionArg, ReplayArgs,
+    PartitionArg, ReplayArgs, SwitchArgs,
 };
 
 fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
@@ -32,30 +32,35 @@ fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     Ok((s * 1e9).round() as u64)
 }
 
-fn switch_config(a: &ReplayArgs) -> Result<SwitchConfig> {
+/// The NIC layer of kind `kind`, sized by the NIC options.
+pub(crate) fn nic_config(a: &SwitchArgs, kind: NicArg) -> NicConfig {
+    match kind {
+        NicArg::Megaflow => NicConfig::Megaflow {
+            entries: a.nic_entries.unwrap_or(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES),
+            max_masks: a.nic_masks,
+        },
+        NicArg::Gigaflow => NicConfig::Gigaflow(GigaflowConfig {
+            tables: a.nic_tables,
+            entries: a.nic_entries.unwrap_or(hyflow::nic::gigaflow::DEFAULT_ENTRIES),
+            max_masks: a.nic_masks,
+            partition: match a.partition {
+                PartitionArg::Dp => Partition::Disjoint,
+                PartitionArg::Random => Partition::Random,
+                PartitionArg::OneToOne => Partition::OneToOne,
+            },
+            seed: 1,
+        }),
+    }
+}
+
+pub(crate) fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
     let consistency = match a.consistency {
         ConsistencyArg::Signature => Consistency::Signature,
         ConsistencyArg::Cookie => Consistency::Cookie,
         ConsistencyArg::Action => Consistency::Action,
     };
     let config = SwitchConfig {
-        nic: (!a.no_nic).then_some(match a.nic {
-            NicArg::Megaflow => NicConfig::Megaflow {
-                entries: a.nic_entries.unwrap_or(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES),
-                max_masks: a.nic_masks,
-            },
-            NicArg::Gigaflow => NicConfig::Gigaflow(GigaflowConfig {
-                tables: a.nic_tables,
-                entries: a.nic_entries.unwrap_or(hyflow::nic::gigaflow::DEFAULT_ENTRIES),
-                max_masks: a.nic_masks,
-                partition: match a.partition {
-                    PartitionArg::Dp => Partition::Disjoint,
-                    PartitionArg::Random => Partition::Random,
-                    PartitionArg::OneToOne => Partition::OneToOne,
-                },
-                seed: 1,
-            }),
-        }),
+        nic: (!a.no_nic).then_some(nic_config(a, a.nic)),
         microflow: (!a.no_microflow)
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
         megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),
@@ -70,7 +75,7 @@ fn switch_config(a: &ReplayArgs) -> Result<SwitchConfig> {
     })
 }
 
-fn create(path: &Path) -> Result<Box<dyn Write>> {
+pub(crate) fn create(path: &Path) -> Result<Box<dyn Write>> {
     if path == Path::new("-") {
         return Ok(Box::new(BufWriter::new(std::io::stdout())));
     }
@@ -131,8 +136,8 @@ impl DecisionLog {
     }
 }
 
-pub fn run(a: ReplayArgs) -> Result<()> {
-    let config = switch_config(&a)?;
+/// The rules and updates of a workload: the given files, or the built-in workload's.
+pub(crate) fn workload(a: &SwitchArgs) -> Result<(Vec<Rule>, Vec<hyflow::openflow::update::Update>)> {
     let rules = match &a.flows {
         Some(f) => read_flow_file(f)?,
         None => builtin::rules(),
@@ -142,9 +147,16 @@ pub fn run(a: ReplayArgs) -> Result<()> {
         (None, None) => builtin::updates(&rules),
         (None, Some(_)) => Vec::new(),
     };
+    Ok((rules, updates))
+}
+
+pub fn run(r: ReplayArgs) -> Result<()> {
+    let a = &r.switch;
+    let config = switch_config(a)?;
+    let (rules, updates) = workload(a)?;
     let switch = Switch::new(Pipeline::from_rules(rules.clone()), config)?;
     let mut replay = Replay::new(switch, updates);
-    let mut log = match &a.decisions {
+    let mut log = match &r.decisions {
         Some(p) => Some(DecisionLog { out: create(p)?, index: 0 }),
         None => None,
     };
@@ -218,10 +230,10 @@ pub fn run(a: ReplayArgs) -> Result<()> {
     }
     let (switch, malformed, elapsed) = replay.finish();
     print!("{}", report_text(&switch, &malformed, elapsed));
-    if a.rule_stats {
+    if r.rule_stats {
         println!("\n{}", rule_stats(switch.pipeline()));
     }
-    if let Some(p) = &a.json {
+    if let Some(p) = &r.json {
         let mut out = create(p)?;
         writeln!(out, "{}", report_json(&switch, &malformed, elapsed))?;
         out.flush()?;

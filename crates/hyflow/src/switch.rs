@@ -324,7 +324,8 @@ impl Switch {
 
     /// NIC entries installed so far (megaflow offload or Gigaflow).
     pub fn nic_installs(&self) -> u64 {
-        self.nic.as_ref().map_or(0, |n| n.stage.stats.installs) + self.gigaflow.as_ref().map_or(0, |g| g.totals().installs)
+        self.nic.as_ref().map_or(0, |n| n.stage.stats.installs)
+            + self.gigaflow.as_ref().map_or(0, |g| g.totals().installs)
     }
 
     /// The NIC part of [`Switch::process`]: counts the packet and, if the NIC forwards it,
@@ -366,7 +367,13 @@ impl Switch {
     /// The host part of [`Switch::process`] for a packet the NIC missed (already counted by
     /// [`Switch::process_nic`]): microflow cache, megaflow cache, slow path; returns the
     /// layer that decided. `now_ns` is when software handles it.
-    pub fn process_host(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> Layer {
+    pub fn process_host(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        outputs: &mut Vec<Output>,
+    ) -> Layer {
         outputs.clear();
         self.advance(now_ns);
         let hash = hash_key(key);

@@ -33,7 +33,13 @@ pub struct CostModel {
 impl Default for CostModel {
     /// `hyflow calibrate` on the 2-vCPU AMD EPYC VM of `BENCHMARKS.md` (built-in workload).
     fn default() -> Self {
-        CostModel { rx_ns: 60.0, microflow_hit_ns: 110.0, megaflow_hit_ns: 240.0, upcall_ns: 9_000.0, sample_ns: 35.0 }
+        CostModel {
+            rx_ns: 60.0,
+            microflow_hit_ns: 110.0,
+            megaflow_hit_ns: 240.0,
+            upcall_ns: 9_000.0,
+            sample_ns: 35.0,
+        }
     }
 }
 
@@ -144,7 +150,8 @@ pub fn calibrate() -> CostModel {
             sw.process_host(k, 100, i as u64, &mut out);
         }
     });
-    let config = crate::measure::DetectorConfig { k: 100, memory: 30 * 1024, blocks: 5, sample: 1.0, seed: 1 };
+    let config =
+        crate::measure::DetectorConfig { k: 100, memory: 30 * 1024, blocks: 5, sample: 1.0, seed: 1 };
     let mut detector =
         crate::measure::build(crate::measure::Algo::FastKeeperBitmap, &config).expect("fits 30 KB");
     let spec = crate::measure::KeySpec::five_tuple();
@@ -154,13 +161,7 @@ pub fn calibrate() -> CostModel {
             detector.insert(*f, f.hash(1));
         }
     });
-    CostModel {
-        rx_ns,
-        microflow_hit_ns,
-        megaflow_hit_ns,
-        upcall_ns,
-        sample_ns,
-    }
+    CostModel { rx_ns, microflow_hit_ns, megaflow_hit_ns, upcall_ns, sample_ns }
 }
 
 #[cfg(test)]

@@ -48,9 +48,10 @@ impl Policy {
     pub fn from_name(name: &str) -> Option<Policy> {
         match name {
             "psf" => Some(Policy::Psf),
-            "offload-all" => {
-                Some(Policy::OffloadAll { entries: DEFAULT_MEGAFLOW_ENTRIES, max_masks: DEFAULT_MEGAFLOW_MASKS })
-            }
+            "offload-all" => Some(Policy::OffloadAll {
+                entries: DEFAULT_MEGAFLOW_ENTRIES,
+                max_masks: DEFAULT_MEGAFLOW_MASKS,
+            }),
             "gigaflow" => Some(Policy::Gigaflow(GigaflowConfig::default())),
             _ => None,
         }
@@ -129,7 +130,13 @@ pub struct SwitchDatapath<P> {
 impl<P: OffloadPolicy> SwitchDatapath<P> {
     /// `switch` must have been built with `policy.nic()` as its NIC layer; `updates` apply at
     /// their times (or before their packet index).
-    pub fn new(switch: Switch, policy: P, costs: CostModel, updates: Vec<Update>, limits: NicUpdates) -> Self {
+    pub fn new(
+        switch: Switch,
+        policy: P,
+        costs: CostModel,
+        updates: Vec<Update>,
+        limits: NicUpdates,
+    ) -> Self {
         SwitchDatapath {
             switch,
             policy,

@@ -257,7 +257,11 @@ impl<D: Datapath> Simulator<D> {
             return Err(SimConfigError::EmptyRing);
         }
         let cores = (0..config.cores)
-            .map(|_| Core { ring: VecDeque::with_capacity(config.ring.min(1 << 16)), serving: None, busy_ns: 0 })
+            .map(|_| Core {
+                ring: VecDeque::with_capacity(config.ring.min(1 << 16)),
+                serving: None,
+                busy_ns: 0,
+            })
             .collect();
         let metrics = Metrics::new(config.cores);
         Ok(Simulator { config, datapath, cores, events: BinaryHeap::new(), metrics })
@@ -281,8 +285,12 @@ impl<D: Datapath> Simulator<D> {
 
     fn steer(&self, pkt: &SimPacket) -> usize {
         let h = match &self.config.steering {
-            Steering::Rss => KeySpec::five_tuple().flow_id(&pkt.key).map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64),
-            Steering::Fields(spec) => spec.flow_id(&pkt.key).map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64),
+            Steering::Rss => KeySpec::five_tuple()
+                .flow_id(&pkt.key)
+                .map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64),
+            Steering::Fields(spec) => {
+                spec.flow_id(&pkt.key).map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64)
+            }
         };
         ((h as u128 * self.cores.len() as u128) >> 64) as usize
     }
@@ -441,7 +449,10 @@ mod tests {
         assert_eq!(m.sw_served, 16);
         assert_eq!(m.ring.max(), 10);
         // (HDR reports the top of the value's bucket at 3 significant digits.)
-        assert!(m.latency.equivalent(m.latency.max(), 11_000), "the tenth queued packet waits for ten before it");
+        assert!(
+            m.latency.equivalent(m.latency.max(), 11_000),
+            "the tenth queued packet waits for ten before it"
+        );
     }
 
     #[test]
