@@ -255,6 +255,10 @@ struct GenDynamicArgs {
     /// Output pcap.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
+    /// Make the flows exercise this flow table's rules (as `gen traffic` does) instead of
+    /// random IPv4 flows: bursty traffic for `hyflow sim`.
+    #[arg(long, value_name = "FILE")]
+    flows: Option<PathBuf>,
     /// Distinct flows.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     flows_count: usize,

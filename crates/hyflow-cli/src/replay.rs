@@ -299,7 +299,10 @@ pub fn gen_dynamic(a: GenDynamicArgs) -> Result<()> {
         TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
     let dynamics =
         DynamicsConfig { churn_period: a.churn_period, churn_fraction: a.churn_fraction, bursts: a.bursts };
-    let keys = hyflow::gen::random_flows(a.flows_count, a.seed);
+    let keys = match &a.flows {
+        Some(f) => hyflow::gen::make_flows(&read_flow_file(f)?, a.flows_count, a.seed)?,
+        None => hyflow::gen::random_flows(a.flows_count, a.seed),
+    };
     let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
     println!(
         "wrote {} packets of {} flows over {:.1} s to {}",

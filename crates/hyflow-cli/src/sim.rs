@@ -142,13 +142,23 @@ fn for_each_input(setup: &Setup, mut f: impl FnMut(u64, SimPacket)) -> Result<()
     Ok(())
 }
 
-/// Packets and span of the input (a first pass, for --rate).
+/// Packets and span of the input (a first pass over timestamps only, for --rate).
 fn natural_rate(setup: &Setup) -> Result<f64> {
-    let (mut n, mut last) = (0u64, 0u64);
-    for_each_input(setup, |t, _| {
-        n += 1;
-        last = t;
-    })?;
+    let (mut n, mut first, mut last) = (0u64, None, 0u64);
+    match &setup.trace {
+        Some(path) => {
+            let mut reader = TraceReader::open(path)?;
+            while let Some(pkt) = reader.next_packet()? {
+                n += 1;
+                let t0 = *first.get_or_insert(pkt.ts_ns);
+                last = pkt.ts_ns.saturating_sub(t0);
+            }
+        }
+        None => for_each_input(setup, |t, _| {
+            n += 1;
+            last = t;
+        })?,
+    }
     if n < 2 || last == 0 {
         bail!("the input has fewer than two packets with distinct timestamps: no rate to rescale");
     }

@@ -380,3 +380,69 @@ fn topk_bad_input_is_one_clear_message() {
     fails_with(&run(&["--memory", "30XB"]), &["unknown unit"]);
     fails_with(&hyflow(&["eval", "topk", "--trace", p, "--algos", "cm,nope"]), &["unknown algorithm 'nope'"]);
 }
+
+#[test]
+fn sim_is_deterministic_and_reports_the_summary_keys() {
+    let a = tmp("a.json", b"");
+    let b = tmp("b.json", b"");
+    for p in [&a, &b] {
+        let out = hyflow(&["sim", "--policy", "offload-all", "--cores", "2", "--json", p.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (ja, jb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_eq!(ja, jb, "two runs, byte-identical JSON");
+    let v: serde_json::Value = serde_json::from_slice(&ja).unwrap();
+    for key in ["packets", "lost", "loss_rate", "latency_us", "ring_max", "cores", "rate_pps"] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for key in ["mean", "p50", "p99", "p999", "max"] {
+        assert!(v["latency_us"].get(key).is_some(), "missing latency_us.{key}");
+    }
+    assert_eq!(v["packets"], 200_000);
+    assert_eq!(v["cores"], 2);
+    // A search reports what it found.
+    let out = hyflow(&["sim", "--policy", "psf", "--rate", "20000000", "--find", "min-cores", "--json", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string();
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert!(v["min_cores"].as_u64().unwrap() > 1, "{v}");
+    assert_eq!(v["lost"], 0);
+}
+
+#[test]
+fn calibration_writes_sane_costs_that_sim_loads() {
+    let costs = tmp("costs.json", b"");
+    let out = hyflow(&["calibrate", "--out", costs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&costs).unwrap()).unwrap();
+    let ns = |k: &str| v[k].as_f64().unwrap();
+    for k in ["rx_ns", "microflow_hit_ns", "megaflow_hit_ns", "upcall_ns", "sample_ns"] {
+        assert!(ns(k) > 0.0 && ns(k) < 1e6, "{k} = {}", ns(k));
+    }
+    assert!(ns("upcall_ns") > ns("megaflow_hit_ns"), "an upcall costs more than a cache hit: {v}");
+    let out = hyflow(&["sim", "--costs", costs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn sim_bad_input_is_one_clear_message() {
+    fails_with(&hyflow(&["sim", "--rate", "0"]), &["--rate must be a positive"]);
+    fails_with(&hyflow(&["sim", "--rate=-5"]), &["--rate must be a positive"]);
+    fails_with(&hyflow(&["sim", "--cores", "0"]), &["--cores must be at least 1"]);
+    fails_with(&hyflow(&["sim", "--ring", "0"]), &["--ring must be at least 1"]);
+    fails_with(&hyflow(&["sim", "--policy", "magic"]), &["unknown policy 'magic'"]);
+    fails_with(&hyflow(&["sim", "--find", "everything"]), &["unknown --find 'everything'"]);
+    let missing = tmp(
+        "missing.json",
+        br#"{"rx_ns": 50, "microflow_hit_ns": 100, "megaflow_hit_ns": 200, "sample_ns": 30}"#,
+    );
+    fails_with(
+        &hyflow(&["sim", "--costs", missing.to_str().unwrap()]),
+        &["missing.json", "missing field `upcall_ns`"],
+    );
+    let negative = tmp(
+        "negative.json",
+        br#"{"rx_ns": 50, "microflow_hit_ns": -100, "megaflow_hit_ns": 200, "upcall_ns": 8000, "sample_ns": 30}"#,
+    );
+    fails_with(&hyflow(&["sim", "--costs", negative.to_str().unwrap()]), &["'microflow_hit_ns' must be"]);
+}
