@@ -13,6 +13,7 @@ use hyflow::openflow::{parse_packet, read_flow_file, Pipeline, Traversal};
 use hyflow::packet::{parse_frame, FlowKey};
 use hyflow::trace::TraceReader;
 
+mod plot;
 mod replay;
 mod sim;
 mod topk;

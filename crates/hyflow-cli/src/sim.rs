@@ -56,6 +56,18 @@ pub struct SimArgs {
     /// NIC table updates per second (0 = unlimited).
     #[arg(long, default_value_t = 2_000.0, value_name = "N")]
     nic_updates: f64,
+    /// NIC forwarding stalls this many µs per table update (throughput lost to frequent
+    /// updates); hardware packets arriving meanwhile wait.
+    #[arg(long, default_value_t = 0.0, value_name = "US")]
+    update_stall: f64,
+    /// Fraction of hardware-forwarded packets whose header is also sent to the host for
+    /// measurement (each costs the host rx + sample work).
+    #[arg(long, default_value_t = 0.0, value_name = "R")]
+    sample_hw: f64,
+    /// Write plots to DIR (PNG and SVG): software and hardware packet rate over time, ring
+    /// occupancy over time, latency CDF.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
     /// Search instead of one run: min-cores (fewest cores with no loss at the rate) or
     /// max-rate (highest rate with no loss on --cores, bisection to 1%).
     #[arg(long, value_name = "WHAT")]
@@ -330,6 +342,12 @@ pub fn run(a: SimArgs) -> Result<()> {
     if !(a.nic_updates.is_finite() && a.nic_updates >= 0.0) {
         bail!("--nic-updates must be ≥ 0 per second, not {}", a.nic_updates);
     }
+    if !(a.update_stall.is_finite() && a.update_stall >= 0.0) {
+        bail!("--update-stall must be ≥ 0 µs, not {}", a.update_stall);
+    }
+    if !(0.0..=1.0).contains(&a.sample_hw) {
+        bail!("--sample-hw must be in [0, 1], not {}", a.sample_hw);
+    }
     if !(a.interval.is_finite() && a.interval > 0.0) {
         bail!("--interval must be a positive number of milliseconds, not {}", a.interval);
     }
@@ -357,9 +375,12 @@ pub fn run(a: SimArgs) -> Result<()> {
             ring: a.ring,
             nic_latency_ns: (a.nic_latency * 1e3) as u64,
             steering,
-            interval_ns: if a.timeseries.is_some() { interval_ns.max(1) } else { 0 },
+            interval_ns: if a.timeseries.is_some() || a.plot.is_some() { interval_ns.max(1) } else { 0 },
+            sample_hw: a.sample_hw,
+            update_stall_ns: (a.update_stall * 1e3) as u64,
+            seed: 1,
         },
-        limits: NicUpdates { per_second: a.nic_updates },
+        limits: NicUpdates { per_second: a.nic_updates, ..NicUpdates::default() },
         trace: a.switch.trace.clone(),
         in_port: a.switch.in_port,
         natural_rate: 0.0,
@@ -429,6 +450,9 @@ pub fn run(a: SimArgs) -> Result<()> {
     }
     if let Some(p) = &a.timeseries {
         write_series(p, &metrics, setup.machine.interval_ns)?;
+    }
+    if let Some(dir) = &a.plot {
+        crate::plot::write_plots(dir, &metrics, setup.machine.interval_ns, setup.policy.name())?;
     }
     Ok(())
 }

@@ -359,26 +359,27 @@ impl Tumbling {
 
 /// A fast seeded generator for per-packet sampling decisions (xorshift64*).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Sampler {
+pub struct Sampler {
     state: u64,
     threshold: u64,
 }
 
 impl Sampler {
-    pub(crate) fn new(rate: f64, seed: u64) -> Sampler {
+    /// Keeps a fraction `rate` of what it is asked about.
+    pub fn new(rate: f64, seed: u64) -> Sampler {
         let threshold = if rate >= 1.0 { u64::MAX } else { (rate * u64::MAX as f64) as u64 };
         Sampler { state: seed | 1, threshold }
     }
 
     /// Whether to count this one.
     #[inline]
-    pub(crate) fn keep(&mut self) -> bool {
+    pub fn keep(&mut self) -> bool {
         self.threshold == u64::MAX || self.draw() < self.threshold
     }
 
     /// A uniform 64-bit draw.
     #[inline]
-    pub(crate) fn draw(&mut self) -> u64 {
+    pub fn draw(&mut self) -> u64 {
         self.state ^= self.state >> 12;
         self.state ^= self.state << 25;
         self.state ^= self.state >> 27;

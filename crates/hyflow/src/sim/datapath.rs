@@ -82,16 +82,55 @@ impl OffloadPolicy for Policy {
     fn tick(&mut self, _now_ns: u64, _switch: &mut Switch) {}
 }
 
-/// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s).
+/// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s)
+/// and on reading its per-entry counters (about 20,000 entries/s on a ConnectX-5).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NicUpdates {
     /// Table updates per second (0 = unlimited).
     pub per_second: f64,
+    /// Entry counters software can read per second (0 = unlimited).
+    pub counter_reads_per_second: f64,
 }
 
 impl Default for NicUpdates {
     fn default() -> Self {
-        NicUpdates { per_second: 2_000.0 }
+        NicUpdates { per_second: 2_000.0, counter_reads_per_second: 20_000.0 }
+    }
+}
+
+/// A token bucket over simulated time: `per_second` operations, bursts up to one second's.
+#[derive(Clone, Copy, Debug)]
+struct RateLimit {
+    per_second: f64,
+    tokens: f64,
+    filled_ns: u64,
+}
+
+impl RateLimit {
+    fn new(per_second: f64) -> RateLimit {
+        RateLimit { per_second, tokens: 1.0, filled_ns: 0 }
+    }
+
+    fn unlimited(&self) -> bool {
+        self.per_second <= 0.0
+    }
+
+    /// Tokens available at `now_ns` (whole operations allowed).
+    fn available(&mut self, now_ns: u64) -> u64 {
+        if self.unlimited() {
+            return u64::MAX;
+        }
+        let dt = now_ns.saturating_sub(self.filled_ns) as f64 / 1e9;
+        self.tokens = (self.tokens + dt * self.per_second).min(self.per_second.max(1.0));
+        self.filled_ns = self.filled_ns.max(now_ns);
+        self.tokens.max(0.0) as u64
+    }
+
+    /// Spends `n` operations (the bucket may go into debt: an upcall's installs are atomic).
+    fn spend(&mut self, n: u64) {
+        if !self.unlimited() {
+            self.tokens -= n as f64;
+        }
     }
 }
 
@@ -119,10 +158,10 @@ pub struct SwitchDatapath<P> {
     costs: CostModel,
     updates: Schedule,
     arrivals: u64,
-    /// Token bucket of NIC updates: tokens, and when it was last filled.
-    tokens: f64,
-    filled_ns: u64,
-    limits: NicUpdates,
+    updates_limit: RateLimit,
+    reads_limit: RateLimit,
+    /// Where the next counter poll resumes (entry id).
+    poll_cursor: u32,
     outputs: Vec<Output>,
     stats: DatapathStats,
 }
@@ -143,9 +182,9 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
             costs,
             updates: Schedule::new(updates),
             arrivals: 0,
-            tokens: 1.0,
-            filled_ns: 0,
-            limits,
+            updates_limit: RateLimit::new(limits.per_second),
+            reads_limit: RateLimit::new(limits.counter_reads_per_second),
+            poll_cursor: 0,
             outputs: Vec::new(),
             stats: DatapathStats::default(),
         }
@@ -175,12 +214,27 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         }
     }
 
-    fn refill(&mut self, now_ns: u64) {
-        if self.limits.per_second > 0.0 {
-            let dt = now_ns.saturating_sub(self.filled_ns) as f64 / 1e9;
-            self.tokens = (self.tokens + dt * self.limits.per_second).min(self.limits.per_second.max(1.0));
+    /// Reads the packet counters of up to `max` offloaded megaflow entries, as far as the
+    /// counter-read rate allows at `now_ns`, resuming where the last poll stopped (what a
+    /// policy that watches hardware flows, such as Elixir's bursty area, does).
+    pub fn poll_counters(&mut self, now_ns: u64, max: usize, out: &mut Vec<(u32, u64)>) {
+        out.clear();
+        let Some(nic) = self.switch.nic() else { return };
+        let budget = (self.reads_limit.available(now_ns).min(max as u64)) as usize;
+        let space = nic.stage.space();
+        let ids: Vec<u32> = space.ids().collect();
+        if ids.is_empty() {
+            return;
         }
-        self.filled_ns = self.filled_ns.max(now_ns);
+        let start = ids.partition_point(|&id| id < self.poll_cursor);
+        for k in 0..budget.min(ids.len()) {
+            let id = ids[(start + k) % ids.len()];
+            out.push((id, space.entry(id).map_or(0, |e| e.stats.packets)));
+        }
+        if let Some(&(last, _)) = out.last() {
+            self.poll_cursor = last + 1;
+        }
+        self.reads_limit.spend(out.len() as u64);
     }
 }
 
@@ -192,18 +246,23 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         self.switch.process_nic(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs)
     }
 
+    fn sample(&mut self, t_ns: u64, _pkt: &SimPacket) -> u64 {
+        self.apply_updates(t_ns);
+        (self.costs.rx_ns + self.costs.sample_ns).round() as u64
+    }
+
+    fn nic_updates(&self) -> u64 {
+        self.switch.nic_installs()
+    }
+
     fn host(&mut self, t_ns: u64, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
-        self.refill(t_ns);
-        let capped = self.limits.per_second > 0.0 && self.tokens < 1.0;
+        let capped = self.updates_limit.available(t_ns) == 0;
         let allowed = self.switch.has_nic() && self.policy.install_on_upcall(t_ns) && !capped;
         self.switch.set_nic_installs(allowed);
         let before = self.switch.nic_installs();
         let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs);
-        let installed = self.switch.nic_installs() - before;
-        if self.limits.per_second > 0.0 {
-            self.tokens -= installed as f64;
-        }
+        self.updates_limit.spend(self.switch.nic_installs() - before);
         match layer {
             Layer::Microflow => self.stats.microflow += 1,
             Layer::Megaflow => self.stats.megaflow += 1,

@@ -46,6 +46,14 @@ pub trait Datapath {
     fn nic(&mut self, t_ns: u64, pkt: &SimPacket) -> bool;
     /// Host software handles the packet starting at `t_ns`: returns the service time, ns.
     fn host(&mut self, t_ns: u64, pkt: &SimPacket) -> u64;
+    /// Host software measures a sampled header of a NIC-forwarded packet: service time, ns.
+    fn sample(&mut self, _t_ns: u64, _pkt: &SimPacket) -> u64 {
+        0
+    }
+    /// NIC table updates made so far (each may stall NIC forwarding).
+    fn nic_updates(&self) -> u64 {
+        0
+    }
 }
 
 /// How host-bound packets are spread over the cores' rings.
@@ -70,11 +78,28 @@ pub struct SimConfig {
     pub steering: Steering,
     /// Time-series interval (0 = no time series).
     pub interval_ns: u64,
+    /// Fraction of NIC-forwarded packets whose header (64 bytes) is also sent to the host
+    /// for measurement (Elixir's sampling; FlexNIC truncation).
+    pub sample_hw: f64,
+    /// NIC forwarding stalls this long per table update (Elixir Fig. 6: frequent updates
+    /// cost hardware throughput); packets arriving meanwhile wait.
+    pub update_stall_ns: u64,
+    /// Seed of the sampling decisions.
+    pub seed: u64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { cores: 1, ring: 65_536, nic_latency_ns: 2_000, steering: Steering::Rss, interval_ns: 0 }
+        SimConfig {
+            cores: 1,
+            ring: 65_536,
+            nic_latency_ns: 2_000,
+            steering: Steering::Rss,
+            interval_ns: 0,
+            sample_hw: 0.0,
+            update_stall_ns: 0,
+            seed: 1,
+        }
     }
 }
 
@@ -93,12 +118,14 @@ pub enum SimConfigError {
 struct Queued {
     arrival: u64,
     pkt: SimPacket,
+    /// A sampled header for measurement, not a packet to forward.
+    sample: bool,
 }
 
 struct Core {
     ring: VecDeque<Queued>,
-    /// Arrival time of the packet in service, if any.
-    serving: Option<u64>,
+    /// The packet in service, if any: its arrival time and whether it is a sample.
+    serving: Option<(u64, bool)>,
     busy_ns: u64,
 }
 
@@ -127,6 +154,14 @@ pub struct Metrics {
     pub sw_served: u64,
     /// Dropped at a full ring.
     pub lost_ring_full: u64,
+    /// Sampled headers sent to the host, measured, and dropped at a full ring.
+    pub samples: u64,
+    /// Samples measured.
+    pub samples_served: u64,
+    /// Samples dropped at a full ring.
+    pub samples_lost: u64,
+    /// NIC-forwarded packets delayed by a table-update stall.
+    pub stalled: u64,
     /// Latency (ns) of every delivered packet, and per path.
     pub latency: Histogram<u64>,
     /// Latency of NIC-forwarded packets.
@@ -160,6 +195,10 @@ impl Metrics {
             hw: 0,
             sw_served: 0,
             lost_ring_full: 0,
+            samples: 0,
+            samples_served: 0,
+            samples_lost: 0,
+            stalled: 0,
             latency: histogram(),
             latency_hw: histogram(),
             latency_sw: histogram(),
@@ -217,6 +256,8 @@ impl Metrics {
             "lost": self.lost(),
             "loss_rate": self.loss_rate(),
             "lost_by_cause": {"ring_full": self.lost_ring_full},
+            "samples": {"sent": self.samples, "measured": self.samples_served, "lost": self.samples_lost},
+            "nic_stalled_packets": self.stalled,
             "rate_pps": self.rate_pps().round(),
             "duration_s": (self.last_ns.saturating_sub(self.first_ns)) as f64 / 1e9,
             "hw_packets": self.hw,
@@ -245,6 +286,10 @@ pub struct Simulator<D> {
     /// Service completions: (time, core).
     events: BinaryHeap<Reverse<(u64, u32)>>,
     metrics: Metrics,
+    sampler: crate::measure::Sampler,
+    /// NIC forwarding is stalled by table updates until then.
+    nic_busy_until: u64,
+    nic_updates_seen: u64,
 }
 
 impl<D: Datapath> Simulator<D> {
@@ -264,7 +309,17 @@ impl<D: Datapath> Simulator<D> {
             })
             .collect();
         let metrics = Metrics::new(config.cores);
-        Ok(Simulator { config, datapath, cores, events: BinaryHeap::new(), metrics })
+        let sampler = crate::measure::Sampler::new(config.sample_hw.clamp(0.0, 1.0), config.seed);
+        Ok(Simulator {
+            config,
+            datapath,
+            cores,
+            events: BinaryHeap::new(),
+            metrics,
+            sampler,
+            nic_busy_until: 0,
+            nic_updates_seen: 0,
+        })
     }
 
     /// The datapath.
@@ -296,15 +351,29 @@ impl<D: Datapath> Simulator<D> {
     }
 
     fn start(&mut self, c: usize, t: u64, q: Queued) {
-        let service = self.datapath.host(t, &q.pkt);
+        let service = if q.sample { self.datapath.sample(t, &q.pkt) } else { self.datapath.host(t, &q.pkt) };
+        // Table updates the host made stall the NIC.
+        let updates = self.datapath.nic_updates();
+        if updates > self.nic_updates_seen && self.config.update_stall_ns > 0 {
+            let stall = (updates - self.nic_updates_seen) * self.config.update_stall_ns;
+            self.nic_busy_until = self.nic_busy_until.max(t) + stall;
+        }
+        self.nic_updates_seen = updates;
         let core = &mut self.cores[c];
-        core.serving = Some(q.arrival);
+        core.serving = Some((q.arrival, q.sample));
         core.busy_ns += service;
         self.events.push(Reverse((t + service, c as u32)));
     }
 
     fn complete(&mut self, c: usize, t: u64) {
-        let arrival = self.cores[c].serving.take().expect("a completing core serves a packet");
+        let (arrival, sample) = self.cores[c].serving.take().expect("a completing core serves a packet");
+        if sample {
+            self.metrics.samples_served += 1;
+            if let Some(next) = self.cores[c].ring.pop_front() {
+                self.start(c, t, next);
+            }
+            return;
+        }
         let latency = t - arrival + self.config.nic_latency_ns;
         self.metrics.latency.saturating_record(latency);
         self.metrics.latency_sw.saturating_record(latency);
@@ -339,34 +408,51 @@ impl<D: Datapath> Simulator<D> {
         self.metrics.packets += 1;
         self.run_until(t);
         if self.datapath.nic(t, &pkt) {
-            let l = self.config.nic_latency_ns;
+            let stall = self.nic_busy_until.saturating_sub(t);
+            self.metrics.stalled += (stall > 0) as u64;
+            let l = self.config.nic_latency_ns + stall;
             self.metrics.hw += 1;
             self.metrics.latency.saturating_record(l);
             self.metrics.latency_hw.saturating_record(l);
             if let Some(iv) = self.interval(t) {
                 iv.hw += 1;
             }
+            if self.config.sample_hw > 0.0 && self.sampler.keep() {
+                self.metrics.samples += 1;
+                let header = SimPacket { bytes: pkt.bytes.min(64), ..pkt };
+                if self.enqueue(t, Queued { arrival: t, pkt: header, sample: true }).is_none() {
+                    self.metrics.samples_lost += 1;
+                }
+            }
             return;
         }
-        let c = self.steer(&pkt);
-        let q = Queued { arrival: t, pkt };
-        let occupancy;
-        let lost;
-        if self.cores[c].serving.is_none() {
-            self.start(c, t, q);
-            (occupancy, lost) = (0, false);
-        } else if self.cores[c].ring.len() < self.config.ring {
-            self.cores[c].ring.push_back(q);
-            (occupancy, lost) = (self.cores[c].ring.len() as u64, false);
-        } else {
-            self.metrics.lost_ring_full += 1;
-            (occupancy, lost) = (self.config.ring as u64, true);
-        }
+        let (occupancy, lost) = match self.enqueue(t, Queued { arrival: t, pkt, sample: false }) {
+            Some(occupancy) => (occupancy, false),
+            None => {
+                self.metrics.lost_ring_full += 1;
+                (self.config.ring as u64, true)
+            }
+        };
         self.metrics.ring.saturating_record(occupancy);
         if let Some(iv) = self.interval(t) {
             iv.sw += 1;
             iv.lost += lost as u64;
             iv.ring_max = iv.ring_max.max(occupancy);
+        }
+    }
+
+    /// Puts a packet on its core's ring (or straight into service on an idle core): the
+    /// ring's occupancy after, or `None` if the ring is full.
+    fn enqueue(&mut self, t: u64, q: Queued) -> Option<u64> {
+        let c = self.steer(&q.pkt);
+        if self.cores[c].serving.is_none() {
+            self.start(c, t, q);
+            Some(0)
+        } else if self.cores[c].ring.len() < self.config.ring {
+            self.cores[c].ring.push_back(q);
+            Some(self.cores[c].ring.len() as u64)
+        } else {
+            None
         }
     }
 
