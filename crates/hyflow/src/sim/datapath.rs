@@ -275,3 +275,54 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         self.costs.service_ns(layer)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openflow::{parse_flows, parse_packet, Pipeline};
+
+    fn datapath(limits: NicUpdates) -> SwitchDatapath<Policy> {
+        // One /32 rule per destination: every packet below needs its own megaflow.
+        let text: String =
+            (0..10_000u32).map(|i| format!("priority=1,ip,nw_dst=10.0.{}.{} actions=output:2\n", i / 250, i % 250)).collect();
+        let rules = parse_flows(&text, "t").unwrap();
+        let policy = Policy::OffloadAll { entries: 100_000, max_masks: 16 };
+        let config = SwitchDatapath::switch_config(&policy, SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() });
+        let switch = Switch::new(Pipeline::from_rules(rules), config).unwrap();
+        SwitchDatapath::new(switch, policy, CostModel::default(), Vec::new(), limits)
+    }
+
+    fn packet(i: u32) -> SimPacket {
+        let key = parse_packet(&format!("udp,nw_src=1.1.1.1,nw_dst=10.0.{}.{}", i / 250, i % 250)).unwrap();
+        SimPacket { key, bytes: 64 }
+    }
+
+    #[test]
+    fn nic_updates_and_counter_reads_are_rate_limited() {
+        let mut dp = datapath(NicUpdates { per_second: 1_000.0, counter_reads_per_second: 20_000.0 });
+        // 10,000 upcalls within 1 s: at most the bucket's 1,000 plus what refills.
+        for i in 0..10_000u32 {
+            let t = i as u64 * 100_000;
+            let pkt = packet(i);
+            assert!(!dp.nic(t, &pkt));
+            let service = dp.host(t, &pkt);
+            assert_eq!(service, CostModel::default().service_ns(Layer::SlowPath));
+        }
+        let s = dp.stats();
+        assert!(s.nic_installs <= 1_001 + 1, "{} installs in 1 s", s.nic_installs);
+        assert!(s.nic_installs >= 990, "{} installs", s.nic_installs);
+        assert_eq!(s.installs_capped + s.nic_installs, s.upcalls);
+        // Counters: 20,000 entries/s, bursts of one second's worth at most.
+        let mut out = Vec::new();
+        dp.poll_counters(1_000_000_000, usize::MAX, &mut out);
+        assert_eq!(out.len() as u64, s.nic_installs, "the whole table fits the first second's budget");
+        let mut reads = out.len();
+        for _ in 0..30 {
+            dp.poll_counters(1_000_000_000, usize::MAX, &mut out);
+            reads += out.len();
+        }
+        assert_eq!(reads, 20_000, "one second's worth at one instant");
+        dp.poll_counters(1_000_000_000 + 10_000_000, usize::MAX, &mut out);
+        assert_eq!(out.len(), 200, "10 ms later, 200 more");
+    }
+}

@@ -548,4 +548,47 @@ mod tests {
         let no_ring = SimConfig { ring: 0, ..SimConfig::default() };
         assert_eq!(Simulator::new(no_ring, Fixed(1)).err(), Some(SimConfigError::EmptyRing));
     }
+
+    /// The NIC forwards everything; every host call makes one NIC table update.
+    struct AllHardware {
+        updates: u64,
+    }
+    impl Datapath for AllHardware {
+        fn nic(&mut self, _: u64, _: &SimPacket) -> bool {
+            true
+        }
+        fn host(&mut self, _: u64, _: &SimPacket) -> u64 {
+            1_000
+        }
+        fn sample(&mut self, _: u64, _: &SimPacket) -> u64 {
+            self.updates += 1;
+            500
+        }
+        fn nic_updates(&self) -> u64 {
+            self.updates
+        }
+    }
+
+    #[test]
+    fn samples_load_the_host_and_updates_stall_the_nic() {
+        let config = SimConfig { sample_hw: 0.25, update_stall_ns: 10_000, nic_latency_ns: 1_000, ..SimConfig::default() };
+        let mut sim = Simulator::new(config, AllHardware { updates: 0 }).unwrap();
+        for i in 0..40_000u64 {
+            sim.arrive(i * 1_000, pkt());
+        }
+        let (m, dp) = sim.finish();
+        assert_eq!(m.hw, 40_000);
+        assert!((m.samples as f64 / 40_000.0 - 0.25).abs() < 0.01, "{} samples", m.samples);
+        assert_eq!(m.samples_served + m.samples_lost, m.samples);
+        assert_eq!(m.samples_lost, 0, "0.5 µs of work every 4 µs fits one core");
+        assert_eq!(m.sw_served, 0, "samples are not forwarded packets");
+        assert_eq!(m.latency.len(), 40_000, "latency counts forwarded packets only");
+        assert_eq!(dp.updates, m.samples_served);
+        // Each measured sample made an update stalling the NIC for 10 µs: with one every
+        // 4 µs on average, most hardware packets wait.
+        assert!(m.stalled > 30_000, "{} stalled", m.stalled);
+        assert!(m.latency_hw.mean() > 2_000.0);
+        let busy = m.busy_ns[0];
+        assert_eq!(busy, m.samples_served * 500);
+    }
 }
