@@ -72,6 +72,7 @@ def main():
     caches()
     gigaflow()
     topk()
+    sim()
 
 
 def gigaflow():
@@ -101,6 +102,17 @@ def topk():
         header("detector (30 KB, k = 100)", "packets/s", "÷ heavykeeper crate")
         for (b, algo), ns in sorted(tk.items(), key=lambda kv: kv[1]):
             print("| %s | %s | %s |" % (algo, fmt(rate(ns)), "%.2f×" % (ref / ns) if ref else "—"))
+
+
+def sim():
+    g = group("sim")
+    if g:
+        header("built-in workload, 1 core, offload-all", "packets/s", "÷ switch alone")
+        base = g.get(("builtin_switch_only", ""))
+        for name in ("builtin_offload_all_1core", "builtin_switch_only"):
+            ns = g.get((name, ""))
+            if ns:
+                print("| %s | %s | %s |" % (name, fmt(rate(ns)), "%.2f×" % (base / ns) if base else "—"))
 
 
 def caches():

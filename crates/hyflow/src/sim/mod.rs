@@ -287,6 +287,8 @@ pub struct Simulator<D> {
     events: BinaryHeap<Reverse<(u64, u32)>>,
     metrics: Metrics,
     sampler: crate::measure::Sampler,
+    /// The fields steering hashes (the 5-tuple for RSS).
+    steer_fields: KeySpec,
     /// NIC forwarding is stalled by table updates until then.
     nic_busy_until: u64,
     nic_updates_seen: u64,
@@ -310,7 +312,12 @@ impl<D: Datapath> Simulator<D> {
             .collect();
         let metrics = Metrics::new(config.cores);
         let sampler = crate::measure::Sampler::new(config.sample_hw.clamp(0.0, 1.0), config.seed);
+        let steer_fields = match &config.steering {
+            Steering::Rss => KeySpec::five_tuple(),
+            Steering::Fields(spec) => spec.clone(),
+        };
         Ok(Simulator {
+            steer_fields,
             config,
             datapath,
             cores,

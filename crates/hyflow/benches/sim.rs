@@ -1,0 +1,67 @@
+//! The timing simulation's own speed: simulated packets per second on one core on the
+//! built-in workload (offload-all, 1 core, parsed packets in memory), against the same
+//! packets through the switch alone (`Switch::process`, no rings, no clock): the price of
+//! the event-driven machinery on top of forwarding.
+
+use std::hint::black_box;
+
+use criterion::{BatchSize, Criterion, Throughput};
+use hyflow::gen::{builtin, generate};
+use hyflow::openflow::Pipeline;
+use hyflow::packet::{parse_frame, FlowKey, LinkKind};
+use hyflow::sim::costs::CostModel;
+use hyflow::sim::datapath::{NicUpdates, Policy, SwitchDatapath};
+use hyflow::sim::{SimConfig, SimPacket, Simulator};
+use hyflow::switch::{Switch, SwitchConfig};
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    let rules = builtin::rules();
+    let updates = builtin::updates(&rules);
+    let mut packets = Vec::new();
+    generate(&rules, &builtin::TRAFFIC, |p| {
+        let mut key = FlowKey::default();
+        let _ = parse_frame(&p.frame, LinkKind::Ethernet, 1, &mut key);
+        packets.push((p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4 }));
+        Ok(())
+    })
+    .expect("built-in traffic generates")
+    .expect("in memory");
+    let policy = Policy::from_name("offload-all").expect("a policy");
+    let config = SwitchDatapath::switch_config(&policy, SwitchConfig::default());
+    let mut group = c.benchmark_group("sim");
+    group.throughput(Throughput::Elements(packets.len() as u64));
+    group.sample_size(10);
+    group.bench_function("builtin_offload_all_1core", |b| {
+        b.iter_batched(
+            || {
+                let sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+                // No update cap, so that the switch does the same work as below.
+                let limits = NicUpdates { per_second: 0.0, ..NicUpdates::default() };
+                let dp = SwitchDatapath::new(sw, policy, CostModel::default(), updates.clone(), limits);
+                Simulator::new(SimConfig::default(), dp).expect("valid machine")
+            },
+            |mut sim| {
+                for (t, p) in &packets {
+                    sim.arrive(*t, black_box(*p));
+                }
+                sim.finish()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("builtin_switch_only", |b| {
+        b.iter_batched(
+            || (Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config"), Vec::new()),
+            |(mut sw, mut out)| {
+                for (t, p) in &packets {
+                    sw.process(black_box(&p.key), p.bytes as u64, *t, &mut out);
+                }
+                sw
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+    c.final_summary();
+}
