@@ -415,7 +415,8 @@ pub fn run(a: SimArgs) -> Result<()> {
             (v, m)
         }
         Some("max-rate") => {
-            let ceiling = setup.natural_rate.max(a.rate.unwrap_or(0.0)) * 64.0;
+            // 1 Gpps: far above what host cores or a NIC forward; the bisection is logarithmic.
+            let ceiling = (setup.natural_rate * 10.0).max(1e9);
             let mut failed = Ok(());
             let found = max_rate(ceiling, 0.01, |r| match simulate(&setup, a.cores, Some(r), false) {
                 Ok((m, _)) => m.lost() == 0,

@@ -346,14 +346,10 @@ impl<D: Datapath> Simulator<D> {
     }
 
     fn steer(&self, pkt: &SimPacket) -> usize {
-        let h = match &self.config.steering {
-            Steering::Rss => KeySpec::five_tuple()
-                .flow_id(&pkt.key)
-                .map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64),
-            Steering::Fields(spec) => {
-                spec.flow_id(&pkt.key).map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64)
-            }
-        };
+        if self.cores.len() == 1 {
+            return 0;
+        }
+        let h = self.steer_fields.flow_id(&pkt.key).map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64);
         ((h as u128 * self.cores.len() as u128) >> 64) as usize
     }
 
