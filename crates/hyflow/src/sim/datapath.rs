@@ -283,11 +283,15 @@ mod tests {
 
     fn datapath(limits: NicUpdates) -> SwitchDatapath<Policy> {
         // One /32 rule per destination: every packet below needs its own megaflow.
-        let text: String =
-            (0..10_000u32).map(|i| format!("priority=1,ip,nw_dst=10.0.{}.{} actions=output:2\n", i / 250, i % 250)).collect();
+        let text: String = (0..10_000u32)
+            .map(|i| format!("priority=1,ip,nw_dst=10.0.{}.{} actions=output:2\n", i / 250, i % 250))
+            .collect();
         let rules = parse_flows(&text, "t").unwrap();
         let policy = Policy::OffloadAll { entries: 100_000, max_masks: 16 };
-        let config = SwitchDatapath::switch_config(&policy, SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() });
+        let config = SwitchDatapath::switch_config(
+            &policy,
+            SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() },
+        );
         let switch = Switch::new(Pipeline::from_rules(rules), config).unwrap();
         SwitchDatapath::new(switch, policy, CostModel::default(), Vec::new(), limits)
     }

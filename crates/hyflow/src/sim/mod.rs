@@ -574,7 +574,12 @@ mod tests {
 
     #[test]
     fn samples_load_the_host_and_updates_stall_the_nic() {
-        let config = SimConfig { sample_hw: 0.25, update_stall_ns: 10_000, nic_latency_ns: 1_000, ..SimConfig::default() };
+        let config = SimConfig {
+            sample_hw: 0.25,
+            update_stall_ns: 10_000,
+            nic_latency_ns: 1_000,
+            ..SimConfig::default()
+        };
         let mut sim = Simulator::new(config, AllHardware { updates: 0 }).unwrap();
         for i in 0..40_000u64 {
             sim.arrive(i * 1_000, pkt());
