@@ -219,6 +219,21 @@ fn simulate(setup: &Setup, cores: usize, rate: Option<f64>, progress: bool) -> R
     ))
 }
 
+/// Whether a run loses nothing; a run that fails keeps its error in `failed` (the first)
+/// and counts as lossy, so that searches stop.
+fn lossless(setup: &Setup, cores: usize, rate: Option<f64>, failed: &mut Option<anyhow::Error>) -> bool {
+    if failed.is_some() {
+        return false;
+    }
+    match simulate(setup, cores, rate, false) {
+        Ok((m, _)) => m.lost() == 0,
+        Err(e) => {
+            *failed = Some(e);
+            false
+        }
+    }
+}
+
 /// Datapath counters for the summary.
 struct Stats {
     microflow: u64,
@@ -397,15 +412,11 @@ pub fn run(a: SimArgs) -> Result<()> {
             (summary(&setup, &m, &s, a.rate), m)
         }
         Some("min-cores") => {
-            let mut failed = Ok(());
-            let found = min_cores(a.max_cores, |c| match simulate(&setup, c, a.rate, false) {
-                Ok((m, _)) => m.lost() == 0,
-                Err(e) => {
-                    failed = Err(e);
-                    true
-                }
-            });
-            failed?;
+            let mut failed = None;
+            let found = min_cores(a.max_cores, |c| lossless(&setup, c, a.rate, &mut failed));
+            if let Some(e) = failed {
+                return Err(e);
+            }
             let Some(cores) = found else {
                 bail!("loses packets even on --max-cores {} cores", a.max_cores);
             };
@@ -417,15 +428,11 @@ pub fn run(a: SimArgs) -> Result<()> {
         Some("max-rate") => {
             // 1 Gpps: far above what host cores or a NIC forward; the bisection is logarithmic.
             let ceiling = (setup.natural_rate * 10.0).max(1e9);
-            let mut failed = Ok(());
-            let found = max_rate(ceiling, 0.01, |r| match simulate(&setup, a.cores, Some(r), false) {
-                Ok((m, _)) => m.lost() == 0,
-                Err(e) => {
-                    failed = Err(e);
-                    false
-                }
-            });
-            failed?;
+            let mut failed = None;
+            let found = max_rate(ceiling, 0.01, |r| lossless(&setup, a.cores, Some(r), &mut failed));
+            if let Some(e) = failed {
+                return Err(e);
+            }
             let Some(rate) = found else {
                 bail!("loses packets at every rate tried on {} cores", a.cores);
             };
