@@ -56,6 +56,10 @@ pub struct SimArgs {
     /// NIC table updates per second (0 = unlimited).
     #[arg(long, default_value_t = 2_000.0, value_name = "N")]
     nic_updates: f64,
+    /// µs from a NIC install to the first packet the entry forwards (Elixir: ~67 µs on a
+    /// ConnectX-5).
+    #[arg(long, default_value_t = 67.0, value_name = "US")]
+    nic_update_latency: f64,
     /// NIC forwarding stalls this many µs per table update (throughput lost to frequent
     /// updates); hardware packets arriving meanwhile wait.
     #[arg(long, default_value_t = 0.0, value_name = "US")]
@@ -262,6 +266,7 @@ fn summary(setup: &Setup, m: &Metrics, s: &Stats, rate: Option<f64>) -> serde_js
             "installs": s.nic_installs,
             "installs_refused_rate_cap": s.installs_capped,
             "updates_per_s_cap": setup.limits.per_second,
+            "update_latency_us": setup.limits.latency_ns as f64 / 1e3,
             "update_rate": if m.last_ns > m.first_ns { s.nic_installs as f64 * 1e9 / (m.last_ns - m.first_ns) as f64 } else { 0.0 },
         }),
     );
@@ -357,6 +362,9 @@ pub fn run(a: SimArgs) -> Result<()> {
     if !(a.nic_updates.is_finite() && a.nic_updates >= 0.0) {
         bail!("--nic-updates must be ≥ 0 per second, not {}", a.nic_updates);
     }
+    if !(a.nic_update_latency.is_finite() && a.nic_update_latency >= 0.0) {
+        bail!("--nic-update-latency must be ≥ 0 µs, not {}", a.nic_update_latency);
+    }
     if !(a.update_stall.is_finite() && a.update_stall >= 0.0) {
         bail!("--update-stall must be ≥ 0 µs, not {}", a.update_stall);
     }
@@ -395,7 +403,11 @@ pub fn run(a: SimArgs) -> Result<()> {
             update_stall_ns: (a.update_stall * 1e3) as u64,
             seed: 1,
         },
-        limits: NicUpdates { per_second: a.nic_updates, ..NicUpdates::default() },
+        limits: NicUpdates {
+            per_second: a.nic_updates,
+            latency_ns: (a.nic_update_latency * 1e3) as u64,
+            ..NicUpdates::default()
+        },
         trace: a.switch.trace.clone(),
         in_port: a.switch.in_port,
         natural_rate: 0.0,

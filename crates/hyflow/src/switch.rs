@@ -317,6 +317,19 @@ impl Switch {
         self.nic_installs = allowed;
     }
 
+    /// Delays every NIC entry installed from now on by `delay_ns` before packets see it (a
+    /// NIC applies table updates after a latency).
+    pub fn set_nic_install_latency(&mut self, delay_ns: u64) {
+        if let Some(nic) = &mut self.nic {
+            nic.stage.parts_mut().0.set_activation_delay(delay_ns);
+        }
+        if let Some(gf) = &mut self.gigaflow {
+            for stage in &mut gf.stages {
+                stage.parts_mut().0.set_activation_delay(delay_ns);
+            }
+        }
+    }
+
     /// Whether the switch has a NIC layer.
     pub fn has_nic(&self) -> bool {
         self.nic.is_some() || self.gigaflow.is_some()

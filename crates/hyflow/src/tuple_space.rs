@@ -93,6 +93,8 @@ pub struct Entry<T> {
     /// Next entry of the same bucket.
     next: EntryId,
     hash: u64,
+    /// Lookups before this time do not see the entry (a NIC applies an update after a delay).
+    active_ns: u64,
     /// Match value, pre-masked by its mask.
     pub value: FlowKey,
     /// Counters.
@@ -178,6 +180,8 @@ pub struct TupleSpace<T> {
     free: Vec<EntryId>,
     len: usize,
     until_rank: u32,
+    /// Delay between an insert and the first lookup that sees it.
+    activation_ns: u64,
 }
 
 impl<T> Default for TupleSpace<T> {
@@ -200,7 +204,14 @@ impl<T> TupleSpace<T> {
             free: Vec::new(),
             len: 0,
             until_rank: RANK_INTERVAL,
+            activation_ns: 0,
         }
+    }
+
+    /// Makes entries inserted from now on invisible to lookups for `delay_ns` (how long a
+    /// NIC takes to apply a table update); `find` and `peek` see them at once.
+    pub fn set_activation_delay(&mut self, delay_ns: u64) {
+        self.activation_ns = delay_ns;
     }
 
     /// Number of entries.
@@ -336,6 +347,7 @@ impl<T> TupleSpace<T> {
             group: gi,
             next: head.unwrap_or(NONE),
             hash,
+            active_ns: now_ns.saturating_add(self.activation_ns),
             value: m.value,
             stats: EntryStats { last_hit_ns: now_ns, ..EntryStats::default() },
             data,
@@ -466,7 +478,7 @@ impl<T> TupleSpace<T> {
         if self.until_rank == 0 {
             self.rank();
         }
-        let (id, gi) = self.best(key, tag)?;
+        let (id, gi) = self.best(key, tag, now_ns)?;
         self.groups[gi as usize].hits += 1;
         let e = self.entries[id as usize].as_mut().expect("indexed entries live");
         e.stats.packets += 1;
@@ -477,11 +489,12 @@ impl<T> TupleSpace<T> {
 
     /// What [`TupleSpace::lookup`] would return, without counting anything.
     pub fn peek(&self, key: &FlowKey, tag: u32) -> Option<EntryId> {
-        self.best(key, tag).map(|(id, _)| id)
+        self.best(key, tag, u64::MAX).map(|(id, _)| id)
     }
 
+    /// The best entry active at `now_ns` (`u64::MAX`: every entry).
     #[inline]
-    fn best(&self, key: &FlowKey, tag: u32) -> Option<(EntryId, u32)> {
+    fn best(&self, key: &FlowKey, tag: u32, now_ns: u64) -> Option<(EntryId, u32)> {
         let entries = &self.entries;
         let mut best: Option<(EntryId, u32, u32)> = None;
         for &gi in self.orders.get(tag as usize)? {
@@ -501,7 +514,11 @@ impl<T> TupleSpace<T> {
             };
             if g.wider == 0 {
                 // Every entry's mask is the hash mask: the head is the only match.
-                let p = entries[head as usize].as_ref().expect("indexed entries live").priority;
+                let e = entries[head as usize].as_ref().expect("indexed entries live");
+                if e.active_ns > now_ns {
+                    continue;
+                }
+                let p = e.priority;
                 if best.is_none_or(|(_, bp, _)| p > bp) {
                     best = Some((head, p, gi));
                 }
@@ -515,6 +532,7 @@ impl<T> TupleSpace<T> {
                 let e = entries[cur as usize].as_ref().expect("chained entries live");
                 let m = &self.masks[e.mask as usize];
                 if best.is_none_or(|(_, bp, _)| e.priority > bp)
+                    && e.active_ns <= now_ns
                     && m.words.iter().all(|&w| {
                         key.words[w as usize] & m.mask.words[w as usize] == e.value.words[w as usize]
                     })
@@ -719,5 +737,19 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn entries_apply_after_the_activation_delay() {
+        let ms = matches("ip,nw_dst=10.0.0.0/8 actions=drop\nip actions=drop\n");
+        let pkt = matches("ip,nw_dst=10.1.2.3 actions=drop\n")[0].value;
+        let mut ts = TupleSpace::new();
+        let wide = ts.insert(&ms[1], 0, 1, "wide", 0);
+        ts.set_activation_delay(100);
+        let narrow = ts.insert(&ms[0], 0, 2, "narrow", 1_000);
+        assert_eq!(ts.lookup(&pkt, 0, 1, 1_050), Some(wide), "the update is not applied yet");
+        assert_eq!(ts.peek(&pkt, 0), Some(narrow), "installs see it at once");
+        assert_eq!(ts.find(&ms[0], 0), Some(narrow));
+        assert_eq!(ts.lookup(&pkt, 0, 1, 1_100), Some(narrow));
     }
 }

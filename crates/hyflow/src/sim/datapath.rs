@@ -82,19 +82,22 @@ impl OffloadPolicy for Policy {
     fn tick(&mut self, _now_ns: u64, _switch: &mut Switch) {}
 }
 
-/// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s)
-/// and on reading its per-entry counters (about 20,000 entries/s on a ConnectX-5).
+/// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s;
+/// §5.2: a ConnectX-5 applies a replacement in about 67 µs) and on reading its per-entry
+/// counters (about 20,000 entries/s on a ConnectX-5).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NicUpdates {
     /// Table updates per second (0 = unlimited).
     pub per_second: f64,
+    /// Time from an install to the first packet the entry forwards, ns.
+    pub latency_ns: u64,
     /// Entry counters software can read per second (0 = unlimited).
     pub counter_reads_per_second: f64,
 }
 
 impl Default for NicUpdates {
     fn default() -> Self {
-        NicUpdates { per_second: 2_000.0, counter_reads_per_second: 20_000.0 }
+        NicUpdates { per_second: 2_000.0, latency_ns: 67_000, counter_reads_per_second: 20_000.0 }
     }
 }
 
@@ -170,12 +173,13 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
     /// `switch` must have been built with `policy.nic()` as its NIC layer; `updates` apply at
     /// their times (or before their packet index).
     pub fn new(
-        switch: Switch,
+        mut switch: Switch,
         policy: P,
         costs: CostModel,
         updates: Vec<Update>,
         limits: NicUpdates,
     ) -> Self {
+        switch.set_nic_install_latency(limits.latency_ns);
         SwitchDatapath {
             switch,
             policy,
@@ -303,7 +307,8 @@ mod tests {
 
     #[test]
     fn nic_updates_and_counter_reads_are_rate_limited() {
-        let mut dp = datapath(NicUpdates { per_second: 1_000.0, counter_reads_per_second: 20_000.0 });
+        let mut dp =
+            datapath(NicUpdates { per_second: 1_000.0, latency_ns: 0, counter_reads_per_second: 20_000.0 });
         // 10,000 upcalls within 1 s: at most the bucket's 1,000 plus what refills.
         for i in 0..10_000u32 {
             let t = i as u64 * 100_000;
