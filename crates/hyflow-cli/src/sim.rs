@@ -219,6 +219,7 @@ fn simulate(setup: &Setup, cores: usize, rate: Option<f64>, progress: bool) -> R
             installs_capped: s.installs_capped,
             rule_updates: s.rule_updates,
             stale: sw.stale,
+            nic_entries: datapath.switch().nic_occupancy(),
         },
     ))
 }
@@ -247,6 +248,8 @@ struct Stats {
     installs_capped: u64,
     rule_updates: u64,
     stale: u64,
+    /// NIC entries at the end, and at most.
+    nic_entries: (usize, usize),
 }
 
 fn summary(setup: &Setup, m: &Metrics, s: &Stats, rate: Option<f64>) -> serde_json::Value {
@@ -264,6 +267,8 @@ fn summary(setup: &Setup, m: &Metrics, s: &Stats, rate: Option<f64>) -> serde_js
         "nic".into(),
         json!({
             "installs": s.nic_installs,
+            "entries": s.nic_entries.0,
+            "entries_peak": s.nic_entries.1,
             "installs_refused_rate_cap": s.installs_capped,
             "updates_per_s_cap": setup.limits.per_second,
             "update_latency_us": setup.limits.latency_ns as f64 / 1e3,

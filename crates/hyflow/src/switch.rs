@@ -330,6 +330,15 @@ impl Switch {
         }
     }
 
+    /// NIC entries held now and at most so far (megaflow offload or all Gigaflow stages).
+    pub fn nic_occupancy(&self) -> (usize, usize) {
+        match (&self.nic, &self.gigaflow) {
+            (Some(n), _) => (n.stage.space().len(), n.stage.stats.peak),
+            (None, Some(g)) => (g.len(), g.totals().peak),
+            (None, None) => (0, 0),
+        }
+    }
+
     /// Whether the switch has a NIC layer.
     pub fn has_nic(&self) -> bool {
         self.nic.is_some() || self.gigaflow.is_some()
