@@ -1,7 +1,7 @@
 //! FastKeeper (Wang, Li, Wu): top-k real-time large flows with a sliding-window sketch.
 //!
-//! d rows of w buckets; a bucket keeps a 16-bit fingerprint and one counter per block of the
-//! window, so a flow's estimate is its count over the last W/b blocks and old traffic is
+//! d rows of w buckets; a bucket keeps a 32-bit fingerprint and one counter per block of
+//! the window, so a flow's estimate is its count over the last W/b blocks and old traffic is
 //! forgotten block by block. A top-k min-heap holds the flows with the largest estimates.
 //!
 //! * [`FastKeeper`] (Algorithms 1–3): bucket-major counters, a collision counter CC and the
