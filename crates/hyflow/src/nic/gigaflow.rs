@@ -578,15 +578,36 @@ fn lookup_mask(tr: &Traversal, k: usize) -> FlowMask {
 /// examines them as prerequisites (an `ip` or `tcp` match), so they would couple every
 /// L2/L3/L4 boundary the paper separates, while saying nothing about how flows share.
 fn field_set(mask: &FlowMask) -> u128 {
-    let mut m = *mask;
-    for f in [id::DL_TYPE, id::NW_PROTO, id::NW_FRAG] {
-        m.set(f, 0);
+    // Per key word, the fields with bits in it (their bits there, their index), built once.
+    static BY_WORD: std::sync::OnceLock<Vec<Vec<(u64, u8)>>> = std::sync::OnceLock::new();
+    let by_word = BY_WORD.get_or_init(|| {
+        let mut excluded = FlowMask::default();
+        for f in [id::DL_TYPE, id::NW_PROTO, id::NW_FRAG] {
+            excluded.set(f, f.full_mask());
+        }
+        let mut by_word = vec![Vec::new(); crate::packet::KEY_WORDS];
+        for i in 0..FIELDS.len() {
+            let f = crate::packet::FieldId(i as u8);
+            let mut full = FlowMask::default();
+            full.set(f, f.full_mask());
+            for (w, bits) in full.words.iter().enumerate() {
+                let bits = bits & !excluded.words[w];
+                if bits != 0 {
+                    by_word[w].push((bits, i as u8));
+                }
+            }
+        }
+        by_word
+    });
+    let mut set = 0u128;
+    for (w, &m) in mask.words.iter().enumerate().filter(|(_, m)| **m != 0) {
+        for &(bits, i) in &by_word[w] {
+            if m & bits != 0 {
+                set |= 1 << i;
+            }
+        }
     }
-    FIELDS
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| m.get(crate::packet::FieldId(*i as u8)) != 0)
-        .fold(0u128, |acc, (i, _)| acc | 1 << i)
+    set
 }
 
 /// The paper's disjoint partitioning (§4.2.2): cut lookups with match-field sets `fields`
@@ -642,6 +663,32 @@ pub fn disjoint_partition(fields: &[u128], max_pieces: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The word-indexed field set equals the definition: every field of the table whose bits
+    /// the mask touches once the protocol discriminators are cleared.
+    #[test]
+    fn field_sets_follow_the_field_table() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let words = proptest::collection::vec((0usize..crate::packet::KEY_WORDS, any::<u64>()), 0..6);
+        TestRunner::new(Config { cases: 2_000, ..Config::default() })
+            .run(&words, |words| {
+                let mut mask = FlowMask::default();
+                for (w, bits) in words {
+                    mask.words[w] |= bits;
+                }
+                let mut m = mask;
+                for f in [id::DL_TYPE, id::NW_PROTO, id::NW_FRAG] {
+                    m.set(f, 0);
+                }
+                let want = (0..FIELDS.len())
+                    .filter(|&i| m.get(crate::packet::FieldId(i as u8)) != 0)
+                    .fold(0u128, |acc, i| acc | 1 << i);
+                prop_assert_eq!(field_set(&mask), want);
+                Ok(())
+            })
+            .unwrap();
+    }
 
     #[test]
     fn disjoint_partition_cuts_at_disjoint_boundaries() {
