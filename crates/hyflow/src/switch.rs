@@ -518,10 +518,13 @@ impl Switch {
             }
             for &id in &affected {
                 let Some(gf) = &mut self.gigaflow else { break };
-                let old_path = gf.stages[s].space().entry(id).expect("listed entries live").data.path;
+                let data = gf.stages[s].space().entry(id).expect("listed entries live").data;
+                let (old_path, pending) = (data.path, data.pending_verdict != 0);
                 self.stats.retranslations += 1;
                 let verdict = match gf.revalidate(&self.pipeline, s, id, &mut self.tables, &mut self.tr) {
-                    Revalidation::Keep(path) if path == old_path => {
+                    // Unchanged and nothing pending: nothing to do. With a verdict pending, the
+                    // keep is scheduled so that it supersedes that (possibly evicting) one.
+                    Revalidation::Keep(path) if path == old_path && !pending => {
                         self.tables.paths.release(path);
                         continue;
                     }
@@ -588,7 +591,8 @@ impl Switch {
             // Sound to keep only if the new translation needs no bit the entry ignores.
             let verdict = if same_actions && self.tr.megaflow.mask.is_subset_of(&old.mask) {
                 let path = self.tables.intern_path(&self.tr);
-                if path == flow.decision.path {
+                // With a verdict pending, the keep is scheduled to supersede it.
+                if path == flow.decision.path && flow.pending_verdict == 0 {
                     self.tables.paths.release(path);
                     continue;
                 }

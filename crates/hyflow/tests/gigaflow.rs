@@ -182,3 +182,22 @@ fn the_reference_pipelines_forward_like_the_slow_path() {
         }
     }
 }
+
+/// A rule changed and changed back within the revalidation delay: the second check keeps
+/// the entries, and its verdict supersedes the eviction the first one scheduled.
+#[test]
+fn a_reverted_update_cancels_its_pending_eviction() {
+    let a = pkt(1, "10.0.3.4", 80);
+    let updates = "\
+#1 modify-strict table=3,priority=10,reg0=1 actions=output:7
+#2 modify-strict table=3,priority=10,reg0=1 actions=output:5
+";
+    for nic in [gigaflow_only().nic, SwitchConfig::default().nic] {
+        // Packets every µs; the first check's eviction falls due at 2.5 µs, the second
+        // check's keep at 3.5 µs.
+        let config = SwitchConfig { nic, revalidation_delay_ns: 1_500, ..SwitchConfig::no_cache() };
+        let (decisions, _) = run(config, &[a, a, a, a, a, a], updates);
+        let layers: Vec<Layer> = decisions.iter().map(|d| d.0).collect();
+        assert_eq!(layers[3..], [Layer::Nic; 3], "{nic:?}: the entries were never evicted");
+    }
+}
