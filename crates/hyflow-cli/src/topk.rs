@@ -165,7 +165,7 @@ pub fn run(a: TopkArgs) -> Result<()> {
     let algo = algo(&a.algo)?;
     let detector = build(algo, &config)?;
     let memory = detector.memory_bytes();
-    let mut monitor = Monitor::new(detector, spec.clone(), block, a.common.seed);
+    let mut monitor = Monitor::new(detector, spec.clone(), block);
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut failed: Result<()> = Ok(());
@@ -246,7 +246,7 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
             }
         }
     }
-    // The stream once, as (time, flow id): 24 bytes a packet.
+    // The stream once, as (time, flow id): 32 bytes a packet.
     let mut stream: Vec<(u64, Option<FlowId>)> = Vec::new();
     for_each_packet(&a.trace, |ts, key| {
         stream.push((ts, key.and_then(|k| spec.flow_id(k))));
@@ -280,8 +280,7 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
             continue;
         }
         let detector = build(algo, &config)?;
-        let mut monitor =
-            Monitor::new(Scored::new(detector, config.k, blocks), spec.clone(), block, config.seed);
+        let mut monitor = Monitor::new(Scored::new(detector, config.k, blocks), spec.clone(), block);
         let mut ignore = |_: Boundary, _: &[(FlowId, u64)]| {};
         for &(ts, flow) in &stream {
             monitor.flow(ts, flow, &mut ignore);

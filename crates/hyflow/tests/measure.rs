@@ -147,9 +147,11 @@ fn every_algorithm_finds_known_heavy_flows() {
                 }
             }
             let report = top(&mut d);
-            let tumbling_full = block % 4 == 3;
+            // Tumbling baselines hold a full window only at the end of their period; the
+            // sliding FastKeepers at every boundary once the window has filled, including
+            // blocks 4-6 where it mixes the old and the new heavy flows.
             let sliding = matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap);
-            if block == 3 || (block == 7 && (sliding || tumbling_full)) {
+            if block % 4 == 3 || (sliding && block >= 3) {
                 let mut s = Score::default();
                 s.add(&report, &exact, k);
                 assert_eq!(s.precision(), 1.0, "{algo:?} block {block}: {report:?}");
@@ -158,7 +160,8 @@ fn every_algorithm_finds_known_heavy_flows() {
             d.end_block();
             exact.end_block();
         }
-        assert_eq!(score.windows, 2);
+        let sliding = matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap);
+        assert_eq!(score.windows, if sliding { 5 } else { 2 });
         if matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap | Algo::CountMin) {
             assert!(score.are() < 0.05, "{algo:?} ARE {}", score.are());
         }

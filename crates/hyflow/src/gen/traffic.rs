@@ -194,7 +194,7 @@ pub fn generate(
     generate_flows(&keys, config, sink)
 }
 
-fn check(config: &TrafficConfig) -> Result<(), TrafficError> {
+pub(crate) fn check(config: &TrafficConfig) -> Result<(), TrafficError> {
     if config.flows == 0 {
         return Err(TrafficError::Parameter("--flows-count must be at least 1"));
     }

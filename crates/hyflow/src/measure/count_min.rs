@@ -16,6 +16,7 @@ pub struct CountMin {
     counters: Vec<u32>,
     heap: TopHeap,
     window: Tumbling,
+    seed: u64,
 }
 
 impl CountMin {
@@ -27,6 +28,7 @@ impl CountMin {
             counters: vec![0; ROWS * w],
             heap: TopHeap::new(config.k),
             window: Tumbling::new(config.blocks),
+            seed: config.seed,
         })
     }
 }
@@ -60,5 +62,9 @@ impl Detector for CountMin {
 
     fn memory_bytes(&self) -> usize {
         self.counters.len() * 4 + self.heap.memory_bytes()
+    }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
     }
 }

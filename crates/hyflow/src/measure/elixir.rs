@@ -169,6 +169,10 @@ impl Detector for ElixirLarge {
             + self.bloom.len() * 8
             + self.offloaded.capacity() * std::mem::size_of::<(FlowId, u128)>()
     }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
+    }
 }
 
 /// Exact per-flow packet counters over a short tumbling window (Elixir §3.3), for the

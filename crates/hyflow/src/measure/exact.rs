@@ -77,6 +77,11 @@ impl Detector for ExactWindow {
     fn memory_bytes(&self) -> usize {
         self.window.allocation_size() + self.blocks.iter().map(|b| b.allocation_size()).sum::<usize>()
     }
+
+    /// Exact counts need no hashing: any seed.
+    fn hash_seed(&self) -> u64 {
+        0
+    }
 }
 
 /// Precision and relative error of reports against the exact window, accumulated over

@@ -126,7 +126,7 @@ impl FastKeeper {
     }
 
     fn refresh_heap(&mut self) {
-        let mut heap = std::mem::replace(&mut self.heap, TopHeap::new(1));
+        let mut heap = std::mem::take(&mut self.heap);
         refresh_heap(&mut heap, self.seed, |fp, hash| self.estimate_fp(fp, hash));
         self.heap = heap;
     }
@@ -182,6 +182,10 @@ impl Detector for FastKeeper {
 
     fn memory_bytes(&self) -> usize {
         self.meta.len() * std::mem::size_of::<Meta>() + self.counts.len() * 4 + self.heap.memory_bytes()
+    }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
     }
 }
 
@@ -290,7 +294,7 @@ impl FastKeeperBitmap {
     }
 
     fn refresh_heap(&mut self) {
-        let mut heap = std::mem::replace(&mut self.heap, TopHeap::new(1));
+        let mut heap = std::mem::take(&mut self.heap);
         refresh_heap(&mut heap, self.seed, |fp, hash| self.estimate_fp(fp, hash));
         self.heap = heap;
     }
@@ -299,7 +303,7 @@ impl FastKeeperBitmap {
     /// the [`IN_HEAP`] flags of the buckets it and an evicted flow own in step.
     fn admit(&mut self, flow: FlowId, hash: u128, count: u64) {
         let seed = self.seed;
-        let mut heap = std::mem::replace(&mut self.heap, TopHeap::new(1));
+        let mut heap = std::mem::take(&mut self.heap);
         heap.settle(count, |f, _| {
             let h = f.hash(seed);
             self.estimate_fp(fingerprint(h), h)
@@ -413,5 +417,9 @@ impl Detector for FastKeeperBitmap {
         self.buckets.len() * std::mem::size_of::<BitmapBucket>()
             + self.counts.len() * 4
             + self.heap.memory_bytes()
+    }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
     }
 }

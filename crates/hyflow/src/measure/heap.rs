@@ -30,6 +30,14 @@ pub struct TopHeap {
     index: HashTable<u32>,
 }
 
+impl Default for TopHeap {
+    /// A heap for one flow that allocates nothing until used (a placeholder while a
+    /// detector's heap is borrowed out).
+    fn default() -> Self {
+        TopHeap { k: 1, slots: Vec::new(), order: Vec::new(), index: HashTable::new() }
+    }
+}
+
 impl TopHeap {
     /// An empty heap for `k` flows (at least 1).
     pub fn new(k: usize) -> TopHeap {

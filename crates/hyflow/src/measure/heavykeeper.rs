@@ -29,6 +29,7 @@ pub struct HeavyKeeper {
     rng: Sampler,
     heap: TopHeap,
     window: Tumbling,
+    seed: u64,
 }
 
 impl HeavyKeeper {
@@ -43,6 +44,7 @@ impl HeavyKeeper {
             rng: Sampler::new(0.5, config.seed ^ 0x0068_6561_7679),
             heap: TopHeap::new(config.k),
             window: Tumbling::new(config.blocks),
+            seed: config.seed,
         })
     }
 }
@@ -99,5 +101,9 @@ impl Detector for HeavyKeeper {
 
     fn memory_bytes(&self) -> usize {
         self.buckets.len() * std::mem::size_of::<Bucket>() + self.heap.memory_bytes()
+    }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
     }
 }

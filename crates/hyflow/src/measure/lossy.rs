@@ -26,6 +26,7 @@ pub struct LossyCounting {
     bucket: u32,
     seen: u64,
     window: Tumbling,
+    seed: u64,
 }
 
 impl LossyCounting {
@@ -45,6 +46,7 @@ impl LossyCounting {
             bucket: 1,
             seen: 0,
             window: Tumbling::new(config.blocks),
+            seed: config.seed,
         })
     }
 
@@ -93,5 +95,9 @@ impl Detector for LossyCounting {
 
     fn memory_bytes(&self) -> usize {
         self.table.allocation_size()
+    }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
     }
 }

@@ -51,6 +51,9 @@ pub trait Detector {
     fn end_block(&mut self);
     /// Bytes of state held.
     fn memory_bytes(&self) -> usize;
+    /// The seed of [`Detector::insert`]'s hashes (its config's): a [`Monitor`] hashes flows
+    /// with it, so detectors that re-hash flows they hold agree with it by construction.
+    fn hash_seed(&self) -> u64;
 }
 
 /// The detectors `hyflow topk` offers.
@@ -276,6 +279,9 @@ impl<D: Detector> Detector for Sampled<D> {
     fn memory_bytes(&self) -> usize {
         self.inner.memory_bytes()
     }
+    fn hash_seed(&self) -> u64 {
+        self.inner.hash_seed()
+    }
 }
 
 /// A detector scored against the exact window at every boundary where the window is full.
@@ -330,6 +336,9 @@ impl<D: Detector> Detector for Scored<D> {
     }
     fn memory_bytes(&self) -> usize {
         self.inner.memory_bytes()
+    }
+    fn hash_seed(&self) -> u64 {
+        self.inner.hash_seed()
     }
 }
 
@@ -494,8 +503,9 @@ pub struct Monitor<D> {
 }
 
 impl<D: Detector> Monitor<D> {
-    /// A monitor over `detector`, hashing flows with `seed` (the detector's).
-    pub fn new(detector: D, spec: KeySpec, block: Span, seed: u64) -> Monitor<D> {
+    /// A monitor over `detector`, hashing flows with its seed.
+    pub fn new(detector: D, spec: KeySpec, block: Span) -> Monitor<D> {
+        let seed = detector.hash_seed();
         let first = match block {
             Span::Nanos(b) | Span::Packets(b) => b,
         };
@@ -604,6 +614,9 @@ impl Detector for Box<dyn Detector> {
     fn memory_bytes(&self) -> usize {
         (**self).memory_bytes()
     }
+    fn hash_seed(&self) -> u64 {
+        (**self).hash_seed()
+    }
 }
 
 #[cfg(test)]
@@ -648,8 +661,11 @@ mod tests {
             fn memory_bytes(&self) -> usize {
                 0
             }
+            fn hash_seed(&self) -> u64 {
+                1
+            }
         }
-        let mut m = Monitor::new(Log(Vec::new(), 0), KeySpec::five_tuple(), Span::Nanos(10), 1);
+        let mut m = Monitor::new(Log(Vec::new(), 0), KeySpec::five_tuple(), Span::Nanos(10));
         let mut at = Vec::new();
         let k = crate::openflow::parse_packet("udp,nw_src=1.2.3.4").unwrap();
         for ts in [100, 105, 109, 110, 135, 136] {

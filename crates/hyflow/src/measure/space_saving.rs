@@ -14,13 +14,19 @@ pub struct SpaceSaving {
     k: usize,
     summary: TopHeap,
     window: Tumbling,
+    seed: u64,
 }
 
 impl SpaceSaving {
     /// Sized from `config.memory`: the most counters whose summary fits (at least k).
     pub fn new(config: &DetectorConfig) -> Result<SpaceSaving, ConfigError> {
         let lo = config.entries(Algo::SpaceSaving, TopHeap::bytes_for)?;
-        Ok(SpaceSaving { k: config.k, summary: TopHeap::new(lo), window: Tumbling::new(config.blocks) })
+        Ok(SpaceSaving {
+            k: config.k,
+            summary: TopHeap::new(lo),
+            window: Tumbling::new(config.blocks),
+            seed: config.seed,
+        })
     }
 }
 
@@ -52,5 +58,9 @@ impl Detector for SpaceSaving {
 
     fn memory_bytes(&self) -> usize {
         self.summary.memory_bytes()
+    }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
     }
 }

@@ -25,6 +25,7 @@ pub struct UnivMon {
     w: usize,
     levels: Vec<Level>,
     window: Tumbling,
+    seed: u64,
 }
 
 impl UnivMon {
@@ -44,7 +45,7 @@ impl UnivMon {
         let levels = (0..LEVELS)
             .map(|_| Level { counters: vec![0; ROWS * w], heap: TopHeap::new(config.k) })
             .collect();
-        Ok(UnivMon { w, levels, window: Tumbling::new(config.blocks) })
+        Ok(UnivMon { w, levels, window: Tumbling::new(config.blocks), seed: config.seed })
     }
 
     /// Row j's counter index and sign for a flow hash at a level (levels hash differently).
@@ -105,5 +106,9 @@ impl Detector for UnivMon {
 
     fn memory_bytes(&self) -> usize {
         self.levels.iter().map(|l| l.counters.len() * 4 + l.heap.memory_bytes()).sum()
+    }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
     }
 }

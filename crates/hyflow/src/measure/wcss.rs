@@ -169,4 +169,8 @@ impl Detector for Wcss {
             + self.ring.capacity() * std::mem::size_of::<(FlowId, u32)>()
             + (self.per_block.capacity() + self.packets.capacity()) * 8
     }
+
+    fn hash_seed(&self) -> u64 {
+        self.seed
+    }
 }
