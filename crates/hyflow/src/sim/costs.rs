@@ -31,14 +31,15 @@ pub struct CostModel {
 }
 
 impl Default for CostModel {
-    /// `hyflow calibrate` on the 2-vCPU AMD EPYC VM of `BENCHMARKS.md` (built-in workload).
+    /// `hyflow calibrate` on the 2-vCPU AMD EPYC VM of `BENCHMARKS.md` (built-in workload;
+    /// the median of three runs on 2026-11-23).
     fn default() -> Self {
         CostModel {
-            rx_ns: 60.0,
-            microflow_hit_ns: 110.0,
-            megaflow_hit_ns: 240.0,
-            upcall_ns: 9_000.0,
-            sample_ns: 35.0,
+            rx_ns: 92.6,
+            microflow_hit_ns: 36.1,
+            megaflow_hit_ns: 73.3,
+            upcall_ns: 781.4,
+            sample_ns: 27.4,
         }
     }
 }
