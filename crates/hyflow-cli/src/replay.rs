@@ -15,7 +15,7 @@ use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::report::outputs_json;
 use hyflow::openflow::update::read_updates_file;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
-use hyflow::packet::LinkKind;
+use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::replay::{report_json, report_text, Replay};
 use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter, TraceReader};
@@ -85,6 +85,50 @@ pub(crate) fn create(path: &Path) -> Result<Box<dyn Write>> {
 
 /// A progress bar on standard error for long replays; drawn only on a terminal (indicatif
 /// hides it otherwise) and updated every [`Progress::EVERY`] packets, off the per-packet path.
+/// Reads a trace packet by packet and parses each frame (a malformed one keeps what was
+/// parsed; a link type hyflow cannot parse, only its input port). `f` gets the timestamp,
+/// the key, the wire length and whether the frame was malformed, and returns false to stop.
+/// Shows a progress bar labelled `label` on a terminal. Returns the malformed count.
+pub(crate) fn read_trace(
+    path: &Path,
+    in_port: Option<u32>,
+    label: Option<&str>,
+    mut f: impl FnMut(u64, &FlowKey, u32, bool) -> Result<bool>,
+) -> Result<u64> {
+    let mut reader = TraceReader::open(path)?;
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let progress = label.map(|l| {
+        Progress::new(
+            size,
+            &format!("{{spinner}} {l} {{bytes}}/{{total_bytes}} [{{bar:30}}] {{msg}} {{eta}}"),
+        )
+    });
+    let (mut n, mut malformed) = (0u64, 0u64);
+    while let Some(pkt) = reader.next_packet()? {
+        n += 1;
+        if let Some(p) = &progress {
+            p.tick(n, pkt.offset);
+        }
+        let mut key = FlowKey::default();
+        let port = in_port.unwrap_or(pkt.interface + 1);
+        let bad = match pkt.link.frame_kind() {
+            Some(link) => parse_frame(pkt.data, link, port, &mut key).is_err(),
+            None => {
+                key.set_in_port(port);
+                true
+            }
+        };
+        malformed += bad as u64;
+        if !f(pkt.ts_ns, &key, pkt.orig_len, bad)? {
+            break;
+        }
+    }
+    if let Some(p) = progress {
+        p.finish();
+    }
+    Ok(malformed)
+}
+
 pub(crate) struct Progress {
     bar: indicatif::ProgressBar,
 }

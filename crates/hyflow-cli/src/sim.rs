@@ -13,13 +13,13 @@ use hyflow::openflow::update::Update;
 use hyflow::openflow::{Pipeline, Rule};
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::sim::costs::{calibrate, CostModel};
-use hyflow::sim::datapath::{NicUpdates, OffloadPolicy, Policy, SwitchDatapath};
+use hyflow::sim::datapath::{DatapathStats, NicUpdates, OffloadPolicy, Policy, SwitchDatapath};
 use hyflow::sim::search::{max_rate, min_cores};
 use hyflow::sim::{Metrics, SimConfig, SimPacket, Simulator, Steering};
 use hyflow::switch::{NicConfig, Switch, SwitchConfig};
 use hyflow::trace::TraceReader;
 
-use crate::replay::{nic_config, switch_config, workload, Progress};
+use crate::replay::{nic_config, read_trace, switch_config, workload, Progress};
 use crate::{NicArg, SwitchArgs};
 
 #[derive(Args)]
@@ -126,36 +126,31 @@ struct Setup {
     duration_ns: Option<u64>,
 }
 
-/// Packets of the input, in order: (ns since the first, packet).
-fn for_each_input(setup: &Setup, mut f: impl FnMut(u64, SimPacket)) -> Result<()> {
-    let mut key = FlowKey::default();
+/// Packets of the input, in order, as (ns since the first, packet), until `f` returns false.
+/// Returns the malformed frames seen (forwarded on what was parsed, as `replay` does).
+fn for_each_input(setup: &Setup, mut f: impl FnMut(u64, SimPacket) -> bool) -> Result<u64> {
     match &setup.trace {
         Some(path) => {
-            let mut reader = TraceReader::open(path)?;
             let mut first = None;
-            while let Some(pkt) = reader.next_packet()? {
-                let t0 = *first.get_or_insert(pkt.ts_ns);
-                key = FlowKey::default();
-                let port = setup.in_port.unwrap_or(pkt.interface + 1);
-                match pkt.link.frame_kind() {
-                    Some(link) => {
-                        let _ = parse_frame(pkt.data, link, port, &mut key);
-                    }
-                    None => key.set_in_port(port),
-                }
-                f(pkt.ts_ns.saturating_sub(t0), SimPacket { key, bytes: pkt.orig_len });
-            }
+            read_trace(path, setup.in_port, None, |ts, key, bytes, _| {
+                let t0 = *first.get_or_insert(ts);
+                Ok(f(ts.saturating_sub(t0), SimPacket { key: *key, bytes }))
+            })
         }
         None => {
             let port = setup.in_port.unwrap_or(1);
+            let mut key = FlowKey::default();
+            let mut stopped = false;
             generate(&setup.rules, &builtin::TRAFFIC, |p| {
-                let _ = parse_frame(&p.frame, LinkKind::Ethernet, port, &mut key);
-                f(p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4 });
+                if !stopped {
+                    let _ = parse_frame(&p.frame, LinkKind::Ethernet, port, &mut key);
+                    stopped = !f(p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4 });
+                }
                 Ok(())
             })??;
+            Ok(0)
         }
     }
-    Ok(())
 }
 
 /// Packets and span of the input (a first pass over timestamps only, for --rate).
@@ -170,10 +165,13 @@ fn natural_rate(setup: &Setup) -> Result<f64> {
                 last = pkt.ts_ns.saturating_sub(t0);
             }
         }
-        None => for_each_input(setup, |t, _| {
-            n += 1;
-            last = t;
-        })?,
+        None => {
+            for_each_input(setup, |t, _| {
+                n += 1;
+                last = t;
+                true
+            })?;
+        }
     }
     if n < 2 || last == 0 {
         bail!("the input has fewer than two packets with distinct timestamps: no rate to rescale");
@@ -192,36 +190,31 @@ fn simulate(setup: &Setup, cores: usize, rate: Option<f64>, progress: bool) -> R
     let bar = progress.then(|| Progress::new(0, "{spinner} sim {pos} packets {msg}"));
     let mut n = 0u64;
     let end = setup.duration_ns.unwrap_or(u64::MAX);
-    for_each_input(setup, |t, pkt| {
+    let malformed = for_each_input(setup, |t, pkt| {
         let t = (t as f64 * scale) as u64;
         if t >= end {
-            return;
+            return false;
         }
         n += 1;
         if let Some(b) = &bar {
             b.tick(n, n);
         }
         sim.arrive(t, pkt);
+        true
     })?;
     if let Some(b) = bar {
         b.finish();
     }
     let (metrics, datapath) = sim.finish();
-    let s = datapath.stats();
-    let sw = datapath.switch().stats();
-    Ok((
-        metrics,
-        Stats {
-            microflow: s.microflow,
-            megaflow: s.megaflow,
-            upcalls: s.upcalls,
-            nic_installs: s.nic_installs,
-            installs_capped: s.installs_capped,
-            rule_updates: s.rule_updates,
-            stale: sw.stale,
-            nic_entries: datapath.switch().nic_occupancy(),
-        },
-    ))
+    let sw = datapath.switch();
+    let stats = Stats {
+        datapath: datapath.stats(),
+        nic_installs: sw.nic_installs(),
+        stale: sw.stats().stale,
+        nic_entries: sw.nic_occupancy(),
+        malformed,
+    };
+    Ok((metrics, stats))
 }
 
 /// Whether a run loses nothing; a run that fails keeps its error in `failed` (the first)
@@ -239,17 +232,14 @@ fn lossless(setup: &Setup, cores: usize, rate: Option<f64>, failed: &mut Option<
     }
 }
 
-/// Datapath counters for the summary.
+/// Datapath and switch counters for the summary.
 struct Stats {
-    microflow: u64,
-    megaflow: u64,
-    upcalls: u64,
+    datapath: DatapathStats,
     nic_installs: u64,
-    installs_capped: u64,
-    rule_updates: u64,
     stale: u64,
     /// NIC entries at the end, and at most.
     nic_entries: (usize, usize),
+    malformed: u64,
 }
 
 fn summary(setup: &Setup, m: &Metrics, s: &Stats, rate: Option<f64>) -> serde_json::Value {
@@ -261,7 +251,11 @@ fn summary(setup: &Setup, m: &Metrics, s: &Stats, rate: Option<f64>) -> serde_js
     }
     obj.insert(
         "host".into(),
-        json!({"microflow_hits": s.microflow, "megaflow_hits": s.megaflow, "upcalls": s.upcalls}),
+        json!({
+            "microflow_hits": s.datapath.microflow,
+            "megaflow_hits": s.datapath.megaflow,
+            "upcalls": s.datapath.upcalls,
+        }),
     );
     obj.insert(
         "nic".into(),
@@ -269,13 +263,14 @@ fn summary(setup: &Setup, m: &Metrics, s: &Stats, rate: Option<f64>) -> serde_js
             "installs": s.nic_installs,
             "entries": s.nic_entries.0,
             "entries_peak": s.nic_entries.1,
-            "installs_refused_rate_cap": s.installs_capped,
+            "installs_refused_rate_cap": s.datapath.installs_capped,
             "updates_per_s_cap": setup.limits.per_second,
             "update_latency_us": setup.limits.latency_ns as f64 / 1e3,
             "update_rate": if m.last_ns > m.first_ns { s.nic_installs as f64 * 1e9 / (m.last_ns - m.first_ns) as f64 } else { 0.0 },
         }),
     );
-    obj.insert("rule_updates".into(), json!(s.rule_updates));
+    obj.insert("rule_updates".into(), json!(s.datapath.rule_updates));
+    obj.insert("malformed".into(), json!(s.malformed));
     obj.insert("stale".into(), json!(s.stale));
     obj.insert("costs_ns".into(), json!(setup.costs));
     v
@@ -343,12 +338,6 @@ pub fn run(a: SimArgs) -> Result<()> {
         },
         other => bail!("unknown policy '{other}' (one of: psf, offload-all, gigaflow)"),
     };
-    if a.cores == 0 {
-        bail!("--cores must be at least 1");
-    }
-    if a.ring == 0 {
-        bail!("--ring must be at least 1 packet");
-    }
     if let Some(r) = a.rate {
         if !(r.is_finite() && r > 0.0) {
             bail!("--rate must be a positive number of packets per second, not {r}");

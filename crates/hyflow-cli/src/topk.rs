@@ -2,7 +2,7 @@
 //! detector finds them against the exact sliding-window answer.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -11,12 +11,8 @@ use serde_json::{json, Map, Value};
 use hyflow::measure::{
     build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
 };
-use hyflow::packet::{parse_frame, FlowKey};
-use hyflow::trace::TraceReader;
 
-use crate::replay::Progress;
-
-const ALGO_HELP: &str = "fastkeeper-bitmap|fastkeeper|elixir|wcss|heavykeeper|cm|univmon|spacesaving|lossy";
+use crate::replay::read_trace;
 
 #[derive(Args)]
 pub struct TopkArgs {
@@ -119,30 +115,10 @@ fn parse_size(text: &str) -> Result<usize> {
 }
 
 fn algo(name: &str) -> Result<Algo> {
-    Algo::from_name(name.trim())
-        .ok_or_else(|| anyhow!("unknown algorithm '{}' (one of: {ALGO_HELP})", name.trim()))
-}
-
-/// Reads a trace packet by packet: (timestamp, parsed key or `None` if malformed). Shows a
-/// progress bar on a terminal.
-fn for_each_packet(path: &Path, mut f: impl FnMut(u64, Option<&FlowKey>) -> Result<()>) -> Result<u64> {
-    let mut reader = TraceReader::open(path)?;
-    let size = std::fs::metadata(path).map_or(0, |m| m.len());
-    let progress = Progress::new(size, "{spinner} topk {bytes}/{total_bytes} [{bar:30}] {msg} {eta}");
-    let (mut n, mut malformed) = (0u64, 0u64);
-    let mut key = FlowKey::default();
-    while let Some(pkt) = reader.next_packet()? {
-        n += 1;
-        progress.tick(n, pkt.offset);
-        let parsed = match pkt.link.frame_kind() {
-            Some(link) => parse_frame(pkt.data, link, pkt.interface + 1, &mut key).is_ok(),
-            None => false,
-        };
-        malformed += !parsed as u64;
-        f(pkt.ts_ns, parsed.then_some(&key))?;
-    }
-    progress.finish();
-    Ok(malformed)
+    Algo::from_name(name.trim()).ok_or_else(|| {
+        let names: Vec<&str> = Algo::ALL.iter().map(|a| a.name()).collect();
+        anyhow!("unknown algorithm '{}' (one of: {})", name.trim(), names.join(", "))
+    })
 }
 
 fn flow_json(spec: &KeySpec, flow: FlowId) -> Value {
@@ -175,12 +151,10 @@ pub fn run(a: TopkArgs) -> Result<()> {
         }
         failed = write_report(&mut out, a.json, &spec, at, top);
     };
-    let malformed = for_each_packet(&a.trace, |ts, key| {
-        match key {
-            Some(key) => monitor.packet(ts, key, &mut report),
-            None => monitor.flow(ts, None, &mut report),
-        }
-        Ok(())
+    let malformed = read_trace(&a.trace, None, Some("topk"), |ts, key, _, bad| {
+        let flow = if bad { None } else { spec.flow_id(key) };
+        monitor.flow(ts, flow, &mut report);
+        Ok(true)
     })?;
     monitor.finish(&mut report);
     failed?;
@@ -248,9 +222,9 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
     }
     // The stream once, as (time, flow id): 32 bytes a packet.
     let mut stream: Vec<(u64, Option<FlowId>)> = Vec::new();
-    for_each_packet(&a.trace, |ts, key| {
-        stream.push((ts, key.and_then(|k| spec.flow_id(k))));
-        Ok(())
+    read_trace(&a.trace, None, Some("topk"), |ts, key, _, bad| {
+        stream.push((ts, if bad { None } else { spec.flow_id(key) }));
+        Ok(true)
     })?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());

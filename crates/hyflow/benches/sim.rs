@@ -1,7 +1,7 @@
 //! The timing simulation's own speed: simulated packets per second on one core on the
 //! built-in workload (offload-all, 1 core, parsed packets in memory), against the same
-//! packets through the switch alone (`Switch::process`, no rings, no clock): the price of
-//! the event-driven machinery on top of forwarding.
+//! packets and rule updates through the switch alone (`Replay::packet`, no rings, no
+//! clock): the price of the event-driven machinery on top of forwarding.
 
 use std::hint::black_box;
 
@@ -9,6 +9,7 @@ use criterion::{BatchSize, Criterion, Throughput};
 use hyflow::gen::{builtin, generate};
 use hyflow::openflow::Pipeline;
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
+use hyflow::replay::Replay;
 use hyflow::sim::costs::CostModel;
 use hyflow::sim::datapath::{NicUpdates, Policy, SwitchDatapath};
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
@@ -27,7 +28,10 @@ fn main() {
     })
     .expect("built-in traffic generates")
     .expect("in memory");
-    let policy = Policy::from_name("offload-all").expect("a policy");
+    let policy = Policy::OffloadAll {
+        entries: hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES,
+        max_masks: hyflow::nic::DEFAULT_MEGAFLOW_MASKS,
+    };
     let config = SwitchDatapath::switch_config(&policy, SwitchConfig::default());
     let mut group = c.benchmark_group("sim");
     group.throughput(Throughput::Elements(packets.len() as u64));
@@ -52,12 +56,15 @@ fn main() {
     });
     group.bench_function("builtin_switch_only", |b| {
         b.iter_batched(
-            || (Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config"), Vec::new()),
-            |(mut sw, mut out)| {
+            || {
+                let sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+                (Replay::new(sw, updates.clone()), Vec::new())
+            },
+            |(mut replay, mut out)| {
                 for (t, p) in &packets {
-                    sw.process(black_box(&p.key), p.bytes as u64, *t, &mut out);
+                    replay.packet(*t, black_box(&p.key), p.bytes as u64, &mut out);
                 }
-                sw
+                replay.finish().0
             },
             BatchSize::LargeInput,
         )

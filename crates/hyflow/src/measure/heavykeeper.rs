@@ -41,7 +41,8 @@ impl HeavyKeeper {
             w,
             buckets: vec![Bucket::default(); ROWS * w],
             decay,
-            rng: Sampler::new(0.5, config.seed ^ 0x0068_6561_7679),
+            // Only its draws are used (rate 1: keep() would always say yes).
+            rng: Sampler::new(1.0, config.seed ^ 0x0068_6561_7679),
             heap: TopHeap::new(config.k),
             window: Tumbling::new(config.blocks),
             seed: config.seed,

@@ -238,7 +238,7 @@ impl Metrics {
     /// The summary as JSON: only simulated quantities, nothing from the host machine.
     pub fn json(&self) -> Value {
         let lat = |h: &Histogram<u64>| {
-            let us = |v: f64| (v / 1e3 * 1e3).round() / 1e3;
+            let us = |ns: f64| ns.round() / 1e3;
             json!({
                 "count": h.len(),
                 "mean": us(if h.is_empty() { 0.0 } else { h.mean() }),

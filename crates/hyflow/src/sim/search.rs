@@ -4,14 +4,15 @@
 /// The smallest core count in 1..=`max_cores` for which `lossless(cores)` holds, assuming
 /// more cores never lose more (doubling, then bisection). `None` if even `max_cores` loses.
 pub fn min_cores(max_cores: usize, mut lossless: impl FnMut(usize) -> bool) -> Option<usize> {
-    let mut hi = 1;
+    // `lo` always loses (0: no run needed), `hi` is the candidate.
+    let (mut lo, mut hi) = (0, 1);
     while !lossless(hi) {
         if hi >= max_cores {
             return None;
         }
+        lo = hi;
         hi = (hi * 2).min(max_cores);
     }
-    let mut lo = hi / 2; // loses (or 0)
     while lo + 1 < hi {
         let mid = (lo + hi) / 2;
         if lossless(mid) {
