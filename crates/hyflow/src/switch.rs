@@ -334,7 +334,7 @@ impl Switch {
     pub fn nic_occupancy(&self) -> (usize, usize) {
         match (&self.nic, &self.gigaflow) {
             (Some(n), _) => (n.stage.space().len(), n.stage.stats.peak),
-            (None, Some(g)) => (g.len(), g.totals().peak),
+            (None, Some(g)) => (g.len(), g.stats.peak),
             (None, None) => (0, 0),
         }
     }
@@ -347,7 +347,7 @@ impl Switch {
     /// NIC entries installed so far (megaflow offload or Gigaflow).
     pub fn nic_installs(&self) -> u64 {
         self.nic.as_ref().map_or(0, |n| n.stage.stats.installs)
-            + self.gigaflow.as_ref().map_or(0, |g| g.totals().installs)
+            + self.gigaflow.as_ref().map_or(0, |g| g.stats.installed)
     }
 
     /// The NIC part of [`Switch::process`]: counts the packet and, if the NIC forwards it,

@@ -457,9 +457,9 @@ fn routed(template: &Template) -> Vec<bool> {
         .collect()
 }
 
-/// A packet from the parts of the given tuples (L2, L3 source, L3 destination, L4), with
-/// prefixes and ranges concretised; canonical (what parsing its frame gives back).
-fn packet(routed: &[bool], rng: &mut StdRng, l2: &Tuple, src: &Tuple, dst: &Tuple, l4: &Tuple) -> FlowKey {
+/// A packet with the L2 parts of `l2` and the L3/L4 parts of `l3`, prefixes and ranges
+/// concretised; canonical (what parsing its frame gives back).
+fn packet(routed: &[bool], rng: &mut StdRng, l2: &Tuple, l3: &Tuple) -> FlowKey {
     let mut k = FlowKey::default();
     k.set_in_port(1);
     k.set_dl_src(l2.dl_src);
@@ -474,16 +474,16 @@ fn packet(routed: &[bool], rng: &mut StdRng, l2: &Tuple, src: &Tuple, dst: &Tupl
             a | (rng.random_range(0..=u32::MAX) >> len)
         }
     };
-    k.set_nw_src(host(rng, src.nw_src));
-    k.set_nw_dst(host(rng, dst.nw_dst));
-    let p = if l4.proto == 0 { proto::IP_TCP } else { l4.proto };
+    k.set_nw_src(host(rng, l3.nw_src));
+    k.set_nw_dst(host(rng, l3.nw_dst));
+    let p = if l3.proto == 0 { proto::IP_TCP } else { l3.proto };
     k.set_nw_proto(p);
     k.set_nw_ttl(64);
-    k.set_nw_tos(l4.dscp << 2);
+    k.set_nw_tos(l3.dscp << 2);
     match p {
         proto::IP_TCP | proto::IP_UDP => {
-            k.set_tp_src(rng.random_range(l4.tp_src.0..=l4.tp_src.1));
-            k.set_tp_dst(rng.random_range(l4.tp_dst.0..=l4.tp_dst.1));
+            k.set_tp_src(rng.random_range(l3.tp_src.0..=l3.tp_src.1));
+            k.set_tp_dst(rng.random_range(l3.tp_dst.0..=l3.tp_dst.1));
             if p == proto::IP_TCP {
                 k.set(crate::packet::field::id::TCP_FLAGS, 0x010);
             }
@@ -514,12 +514,12 @@ pub fn pipebench(
         .map(|_| match config.locality {
             Locality::Low => {
                 let t = &tuples[rng.random_range(0..tuples.len())];
-                packet(&routed, &mut rng, t, t, t, t)
+                packet(&routed, &mut rng, t, t)
             }
             Locality::High => {
                 let mut draw = || tuples[(zipf.sample(&mut rng) as usize).clamp(1, tuples.len()) - 1];
                 let (l2, l3) = (draw(), draw());
-                packet(&routed, &mut rng, &l2, &l3, &l3, &l3)
+                packet(&routed, &mut rng, &l2, &l3)
             }
         })
         .collect();
