@@ -1,0 +1,149 @@
+//! Behaviour pinned across refactors: `replay` and `sim` on the built-in workload and on a
+//! `gen pipeline` workload (with rule updates, revalidation delays, idle expiry, Gigaflow)
+//! must give byte-identical `--decisions` and identical deterministic JSON to the outputs
+//! recorded in `tests/pinned/`.
+//!
+//! Decisions files are tens of MB, so the record keeps their length and xxh3 hash. The JSON
+//! is compared whole, less the host wall-clock timings (they differ from run to run).
+//!
+//! The records were written by the engine before the engine API rework (issue 12) with
+//! `HYFLOW_PIN_WRITE=1 cargo test --release -p hyflow-cli --test pinned`; rewrite them only
+//! for a change that is meant to alter results, and say so in the commit.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Keys holding host wall-clock timings: reported, never pinned.
+const HOST_TIMINGS: [&str; 3] = ["nic_revalidation_ms", "install_us_per_upcall", "revalidation_ms"];
+
+fn hyflow(dir: &Path, args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hyflow")).current_dir(dir).args(args).output().expect("runs");
+    assert!(out.status.success(), "hyflow {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn pinned_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pinned")
+}
+
+/// Drops host timings (at any depth) and, for `sim`, the cost model echo (it may gain entries).
+fn deterministic(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        if let Value::Object(m) = v {
+            for k in HOST_TIMINGS.iter().chain(&["costs_ns"]) {
+                m.remove(*k);
+            }
+            m.values_mut().for_each(strip);
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+fn digest(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    format!("{} bytes, xxh3 {:016x}", bytes.len(), xxhash_rust::xxh3::xxh3_64(&bytes))
+}
+
+/// Runs `args` (writing `NAME.json` and, for replay, `NAME.dec` in `dir`) and compares with
+/// the record, or writes the record when `HYFLOW_PIN_WRITE` is set.
+fn check(dir: &Path, name: &str, args: &[&str]) {
+    let json = format!("{name}.json");
+    let dec = format!("{name}.dec");
+    let mut full: Vec<&str> = args.to_vec();
+    full.extend(["--json", &json]);
+    let replay = args[0] == "replay";
+    if replay {
+        full.extend(["--decisions", &dec]);
+    }
+    hyflow(dir, &full);
+    let got =
+        deterministic(serde_json::from_str(&std::fs::read_to_string(dir.join(&json)).unwrap()).unwrap());
+    let record = pinned_dir().join(format!("{name}.json"));
+    let got_digest = replay.then(|| digest(&dir.join(&dec)));
+    if std::env::var_os("HYFLOW_PIN_WRITE").is_some() {
+        let rec = serde_json::json!({"args": args, "json": got, "decisions": got_digest});
+        std::fs::write(&record, serde_json::to_string_pretty(&rec).unwrap() + "\n").unwrap();
+        return;
+    }
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert_eq!(rec["args"], serde_json::json!(args), "{name}: record made with other arguments");
+    assert_eq!(rec["json"], got, "{name}: deterministic JSON changed");
+    assert_eq!(rec["decisions"], serde_json::json!(got_digest), "{name}: --decisions changed");
+}
+
+#[test]
+fn replay_and_sim_outputs_are_pinned() {
+    let dir = std::env::temp_dir().join(format!("hyflow-pinned-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    hyflow(
+        &dir,
+        &[
+            "gen",
+            "pipeline",
+            "--kind",
+            "ofd",
+            "--rules",
+            "2000",
+            "--flows-count",
+            "5000",
+            "--packets",
+            "60000",
+            "--rate",
+            "20000",
+            "--out",
+            "ofd",
+        ],
+    );
+    hyflow(
+        &dir,
+        &[
+            "gen",
+            "updates",
+            "--flows",
+            "ofd/flows.txt",
+            "--out",
+            "ofd/updates.txt",
+            "--rate",
+            "0.05",
+            "--seconds",
+            "3",
+        ],
+    );
+    let ofd = ["--flows", "ofd/flows.txt", "--trace", "ofd/trace.pcap", "--updates", "ofd/updates.txt"];
+    let with_ofd = |extra: &[&'static str]| -> Vec<&str> {
+        let mut v = vec![extra[0]];
+        v.extend(ofd);
+        v.extend(&extra[1..]);
+        v
+    };
+    let mut checked = 0;
+    check(&dir, "builtin", &["replay"]);
+    check(&dir, "builtin-delay", &["replay", "--revalidation-delay", "0.05", "--consistency", "signature"]);
+    check(&dir, "ofd-gigaflow", &with_ofd(&["replay", "--nic", "gigaflow"]));
+    check(
+        &dir,
+        "ofd-gigaflow-delay",
+        &with_ofd(&[
+            "replay",
+            "--nic",
+            "gigaflow",
+            "--revalidation-delay",
+            "0.02",
+            "--max-idle",
+            "0.2",
+            "--partition",
+            "random",
+        ]),
+    );
+    check(&dir, "ofd-megaflow-idle", &with_ofd(&["replay", "--max-idle", "0.3", "--nic-entries", "3000"]));
+    checked += 5;
+    check(&dir, "sim-builtin", &["sim"]);
+    check(&dir, "sim-psf", &["sim", "--policy", "psf", "--cores", "2", "--rate", "3e6"]);
+    check(&dir, "sim-ofd-gigaflow", &with_ofd(&["sim", "--policy", "gigaflow"]));
+    check(&dir, "sim-min-cores", &["sim", "--find", "min-cores", "--rate", "2e7"]);
+    checked += 4;
+    assert_eq!(checked, std::fs::read_dir(pinned_dir()).unwrap().count(), "every record is checked");
+    let _ = std::fs::remove_dir_all(&dir);
+}
