@@ -16,7 +16,7 @@ use hyflow::openflow::report::outputs_json;
 use hyflow::openflow::update::read_updates_file;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
-use hyflow::replay::{report_json, report_text, Replay};
+use hyflow::replay::{Replay, ReplayReport};
 use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter, TraceReader};
 
@@ -61,6 +61,7 @@ pub(crate) fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
     };
     let config = SwitchConfig {
         nic: (!a.no_nic).then_some(nic_config(a, a.nic)),
+        nic_update_latency_ns: 0,
         microflow: (!a.no_microflow)
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
         megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),
@@ -198,7 +199,8 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     let a = &r.switch;
     let config = switch_config(a)?;
     let (rules, updates) = workload(a)?;
-    let switch = Switch::new(Pipeline::from_rules(rules.clone()), config)?;
+    let mut switch = Switch::new(Pipeline::from_rules(rules.clone()), config)?;
+    switch.time_host(Box::new(hyflow::host_time::WallClock::default()));
     let mut replay = Replay::new(switch, updates);
     let mut log = match &r.decisions {
         Some(p) => Some(DecisionLog { out: create(p)?, index: 0 }),
@@ -273,13 +275,14 @@ pub fn run(r: ReplayArgs) -> Result<()> {
         log.out.flush()?;
     }
     let (switch, malformed, elapsed) = replay.finish();
-    print!("{}", report_text(&switch, &malformed, elapsed));
+    let report = ReplayReport::new(&switch, &malformed, elapsed);
+    print!("{}", report.text());
     if r.rule_stats {
         println!("\n{}", rule_stats(switch.pipeline()));
     }
     if let Some(p) = &r.json {
         let mut out = create(p)?;
-        writeln!(out, "{}", report_json(&switch, &malformed, elapsed))?;
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
         out.flush()?;
     }
     Ok(())

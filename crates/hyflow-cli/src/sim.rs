@@ -16,7 +16,7 @@ use hyflow::sim::costs::{calibrate, CostModel};
 use hyflow::sim::datapath::{DatapathStats, NicUpdates, OffloadPolicy, Policy, SwitchDatapath};
 use hyflow::sim::search::{max_rate, min_cores};
 use hyflow::sim::{Metrics, SimConfig, SimPacket, Simulator, Steering};
-use hyflow::switch::{NicConfig, Switch, SwitchConfig};
+use hyflow::switch::{NicConfig, SwitchConfig};
 use hyflow::trace::TraceReader;
 
 use crate::replay::{nic_config, read_trace, switch_config, workload, Progress};
@@ -181,9 +181,15 @@ fn natural_rate(setup: &Setup) -> Result<f64> {
 
 /// One deterministic run at `rate` (or the input's own) on `cores`.
 fn simulate(setup: &Setup, cores: usize, rate: Option<f64>, progress: bool) -> Result<(Metrics, Stats)> {
-    let switch = Switch::new(Pipeline::from_rules(setup.rules.clone()), setup.switch)?;
-    let datapath =
-        SwitchDatapath::new(switch, setup.policy, setup.costs, setup.updates.clone(), setup.limits);
+    let pipeline = Pipeline::from_rules(setup.rules.clone());
+    let datapath = SwitchDatapath::new(
+        pipeline,
+        setup.switch,
+        setup.policy,
+        setup.costs,
+        setup.updates.clone(),
+        setup.limits,
+    )?;
     let machine = SimConfig { cores, ..setup.machine.clone() };
     let mut sim = Simulator::new(machine, datapath)?;
     let scale = rate.map_or(1.0, |r| setup.natural_rate / r);
@@ -211,7 +217,7 @@ fn simulate(setup: &Setup, cores: usize, rate: Option<f64>, progress: bool) -> R
         datapath: datapath.stats(),
         nic_installs: sw.nic_installs(),
         stale: sw.stats().stale,
-        nic_entries: sw.nic_occupancy(),
+        nic_entries: sw.nic_report().map_or((0, 0), |r| (r.entries_now, r.totals.peak)),
         malformed,
     };
     Ok((metrics, stats))
@@ -384,7 +390,7 @@ pub fn run(a: SimArgs) -> Result<()> {
     let mut setup = Setup {
         rules,
         updates,
-        switch: SwitchDatapath::switch_config(&policy, base),
+        switch: base,
         policy,
         costs,
         machine: SimConfig {

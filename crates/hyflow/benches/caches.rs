@@ -197,14 +197,14 @@ fn bench_megaflow(c: &mut Criterion) {
         let (matches, packets) = workload::megaflow_workload(10_000, n_masks, 13);
         let mut tables = DecisionTables::new();
         let decision = one_decision(&mut tables);
-        let mut cache = MegaflowCache::new(matches.len());
+        let mut cache = MegaflowCache::megaflow_cache(matches.len()).expect("non-empty");
         let mut installed: Vec<Match> = Vec::new();
         for (m, p) in matches.iter().zip(&packets) {
-            if cache.install(m, CachedFlow { rep: *p, decision, pending_verdict: 0 }, 0) {
+            if cache.install(m, 0, 0, CachedFlow::new(*p, decision), 0).is_ok() {
                 installed.push(*m);
             }
         }
-        assert_eq!(cache.space.n_masks(), n_masks);
+        assert_eq!(cache.space().n_masks(), n_masks);
         let mut queries = packets.clone();
         shuffle(&mut queries, &mut workload::Rng::new(3));
         let id = format!("{n_masks}masks");
@@ -215,7 +215,7 @@ fn bench_megaflow(c: &mut Criterion) {
                 let mut hits = 0u32;
                 for k in stream(&queries, &mut cursor) {
                     now += 1;
-                    hits += cache.lookup(black_box(k), 64, now).is_some() as u32;
+                    hits += cache.lookup(black_box(k), 0, 64, now).is_some() as u32;
                 }
                 hits
             })

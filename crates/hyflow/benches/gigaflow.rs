@@ -6,11 +6,11 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use hyflow::cache::{CachedFlow, DecisionTables};
+use hyflow::cache::DecisionTables;
 use hyflow::gen::pipebench::{pipebench, Locality, PipebenchConfig};
 use hyflow::gen::{pipelines, TrafficConfig};
 use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
-use hyflow::nic::MegaflowOffload;
+use hyflow::nic::{MegaflowOffload, NicHit, NicScheme, Upcall};
 use hyflow::openflow::{parse_flows, Pipeline, Traversal};
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 
@@ -67,22 +67,24 @@ fn bench_ltm(c: &mut Criterion) {
         let (mut pipeline, packets, flows) = workload(kind);
         let trs = traversals(&mut pipeline, &flows);
         let mut tables = DecisionTables::new();
-        let mut gf = Gigaflow::new(GigaflowConfig::default()).expect("default config");
-        let mut mf =
-            MegaflowOffload::new(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES, hyflow::nic::DEFAULT_MEGAFLOW_MASKS)
-                .expect("default config");
+        let mut gf = Gigaflow::new(GigaflowConfig::default(), 0).expect("default config");
+        let mut mf = MegaflowOffload::new(
+            hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES,
+            hyflow::nic::DEFAULT_MEGAFLOW_MASKS,
+            0,
+        )
+        .expect("default config");
+        let mut installed = Vec::new();
         for (tr, k) in trs.iter().zip(&flows) {
-            gf.install(tr, &mut tables, 0);
-            let d = tables.intern(tr);
-            let flow = CachedFlow { rep: *k, decision: d, pending_verdict: 0 };
-            if mf.stage.install(&tr.megaflow, 0, 0, flow, 0).is_ok() {
-                tables.acquire(d);
-            }
-            tables.release(d);
+            let decision = tables.intern(tr);
+            let upcall = Upcall { key: k, traversal: tr, decision };
+            gf.install(upcall, &mut tables, 0, &mut installed);
+            mf.install(upcall, &mut tables, 0, &mut installed);
+            tables.release(decision);
         }
-        let (mut outputs, mut used) = (Vec::new(), Vec::new());
-        let gf_hits = packets.iter().filter(|k| gf.lookup(k, 64, 0, &mut outputs, &mut used)).count();
-        let mf_hits = packets.iter().filter(|k| mf.stage.lookup(k, 0, 64, 0).is_some()).count();
+        let (mut outputs, mut hit) = (Vec::new(), NicHit::default());
+        let gf_hits = packets.iter().filter(|k| gf.lookup(k, 64, 0, &tables, &mut outputs, &mut hit)).count();
+        let mf_hits = packets.iter().filter(|k| mf.lookup(k, 64, 0, &tables, &mut outputs, &mut hit)).count();
         println!(
             "{kind}: {} flows; gigaflow {} entries, {} masks, {} groups, hit rate {:.3}; megaflow {} entries, \
              {} masks, {} groups, hit rate {:.3}",
@@ -91,9 +93,9 @@ fn bench_ltm(c: &mut Criterion) {
             gf.stages.iter().map(|s| s.space().n_masks()).sum::<usize>(),
             gf.stages.iter().map(|s| s.space().n_groups()).sum::<usize>(),
             gf_hits as f64 / packets.len() as f64,
-            mf.stage.space().len(),
-            mf.stage.space().n_masks(),
-            mf.stage.space().n_groups(),
+            mf.table.space().len(),
+            mf.table.space().n_masks(),
+            mf.table.space().n_groups(),
             mf_hits as f64 / packets.len() as f64,
         );
         let mut cursor = 0;
@@ -101,7 +103,7 @@ fn bench_ltm(c: &mut Criterion) {
             b.iter(|| {
                 let mut hits = 0u32;
                 for k in stream(&packets, &mut cursor) {
-                    hits += gf.lookup(black_box(k), 64, 0, &mut outputs, &mut used) as u32;
+                    hits += gf.lookup(black_box(k), 64, 0, &tables, &mut outputs, &mut hit) as u32;
                 }
                 hits
             })
@@ -111,7 +113,7 @@ fn bench_ltm(c: &mut Criterion) {
             b.iter(|| {
                 let mut hits = 0u32;
                 for k in stream(&packets, &mut cursor) {
-                    hits += mf.stage.lookup(black_box(k), 0, 64, 0).is_some() as u32;
+                    hits += mf.lookup(black_box(k), 64, 0, &tables, &mut outputs, &mut hit) as u32;
                 }
                 hits
             })
@@ -135,11 +137,20 @@ fn bench_partition(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let mut gf = Gigaflow::new(config).expect("valid config");
+                    let mut gf = Gigaflow::new(config, 0).expect("valid config");
                     let mut tables = DecisionTables::new();
+                    let mut installed = Vec::new();
                     let started = Instant::now();
-                    for tr in &trs {
-                        black_box(gf.install(tr, &mut tables, 0));
+                    for (tr, k) in trs.iter().zip(&flows) {
+                        let decision = hyflow::cache::Decision { actions: 0, path: 0 };
+                        installed.clear();
+                        gf.install(
+                            Upcall { key: k, traversal: tr, decision },
+                            &mut tables,
+                            0,
+                            &mut installed,
+                        );
+                        black_box(&installed);
                     }
                     total += started.elapsed();
                 }

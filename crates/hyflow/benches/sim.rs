@@ -32,17 +32,25 @@ fn main() {
         entries: hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES,
         max_masks: hyflow::nic::DEFAULT_MEGAFLOW_MASKS,
     };
-    let config = SwitchDatapath::switch_config(&policy, SwitchConfig::default());
+    let config = SwitchConfig::default();
     let mut group = c.benchmark_group("sim");
     group.throughput(Throughput::Elements(packets.len() as u64));
     group.sample_size(10);
     group.bench_function("builtin_offload_all_1core", |b| {
         b.iter_batched(
             || {
-                let sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+                let pipeline = Pipeline::from_rules(rules.clone());
                 // No update cap, so that the switch does the same work as below.
                 let limits = NicUpdates { per_second: 0.0, ..NicUpdates::default() };
-                let dp = SwitchDatapath::new(sw, policy, CostModel::default(), updates.clone(), limits);
+                let dp = SwitchDatapath::new(
+                    pipeline,
+                    config,
+                    policy,
+                    CostModel::default(),
+                    updates.clone(),
+                    limits,
+                )
+                .expect("valid config");
                 Simulator::new(SimConfig::default(), dp).expect("valid machine")
             },
             |mut sim| {

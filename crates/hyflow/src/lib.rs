@@ -4,16 +4,15 @@
 //! and every layer is a pure function of (state, packet, time). This crate is the I/O-free
 //! engine; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
 
-// The replay report is one `json!` object with many keys.
-#![recursion_limit = "256"]
-
 pub mod cache;
 pub mod gen;
+pub mod host_time;
 pub mod measure;
 pub mod nic;
 pub mod openflow;
 pub mod packet;
 pub mod replay;
+pub mod revalidator;
 pub mod sim;
 pub mod switch;
 pub mod trace;

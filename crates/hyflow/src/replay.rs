@@ -6,9 +6,9 @@
 //! before the first packet at or after that time; updates due at the same moment apply in
 //! file order; updates due after the last packet apply when the replay finishes.
 
-use serde_json::{json, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::nic::gigaflow::Gigaflow;
+use crate::nic::gigaflow::GigaflowReport;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{Update, When};
 use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
@@ -61,15 +61,26 @@ impl Schedule {
     }
 }
 
-/// Malformed packets by reason.
+/// Malformed packets by reason (serialized as a map, reasons in first-seen order).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MalformedCounts {
     /// `(reason, count)` in first-seen order.
     pub by_reason: Vec<(&'static str, u64)>,
 }
 
+impl Serialize for MalformedCounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.by_reason.len()))?;
+        for (reason, n) in &self.by_reason {
+            map.serialize_entry(reason, n)?;
+        }
+        map.end()
+    }
+}
+
 impl MalformedCounts {
-    fn count(&mut self, reason: &'static str) {
+    /// Counts one packet malformed for `reason`.
+    pub fn count(&mut self, reason: &'static str) {
         match self.by_reason.iter_mut().find(|(r, _)| *r == reason) {
             Some((_, n)) => *n += 1,
             None => self.by_reason.push((reason, 1)),
@@ -174,189 +185,232 @@ fn rate(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// The per-layer report as one JSON object.
-pub fn report_json(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) -> Value {
-    let s = sw.stats();
-    let gf = sw.gigaflow();
-    let gf_totals = gf.map(|g| g.totals());
-    let nic = sw.nic().map(|n| &n.stage.stats).or(gf_totals.as_ref());
-    let mf = sw.microflow();
-    let mc = sw.megaflow();
-    let (actions, paths) = sw.decision_tables();
-    let reasons: serde_json::Map<String, Value> =
-        malformed.by_reason.iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
-    json!({
-        "packets": s.packets,
-        "bytes": s.bytes,
-        "trace_seconds": elapsed_ns as f64 / 1e9,
-        "nic_hits": s.nic_hits,
-        "microflow_hits": s.microflow_hits,
-        "megaflow_hits": s.megaflow_hits,
-        "upcalls": s.upcalls,
-        "nic_hit_rate": rate(s.nic_hits, s.packets),
-        "microflow_hit_rate": rate(s.microflow_hits, s.packets),
-        "megaflow_hit_rate": rate(s.megaflow_hits, s.packets),
-        "upcall_rate": rate(s.upcalls, s.packets),
-        "nic_entries": nic.map_or(0, |n| n.peak),
-        "nic_entries_now": sw.nic().map(|n| n.stage.space().len()).or(gf.map(|g| g.len())).unwrap_or(0),
-        "nic_masks_now": sw.nic().map(|n| n.stage.space().n_masks())
-            .or(gf.map(|g| g.stages.iter().map(|s| s.space().n_masks()).sum())).unwrap_or(0),
-        "nic_installs": nic.map_or(0, |n| n.installs),
-        "nic_refused": nic.map_or(0, |n| n.refused),
-        "nic_refused_masks": nic.map_or(0, |n| n.refused_masks),
-        "nic_expired": nic.map_or(0, |n| n.expired),
-        "nic_revalidated": nic.map_or(0, |n| n.revalidated),
-        "microflow_entries": mf.map_or(0, |m| m.stats().peak),
-        "microflow_entries_now": mf.map_or(0, |m| m.len()),
-        "microflow_capacity": mf.map_or(0, |m| m.capacity()),
-        "microflow_bytes": mf.map_or(0, |m| m.slot_bytes()),
-        "microflow_inserts": mf.map_or(0, |m| m.stats().inserts),
-        "microflow_evictions": mf.map_or(0, |m| m.stats().evictions),
-        "microflow_invalidated": mf.map_or(0, |m| m.stats().invalidated + m.stats().removed),
-        "megaflow_entries": mc.map_or(0, |m| m.stats.peak),
-        "megaflow_entries_now": mc.map_or(0, |m| m.space.len()),
-        "megaflow_masks_now": mc.map_or(0, |m| m.space.n_masks()),
-        "megaflow_installs": mc.map_or(0, |m| m.stats.installs),
-        "megaflow_refused": mc.map_or(0, |m| m.stats.refused),
-        "megaflow_expired": mc.map_or(0, |m| m.stats.expired),
-        "megaflow_revalidated": mc.map_or(0, |m| m.stats.revalidated),
-        "action_table_entries": actions,
-        "rule_paths": paths,
-        "consistency": sw.config().consistency.name(),
-        "updates": s.updates,
-        "rules_changed": s.rules_changed,
-        "retranslations": s.retranslations,
-        "nic_revalidation_ms": s.nic_revalidation_ns as f64 / 1e6,
-        "stale": s.stale,
-        "stale_wrong": s.stale_wrong,
-        "controller": s.controller,
-        "malformed": malformed.total(),
-        "malformed_reasons": reasons,
-        "nic_scheme": if gf.is_some() { "gigaflow" } else if sw.nic().is_some() { "megaflow" } else { "none" },
-        "gigaflow": gf.map_or(Value::Null, gigaflow_json),
-    })
+/// Where packets were handled, per layer: what `hyflow replay` prints and `--json` writes
+/// (key names are an interface). Entries figures are peaks unless named `_now`.
+/// `nic_revalidation_ms` and Gigaflow's `install_us_per_upcall`/`revalidation_ms` are host
+/// wall-clock timings, 0 unless the switch was timed ([`Switch::time_host`]); every other
+/// figure is a deterministic function of the inputs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ReplayReport {
+    pub packets: u64,
+    pub bytes: u64,
+    pub trace_seconds: f64,
+    pub nic_hits: u64,
+    pub microflow_hits: u64,
+    pub megaflow_hits: u64,
+    pub upcalls: u64,
+    pub nic_hit_rate: f64,
+    pub microflow_hit_rate: f64,
+    pub megaflow_hit_rate: f64,
+    pub upcall_rate: f64,
+    pub nic_entries: usize,
+    pub nic_entries_now: usize,
+    pub nic_masks_now: usize,
+    pub nic_installs: u64,
+    pub nic_refused: u64,
+    pub nic_refused_masks: u64,
+    pub nic_expired: u64,
+    pub nic_revalidated: u64,
+    pub microflow_entries: usize,
+    pub microflow_entries_now: usize,
+    pub microflow_capacity: usize,
+    pub microflow_bytes: usize,
+    pub microflow_inserts: u64,
+    pub microflow_evictions: u64,
+    pub microflow_invalidated: u64,
+    pub megaflow_entries: usize,
+    pub megaflow_entries_now: usize,
+    pub megaflow_masks_now: usize,
+    pub megaflow_installs: u64,
+    pub megaflow_refused: u64,
+    pub megaflow_expired: u64,
+    pub megaflow_revalidated: u64,
+    pub action_table_entries: usize,
+    pub rule_paths: usize,
+    pub consistency: &'static str,
+    pub updates: u64,
+    pub rules_changed: u64,
+    pub retranslations: u64,
+    pub nic_revalidation_ms: f64,
+    pub stale: u64,
+    pub stale_wrong: u64,
+    pub controller: u64,
+    pub malformed: u64,
+    pub malformed_reasons: MalformedCounts,
+    pub nic_scheme: &'static str,
+    pub gigaflow: Option<GigaflowReport>,
+    /// Which layers exist (for the text table's "off").
+    #[serde(skip)]
+    pub layers: Layers,
 }
 
-/// Gigaflow's own figures: per-stage entries, sharing, coverage, host time.
-fn gigaflow_json(g: &Gigaflow) -> Value {
-    let st = &g.stats;
-    let (sharing_mean, sharing_max) = g.sharing();
-    let per_upcall_us = |ns: u64, n: u64| if n == 0 { 0.0 } else { ns as f64 / n as f64 / 1e3 };
-    json!({
-        "tables": g.stages.len(),
-        "entries_per_table": g.config().entries,
-        "partition": g.config().partition.name(),
-        "stage_entries": g.stages.iter().map(|s| s.space().len()).collect::<Vec<_>>(),
-        "stage_peak": g.stages.iter().map(|s| s.stats.peak).collect::<Vec<_>>(),
-        "stage_hits": g.stages.iter().map(|s| s.stats.hits).collect::<Vec<_>>(),
-        "installed": st.installed,
-        "reused": st.reused,
-        "upcalls": st.upcalls,
-        "completed": st.completed,
-        "not_offloadable": st.not_offloadable,
-        "sharing_mean": sharing_mean,
-        "sharing_max": sharing_max,
-        "coverage": g.coverage(),
-        "install_us_per_upcall": per_upcall_us(st.install_ns, st.upcalls),
-        "retranslated": st.retranslated,
-        "revalidation_ms": st.revalidation_ns as f64 / 1e6,
-    })
+/// Which layers a switch has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layers {
+    /// A NIC.
+    pub nic: bool,
+    /// A microflow cache.
+    pub microflow: bool,
+    /// A megaflow cache.
+    pub megaflow: bool,
 }
 
-/// The per-layer report as a text table.
-pub fn report_text(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) -> String {
-    let s = sw.stats();
-    let pct = |n: u64| 100.0 * rate(n, s.packets);
-    let mut out = format!(
-        "packets {} ({} bytes, {:.3} s of trace), consistency {}\n\n",
-        s.packets,
-        s.bytes,
-        elapsed_ns as f64 / 1e9,
-        sw.config().consistency.name()
-    );
-    out.push_str(&format!(
-        "{:<10} {:>12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-        "layer", "packets", "share", "entries", "peak", "installs", "evicted", "expired"
-    ));
-    let row = |name: &str, n: u64, entries: String, peak: String, inst: String, ev: String, exp: String| {
-        format!("{name:<10} {n:>12} {:>7.2}% {entries:>9} {peak:>9} {inst:>9} {ev:>9} {exp:>9}\n", pct(n))
-    };
-    let off = || "off".to_string();
-    let nic = sw
-        .nic()
-        .map(|n| (n.stage.space().len(), n.stage.stats))
-        .or(sw.gigaflow().map(|g| (g.len(), g.totals())));
-    out.push_str(&match nic {
-        Some((len, st)) => row(
-            "nic",
-            s.nic_hits,
-            len.to_string(),
-            st.peak.to_string(),
-            st.installs.to_string(),
-            st.revalidated.to_string(),
-            st.expired.to_string(),
-        ),
-        None => row("nic", 0, off(), off(), off(), off(), off()),
-    });
-    out.push_str(&match sw.microflow() {
-        Some(m) => {
-            let st = m.stats();
-            row(
-                "microflow",
-                s.microflow_hits,
-                m.len().to_string(),
-                st.peak.to_string(),
-                st.inserts.to_string(),
-                (st.evictions + st.invalidated + st.removed).to_string(),
-                "-".to_string(),
-            )
+impl ReplayReport {
+    /// The report of a switch after `elapsed_ns` of trace.
+    pub fn new(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) -> ReplayReport {
+        let s = sw.stats();
+        let host = sw.host_timings();
+        let nic = sw.nic_report().unwrap_or_default();
+        let mf = sw.microflow();
+        let mfs = mf.map(|m| m.stats()).unwrap_or_default();
+        let mc = sw.megaflow();
+        let mcs = mc.map(|m| m.stats).unwrap_or_default();
+        let (actions, paths) = sw.decision_tables();
+        let gigaflow = nic.gigaflow.map(|g| GigaflowReport {
+            install_us_per_upcall: host.install_us_per_upcall(),
+            revalidation_ms: host.nic_revalidation_ms(),
+            ..g
+        });
+        ReplayReport {
+            packets: s.packets,
+            bytes: s.bytes,
+            trace_seconds: elapsed_ns as f64 / 1e9,
+            nic_hits: s.nic_hits,
+            microflow_hits: s.microflow_hits,
+            megaflow_hits: s.megaflow_hits,
+            upcalls: s.upcalls,
+            nic_hit_rate: rate(s.nic_hits, s.packets),
+            microflow_hit_rate: rate(s.microflow_hits, s.packets),
+            megaflow_hit_rate: rate(s.megaflow_hits, s.packets),
+            upcall_rate: rate(s.upcalls, s.packets),
+            nic_entries: nic.totals.peak,
+            nic_entries_now: nic.entries_now,
+            nic_masks_now: nic.masks_now,
+            nic_installs: nic.totals.installs,
+            nic_refused: nic.totals.refused,
+            nic_refused_masks: nic.totals.refused_masks,
+            nic_expired: nic.totals.expired,
+            nic_revalidated: nic.totals.revalidated,
+            microflow_entries: mfs.peak,
+            microflow_entries_now: mf.map_or(0, |m| m.len()),
+            microflow_capacity: mf.map_or(0, |m| m.capacity()),
+            microflow_bytes: mf.map_or(0, |m| m.slot_bytes()),
+            microflow_inserts: mfs.inserts,
+            microflow_evictions: mfs.evictions,
+            microflow_invalidated: mfs.invalidated + mfs.removed,
+            megaflow_entries: mcs.peak,
+            megaflow_entries_now: mc.map_or(0, |m| m.space().len()),
+            megaflow_masks_now: mc.map_or(0, |m| m.space().n_masks()),
+            megaflow_installs: mcs.installs,
+            megaflow_refused: mcs.refused,
+            megaflow_expired: mcs.expired,
+            megaflow_revalidated: mcs.revalidated,
+            action_table_entries: actions,
+            rule_paths: paths,
+            consistency: sw.config().consistency.name(),
+            updates: s.updates,
+            rules_changed: s.rules_changed,
+            retranslations: s.retranslations,
+            nic_revalidation_ms: host.nic_revalidation_ms(),
+            stale: s.stale,
+            stale_wrong: s.stale_wrong,
+            controller: s.controller,
+            malformed: malformed.total(),
+            malformed_reasons: malformed.clone(),
+            nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
+            gigaflow,
+            layers: Layers { nic: sw.nic().is_some(), microflow: mf.is_some(), megaflow: mc.is_some() },
         }
-        None => row("microflow", 0, off(), off(), off(), off(), off()),
-    });
-    out.push_str(&match sw.megaflow() {
-        Some(m) => row(
-            "megaflow",
-            s.megaflow_hits,
-            m.space.len().to_string(),
-            m.stats.peak.to_string(),
-            m.stats.installs.to_string(),
-            m.stats.revalidated.to_string(),
-            m.stats.expired.to_string(),
-        ),
-        None => row("megaflow", 0, off(), off(), off(), off(), off()),
-    });
-    out.push_str(&row("slowpath", s.upcalls, "-".into(), "-".into(), "-".into(), "-".into(), "-".into()));
-    let (actions, paths) = sw.decision_tables();
-    out.push_str(&format!(
-        "\nupdates {} ({} rules changed, {} entries re-translated); stale decisions {} ({} with wrong outputs)\n",
-        s.updates, s.rules_changed, s.retranslations, s.stale, s.stale_wrong
-    ));
-    out.push_str(&format!(
-        "action table {actions} lists, {paths} rule paths; controller (slow-path only) packets {}\n",
-        s.controller
-    ));
-    if let Some(g) = sw.gigaflow() {
-        let (mean, max) = g.sharing();
-        let entries: Vec<String> = g.stages.iter().map(|s| s.space().len().to_string()).collect();
+    }
+
+    /// The report as a text table.
+    pub fn text(&self) -> String {
+        let r = self;
+        let pct = |n: u64| 100.0 * rate(n, r.packets);
+        let mut out = format!(
+            "packets {} ({} bytes, {:.3} s of trace), consistency {}\n\n",
+            r.packets, r.bytes, r.trace_seconds, r.consistency
+        );
         out.push_str(&format!(
-            "gigaflow {}x{} ({}): entries per stage [{}], {} installed, {} reused, sharing {:.2} flows/entry (max {}), coverage {:.0} chains, {:.1} us per upcall to partition and install\n",
-            g.stages.len(),
-            g.config().entries,
-            g.config().partition.name(),
-            entries.join(", "),
-            g.stats.installed,
-            g.stats.reused,
-            mean,
-            max,
-            g.coverage(),
-            if g.stats.upcalls == 0 { 0.0 } else { g.stats.install_ns as f64 / g.stats.upcalls as f64 / 1e3 },
+            "{:<10} {:>12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "layer", "packets", "share", "entries", "peak", "installs", "evicted", "expired"
         ));
+        let row = |name: &str, on: bool, n: u64, cells: [String; 5]| {
+            let [entries, peak, inst, ev, exp] =
+                if on { cells } else { std::array::from_fn(|_| "off".to_string()) };
+            format!("{name:<10} {n:>12} {:>7.2}% {entries:>9} {peak:>9} {inst:>9} {ev:>9} {exp:>9}\n", pct(n))
+        };
+        let cells = |a: usize, b: usize, c: u64, d: u64, e: String| {
+            [a.to_string(), b.to_string(), c.to_string(), d.to_string(), e]
+        };
+        out.push_str(&row(
+            "nic",
+            r.layers.nic,
+            r.nic_hits,
+            cells(
+                r.nic_entries_now,
+                r.nic_entries,
+                r.nic_installs,
+                r.nic_revalidated,
+                r.nic_expired.to_string(),
+            ),
+        ));
+        out.push_str(&row(
+            "microflow",
+            r.layers.microflow,
+            r.microflow_hits,
+            cells(
+                r.microflow_entries_now,
+                r.microflow_entries,
+                r.microflow_inserts,
+                r.microflow_evictions + r.microflow_invalidated,
+                "-".to_string(),
+            ),
+        ));
+        out.push_str(&row(
+            "megaflow",
+            r.layers.megaflow,
+            r.megaflow_hits,
+            cells(
+                r.megaflow_entries_now,
+                r.megaflow_entries,
+                r.megaflow_installs,
+                r.megaflow_revalidated,
+                r.megaflow_expired.to_string(),
+            ),
+        ));
+        out.push_str(&row("slowpath", true, r.upcalls, ["-", "-", "-", "-", "-"].map(String::from)));
+        out.push_str(&format!(
+            "\nupdates {} ({} rules changed, {} entries re-translated); stale decisions {} ({} with wrong outputs)\n",
+            r.updates, r.rules_changed, r.retranslations, r.stale, r.stale_wrong
+        ));
+        out.push_str(&format!(
+            "action table {} lists, {} rule paths; controller (slow-path only) packets {}\n",
+            r.action_table_entries, r.rule_paths, r.controller
+        ));
+        if let Some(g) = &r.gigaflow {
+            let entries: Vec<String> = g.stage_entries.iter().map(|n| n.to_string()).collect();
+            out.push_str(&format!(
+                "gigaflow {}x{} ({}): entries per stage [{}], {} installed, {} reused, sharing {:.2} flows/entry (max {}), coverage {:.0} chains, {:.1} us per upcall to partition and install\n",
+                g.tables,
+                g.entries_per_table,
+                g.partition,
+                entries.join(", "),
+                g.installed,
+                g.reused,
+                g.sharing_mean,
+                g.sharing_max,
+                g.coverage,
+                g.install_us_per_upcall,
+            ));
+        }
+        out.push_str(&format!("malformed packets {}", r.malformed));
+        if !r.malformed_reasons.by_reason.is_empty() {
+            let parts: Vec<String> =
+                r.malformed_reasons.by_reason.iter().map(|(reason, n)| format!("{reason} {n}")).collect();
+            out.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        out.push('\n');
+        out
     }
-    out.push_str(&format!("malformed packets {}", malformed.total()));
-    if !malformed.by_reason.is_empty() {
-        let parts: Vec<String> = malformed.by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
-        out.push_str(&format!(" ({})", parts.join(", ")));
-    }
-    out.push('\n');
-    out
 }

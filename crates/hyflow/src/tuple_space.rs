@@ -59,7 +59,7 @@ pub struct EntryStats {
 }
 
 /// Counters of a wildcard cache.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct FlowTableStats {
     /// Lookups that hit.
     pub hits: u64,

@@ -3,7 +3,7 @@
 //! combine sub-traversals of different flows are forwarded in hardware exactly as the slow
 //! path forwards them.
 
-use hyflow::nic::gigaflow::GigaflowConfig;
+use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
 use hyflow::openflow::traversal::Output;
 use hyflow::openflow::update::parse_updates;
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
@@ -70,7 +70,7 @@ fn a_register_set_before_the_split_reaches_the_table_after_it() {
     );
     assert_eq!(got[4].1[0].port, 5, "c keeps port 1's reg0 through the split");
     assert_eq!(got[5].1[0].port, 6, "d keeps port 2's reg0 through the split");
-    let g = sw.gigaflow().unwrap();
+    let g = sw.nic_as::<Gigaflow>().unwrap();
     let per_stage: Vec<usize> = g.stages.iter().map(|s| s.space().len()).collect();
     assert_eq!(per_stage, [2, 2, 2, 2], "one lookup per stage: every boundary is disjoint");
     assert_eq!(g.coverage(), 16.0, "2 x 2 x 2 x 2 chains");
@@ -96,7 +96,7 @@ fn a_rule_update_behind_a_split_revalidates_only_what_it_touches() {
         assert_eq!(want.1, got.1, "packet {i}");
     }
     assert_eq!(got[3].1[0].port, 6, "after the update port 1 carries reg0=2");
-    let g = sw.gigaflow().unwrap();
+    let g = sw.nic_as::<Gigaflow>().unwrap();
     assert_eq!(g.stages[0].stats.revalidated, 1, "only the re-marked entry was evicted");
     assert_eq!(g.stages[3].stats.revalidated, 0);
 }

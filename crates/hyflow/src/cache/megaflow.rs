@@ -1,63 +1,102 @@
-//! The software megaflow cache: wildcard entries found by tuple space search with subtables
-//! ranked by hits, like OVS's dpcls. Entries are installed on upcalls while there is room
-//! (OVS's flow limit), age out after `max-idle`, and are revalidated after rule updates.
+//! Megaflow entries: wildcard entries holding a whole traversal's decision, found by tuple
+//! space search with subtables ranked by hits, like OVS's dpcls. The software megaflow cache
+//! is a [`CacheTable`] of them without a mask limit (installed on upcalls while there is room
+//! — OVS's flow limit); OVS-style NIC offload is a [`CacheTable`] of them with one. Both age
+//! out after `max-idle` and are revalidated after rule updates in the same way, here.
 
-use super::Decision;
-use crate::openflow::Match;
+use super::table::{CacheTable, MatchKind, TableConfig};
+use super::{Decision, DecisionTables};
+use crate::cache::interner::ItemRef;
+use crate::openflow::{LookupRef, Pipeline, Traversal};
 use crate::packet::FlowKey;
-use crate::tuple_space::{EntryId, FlowTableStats, TupleSpace};
+use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate};
+use crate::tuple_space::EntryId;
 
-/// What a wildcard cache entry (software megaflow or NIC entry) holds.
+/// What a megaflow entry (software megaflow or NIC entry) holds.
 #[derive(Clone, Copy, Debug)]
 pub struct CachedFlow {
     /// The packet whose upcall created the entry: revalidation re-translates it.
     pub rep: FlowKey,
     /// What to do and which rules to credit.
     pub decision: Decision,
-    /// Non-zero while a revalidation verdict on this entry is pending (the revalidator has
-    /// not run yet): the entry is known outdated and every packet it forwards is stale.
-    pub pending_verdict: u64,
+    /// Its standing with respect to rule updates.
+    pub version: EntryVersion,
 }
 
-/// The megaflow cache.
-pub struct MegaflowCache {
-    /// Entries.
-    pub space: TupleSpace<CachedFlow>,
-    capacity: usize,
-    /// Counters.
-    pub stats: FlowTableStats,
+impl CachedFlow {
+    /// A new entry for `rep`'s upcall, deciding `decision`.
+    pub fn new(rep: FlowKey, decision: Decision) -> CachedFlow {
+        CachedFlow { rep, decision, version: EntryVersion::default() }
+    }
 }
 
-impl MegaflowCache {
-    /// A cache holding at most `capacity` megaflows.
-    pub fn new(capacity: usize) -> MegaflowCache {
-        MegaflowCache { space: TupleSpace::new(), capacity, stats: FlowTableStats::default() }
+/// The software megaflow cache.
+pub type MegaflowCache = CacheTable<CachedFlow>;
+
+impl CacheTable<CachedFlow> {
+    /// A software megaflow cache holding at most `capacity` megaflows (no mask limit).
+    pub fn megaflow_cache(capacity: usize) -> Result<MegaflowCache, super::table::TableConfigError> {
+        CacheTable::new(TableConfig {
+            name: "megaflow".to_string(),
+            kind: MatchKind::Ternary,
+            capacity,
+            max_masks: usize::MAX,
+            update_latency_ns: 0,
+        })
+    }
+}
+
+impl Revalidate for CacheTable<CachedFlow> {
+    fn tables(&self) -> usize {
+        1
     }
 
-    /// Most entries it may hold.
-    pub fn capacity(&self) -> usize {
-        self.capacity
+    fn slot(&mut self, _table: usize, id: EntryId) -> Option<(&mut EntryVersion, &mut ItemRef)> {
+        let e = &mut self.parts_mut().0.entry_mut(id)?.data;
+        Some((&mut e.version, &mut e.decision.path))
     }
 
-    /// The entry matching `key`, counting the hit.
-    #[inline]
-    pub fn lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> Option<EntryId> {
-        self.space.lookup_counted(key, 0, bytes, now_ns, &mut self.stats)
+    fn version(&self, _table: usize, id: EntryId) -> Option<EntryVersion> {
+        Some(self.space().entry(id)?.data.version)
     }
 
-    /// Installs a megaflow if there is room and it is not already there; returns whether it
-    /// was installed (the caller then owes the entry one decision reference).
-    pub fn install(&mut self, m: &Match, flow: CachedFlow, now_ns: u64) -> bool {
-        if self.space.find(m, 0).is_some() {
-            return false;
+    fn dependencies(&self, _table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>) {
+        if let Some(e) = self.space().entry(id) {
+            out.extend_from_slice(tables.paths.get(e.data.decision.path));
         }
-        if self.space.len() >= self.capacity {
-            self.stats.refused += 1;
-            return false;
+    }
+
+    /// Re-translates the entry's packet: kept if the actions are the same and the new
+    /// megaflow needs no bit the entry ignores.
+    fn retranslate(
+        &mut self,
+        _table: usize,
+        id: EntryId,
+        pipeline: &Pipeline,
+        tables: &mut DecisionTables,
+        tr: &mut Traversal,
+    ) -> Retranslation {
+        let space = self.space();
+        let (Some(e), Some(old)) = (space.entry(id), space.matcher(id)) else { return Retranslation::Evict };
+        pipeline.process(&e.data.rep, tr);
+        let same_actions =
+            tr.ttl_exceeded == 0 && tables.actions.get(e.data.decision.actions) == &tr.dp_actions[..];
+        if same_actions && tr.megaflow.mask.is_subset_of(&old.mask) {
+            Retranslation::Keep(tables.intern_path(tr))
+        } else {
+            Retranslation::Evict
         }
-        self.space.insert(m, 0, 0, flow, now_ns);
-        self.stats.installs += 1;
-        self.stats.peak = self.stats.peak.max(self.space.len());
+    }
+
+    fn remove(&mut self, _table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool {
+        let (space, stats) = self.parts_mut();
+        let Some(e) = space.remove(id) else { return false };
+        tables.release(e.data.decision);
+        why.count(stats);
         true
+    }
+
+    fn idle(&self, _table: usize, cutoff_ns: u64, out: &mut Vec<EntryId>) {
+        CacheTable::idle(self, cutoff_ns, out);
     }
 }

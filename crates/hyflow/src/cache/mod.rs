@@ -5,6 +5,7 @@
 pub mod interner;
 pub mod megaflow;
 pub mod microflow;
+pub mod table;
 
 pub use megaflow::{CachedFlow, MegaflowCache};
 pub use microflow::{Consistency, MicroflowCache};

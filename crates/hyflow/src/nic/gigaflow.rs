@@ -36,8 +36,11 @@ use hashbrown::HashMap;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::stage::{MatchKind, Refused, Stage, StageConfig, StageConfigError};
+use serde::Serialize;
+
+use super::{NicHit, NicReport, NicScheme, Upcall};
 use crate::cache::interner::{Interner, ItemRef};
+use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConfigError};
 use crate::cache::DecisionTables;
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
@@ -45,6 +48,7 @@ use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
 use crate::openflow::Pipeline;
 use crate::packet::field::{id, FIELDS};
 use crate::packet::{FlowKey, FlowMask};
+use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate};
 use crate::tuple_space::{EntryId, FlowTableStats};
 
 /// Default number of Gigaflow stages (the paper's 4 × 8K configuration).
@@ -130,8 +134,8 @@ pub struct SubTraversalEntry {
     pub next: u32,
     /// Its lookup outcomes, in the decision tables' path table (rules to credit).
     pub path: ItemRef,
-    /// Non-zero while a revalidation verdict on it is pending (it is known outdated).
-    pub pending_verdict: u64,
+    /// Its standing with respect to rule updates.
+    pub version: EntryVersion,
     /// Upcalls whose traversal it served (installed or reused): sub-traversal sharing.
     pub flows: u32,
 }
@@ -149,13 +153,8 @@ pub struct GigaflowStats {
     pub installed: u64,
     /// Existing entries a new traversal followed instead of installing its own.
     pub reused: u64,
-    /// Nanoseconds of wall-clock time spent partitioning and generating rules (host timing:
-    /// reported, never part of a decision).
-    pub install_ns: u64,
-    /// Entries re-translated by revalidation, and nanoseconds spent doing it.
+    /// Entries re-translated by revalidation.
     pub retranslated: u64,
-    /// Wall-clock nanoseconds of revalidation.
-    pub revalidation_ns: u64,
     /// Most entries held at once, over all stages.
     pub peak: usize,
 }
@@ -186,7 +185,7 @@ impl Tags {
 /// The Gigaflow NIC: K LTM stages.
 pub struct Gigaflow {
     /// The stages, visited in order.
-    pub stages: Vec<Stage<SubTraversalEntry>>,
+    pub stages: Vec<CacheTable<SubTraversalEntry>>,
     /// Effects of entries, deduplicated.
     pub effects: Interner<Effect>,
     tags: Tags,
@@ -198,28 +197,21 @@ pub struct Gigaflow {
     fields: Vec<u128>,
 }
 
-/// Why an entry did not survive revalidation, or the path it keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Revalidation {
-    /// Same effects and next tag, needing no bit the entry ignores: keep, with this path.
-    Keep(ItemRef),
-    /// Remove.
-    Evict,
-}
-
 impl Gigaflow {
-    /// A Gigaflow NIC of `config.tables` stages.
-    pub fn new(config: GigaflowConfig) -> Result<Gigaflow, StageConfigError> {
+    /// A Gigaflow NIC of `config.tables` stages, applying installs `update_latency_ns` after
+    /// they are made.
+    pub fn new(config: GigaflowConfig, update_latency_ns: u64) -> Result<Gigaflow, TableConfigError> {
         if config.tables == 0 {
-            return Err(StageConfigError::Empty("gigaflow".to_string()));
+            return Err(TableConfigError::Empty("gigaflow".to_string()));
         }
         let stages = (0..config.tables)
             .map(|i| {
-                Stage::new(StageConfig {
-                    name: format!("gigaflow{i}"),
+                CacheTable::new(TableConfig {
+                    name: format!("NIC gigaflow{i}"),
                     kind: MatchKind::Ternary,
                     capacity: config.entries,
                     max_masks: config.max_masks,
+                    update_latency_ns,
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -252,42 +244,17 @@ impl Gigaflow {
         self.len() == 0
     }
 
-    /// Runs a packet through the stages (see the module notes). On a hit, `outputs` holds
-    /// the copies that leave and `used` the entries that applied, stage by stage; on a miss
-    /// both are empty. Counts hits on the entries that matched.
-    pub fn lookup(
-        &mut self,
-        key: &FlowKey,
-        bytes: u64,
-        now_ns: u64,
-        outputs: &mut Vec<Output>,
-        used: &mut Vec<(u8, EntryId)>,
-    ) -> bool {
-        outputs.clear();
-        used.clear();
-        let mut state = *key;
-        let mut tag = INITIAL_TAG;
-        for (s, stage) in self.stages.iter_mut().enumerate() {
-            let Some(id) = stage.lookup(&state, tag, bytes, now_ns) else { continue };
-            let e = &stage.space().entry(id).expect("hit entries live").data;
-            state = apply(self.effects.get(e.effects), &state, outputs);
-            tag = e.next;
-            used.push((s as u8, id));
-            if tag == END_TAG {
-                return true;
-            }
-        }
-        outputs.clear();
-        used.clear();
-        false
-    }
-
     /// Offloads a slow-path traversal (recorded with `record_segments`): follows the entries
     /// that already cover it and installs sub-traversals where none does, while stages have
-    /// room. Returns whether the NIC now holds a complete chain for the packet. Installed
-    /// entries take their own references on `tables`' path table.
-    pub fn install(&mut self, tr: &Traversal, tables: &mut DecisionTables, now_ns: u64) -> bool {
-        let started = std::time::Instant::now();
+    /// room; appends the entries installed. Returns whether the NIC now holds a complete chain
+    /// for the packet. Installed entries take their own references on `tables`' path table.
+    fn offload(
+        &mut self,
+        tr: &Traversal,
+        tables: &mut DecisionTables,
+        now_ns: u64,
+        installed: &mut Vec<(u8, EntryId)>,
+    ) -> bool {
         self.stats.upcalls += 1;
         let n = tr.steps.len();
         if segmentable(tr).is_err() || n == 0 || n > MAX_RESUBMITS as usize / self.stages.len() {
@@ -307,7 +274,7 @@ impl Gigaflow {
                 // An entry awaiting a revalidation verdict may be outdated: nothing to build on.
                 // (A sound one always agrees with the traversal.)
                 let end = i + e.len as usize;
-                if e.pending_verdict != 0 || end > n || (end == n) != (e.next == END_TAG) {
+                if e.version.is_pending() || end > n || (end == n) != (e.next == END_TAG) {
                     break;
                 }
                 e.flows += 1;
@@ -325,14 +292,14 @@ impl Gigaflow {
             self.fields = fields;
             let Ok(st) = sub_traversal(tr, i, len) else { break };
             match self.install_segment(s, &st, &state, tables, now_ns) {
-                Ok(next) => {
+                Ok((id, next)) => {
+                    installed.push((s as u8, id));
                     i += len;
                     tag = next;
                 }
                 Err(_) => continue,
             }
         }
-        self.stats.install_ns += started.elapsed().as_nanos() as u64;
         let complete = tag == END_TAG;
         self.stats.completed += complete as u64;
         complete
@@ -345,7 +312,7 @@ impl Gigaflow {
         rep: &FlowKey,
         tables: &mut DecisionTables,
         now_ns: u64,
-    ) -> Result<u32, Refused> {
+    ) -> Result<(EntryId, u32), Refused> {
         let tag = self.tags.intern(&st.point);
         let next = st.effects.next.as_ref().map_or(END_TAG, |p| self.tags.intern(p));
         effect_list(&st.effects, &mut self.scratch);
@@ -357,14 +324,14 @@ impl Gigaflow {
             effects,
             next,
             path,
-            pending_verdict: 0,
+            version: EntryVersion::default(),
             flows: 1,
         };
         match self.stages[s].install(&st.matcher, tag, st.len as u32, data, now_ns) {
-            Ok(_) => {
+            Ok(id) => {
                 self.stats.installed += 1;
                 self.stats.peak = self.stats.peak.max(self.len());
-                Ok(next)
+                Ok((id, next))
             }
             Err(r) => {
                 self.effects.release(effects);
@@ -401,85 +368,6 @@ impl Gigaflow {
                 }
             }
         }
-    }
-
-    /// Re-translates entry `id` of stage `s` under the current rules (Gigaflow §4.3.1: from
-    /// its tag, on its parent flow, for its length — or to the end, for an entry that ends
-    /// translation). Kept when the effects and next tag are the same and the new rule needs
-    /// no bit the entry ignores.
-    pub fn revalidate(
-        &mut self,
-        pipeline: &Pipeline,
-        s: usize,
-        id: EntryId,
-        tables: &mut DecisionTables,
-        tr: &mut Traversal,
-    ) -> Revalidation {
-        let started = std::time::Instant::now();
-        let verdict = self.retranslate(pipeline, s, id, tables, tr);
-        self.stats.retranslated += 1;
-        self.stats.revalidation_ns += started.elapsed().as_nanos() as u64;
-        verdict
-    }
-
-    fn retranslate(
-        &self,
-        pipeline: &Pipeline,
-        s: usize,
-        id: EntryId,
-        tables: &mut DecisionTables,
-        tr: &mut Traversal,
-    ) -> Revalidation {
-        let space = self.stages[s].space();
-        let Some(e) = space.entry(id) else { return Revalidation::Evict };
-        let (data, tag) = (e.data, e.tag);
-        let Some(old) = space.matcher(id) else { return Revalidation::Evict };
-        let Some(point) = self.tags.points.get(tag as usize) else { return Revalidation::Evict };
-        tr.record_segments = true;
-        // An entry that ends translation promises only its outputs: re-translate to the end,
-        // however many lookups that now takes (its length stays its LTM priority). Any other
-        // entry promises the next point after exactly its lookups.
-        let ends = data.next == END_TAG;
-        let budget = if ends { MAX_RESUBMITS as usize / self.stages.len() + 1 } else { data.len as usize };
-        pipeline.run_from(point, &data.rep, budget, tr);
-        let ran = tr.steps.len();
-        if (ends && tr.stopped_at.is_some()) || (!ends && ran != data.len as usize) {
-            return Revalidation::Evict;
-        }
-        let Ok(st) = sub_traversal(tr, 0, ran) else { return Revalidation::Evict };
-        let next = match &st.effects.next {
-            None => Some(END_TAG),
-            Some(p) => self.tags.get(p),
-        };
-        if next != Some(data.next)
-            || !same_effects(self.effects.get(data.effects), &st.effects)
-            || !st.matcher.mask.is_subset_of(&old.mask)
-        {
-            return Revalidation::Evict;
-        }
-        Revalidation::Keep(tables.paths.intern(&st.outcomes).0)
-    }
-
-    /// Whether an update that changed `changed` (sorted) may affect entry data `e` with tag
-    /// `tag`: a lookup on its path, or a rule whose remaining actions its tag resumes.
-    pub fn affected(
-        &self,
-        tables: &DecisionTables,
-        tag: u32,
-        e: &SubTraversalEntry,
-        changed: &[LookupRef],
-    ) -> bool {
-        let on_path = tables.paths.get(e.path).iter().any(|o| changed.binary_search(o).is_ok());
-        on_path
-            || self.tags.points.get(tag as usize).is_some_and(|p| {
-                p.continuation.iter().any(|r| changed.binary_search(&LookupRef::rule(r.rule)).is_ok())
-            })
-    }
-
-    /// Releases what a removed entry held.
-    pub fn release(&mut self, e: &SubTraversalEntry, tables: &mut DecisionTables) {
-        self.effects.release(e.effects);
-        tables.paths.release(e.path);
     }
 
     /// Counters of all stages together (peak: most entries held at once).
@@ -533,6 +421,235 @@ impl Gigaflow {
         }
         from[0].get(&INITIAL_TAG).copied().unwrap_or(0.0)
     }
+}
+
+impl NicScheme for Gigaflow {
+    fn name(&self) -> &'static str {
+        "gigaflow"
+    }
+
+    fn needs_segments(&self) -> bool {
+        true
+    }
+
+    /// Runs a packet through the stages (see the module notes). On a miss `outputs` and
+    /// `hit` are left empty. Counts hits on the entries that matched.
+    fn lookup(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        _tables: &DecisionTables,
+        outputs: &mut Vec<Output>,
+        hit: &mut NicHit,
+    ) -> bool {
+        outputs.clear();
+        hit.paths.clear();
+        hit.stale = false;
+        let mut state = *key;
+        let mut tag = INITIAL_TAG;
+        for stage in self.stages.iter_mut() {
+            let Some(id) = stage.lookup(&state, tag, bytes, now_ns) else { continue };
+            let e = &stage.space().entry(id).expect("hit entries live").data;
+            state = apply(self.effects.get(e.effects), &state, outputs);
+            tag = e.next;
+            hit.paths.push(e.path);
+            hit.stale |= e.version.is_pending();
+            if tag == END_TAG {
+                return true;
+            }
+        }
+        outputs.clear();
+        hit.paths.clear();
+        hit.stale = false;
+        false
+    }
+
+    fn install(
+        &mut self,
+        upcall: Upcall,
+        tables: &mut DecisionTables,
+        now_ns: u64,
+        installed: &mut Vec<(u8, EntryId)>,
+    ) {
+        self.offload(upcall.traversal, tables, now_ns, installed);
+    }
+
+    fn entries(&self) -> &dyn Revalidate {
+        self
+    }
+
+    fn entries_mut(&mut self) -> &mut dyn Revalidate {
+        self
+    }
+
+    fn installs(&self) -> u64 {
+        self.stats.installed
+    }
+
+    fn report(&self) -> NicReport {
+        let st = &self.stats;
+        let (sharing_mean, sharing_max) = self.sharing();
+        NicReport {
+            scheme: self.name(),
+            entries_now: self.len(),
+            masks_now: self.stages.iter().map(|s| s.space().n_masks()).sum(),
+            totals: self.totals(),
+            gigaflow: Some(GigaflowReport {
+                tables: self.stages.len(),
+                entries_per_table: self.config.entries,
+                partition: self.config.partition.name(),
+                stage_entries: self.stages.iter().map(|s| s.space().len()).collect(),
+                stage_peak: self.stages.iter().map(|s| s.stats.peak).collect(),
+                stage_hits: self.stages.iter().map(|s| s.stats.hits).collect(),
+                installed: st.installed,
+                reused: st.reused,
+                upcalls: st.upcalls,
+                completed: st.completed,
+                not_offloadable: st.not_offloadable,
+                sharing_mean,
+                sharing_max,
+                coverage: self.coverage(),
+                install_us_per_upcall: 0.0,
+                retranslated: st.retranslated,
+                revalidation_ms: 0.0,
+            }),
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn counters(&self, out: &mut Vec<(u8, EntryId, u64)>) {
+        for (s, stage) in self.stages.iter().enumerate() {
+            let space = stage.space();
+            out.extend(space.ids().filter_map(|id| Some((s as u8, id, space.entry(id)?.stats.packets))));
+        }
+    }
+}
+
+impl Revalidate for Gigaflow {
+    fn tables(&self) -> usize {
+        self.stages.len()
+    }
+
+    fn slot(&mut self, table: usize, id: EntryId) -> Option<(&mut EntryVersion, &mut ItemRef)> {
+        let e = &mut self.stages.get_mut(table)?.parts_mut().0.entry_mut(id)?.data;
+        Some((&mut e.version, &mut e.path))
+    }
+
+    fn version(&self, table: usize, id: EntryId) -> Option<EntryVersion> {
+        Some(self.stages.get(table)?.space().entry(id)?.data.version)
+    }
+
+    /// The lookups on its path, and the rules whose remaining actions its tag resumes.
+    fn dependencies(&self, table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>) {
+        let Some(e) = self.stages.get(table).and_then(|s| s.space().entry(id)) else { return };
+        out.extend_from_slice(tables.paths.get(e.data.path));
+        if let Some(p) = self.tags.points.get(e.tag as usize) {
+            out.extend(p.continuation.iter().map(|r| LookupRef::rule(r.rule)));
+        }
+    }
+
+    /// Re-translates the entry under the current rules (Gigaflow §4.3.1: from its tag, on its
+    /// parent flow, for its length — or to the end, for an entry that ends translation).
+    /// Kept when the effects and next tag are the same and the new rule needs no bit the
+    /// entry ignores.
+    fn retranslate(
+        &mut self,
+        table: usize,
+        id: EntryId,
+        pipeline: &Pipeline,
+        tables: &mut DecisionTables,
+        tr: &mut Traversal,
+    ) -> Retranslation {
+        self.stats.retranslated += 1;
+        let Some(space) = self.stages.get(table).map(|s| s.space()) else { return Retranslation::Evict };
+        let Some(e) = space.entry(id) else { return Retranslation::Evict };
+        let (data, tag) = (e.data, e.tag);
+        let Some(old) = space.matcher(id) else { return Retranslation::Evict };
+        let Some(point) = self.tags.points.get(tag as usize) else { return Retranslation::Evict };
+        tr.record_segments = true;
+        // An entry that ends translation promises only its outputs: re-translate to the end,
+        // however many lookups that now takes (its length stays its LTM priority). Any other
+        // entry promises the next point after exactly its lookups.
+        let ends = data.next == END_TAG;
+        let budget = if ends { MAX_RESUBMITS as usize / self.stages.len() + 1 } else { data.len as usize };
+        pipeline.run_from(point, &data.rep, budget, tr);
+        let ran = tr.steps.len();
+        if (ends && tr.stopped_at.is_some()) || (!ends && ran != data.len as usize) {
+            return Retranslation::Evict;
+        }
+        let Ok(st) = sub_traversal(tr, 0, ran) else { return Retranslation::Evict };
+        let next = match &st.effects.next {
+            None => Some(END_TAG),
+            Some(p) => self.tags.get(p),
+        };
+        if next != Some(data.next)
+            || !same_effects(self.effects.get(data.effects), &st.effects)
+            || !st.matcher.mask.is_subset_of(&old.mask)
+        {
+            return Retranslation::Evict;
+        }
+        Retranslation::Keep(tables.paths.intern(&st.outcomes).0)
+    }
+
+    fn remove(&mut self, table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool {
+        let Some(stage) = self.stages.get_mut(table) else { return false };
+        let (space, stats) = stage.parts_mut();
+        let Some(e) = space.remove(id) else { return false };
+        why.count(stats);
+        self.effects.release(e.data.effects);
+        tables.paths.release(e.data.path);
+        true
+    }
+
+    fn idle(&self, table: usize, cutoff_ns: u64, out: &mut Vec<EntryId>) {
+        if let Some(stage) = self.stages.get(table) {
+            stage.idle(cutoff_ns, out);
+        }
+    }
+}
+
+/// Gigaflow's own figures, as `replay --json` reports them under `gigaflow`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GigaflowReport {
+    /// Stages (K).
+    pub tables: usize,
+    /// Entries per stage.
+    pub entries_per_table: usize,
+    /// Partitioning scheme.
+    pub partition: &'static str,
+    /// Entries per stage now.
+    pub stage_entries: Vec<usize>,
+    /// Most entries per stage.
+    pub stage_peak: Vec<usize>,
+    /// Hits per stage.
+    pub stage_hits: Vec<u64>,
+    /// Entries installed.
+    pub installed: u64,
+    /// Entries a new traversal followed instead of installing its own.
+    pub reused: u64,
+    /// Upcalls offered for installation.
+    pub upcalls: u64,
+    /// Upcalls after which the NIC held a complete chain.
+    pub completed: u64,
+    /// Upcalls not offloadable.
+    pub not_offloadable: u64,
+    /// Mean upcalls served per entry held.
+    pub sharing_mean: f64,
+    /// Most upcalls served by one entry.
+    pub sharing_max: u32,
+    /// Distinct complete chains of entries.
+    pub coverage: f64,
+    /// Host wall-clock µs per upcall spent partitioning and generating rules (0 unless the
+    /// run was timed; never part of a decision).
+    pub install_us_per_upcall: f64,
+    /// Entries re-translated by revalidation.
+    pub retranslated: u64,
+    /// Host wall-clock ms spent revalidating NIC entries (0 unless the run was timed).
+    pub revalidation_ms: f64,
 }
 
 /// Runs effects on `state`: outputs appended, the state for the next stage returned.

@@ -1,38 +1,142 @@
-//! The SmartNIC model: a sequence of match+action [`Stage`]s (FlexNIC's RMT pipeline). A
-//! packet that matches runs the entry's actions in hardware; one that misses goes to the host.
+//! The SmartNIC model: caching schemes over bounded match+action tables ([`CacheTable`]s, the
+//! RMT stages FlexNIC builds on). A packet an entry matches is forwarded in hardware; one
+//! that misses goes to the host.
 //!
-//! Stages are generic over what an entry carries, and schemes (policies deciding what to
-//! install where) sit on top. This scheme is OVS-style megaflow offload: one ternary
-//! stage, every new megaflow offloaded while there is room. Gigaflow's K tagged stages,
-//! Elixir's exact-match areas and FlexNIC's steering are further schemes over the same stages.
+//! Every scheme implements [`NicScheme`] — lookup, install from an upcall's translation,
+//! occupancy, counters, its report — and exposes its entries to the revalidator through
+//! [`Revalidate`], so the switch never branches on which scheme it drives. Schemes:
+//! [`megaflow_offload`] (OVS hardware offload: whole megaflows in one ternary table) and
+//! [`gigaflow`] (sub-traversals in K tagged tables). A new scheme is a new file implementing
+//! these two traits plus a [`NicConfig`] variant.
 
 pub mod gigaflow;
-pub mod stage;
+pub mod megaflow_offload;
 
-pub use stage::{MatchKind, Refused, Stage, StageConfig, StageConfigError};
+pub use megaflow_offload::MegaflowOffload;
 
-use crate::cache::CachedFlow;
+use serde::Serialize;
 
-/// Default capacity of the megaflow-offload stage (the Gigaflow paper's Megaflow baseline).
+use crate::cache::interner::ItemRef;
+use crate::cache::table::TableConfigError;
+use crate::cache::{Decision, DecisionTables};
+use crate::openflow::traversal::Output;
+use crate::openflow::Traversal;
+use crate::packet::FlowKey;
+use crate::revalidator::Revalidate;
+use crate::tuple_space::{EntryId, FlowTableStats};
+use gigaflow::{Gigaflow, GigaflowConfig, GigaflowReport};
+
+/// Default capacity of the megaflow-offload table (the Gigaflow paper's Megaflow baseline).
 pub const DEFAULT_MEGAFLOW_ENTRIES: usize = 32_768;
-/// Default mask limit of the megaflow-offload stage.
+/// Default mask limit of the megaflow-offload table.
 pub const DEFAULT_MEGAFLOW_MASKS: usize = 512;
 
-/// OVS hardware offload of megaflows: one ternary stage.
-pub struct MegaflowOffload {
-    /// The stage holding offloaded megaflows.
-    pub stage: Stage<CachedFlow>,
+/// The NIC's caching scheme and shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NicConfig {
+    /// OVS-style megaflow offload: one ternary table.
+    Megaflow {
+        /// Entries of the table.
+        entries: usize,
+        /// Distinct masks it supports.
+        max_masks: usize,
+    },
+    /// Gigaflow: sub-traversals in K tagged tables.
+    Gigaflow(GigaflowConfig),
 }
 
-impl MegaflowOffload {
-    /// A NIC with one ternary stage of `entries` entries and `max_masks` masks.
-    pub fn new(entries: usize, max_masks: usize) -> Result<MegaflowOffload, StageConfigError> {
-        let config = StageConfig {
-            name: "megaflow".to_string(),
-            kind: MatchKind::Ternary,
-            capacity: entries,
-            max_masks,
-        };
-        Ok(MegaflowOffload { stage: Stage::new(config)? })
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig::Megaflow { entries: DEFAULT_MEGAFLOW_ENTRIES, max_masks: DEFAULT_MEGAFLOW_MASKS }
     }
+}
+
+impl NicConfig {
+    /// The scheme, its tables applying installs `update_latency_ns` after they are made.
+    pub fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError> {
+        Ok(match *self {
+            NicConfig::Megaflow { entries, max_masks } => {
+                Box::new(MegaflowOffload::new(entries, max_masks, update_latency_ns)?)
+            }
+            NicConfig::Gigaflow(g) => Box::new(Gigaflow::new(g, update_latency_ns)?),
+        })
+    }
+}
+
+/// What the entries that forwarded a packet in hardware stand for.
+#[derive(Clone, Debug, Default)]
+pub struct NicHit {
+    /// Rule paths of the entries that applied, in order (their rules are credited).
+    pub paths: Vec<ItemRef>,
+    /// Whether one of them awaits a revalidation verdict (the decision is stale).
+    pub stale: bool,
+}
+
+/// What an upcall hands the NIC to offload.
+#[derive(Clone, Copy)]
+pub struct Upcall<'a> {
+    /// The packet.
+    pub key: &'a FlowKey,
+    /// The slow path's traversal of it (with segments if the scheme records them).
+    pub traversal: &'a Traversal,
+    /// Its decision, interned (a scheme installing it takes its own references).
+    pub decision: Decision,
+}
+
+/// NIC occupancy and counters, summed over its tables.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NicReport {
+    /// Scheme name.
+    pub scheme: &'static str,
+    /// Entries held now.
+    pub entries_now: usize,
+    /// Distinct masks held now.
+    pub masks_now: usize,
+    /// Counters over all tables (peak: most entries held at once).
+    pub totals: FlowTableStats,
+    /// Gigaflow's own figures.
+    pub gigaflow: Option<GigaflowReport>,
+}
+
+/// A NIC caching scheme.
+pub trait NicScheme {
+    /// Name in reports.
+    fn name(&self) -> &'static str;
+    /// Whether installs need the traversal's segments recorded (`Traversal::record_segments`).
+    fn needs_segments(&self) -> bool {
+        false
+    }
+    /// Looks up a packet arriving at `now_ns`. On a hit, `outputs` holds the copies that
+    /// leave and `hit` what the entries stand for, and the entries count the packet.
+    fn lookup(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        tables: &DecisionTables,
+        outputs: &mut Vec<Output>,
+        hit: &mut NicHit,
+    ) -> bool;
+    /// Offloads what an upcall translated, as far as the tables have room; appends the
+    /// (table, id) of every entry installed.
+    fn install(
+        &mut self,
+        upcall: Upcall,
+        tables: &mut DecisionTables,
+        now_ns: u64,
+        installed: &mut Vec<(u8, EntryId)>,
+    );
+    /// Its entries, for the revalidator.
+    fn entries(&self) -> &dyn Revalidate;
+    /// Its entries, mutably.
+    fn entries_mut(&mut self) -> &mut dyn Revalidate;
+    /// Entries installed so far.
+    fn installs(&self) -> u64;
+    /// Occupancy and counters.
+    fn report(&self) -> NicReport;
+    /// The scheme itself, for callers that know which one they configured (tests, tools).
+    fn as_any(&self) -> &dyn std::any::Any;
+    /// Appends the (table, id, packets) hardware counters of every entry, table by table in
+    /// id order (what software reads when it polls the NIC).
+    fn counters(&self, out: &mut Vec<(u8, EntryId, u64)>);
 }

@@ -9,7 +9,8 @@
 use std::path::Path;
 
 use super::parser::{parse_flow_spec, read_text, strip_comment, FlowFileError, FlowSpec, SpecKind};
-use super::pipeline::Pipeline;
+use super::pipeline::{Pipeline, N_TABLES};
+use super::rule::Rule;
 use super::traversal::LookupRef;
 
 /// What an update does.
@@ -200,20 +201,26 @@ fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
     p.add(new.clone());
 }
 
-/// Rules a modify/delete spec selects: in its table (every table when none was given), with a
-/// matching cookie under the cookie mask, and either exactly its match and priority (strict)
-/// or a match within its match (loose, any priority).
+/// Rules a modify/delete spec selects, in id order: in its table (every table when none was
+/// given), with a matching cookie under the cookie mask, and either exactly its match and
+/// priority (strict) or a match within its match (loose, any priority).
 fn select(p: &Pipeline, spec: &FlowSpec, strict: bool) -> Vec<u32> {
     let want = &spec.rule;
+    let cookie_ok = |r: &Rule| (r.cookie & spec.cookie_mask) == (want.cookie & spec.cookie_mask);
+    if strict {
+        // A table holds at most one rule with a given match and priority: look it up.
+        let tables =
+            if spec.table_given { want.table as usize..want.table as usize + 1 } else { 0..N_TABLES };
+        let mut ids: Vec<u32> = tables
+            .filter_map(|t| p.table(t as u8).find_exact(&want.matcher, want.priority))
+            .filter(|&id| p.rule(id).is_some_and(cookie_ok))
+            .collect();
+        ids.sort_unstable();
+        return ids;
+    }
     p.rules()
         .filter(|(_, r)| {
-            (!spec.table_given || r.table == want.table)
-                && (r.cookie & spec.cookie_mask) == (want.cookie & spec.cookie_mask)
-                && if strict {
-                    r.matcher == want.matcher && r.priority == want.priority
-                } else {
-                    r.matcher.within(&want.matcher)
-                }
+            (!spec.table_given || r.table == want.table) && cookie_ok(r) && r.matcher.within(&want.matcher)
         })
         .map(|(id, _)| id)
         .collect()

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::gen::{builtin, generate, make_flows};
 use crate::openflow::Pipeline;
 use crate::packet::{parse_frame, FlowKey, LinkKind};
-use crate::switch::{Layer, Switch, SwitchConfig};
+use crate::switch::{Layer, Offload, Switch, SwitchConfig};
 
 /// Nanoseconds of one core per unit of work.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -136,7 +136,7 @@ pub fn calibrate() -> CostModel {
         best_per_item(5, keys.len(), || {
             for k in &keys {
                 now += 1;
-                sw.process_host(k, 100, now, &mut out);
+                sw.process_host(k, 100, now, Offload::Allowed, &mut out);
             }
         })
     };
@@ -148,7 +148,7 @@ pub fn calibrate() -> CostModel {
     let upcall_ns = best_per_item(3, fresh.len(), || {
         let mut sw = Switch::new(Pipeline::from_rules(rules.clone()), host).expect("valid config");
         for (i, k) in fresh.iter().enumerate() {
-            sw.process_host(k, 100, i as u64, &mut out);
+            sw.process_host(k, 100, i as u64, Offload::Allowed, &mut out);
         }
     });
     let config =

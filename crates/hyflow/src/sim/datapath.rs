@@ -5,8 +5,9 @@
 use crate::nic::gigaflow::GigaflowConfig;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::Update;
+use crate::openflow::Pipeline;
 use crate::replay::Schedule;
-use crate::switch::{Layer, NicConfig, Switch, SwitchConfig};
+use crate::switch::{Layer, NicConfig, Offload, Switch, SwitchConfig, SwitchConfigError};
 
 use super::costs::CostModel;
 use super::{Datapath, SimPacket};
@@ -145,24 +146,29 @@ pub struct SwitchDatapath<P> {
     arrivals: u64,
     updates_limit: RateLimit,
     reads_limit: RateLimit,
-    /// Where the next counter poll resumes (entry id).
-    poll_cursor: u32,
+    /// Where the next counter poll resumes: (table, entry id).
+    poll_cursor: (u8, u32),
     outputs: Vec<Output>,
+    /// Scratch for counter polls.
+    counters: Vec<(u8, u32, u64)>,
     stats: DatapathStats,
 }
 
 impl<P: OffloadPolicy> SwitchDatapath<P> {
-    /// `switch` must have been built with `policy.nic()` as its NIC layer; `updates` apply at
-    /// their times (or before their packet index).
+    /// A switch forwarding with `pipeline`, its caches as in `base`, its NIC the one `policy`
+    /// manages (installs applying after `limits.latency_ns`); `updates` apply at their times
+    /// (or before their packet index).
     pub fn new(
-        mut switch: Switch,
+        pipeline: Pipeline,
+        base: SwitchConfig,
         policy: P,
         costs: CostModel,
         updates: Vec<Update>,
         limits: NicUpdates,
-    ) -> Self {
-        switch.set_nic_install_latency(limits.latency_ns);
-        SwitchDatapath {
+    ) -> Result<Self, SwitchConfigError> {
+        let config = SwitchConfig { nic: policy.nic(), nic_update_latency_ns: limits.latency_ns, ..base };
+        let switch = Switch::new(pipeline, config)?;
+        Ok(SwitchDatapath {
             switch,
             policy,
             costs,
@@ -170,15 +176,11 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
             arrivals: 0,
             updates_limit: RateLimit::new(limits.per_second),
             reads_limit: RateLimit::new(limits.counter_reads_per_second),
-            poll_cursor: 0,
+            poll_cursor: (0, 0),
             outputs: Vec::new(),
+            counters: Vec::new(),
             stats: DatapathStats::default(),
-        }
-    }
-
-    /// The switch config a policy needs on top of `base` (caches, consistency).
-    pub fn switch_config(policy: &P, base: SwitchConfig) -> SwitchConfig {
-        SwitchConfig { nic: policy.nic(), ..base }
+        })
     }
 
     /// The switch.
@@ -198,25 +200,23 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         }
     }
 
-    /// Reads the packet counters of up to `max` offloaded megaflow entries, as far as the
-    /// counter-read rate allows at `now_ns`, resuming where the last poll stopped (what a
-    /// policy that watches hardware flows, such as Elixir's bursty area, does).
-    pub fn poll_counters(&mut self, now_ns: u64, max: usize, out: &mut Vec<(u32, u64)>) {
+    /// Reads the packet counters of up to `max` NIC entries, as far as the counter-read rate
+    /// allows at `now_ns`, resuming where the last poll stopped (what a policy that watches
+    /// hardware flows, such as Elixir's bursty area, does): (table, entry id, packets).
+    pub fn poll_counters(&mut self, now_ns: u64, max: usize, out: &mut Vec<(u8, u32, u64)>) {
         out.clear();
         let Some(nic) = self.switch.nic() else { return };
         let budget = (self.reads_limit.available(now_ns).min(max as u64)) as usize;
-        let space = nic.stage.space();
-        let ids: Vec<u32> = space.ids().collect();
-        if ids.is_empty() {
+        self.counters.clear();
+        nic.counters(&mut self.counters);
+        let all = &self.counters;
+        if all.is_empty() {
             return;
         }
-        let start = ids.partition_point(|&id| id < self.poll_cursor);
-        for k in 0..budget.min(ids.len()) {
-            let id = ids[(start + k) % ids.len()];
-            out.push((id, space.entry(id).map_or(0, |e| e.stats.packets)));
-        }
-        if let Some(&(last, _)) = out.last() {
-            self.poll_cursor = last + 1;
+        let start = all.partition_point(|&(t, id, _)| (t, id) < self.poll_cursor);
+        out.extend((0..budget.min(all.len())).map(|k| all[(start + k) % all.len()]));
+        if let Some(&(t, id, _)) = out.last() {
+            self.poll_cursor = (t, id + 1);
         }
         self.reads_limit.spend(out.len() as u64);
     }
@@ -242,17 +242,21 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
     fn host(&mut self, t_ns: u64, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
         let capped = self.updates_limit.available(t_ns) == 0;
-        let allowed = self.switch.has_nic() && self.policy.install_on_upcall(t_ns) && !capped;
-        self.switch.set_nic_installs(allowed);
+        let has_nic = self.switch.nic().is_some();
+        let offload = if has_nic && self.policy.install_on_upcall(t_ns) && !capped {
+            Offload::Allowed
+        } else {
+            Offload::Refused
+        };
         let before = self.switch.nic_installs();
-        let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs);
+        let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, offload, &mut self.outputs);
         self.updates_limit.spend(self.switch.nic_installs() - before);
         match layer {
             Layer::Microflow => self.stats.microflow += 1,
             Layer::Megaflow => self.stats.megaflow += 1,
             Layer::SlowPath => {
                 self.stats.upcalls += 1;
-                self.stats.installs_capped += (capped && self.switch.has_nic()) as u64;
+                self.stats.installs_capped += (capped && has_nic) as u64;
             }
             Layer::Nic => {}
         }
@@ -263,7 +267,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openflow::{parse_flows, parse_packet, Pipeline};
+    use crate::openflow::{parse_flows, parse_packet};
 
     fn datapath(limits: NicUpdates) -> SwitchDatapath<Policy> {
         // One /32 rule per destination: every packet below needs its own megaflow.
@@ -272,12 +276,9 @@ mod tests {
             .collect();
         let rules = parse_flows(&text, "t").unwrap();
         let policy = Policy::OffloadAll { entries: 100_000, max_masks: 16 };
-        let config = SwitchDatapath::switch_config(
-            &policy,
-            SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() },
-        );
-        let switch = Switch::new(Pipeline::from_rules(rules), config).unwrap();
-        SwitchDatapath::new(switch, policy, CostModel::default(), Vec::new(), limits)
+        let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
+        let pipeline = Pipeline::from_rules(rules);
+        SwitchDatapath::new(pipeline, base, policy, CostModel::default(), Vec::new(), limits).unwrap()
     }
 
     fn packet(i: u32) -> SimPacket {

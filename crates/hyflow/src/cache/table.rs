@@ -1,33 +1,38 @@
-//! One match+action stage of the NIC (the RMT model FlexNIC builds on): a table with a match
-//! kind, a capacity in entries, a limit on distinct masks, and per-entry packet/byte counters
-//! and last-hit times. Entries match an exact tag (metadata an earlier stage set, Gigaflow's
-//! table tag; 0 where unused) plus masked fields, and rank by priority. Schemes decide what
-//! goes into which stage; the stage only enforces what hardware would.
+//! A bounded table of wildcard cache entries: a match kind, a capacity in entries, a limit on
+//! distinct masks, and per-entry packet/byte counters and last-hit times. It is one NIC
+//! match+action stage (the RMT model FlexNIC builds on) and, without a mask limit, the
+//! software megaflow cache. Entries match an exact tag (metadata an earlier stage set,
+//! Gigaflow's table tag; 0 where unused) plus masked fields, and rank by priority. Schemes
+//! decide what goes into which table; the table only enforces what hardware (or OVS's flow
+//! limit) would.
 
 use crate::openflow::Match;
 use crate::packet::FlowKey;
 use crate::tuple_space::{EntryId, FlowTableStats, TupleSpace};
 
-/// How a stage matches.
+/// How a table matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatchKind {
-    /// TCAM-like: entries with different masks, up to the stage's mask limit.
+    /// TCAM-like: entries with different masks, up to the table's mask limit.
     Ternary,
-    /// Hash-based exact match: one mask for the whole stage.
+    /// Hash-based exact match: one mask for the whole table.
     Exact,
 }
 
-/// Shape of a stage.
+/// Shape of a table.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StageConfig {
+pub struct TableConfig {
     /// Name in reports.
     pub name: String,
     /// Match kind.
     pub kind: MatchKind,
     /// Entries it holds.
     pub capacity: usize,
-    /// Distinct masks it supports (1 for exact stages).
+    /// Distinct masks it supports (1 for exact tables).
     pub max_masks: usize,
+    /// Time from an install to the first lookup that sees the entry (a NIC applies table
+    /// updates after a latency; 0 for software).
+    pub update_latency_ns: u64,
 }
 
 /// Why an entry was not installed.
@@ -37,58 +42,68 @@ pub enum Refused {
     Duplicate,
     /// No free entry.
     Full,
-    /// The mask would exceed the stage's mask limit.
+    /// The mask would exceed the table's mask limit.
     Masks,
 }
 
-/// Why a stage cannot be built.
+/// Why a table cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum StageConfigError {
+pub enum TableConfigError {
     /// Zero entries or masks.
-    #[error("NIC stage '{0}' needs at least one entry and one mask (turn the NIC off instead)")]
+    #[error("table '{0}' needs at least one entry and one mask (turn it off instead)")]
     Empty(String),
 }
 
-/// One NIC table.
-pub struct Stage<T> {
-    config: StageConfig,
+/// One bounded table of wildcard entries.
+pub struct CacheTable<T> {
+    config: TableConfig,
     space: TupleSpace<T>,
     /// Counters.
     pub stats: FlowTableStats,
 }
 
-impl<T> Stage<T> {
-    /// An empty stage.
-    pub fn new(mut config: StageConfig) -> Result<Stage<T>, StageConfigError> {
+impl<T> CacheTable<T> {
+    /// An empty table.
+    pub fn new(mut config: TableConfig) -> Result<CacheTable<T>, TableConfigError> {
         if config.capacity == 0 || config.max_masks == 0 {
-            return Err(StageConfigError::Empty(config.name));
+            return Err(TableConfigError::Empty(config.name));
         }
         if config.kind == MatchKind::Exact {
             config.max_masks = 1;
         }
-        Ok(Stage { config, space: TupleSpace::new(), stats: FlowTableStats::default() })
+        let mut space = TupleSpace::new();
+        space.set_activation_delay(config.update_latency_ns);
+        Ok(CacheTable { config, space, stats: FlowTableStats::default() })
     }
 
     /// Its shape.
-    pub fn config(&self) -> &StageConfig {
+    pub fn config(&self) -> &TableConfig {
         &self.config
     }
 
-    /// Entries (read-only: installs go through [`Stage::install`] so limits hold).
+    /// Entries (read-only: installs go through [`CacheTable::install`] so limits hold).
     pub fn space(&self) -> &TupleSpace<T> {
         &self.space
     }
 
-    /// Entries and counters, for revalidation and aging by the owning scheme.
+    /// Entries and counters, for revalidation and aging by the owner.
     pub fn parts_mut(&mut self) -> (&mut TupleSpace<T>, &mut FlowTableStats) {
         (&mut self.space, &mut self.stats)
     }
 
     /// The highest-priority entry with tag `tag` matching `key`, counting the hit on it and
-    /// on the stage.
+    /// on the table.
     #[inline]
     pub fn lookup(&mut self, key: &FlowKey, tag: u32, bytes: u64, now_ns: u64) -> Option<EntryId> {
         self.space.lookup_counted(key, tag, bytes, now_ns, &mut self.stats)
+    }
+
+    /// Appends the ids of entries without a hit since before `cutoff_ns`, in id order.
+    pub fn idle(&self, cutoff_ns: u64, out: &mut Vec<EntryId>) {
+        let space = &self.space;
+        out.extend(
+            space.ids().filter(|&id| space.entry(id).is_some_and(|e| e.stats.last_hit_ns < cutoff_ns)),
+        );
     }
 
     /// Whether another entry fits (masks aside).
@@ -139,15 +154,27 @@ mod tests {
             .into_iter()
             .map(|r| r.matcher)
             .collect();
-        let cfg = StageConfig { name: "t".into(), kind: MatchKind::Ternary, capacity: 3, max_masks: 1 };
-        let mut st = Stage::new(cfg).unwrap();
+        let cfg = TableConfig {
+            name: "t".into(),
+            kind: MatchKind::Ternary,
+            capacity: 3,
+            max_masks: 1,
+            update_latency_ns: 0,
+        };
+        let mut st = CacheTable::new(cfg).unwrap();
         assert!(st.install(&ms[0], 0, 0, (), 0).is_ok());
         assert_eq!(st.install(&ms[0], 0, 0, (), 0), Err(Refused::Duplicate));
         assert!(st.install(&ms[1], 0, 0, (), 0).is_ok());
         assert_eq!(st.install(&ms[2], 0, 0, (), 0), Err(Refused::Masks));
         assert!(st.install(&ms[3], 0, 0, (), 0).is_ok());
-        let cfg = StageConfig { name: "t".into(), kind: MatchKind::Exact, capacity: 2, max_masks: 9 };
-        let mut ex: Stage<()> = Stage::new(cfg).unwrap();
+        let cfg = TableConfig {
+            name: "t".into(),
+            kind: MatchKind::Exact,
+            capacity: 2,
+            max_masks: 9,
+            update_latency_ns: 0,
+        };
+        let mut ex: CacheTable<()> = CacheTable::new(cfg).unwrap();
         assert_eq!(ex.config().max_masks, 1);
         ex.install(&ms[0], 0, 0, (), 0).unwrap();
         ex.install(&ms[1], 0, 0, (), 0).unwrap();
@@ -155,11 +182,12 @@ mod tests {
         assert_eq!(ex.stats.refused, 1);
         assert_eq!((st.stats.refused, st.stats.refused_masks), (1, 1), "a duplicate is not a refusal");
         assert_eq!(ex.stats.refused_masks, 0);
-        assert!(Stage::<()>::new(StageConfig {
+        assert!(CacheTable::<()>::new(TableConfig {
             name: "z".into(),
             kind: MatchKind::Exact,
             capacity: 0,
-            max_masks: 1
+            max_masks: 1,
+            update_latency_ns: 0,
         })
         .is_err());
     }

@@ -1,0 +1,107 @@
+//! OVS hardware offload of megaflows: every new megaflow is installed in one ternary NIC table
+//! while it has room (entries and masks), and a hit runs the megaflow's composed actions in
+//! hardware. Entries are revalidated and aged exactly as the software megaflow cache's.
+
+use super::{NicHit, NicReport, NicScheme, Upcall};
+use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
+use crate::cache::{CachedFlow, DecisionTables};
+use crate::openflow::datapath::execute;
+use crate::openflow::traversal::Output;
+use crate::packet::FlowKey;
+use crate::revalidator::Revalidate;
+use crate::tuple_space::EntryId;
+
+/// OVS hardware offload of megaflows: one ternary table.
+pub struct MegaflowOffload {
+    /// The table holding offloaded megaflows.
+    pub table: CacheTable<CachedFlow>,
+}
+
+impl MegaflowOffload {
+    /// A NIC with one ternary table of `entries` entries and `max_masks` masks, applying
+    /// installs `update_latency_ns` after they are made.
+    pub fn new(
+        entries: usize,
+        max_masks: usize,
+        update_latency_ns: u64,
+    ) -> Result<MegaflowOffload, TableConfigError> {
+        let config = TableConfig {
+            name: "NIC megaflow".to_string(),
+            kind: MatchKind::Ternary,
+            capacity: entries,
+            max_masks,
+            update_latency_ns,
+        };
+        Ok(MegaflowOffload { table: CacheTable::new(config)? })
+    }
+}
+
+impl NicScheme for MegaflowOffload {
+    fn name(&self) -> &'static str {
+        "megaflow"
+    }
+
+    #[inline]
+    fn lookup(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        tables: &DecisionTables,
+        outputs: &mut Vec<Output>,
+        hit: &mut NicHit,
+    ) -> bool {
+        let Some(id) = self.table.lookup(key, 0, bytes, now_ns) else { return false };
+        let e = &self.table.space().entry(id).expect("hit entries live").data;
+        execute(tables.actions.get(e.decision.actions), key, outputs);
+        hit.paths.clear();
+        hit.paths.push(e.decision.path);
+        hit.stale = e.version.is_pending();
+        true
+    }
+
+    fn install(
+        &mut self,
+        upcall: Upcall,
+        tables: &mut DecisionTables,
+        now_ns: u64,
+        installed: &mut Vec<(u8, EntryId)>,
+    ) {
+        let flow = CachedFlow::new(*upcall.key, upcall.decision);
+        if let Ok(id) = self.table.install(&upcall.traversal.megaflow, 0, 0, flow, now_ns) {
+            tables.acquire(upcall.decision);
+            installed.push((0, id));
+        }
+    }
+
+    fn entries(&self) -> &dyn Revalidate {
+        &self.table
+    }
+
+    fn entries_mut(&mut self) -> &mut dyn Revalidate {
+        &mut self.table
+    }
+
+    fn installs(&self) -> u64 {
+        self.table.stats.installs
+    }
+
+    fn report(&self) -> NicReport {
+        NicReport {
+            scheme: self.name(),
+            entries_now: self.table.space().len(),
+            masks_now: self.table.space().n_masks(),
+            totals: self.table.stats,
+            gigaflow: None,
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn counters(&self, out: &mut Vec<(u8, EntryId, u64)>) {
+        let space = self.table.space();
+        out.extend(space.ids().filter_map(|id| Some((0, id, space.entry(id)?.stats.packets))));
+    }
+}

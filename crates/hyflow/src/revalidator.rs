@@ -1,0 +1,448 @@
+//! The revalidator: keeps the wildcard caches (NIC schemes and the software megaflow cache)
+//! consistent with the rules, as Open vSwitch's revalidator threads do, and ages idle entries.
+//!
+//! **What it owns.** The queue of pending verdicts, the idle-sweep clock, the counter of
+//! entry generations and the [`DependencyIndex`]: from each lookup outcome (a rule, or a
+//! table's miss) to the cached entries whose decision depends on it — FlowShadow's Signature
+//! Table applied to wildcard entries. A rule update therefore touches only the entries that
+//! depend on what it changed: its cost grows with those, not with the size of the caches.
+//!
+//! **Entry version.** Every cached wildcard entry carries one [`EntryVersion`]: the
+//! generation under which its dependencies were indexed (bumped when they change, so index
+//! records naming an earlier occupant of the slot or an earlier path are recognised and
+//! dropped) and the pending verdict, non-zero while the entry is known outdated. When a NIC
+//! entry starts forwarding is hardware's business: the tuple space keeps its activation time.
+//!
+//! **Verdicts.** An affected entry is re-translated by its cache ([`Revalidate::retranslate`]):
+//! kept (with its possibly new rule path) when it still decides the same for everything it
+//! covers, evicted otherwise. With a revalidation delay the verdict is queued and applied when
+//! due; meanwhile the entry is stale, and a later update re-translates it again (the path a
+//! queued keep would give it is not on the entry yet), the newer verdict superseding the older.
+//!
+//! Entries are visited in a fixed order — cache, then table, then entry id — so results do not
+//! depend on the order of the index.
+
+use std::collections::VecDeque;
+
+use crate::cache::interner::ItemRef;
+use crate::cache::{DecisionTables, MegaflowCache, OutcomeMap};
+use crate::host_time::HostClock;
+use crate::nic::NicScheme;
+use crate::openflow::{LookupRef, Pipeline, Traversal};
+use crate::tuple_space::{EntryId, FlowTableStats};
+
+/// How often idle entries are swept (OVS's revalidator wakes about this often).
+pub const SWEEP_INTERVAL_NS: u64 = 500_000_000;
+
+/// Where a cached wildcard entry stands with respect to rule updates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryVersion {
+    /// Generation under which the entry's dependencies were indexed (0: not indexed).
+    pub generation: u64,
+    /// Non-zero while a revalidation verdict on the entry is pending: that verdict's number.
+    /// The entry is then known outdated, and every packet it forwards is stale.
+    pub pending: u64,
+}
+
+impl EntryVersion {
+    /// Whether a verdict on the entry is pending.
+    #[inline]
+    pub fn is_pending(&self) -> bool {
+        self.pending != 0
+    }
+}
+
+/// The outcome of re-translating an entry under the current rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retranslation {
+    /// Same decision for everything it covers, needing no bit it ignores: keep it, with this
+    /// rule path (a reference the caller now owns).
+    Keep(ItemRef),
+    /// Remove it.
+    Evict,
+}
+
+/// Why an entry is removed (each is counted in its table's stats).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// Revalidation found it outdated.
+    Revalidated,
+    /// Idle longer than `max-idle`.
+    Expired,
+}
+
+impl Removal {
+    /// Books the removal in a table's counters.
+    pub fn count(self, stats: &mut FlowTableStats) {
+        match self {
+            Removal::Revalidated => stats.revalidated += 1,
+            Removal::Expired => stats.expired += 1,
+        }
+    }
+}
+
+/// The wildcard caches the revalidator looks after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CacheId {
+    /// The NIC scheme's tables.
+    Nic = 0,
+    /// The software megaflow cache.
+    Megaflow = 1,
+}
+
+/// An entry of a cache: cache, table (a NIC stage; 0 for single-table caches), id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EntryAt {
+    /// The cache.
+    pub cache: CacheId,
+    /// Its table.
+    pub table: u8,
+    /// The entry.
+    pub id: EntryId,
+}
+
+/// What the revalidator needs from a cache of wildcard entries.
+pub trait Revalidate {
+    /// Tables it has (entries are addressed by table and id).
+    fn tables(&self) -> usize;
+    /// The version and rule path of a live entry.
+    fn slot(&mut self, table: usize, id: EntryId) -> Option<(&mut EntryVersion, &mut ItemRef)>;
+    /// The version of a live entry.
+    fn version(&self, table: usize, id: EntryId) -> Option<EntryVersion>;
+    /// Appends the lookup outcomes whose change may alter what the entry decides.
+    fn dependencies(&self, table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>);
+    /// Re-translates a live entry under the rules of `pipeline`.
+    fn retranslate(
+        &mut self,
+        table: usize,
+        id: EntryId,
+        pipeline: &Pipeline,
+        tables: &mut DecisionTables,
+        tr: &mut Traversal,
+    ) -> Retranslation;
+    /// Removes an entry, releasing what it holds and counting `why`; false if it was gone.
+    fn remove(&mut self, table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool;
+    /// Appends the ids of the table's entries without a hit since before `cutoff_ns`, in id order.
+    fn idle(&self, table: usize, cutoff_ns: u64, out: &mut Vec<EntryId>);
+}
+
+/// The caches of one switch, lent to the revalidator.
+pub struct Caches<'a> {
+    /// The NIC scheme, if any.
+    pub nic: Option<&'a mut (dyn NicScheme + 'static)>,
+    /// The software megaflow cache, if any.
+    pub megaflow: Option<&'a mut MegaflowCache>,
+}
+
+impl Caches<'_> {
+    fn get(&mut self, cache: CacheId) -> Option<&mut dyn Revalidate> {
+        match cache {
+            CacheId::Nic => self.nic.as_deref_mut().map(|n| n.entries_mut()),
+            CacheId::Megaflow => self.megaflow.as_deref_mut().map(|m| m as &mut dyn Revalidate),
+        }
+    }
+
+    fn get_ref(&self, cache: CacheId) -> Option<&dyn Revalidate> {
+        match cache {
+            CacheId::Nic => self.nic.as_deref().map(|n| n.entries()),
+            CacheId::Megaflow => self.megaflow.as_deref().map(|m| m as &dyn Revalidate),
+        }
+    }
+}
+
+/// One index record: an entry, under the generation it was indexed with.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    at: EntryAt,
+    generation: u64,
+}
+
+/// The entries depending on one outcome. Records of removed entries or of older generations
+/// are dropped lazily: when the list has doubled since its last compaction, and whenever an
+/// update reads it.
+#[derive(Clone, Debug, Default)]
+struct Dependents {
+    records: Vec<Record>,
+    compacted_len: usize,
+}
+
+/// Lookup outcome → entries that depend on it.
+#[derive(Default)]
+pub struct DependencyIndex {
+    by_outcome: OutcomeMap<Dependents>,
+}
+
+fn valid(caches: &Caches, r: &Record) -> bool {
+    caches
+        .get_ref(r.at.cache)
+        .and_then(|c| c.version(r.at.table as usize, r.at.id))
+        .is_some_and(|v| v.generation == r.generation)
+}
+
+impl DependencyIndex {
+    fn add(&mut self, o: LookupRef, r: Record, caches: &Caches) {
+        let d = self.by_outcome.get_mut(o);
+        if d.records.len() >= (2 * d.compacted_len).max(16) {
+            d.records.retain(|r| valid(caches, r));
+            d.compacted_len = d.records.len();
+        }
+        d.records.push(r);
+    }
+
+    /// Appends the live entries depending on `o`, dropping dead records on the way.
+    fn collect(&mut self, o: LookupRef, caches: &Caches, out: &mut Vec<EntryAt>) {
+        let d = self.by_outcome.get_mut(o);
+        d.records.retain(|r| valid(caches, r));
+        d.compacted_len = d.records.len();
+        out.extend(d.records.iter().map(|r| r.at));
+    }
+}
+
+/// A verdict waiting for the revalidation delay.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    due_ns: u64,
+    at: EntryAt,
+    seq: u64,
+    verdict: Retranslation,
+}
+
+/// What revalidating after one update did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UpdateOutcome {
+    /// Entries re-translated.
+    pub retranslated: u64,
+    /// Host nanoseconds spent on NIC entries (0 without a clock).
+    pub nic_host_ns: u64,
+}
+
+/// Counters of the revalidator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RevalidatorStats {
+    /// Entries re-translated after rule updates.
+    pub retranslations: u64,
+}
+
+/// The revalidator of one switch.
+pub struct Revalidator {
+    delay_ns: u64,
+    max_idle_ns: u64,
+    pending: VecDeque<Pending>,
+    next_seq: u64,
+    next_generation: u64,
+    next_sweep_ns: u64,
+    index: DependencyIndex,
+    stats: RevalidatorStats,
+    /// Scratch (reused: no allocation per update).
+    affected: Vec<EntryAt>,
+    ids: Vec<EntryId>,
+    deps: Vec<LookupRef>,
+}
+
+impl Revalidator {
+    /// Verdicts take effect `delay_ns` after the update; entries idle for more than
+    /// `max_idle_ns` (0: never) expire.
+    pub fn new(delay_ns: u64, max_idle_ns: u64) -> Revalidator {
+        Revalidator {
+            delay_ns,
+            max_idle_ns,
+            pending: VecDeque::new(),
+            next_seq: 1,
+            next_generation: 1,
+            next_sweep_ns: SWEEP_INTERVAL_NS,
+            index: DependencyIndex::default(),
+            stats: RevalidatorStats::default(),
+            affected: Vec::new(),
+            ids: Vec::new(),
+            deps: Vec::new(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> RevalidatorStats {
+        self.stats
+    }
+
+    /// Indexes a newly installed (or newly re-pathed) entry under its current dependencies.
+    pub fn track(&mut self, at: EntryAt, caches: &mut Caches, tables: &DecisionTables) {
+        let generation = self.next_generation;
+        let Some(cache) = caches.get(at.cache) else { return };
+        let Some((version, _)) = cache.slot(at.table as usize, at.id) else { return };
+        self.next_generation += 1;
+        version.generation = generation;
+        self.deps.clear();
+        cache.dependencies(at.table as usize, at.id, tables, &mut self.deps);
+        let record = Record { at, generation };
+        for &o in &self.deps {
+            self.index.add(o, record, caches);
+        }
+    }
+
+    /// After a rule update that changed `changed` (sorted, deduplicated): re-translates every
+    /// entry depending on a changed outcome, and every entry whose verdict is still pending,
+    /// and applies or queues the verdicts. With a `clock`, the host time spent on NIC entries
+    /// is measured.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_update(
+        &mut self,
+        changed: &[LookupRef],
+        now_ns: u64,
+        caches: &mut Caches,
+        pipeline: &Pipeline,
+        tables: &mut DecisionTables,
+        tr: &mut Traversal,
+        clock: Option<&dyn HostClock>,
+    ) -> UpdateOutcome {
+        let mut affected = std::mem::take(&mut self.affected);
+        affected.clear();
+        for &o in changed {
+            self.index.collect(o, caches, &mut affected);
+        }
+        // An entry awaiting a verdict is re-translated again: the path that verdict would give
+        // it is not on the entry yet, so this update's changes may touch it unseen.
+        for p in &self.pending {
+            let current = caches.get_ref(p.at.cache).and_then(|c| c.version(p.at.table as usize, p.at.id));
+            if current.is_some_and(|v| v.pending == p.seq) {
+                affected.push(p.at);
+            }
+        }
+        affected.sort_unstable();
+        affected.dedup();
+        let before = self.stats.retranslations;
+        let mut nic_host_ns = 0;
+        for &at in &affected {
+            let started = clock.filter(|_| at.cache == CacheId::Nic).map(|c| c.now_ns());
+            self.revalidate_entry(at, now_ns, caches, pipeline, tables, tr);
+            if let (Some(t0), Some(c)) = (started, clock) {
+                nic_host_ns += c.now_ns().saturating_sub(t0);
+            }
+        }
+        self.affected = affected;
+        UpdateOutcome { retranslated: self.stats.retranslations - before, nic_host_ns }
+    }
+
+    /// Re-translates one entry and applies or queues the verdict.
+    fn revalidate_entry(
+        &mut self,
+        at: EntryAt,
+        now_ns: u64,
+        caches: &mut Caches,
+        pipeline: &Pipeline,
+        tables: &mut DecisionTables,
+        tr: &mut Traversal,
+    ) {
+        let Some(cache) = caches.get(at.cache) else { return };
+        let Some((version, path)) = cache.slot(at.table as usize, at.id) else { return };
+        let (old_path, was_pending) = (*path, version.is_pending());
+        let verdict = cache.retranslate(at.table as usize, at.id, pipeline, tables, tr);
+        self.stats.retranslations += 1;
+        // Unchanged and nothing pending: nothing to do. With a verdict pending, the keep is
+        // scheduled so that it supersedes that (possibly evicting) one.
+        if verdict == Retranslation::Keep(old_path) && !was_pending {
+            tables.paths.release(old_path);
+            return;
+        }
+        self.schedule(at, verdict, now_ns, caches, tables);
+    }
+
+    /// Applies a verdict now, or queues it for the revalidation delay (the entry is stale
+    /// meanwhile).
+    fn schedule(
+        &mut self,
+        at: EntryAt,
+        verdict: Retranslation,
+        now_ns: u64,
+        caches: &mut Caches,
+        tables: &mut DecisionTables,
+    ) {
+        if self.delay_ns == 0 {
+            self.apply(at, verdict, caches, tables);
+            return;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if let Some((version, _)) = caches.get(at.cache).and_then(|c| c.slot(at.table as usize, at.id)) {
+            version.pending = seq;
+        }
+        self.pending.push_back(Pending { due_ns: now_ns + self.delay_ns, at, seq, verdict });
+    }
+
+    fn apply(
+        &mut self,
+        at: EntryAt,
+        verdict: Retranslation,
+        caches: &mut Caches,
+        tables: &mut DecisionTables,
+    ) {
+        let Some(cache) = caches.get(at.cache) else {
+            if let Retranslation::Keep(path) = verdict {
+                tables.paths.release(path);
+            }
+            return;
+        };
+        match verdict {
+            Retranslation::Evict => {
+                cache.remove(at.table as usize, at.id, tables, Removal::Revalidated);
+            }
+            Retranslation::Keep(path) => match cache.slot(at.table as usize, at.id) {
+                Some((version, p)) => {
+                    version.pending = 0;
+                    let old = std::mem::replace(p, path);
+                    tables.paths.release(old);
+                    if old != path {
+                        self.track(at, caches, tables);
+                    }
+                }
+                None => tables.paths.release(path),
+            },
+        }
+    }
+
+    /// Brings pending verdicts and the idle sweep up to `now_ns`.
+    #[inline]
+    pub fn advance(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
+        if self.pending.front().is_some_and(|p| p.due_ns <= now_ns) {
+            self.apply_due(now_ns, caches, tables);
+        }
+        if now_ns >= self.next_sweep_ns {
+            self.sweep(now_ns, caches, tables);
+        }
+    }
+
+    fn apply_due(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
+        while let Some(p) = self.pending.front().copied() {
+            if p.due_ns > now_ns {
+                break;
+            }
+            self.pending.pop_front();
+            let current = caches.get_ref(p.at.cache).and_then(|c| c.version(p.at.table as usize, p.at.id));
+            if current.is_some_and(|v| v.pending == p.seq) {
+                self.apply(p.at, p.verdict, caches, tables);
+            } else if let Retranslation::Keep(path) = p.verdict {
+                // Superseded by a newer verdict, or the entry is gone.
+                tables.paths.release(path);
+            }
+        }
+    }
+
+    /// Removes entries idle for more than `max-idle`.
+    fn sweep(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
+        self.next_sweep_ns = now_ns + SWEEP_INTERVAL_NS.min(self.max_idle_ns.max(1));
+        if self.max_idle_ns == 0 {
+            return;
+        }
+        let cutoff = now_ns.saturating_sub(self.max_idle_ns);
+        let mut ids = std::mem::take(&mut self.ids);
+        for cache in [CacheId::Nic, CacheId::Megaflow] {
+            let Some(c) = caches.get(cache) else { continue };
+            for table in 0..c.tables() {
+                ids.clear();
+                c.idle(table, cutoff, &mut ids);
+                for &id in &ids {
+                    c.remove(table, id, tables, Removal::Expired);
+                }
+            }
+        }
+        self.ids = ids;
+    }
+}
