@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use hyflow::input::PacketSource;
 use hyflow::openflow::report::{trace_json, trace_text};
 use hyflow::openflow::{parse_packet, read_flow_file, Pipeline, Traversal};
-use hyflow::packet::{parse_frame, FlowKey};
-use hyflow::trace::TraceReader;
+use hyflow::packet::FlowKey;
 
 mod plot;
 mod replay;
@@ -86,8 +86,9 @@ struct SwitchArgs {
     no_nic: bool,
     /// NIC caching scheme: megaflow (one stage of whole traversals, OVS offload) or gigaflow
     /// (sub-traversals in --nic-tables tagged stages, Longest Traversal Match).
-    #[arg(long, value_enum, default_value = "megaflow")]
-    nic: NicArg,
+    /// (default megaflow; `sim` takes --policy instead)
+    #[arg(long, value_enum)]
+    nic: Option<NicArg>,
     /// NIC entries: in total for megaflow (default 32768), per stage for gigaflow (default 8192).
     #[arg(long, value_name = "N")]
     nic_entries: Option<usize>,
@@ -361,26 +362,22 @@ fn load_pipeline(path: &Path) -> Result<Pipeline> {
 }
 
 fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<FlowKey> {
-    let mut reader = TraceReader::open(path)?;
-    let mut i = 0u64;
-    while let Some(pkt) = reader.next_packet()? {
-        if i == index {
-            let Some(link) = pkt.link.frame_kind() else {
-                bail!("{}: packet {index}: unsupported link type {}", path.display(), pkt.link.to_linktype());
-            };
-            let port = in_port.unwrap_or(pkt.interface + 1);
-            let mut key = FlowKey::default();
-            if let Err(m) = parse_frame(pkt.data, link, port, &mut key) {
-                eprintln!(
-                    "hyflow: warning: packet {index} is malformed ({}); tracing what was parsed",
-                    m.name()
-                );
+    let mut source = PacketSource::capture(path, in_port)?;
+    while let Some(p) = source.next_packet()? {
+        if source.packets() == index + 1 {
+            match p.malformed {
+                Some("unsupported_link_type") => {
+                    bail!("{}: packet {index}: unsupported link type", path.display())
+                }
+                Some(reason) => eprintln!(
+                    "hyflow: warning: packet {index} is malformed ({reason}); tracing what was parsed"
+                ),
+                None => {}
             }
-            return Ok(key);
+            return Ok(p.key);
         }
-        i += 1;
     }
-    Err(anyhow!("{}: has {i} packets, no packet at index {index}", path.display()))
+    Err(anyhow!("{}: has {} packets, no packet at index {index}", path.display(), source.packets()))
 }
 
 fn packets_from_file(path: &Path) -> Result<Vec<FlowKey>> {

@@ -8,17 +8,16 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use hyflow::cache::Consistency;
+use hyflow::experiment::replay::ReplayConfig;
+use hyflow::experiment::Workload;
 use hyflow::gen::{
     builtin, generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig,
 };
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::report::outputs_json;
-use hyflow::openflow::update::read_updates_file;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
-use hyflow::packet::{parse_frame, FlowKey, LinkKind};
-use hyflow::replay::{Replay, ReplayReport};
-use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
-use hyflow::trace::{LinkType, PcapWriter, TraceReader};
+use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
+use hyflow::trace::{LinkType, PcapWriter};
 
 use crate::{
     ConsistencyArg, GenDynamicArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs, LocalityArg, NicArg,
@@ -32,24 +31,23 @@ fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     Ok((s * 1e9).round() as u64)
 }
 
-/// The NIC layer of kind `kind`, sized by the NIC options.
-pub(crate) fn nic_config(a: &SwitchArgs, kind: NicArg) -> NicConfig {
-    match kind {
-        NicArg::Megaflow => NicConfig::Megaflow {
-            entries: a.nic_entries.unwrap_or(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES),
-            max_masks: a.nic_masks,
+/// The megaflow-offload NIC the options size: (entries, masks).
+pub(crate) fn megaflow_nic(a: &SwitchArgs) -> (usize, usize) {
+    (a.nic_entries.unwrap_or(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES), a.nic_masks)
+}
+
+/// The Gigaflow NIC the options shape.
+pub(crate) fn gigaflow_nic(a: &SwitchArgs) -> GigaflowConfig {
+    GigaflowConfig {
+        tables: a.nic_tables,
+        entries: a.nic_entries.unwrap_or(hyflow::nic::gigaflow::DEFAULT_ENTRIES),
+        max_masks: a.nic_masks,
+        partition: match a.partition {
+            PartitionArg::Dp => Partition::Disjoint,
+            PartitionArg::Random => Partition::Random,
+            PartitionArg::OneToOne => Partition::OneToOne,
         },
-        NicArg::Gigaflow => NicConfig::Gigaflow(GigaflowConfig {
-            tables: a.nic_tables,
-            entries: a.nic_entries.unwrap_or(hyflow::nic::gigaflow::DEFAULT_ENTRIES),
-            max_masks: a.nic_masks,
-            partition: match a.partition {
-                PartitionArg::Dp => Partition::Disjoint,
-                PartitionArg::Random => Partition::Random,
-                PartitionArg::OneToOne => Partition::OneToOne,
-            },
-            seed: 1,
-        }),
+        seed: 1,
     }
 }
 
@@ -60,7 +58,13 @@ pub(crate) fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
         ConsistencyArg::Action => Consistency::Action,
     };
     let config = SwitchConfig {
-        nic: (!a.no_nic).then_some(nic_config(a, a.nic)),
+        nic: (!a.no_nic).then(|| match a.nic.unwrap_or(NicArg::Megaflow) {
+            NicArg::Megaflow => {
+                let (entries, max_masks) = megaflow_nic(a);
+                NicConfig::Megaflow { entries, max_masks }
+            }
+            NicArg::Gigaflow => NicConfig::Gigaflow(gigaflow_nic(a)),
+        }),
         nic_update_latency_ns: 0,
         microflow: (!a.no_microflow)
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
@@ -84,52 +88,8 @@ pub(crate) fn create(path: &Path) -> Result<Box<dyn Write>> {
     Ok(Box::new(BufWriter::new(f)))
 }
 
-/// A progress bar on standard error for long replays; drawn only on a terminal (indicatif
-/// hides it otherwise) and updated every [`Progress::EVERY`] packets, off the per-packet path.
-/// Reads a trace packet by packet and parses each frame (a malformed one keeps what was
-/// parsed; a link type hyflow cannot parse, only its input port). `f` gets the timestamp,
-/// the key, the wire length and whether the frame was malformed, and returns false to stop.
-/// Shows a progress bar labelled `label` on a terminal. Returns the malformed count.
-pub(crate) fn read_trace(
-    path: &Path,
-    in_port: Option<u32>,
-    label: Option<&str>,
-    mut f: impl FnMut(u64, &FlowKey, u32, bool) -> Result<bool>,
-) -> Result<u64> {
-    let mut reader = TraceReader::open(path)?;
-    let size = std::fs::metadata(path).map_or(0, |m| m.len());
-    let progress = label.map(|l| {
-        Progress::new(
-            size,
-            &format!("{{spinner}} {l} {{bytes}}/{{total_bytes}} [{{bar:30}}] {{msg}} {{eta}}"),
-        )
-    });
-    let (mut n, mut malformed) = (0u64, 0u64);
-    while let Some(pkt) = reader.next_packet()? {
-        n += 1;
-        if let Some(p) = &progress {
-            p.tick(n, pkt.offset);
-        }
-        let mut key = FlowKey::default();
-        let port = in_port.unwrap_or(pkt.interface + 1);
-        let bad = match pkt.link.frame_kind() {
-            Some(link) => parse_frame(pkt.data, link, port, &mut key).is_err(),
-            None => {
-                key.set_in_port(port);
-                true
-            }
-        };
-        malformed += bad as u64;
-        if !f(pkt.ts_ns, &key, pkt.orig_len, bad)? {
-            break;
-        }
-    }
-    if let Some(p) = progress {
-        p.finish();
-    }
-    Ok(malformed)
-}
-
+/// A progress bar on standard error, drawn only on a terminal (indicatif hides it otherwise)
+/// and updated every [`Progress::EVERY`] packets, off the per-packet path.
 pub(crate) struct Progress {
     bar: indicatif::ProgressBar,
 }
@@ -137,11 +97,11 @@ pub(crate) struct Progress {
 impl Progress {
     const EVERY: u64 = 1 << 16;
 
-    /// A bar of `len` units drawn with an indicatif `template` (the default style if the
-    /// template does not parse).
-    pub(crate) fn new(len: u64, template: &str) -> Progress {
-        let bar = indicatif::ProgressBar::new(len);
-        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+    /// A bar labelled `label`, sized on the first update.
+    pub(crate) fn new(label: &str) -> Progress {
+        let bar = indicatif::ProgressBar::new(0);
+        let template = format!("{{spinner}} {label} {{msg}} [{{bar:30}}] {{eta}}");
+        if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
             bar.set_style(style.progress_chars("=> "));
         }
         Progress { bar }
@@ -151,138 +111,72 @@ impl Progress {
         self.bar.finish_and_clear();
     }
 
-    /// After `packets` packets, at `position` (bytes or packets, as the bar counts).
+    /// After `packets` packets, with the input read as far as `at`.
     #[inline]
-    pub(crate) fn tick(&self, packets: u64, position: u64) {
+    pub(crate) fn tick(&self, packets: u64, at: hyflow::input::Progress) {
         if packets.is_multiple_of(Self::EVERY) {
-            self.bar.set_message(format!("{packets} packets"));
-            self.bar.set_position(position);
+            let unit = if at.bytes { "bytes" } else { "packets" };
+            self.bar.set_message(format!("{packets} packets, {} of {} {unit}", at.done, at.total));
+            self.bar.set_length(at.total);
+            self.bar.set_position(at.done);
         }
     }
 }
 
-/// Writes `--decisions` lines.
-struct DecisionLog {
-    out: Box<dyn Write>,
-    index: u64,
-}
-
-impl DecisionLog {
-    fn record(&mut self, layer: Layer, outputs: &[hyflow::openflow::traversal::Output]) -> Result<()> {
-        let line = json!({
-            "i": self.index,
-            "layer": layer.name(),
-            "outputs": outputs_json(outputs),
-            "drop": outputs.is_empty(),
-        });
-        writeln!(self.out, "{line}")?;
-        self.index += 1;
-        Ok(())
-    }
-}
-
-/// The rules and updates of a workload: the given files, or the built-in workload's.
-pub(crate) fn workload(a: &SwitchArgs) -> Result<(Vec<Rule>, Vec<hyflow::openflow::update::Update>)> {
-    let rules = match &a.flows {
-        Some(f) => read_flow_file(f)?,
-        None => builtin::rules(),
-    };
-    let updates = match (&a.updates, &a.flows) {
-        (Some(u), _) => read_updates_file(u)?,
-        (None, None) => builtin::updates(&rules),
-        (None, Some(_)) => Vec::new(),
-    };
-    Ok((rules, updates))
+/// The workload the options name: the given files, or the built-in workload (with
+/// `--updates` replacing its update stream when given).
+pub(crate) fn workload(a: &SwitchArgs) -> Result<Workload> {
+    Ok(match (&a.flows, &a.trace) {
+        (Some(flows), Some(trace)) => Workload::from_files(flows, trace, a.updates.as_deref(), a.in_port)?,
+        _ => match &a.updates {
+            Some(u) => Workload::builtin(a.in_port).with_updates_file(u)?,
+            None => Workload::builtin(a.in_port),
+        },
+    })
 }
 
 pub fn run(r: ReplayArgs) -> Result<()> {
     let a = &r.switch;
-    let config = switch_config(a)?;
-    let (rules, updates) = workload(a)?;
-    let mut switch = Switch::new(Pipeline::from_rules(rules.clone()), config)?;
-    switch.time_host(Box::new(hyflow::host_time::WallClock::default()));
-    let mut replay = Replay::new(switch, updates);
-    let mut log = match &r.decisions {
-        Some(p) => Some(DecisionLog { out: create(p)?, index: 0 }),
-        None => None,
-    };
-    let mut outputs = Vec::new();
-    match &a.trace {
-        Some(path) => {
-            let mut reader = TraceReader::open(path)?;
-            let size = std::fs::metadata(path).map_or(0, |m| m.len());
-            let progress =
-                Progress::new(size, "{spinner} replay {bytes}/{total_bytes} [{bar:30}] {msg} {eta}");
-            let mut n = 0;
-            while let Some(pkt) = reader.next_packet()? {
-                n += 1;
-                progress.tick(n, pkt.offset);
-                let port = a.in_port.unwrap_or(pkt.interface + 1);
-                let layer = replay.frame(
-                    pkt.ts_ns,
-                    pkt.data,
-                    pkt.link.frame_kind(),
-                    port,
-                    pkt.orig_len as u64,
-                    &mut outputs,
-                );
-                if let Some(log) = &mut log {
-                    log.record(layer, &outputs)?;
-                }
+    let config = ReplayConfig { switch: switch_config(a)?, time_host: true };
+    let workload = workload(a)?;
+    if a.flows.is_none() {
+        println!(
+            "built-in workload: {} ({} rules), {} generated packets of {} flows, {}% of rules updated per second\n",
+            builtin::FLOWS_NAME,
+            workload.rules.len(),
+            builtin::TRAFFIC.packets,
+            builtin::TRAFFIC.flows,
+            builtin::UPDATE_RATE * 100.0
+        );
+    }
+    let mut log = r.decisions.as_deref().map(create).transpose()?;
+    let progress = Progress::new("replay");
+    let outcome = hyflow::experiment::replay::run(&workload, &config, &mut |d| {
+        progress.tick(d.index + 1, d.progress);
+        match &mut log {
+            Some(out) => {
+                let line = json!({
+                    "i": d.index,
+                    "layer": d.layer.name(),
+                    "outputs": outputs_json(d.outputs),
+                    "drop": d.outputs.is_empty(),
+                });
+                writeln!(out, "{line}")
             }
-            progress.finish();
+            None => Ok(()),
         }
-        None => {
-            println!(
-                "built-in workload: {} ({} rules), {} generated packets of {} flows, {}% of rules updated per second\n",
-                builtin::FLOWS_NAME,
-                rules.len(),
-                builtin::TRAFFIC.packets,
-                builtin::TRAFFIC.flows,
-                builtin::UPDATE_RATE * 100.0
-            );
-            let port = a.in_port.unwrap_or(1);
-            let mut failed = Ok(());
-            let progress = Progress::new(
-                builtin::TRAFFIC.packets as u64,
-                "{spinner} replay {pos}/{len} packets [{bar:30}] {eta}",
-            );
-            let mut n = 0;
-            generate(&rules, &builtin::TRAFFIC, |p| {
-                n += 1;
-                progress.tick(n, n);
-                let layer = replay.frame(
-                    p.ts_ns,
-                    &p.frame,
-                    Some(LinkKind::Ethernet),
-                    port,
-                    p.frame.len() as u64 + 4,
-                    &mut outputs,
-                );
-                if let Some(log) = &mut log {
-                    if let Err(e) = log.record(layer, &outputs) {
-                        failed = Err(e);
-                        return Err(std::io::Error::other("decision log"));
-                    }
-                }
-                Ok(())
-            })??;
-            failed?;
-            progress.finish();
-        }
+    })?;
+    progress.finish();
+    if let Some(mut out) = log {
+        out.flush()?;
     }
-    if let Some(mut log) = log {
-        log.out.flush()?;
-    }
-    let (switch, malformed, elapsed) = replay.finish();
-    let report = ReplayReport::new(&switch, &malformed, elapsed);
-    print!("{}", report.text());
+    print!("{}", outcome.report.text());
     if r.rule_stats {
-        println!("\n{}", rule_stats(switch.pipeline()));
+        println!("\n{}", rule_stats(outcome.switch.pipeline()));
     }
     if let Some(p) = &r.json {
         let mut out = create(p)?;
-        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+        writeln!(out, "{}", serde_json::to_string(&outcome.report)?)?;
         out.flush()?;
     }
     Ok(())

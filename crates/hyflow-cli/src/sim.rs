@@ -4,23 +4,35 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Args;
-use serde_json::json;
+use clap::{Args, ValueEnum};
 
-use hyflow::gen::{builtin, generate};
+use crate::replay::{gigaflow_nic, megaflow_nic, switch_config, workload, Progress};
+use crate::SwitchArgs;
+use hyflow::experiment::sim::{search, simulate, Search, SimExperiment, SimSummary};
 use hyflow::measure::KeySpec;
-use hyflow::openflow::update::Update;
-use hyflow::openflow::{Pipeline, Rule};
-use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::sim::costs::{calibrate, CostModel};
-use hyflow::sim::datapath::{DatapathStats, NicUpdates, OffloadPolicy, Policy, SwitchDatapath};
-use hyflow::sim::search::{max_rate, min_cores};
-use hyflow::sim::{Metrics, SimConfig, SimPacket, Simulator, Steering};
-use hyflow::switch::{NicConfig, SwitchConfig};
-use hyflow::trace::TraceReader;
+use hyflow::sim::datapath::{NicUpdates, OffloadPolicy, Policy};
+use hyflow::sim::{Metrics, SimConfig, Steering};
 
-use crate::replay::{nic_config, read_trace, switch_config, workload, Progress};
-use crate::{NicArg, SwitchArgs};
+/// What the NIC holds during a simulation.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PolicyArg {
+    /// Nothing: pure software forwarding.
+    Psf,
+    /// Every new megaflow while there is room, as OVS offload.
+    OffloadAll,
+    /// Sub-traversals in --nic-tables stages.
+    Gigaflow,
+}
+
+/// A capacity search.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FindArg {
+    /// The fewest cores with no loss at the rate.
+    MinCores,
+    /// The highest rate with no loss on --cores (bisection to 1%).
+    MaxRate,
+}
 
 #[derive(Args)]
 pub struct SimArgs {
@@ -30,8 +42,8 @@ pub struct SimArgs {
     /// megaflow while there is room, as OVS offload), gigaflow (sub-traversals in
     /// --nic-tables stages). Replaces --nic/--no-nic; --nic-entries, --nic-masks,
     /// --nic-tables and --partition size the NIC.
-    #[arg(long, default_value = "offload-all", value_name = "POLICY")]
-    policy: String,
+    #[arg(long, value_enum, default_value = "offload-all", value_name = "POLICY")]
+    policy: PolicyArg,
     /// Host cores, each with its own receive ring.
     #[arg(long, default_value_t = 1, value_name = "N")]
     cores: usize,
@@ -74,8 +86,8 @@ pub struct SimArgs {
     plot: Option<PathBuf>,
     /// Search instead of one run: min-cores (fewest cores with no loss at the rate) or
     /// max-rate (highest rate with no loss on --cores, bisection to 1%).
-    #[arg(long, value_name = "WHAT")]
-    find: Option<String>,
+    #[arg(long, value_enum, value_name = "WHAT")]
+    find: Option<FindArg>,
     /// Upper bound of the searches: cores for min-cores.
     #[arg(long, default_value_t = 64, value_name = "N")]
     max_cores: usize,
@@ -110,204 +122,32 @@ pub fn run_calibrate(a: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-/// One simulation's inputs, fixed across the runs of a search.
-struct Setup {
-    rules: Vec<Rule>,
-    updates: Vec<Update>,
-    switch: SwitchConfig,
-    policy: Policy,
-    costs: CostModel,
-    machine: SimConfig,
-    limits: NicUpdates,
-    trace: Option<PathBuf>,
-    in_port: Option<u32>,
-    /// Time scale applied to the input's timestamps for --rate.
-    natural_rate: f64,
-    duration_ns: Option<u64>,
-}
-
-/// Packets of the input, in order, as (ns since the first, packet), until `f` returns false.
-/// Returns the malformed frames seen (forwarded on what was parsed, as `replay` does).
-fn for_each_input(setup: &Setup, mut f: impl FnMut(u64, SimPacket) -> bool) -> Result<u64> {
-    match &setup.trace {
-        Some(path) => {
-            let mut first = None;
-            read_trace(path, setup.in_port, None, |ts, key, bytes, _| {
-                let t0 = *first.get_or_insert(ts);
-                Ok(f(ts.saturating_sub(t0), SimPacket { key: *key, bytes }))
-            })
-        }
-        None => {
-            let port = setup.in_port.unwrap_or(1);
-            let mut key = FlowKey::default();
-            let mut stopped = false;
-            generate(&setup.rules, &builtin::TRAFFIC, |p| {
-                if !stopped {
-                    let _ = parse_frame(&p.frame, LinkKind::Ethernet, port, &mut key);
-                    stopped = !f(p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4 });
-                }
-                Ok(())
-            })??;
-            Ok(0)
-        }
-    }
-}
-
-/// Packets and span of the input (a first pass over timestamps only, for --rate).
-fn natural_rate(setup: &Setup) -> Result<f64> {
-    let (mut n, mut first, mut last) = (0u64, None, 0u64);
-    match &setup.trace {
-        Some(path) => {
-            let mut reader = TraceReader::open(path)?;
-            while let Some(pkt) = reader.next_packet()? {
-                n += 1;
-                let t0 = *first.get_or_insert(pkt.ts_ns);
-                last = pkt.ts_ns.saturating_sub(t0);
-            }
-        }
-        None => {
-            for_each_input(setup, |t, _| {
-                n += 1;
-                last = t;
-                true
-            })?;
-        }
-    }
-    if n < 2 || last == 0 {
-        bail!("the input has fewer than two packets with distinct timestamps: no rate to rescale");
-    }
-    Ok((n - 1) as f64 * 1e9 / last as f64)
-}
-
-/// One deterministic run at `rate` (or the input's own) on `cores`.
-fn simulate(setup: &Setup, cores: usize, rate: Option<f64>, progress: bool) -> Result<(Metrics, Stats)> {
-    let pipeline = Pipeline::from_rules(setup.rules.clone());
-    let datapath = SwitchDatapath::new(
-        pipeline,
-        setup.switch,
-        setup.policy,
-        setup.costs,
-        setup.updates.clone(),
-        setup.limits,
-    )?;
-    let machine = SimConfig { cores, ..setup.machine.clone() };
-    let mut sim = Simulator::new(machine, datapath)?;
-    let scale = rate.map_or(1.0, |r| setup.natural_rate / r);
-    let bar = progress.then(|| Progress::new(0, "{spinner} sim {pos} packets {msg}"));
-    let mut n = 0u64;
-    let end = setup.duration_ns.unwrap_or(u64::MAX);
-    let malformed = for_each_input(setup, |t, pkt| {
-        let t = (t as f64 * scale) as u64;
-        if t >= end {
-            return false;
-        }
-        n += 1;
-        if let Some(b) = &bar {
-            b.tick(n, n);
-        }
-        sim.arrive(t, pkt);
-        true
-    })?;
-    if let Some(b) = bar {
-        b.finish();
-    }
-    let (metrics, datapath) = sim.finish();
-    let sw = datapath.switch();
-    let stats = Stats {
-        datapath: datapath.stats(),
-        nic_installs: sw.nic_installs(),
-        stale: sw.stats().stale,
-        nic_entries: sw.nic_report().map_or((0, 0), |r| (r.entries_now, r.totals.peak)),
-        malformed,
-    };
-    Ok((metrics, stats))
-}
-
-/// Whether a run loses nothing; a run that fails keeps its error in `failed` (the first)
-/// and counts as lossy, so that searches stop.
-fn lossless(setup: &Setup, cores: usize, rate: Option<f64>, failed: &mut Option<anyhow::Error>) -> bool {
-    if failed.is_some() {
-        return false;
-    }
-    match simulate(setup, cores, rate, false) {
-        Ok((m, _)) => m.lost() == 0,
-        Err(e) => {
-            *failed = Some(e);
-            false
-        }
-    }
-}
-
-/// Datapath and switch counters for the summary.
-struct Stats {
-    datapath: DatapathStats,
-    nic_installs: u64,
-    stale: u64,
-    /// NIC entries at the end, and at most.
-    nic_entries: (usize, usize),
-    malformed: u64,
-}
-
-fn summary(setup: &Setup, m: &Metrics, s: &Stats, rate: Option<f64>) -> serde_json::Value {
-    let mut v = m.json();
-    let obj = v.as_object_mut().expect("an object");
-    obj.insert("policy".into(), json!(setup.policy.name()));
-    if let Some(r) = rate {
-        obj.insert("rate_target_pps".into(), json!(r));
-    }
-    obj.insert(
-        "host".into(),
-        json!({
-            "microflow_hits": s.datapath.microflow,
-            "megaflow_hits": s.datapath.megaflow,
-            "upcalls": s.datapath.upcalls,
-        }),
-    );
-    obj.insert(
-        "nic".into(),
-        json!({
-            "installs": s.nic_installs,
-            "entries": s.nic_entries.0,
-            "entries_peak": s.nic_entries.1,
-            "installs_refused_rate_cap": s.datapath.installs_capped,
-            "updates_per_s_cap": setup.limits.per_second,
-            "update_latency_us": setup.limits.latency_ns as f64 / 1e3,
-            "update_rate": if m.last_ns > m.first_ns { s.nic_installs as f64 * 1e9 / (m.last_ns - m.first_ns) as f64 } else { 0.0 },
-        }),
-    );
-    obj.insert("rule_updates".into(), json!(s.datapath.rule_updates));
-    obj.insert("malformed".into(), json!(s.malformed));
-    obj.insert("stale".into(), json!(s.stale));
-    obj.insert("costs_ns".into(), json!(setup.costs));
-    v
-}
-
-fn print_text(v: &serde_json::Value) {
-    let l = &v["latency_us"];
+fn print_text(s: &SimSummary) {
+    let m = &s.metrics;
+    let l = &m.latency_us;
     println!(
         "{} packets at {} pkt/s, policy {}: {:.1}% in hardware; lost {} ({:.3}%)",
-        v["packets"],
-        v["rate_pps"],
-        v["policy"].as_str().unwrap_or(""),
-        v["hw_share"].as_f64().unwrap_or(0.0) * 100.0,
-        v["lost"],
-        v["loss_rate"].as_f64().unwrap_or(0.0) * 100.0
+        m.packets,
+        m.rate_pps,
+        s.policy,
+        m.hw_share * 100.0,
+        m.lost,
+        m.loss_rate * 100.0
     );
-    println!(
-        "latency µs: mean {} p50 {} p99 {} p99.9 {} max {}",
-        l["mean"], l["p50"], l["p99"], l["p999"], l["max"]
-    );
-    println!("  software path: mean {} p99 {}", v["latency_sw_us"]["mean"], v["latency_sw_us"]["p99"]);
-    println!("ring occupancy: mean {} p99 {} max {}", v["ring"]["mean"], v["ring"]["p99"], v["ring"]["max"]);
-    println!("cores {} utilisation {}", v["cores"], v["core_utilisation"]);
+    println!("latency µs: mean {} p50 {} p99 {} p99.9 {} max {}", l.mean, l.p50, l.p99, l.p999, l.max);
+    println!("  software path: mean {} p99 {}", m.latency_sw_us.mean, m.latency_sw_us.p99);
+    println!("ring occupancy: mean {} p99 {} max {}", m.ring.mean, m.ring.p99, m.ring.max);
+    println!("cores {} utilisation {:?}", m.cores, m.core_utilisation);
     println!(
         "host: {} microflow hits, {} megaflow hits, {} upcalls; NIC installs {} ({} refused for the update cap)",
-        v["host"]["microflow_hits"],
-        v["host"]["megaflow_hits"],
-        v["host"]["upcalls"],
-        v["nic"]["installs"],
-        v["nic"]["installs_refused_rate_cap"]
+        s.host.microflow_hits, s.host.megaflow_hits, s.host.upcalls, s.nic.installs, s.nic.installs_refused_rate_cap
     );
+    if let Some(c) = s.min_cores {
+        println!("min cores without loss: {c}");
+    }
+    if let Some(r) = s.max_rate_pps {
+        println!("max rate without loss: {r} pkt/s");
+    }
 }
 
 fn write_series(path: &Path, m: &Metrics, interval_ns: u64) -> Result<()> {
@@ -331,46 +171,32 @@ fn write_series(path: &Path, m: &Metrics, interval_ns: u64) -> Result<()> {
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    let base = switch_config(&a.switch)?;
-    let policy = match a.policy.as_str() {
-        "psf" => Policy::Psf,
-        "offload-all" => match nic_config(&a.switch, NicArg::Megaflow) {
-            NicConfig::Megaflow { entries, max_masks } => Policy::OffloadAll { entries, max_masks },
-            NicConfig::Gigaflow(_) => unreachable!("asked for a megaflow NIC"),
-        },
-        "gigaflow" => match nic_config(&a.switch, NicArg::Gigaflow) {
-            NicConfig::Gigaflow(g) => Policy::Gigaflow(g),
-            NicConfig::Megaflow { .. } => unreachable!("asked for a Gigaflow NIC"),
-        },
-        other => bail!("unknown policy '{other}' (one of: psf, offload-all, gigaflow)"),
-    };
-    if let Some(r) = a.rate {
-        if !(r.is_finite() && r > 0.0) {
-            bail!("--rate must be a positive number of packets per second, not {r}");
-        }
+    if a.switch.nic.is_some() || a.switch.no_nic {
+        bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
     }
+    let base = switch_config(&a.switch)?;
+    let policy = match a.policy {
+        PolicyArg::Psf => Policy::Psf,
+        PolicyArg::OffloadAll => {
+            let (entries, max_masks) = megaflow_nic(&a.switch);
+            Policy::OffloadAll { entries, max_masks }
+        }
+        PolicyArg::Gigaflow => Policy::Gigaflow(gigaflow_nic(&a.switch)),
+    };
+    let non_negative = |flag: &str, v: f64, unit: &str| {
+        if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(anyhow!("{flag} must be ≥ 0 {unit}, not {v}"))
+        }
+    };
     let duration_ns = match a.duration {
         Some(d) if !(d.is_finite() && d > 0.0) => {
             bail!("--duration must be a positive number of seconds, not {d}")
         }
-        Some(d) => Some((d * 1e9) as u64),
+        Some(d) => Some(((d * 1e9) as u64).max(1)),
         None => None,
     };
-    if !(a.nic_latency.is_finite() && a.nic_latency >= 0.0) {
-        bail!("--nic-latency must be ≥ 0 µs, not {}", a.nic_latency);
-    }
-    if !(a.nic_updates.is_finite() && a.nic_updates >= 0.0) {
-        bail!("--nic-updates must be ≥ 0 per second, not {}", a.nic_updates);
-    }
-    if !(a.nic_update_latency.is_finite() && a.nic_update_latency >= 0.0) {
-        bail!("--nic-update-latency must be ≥ 0 µs, not {}", a.nic_update_latency);
-    }
-    if !(a.update_stall.is_finite() && a.update_stall >= 0.0) {
-        bail!("--update-stall must be ≥ 0 µs, not {}", a.update_stall);
-    }
-    if !(0.0..=1.0).contains(&a.sample_hw) {
-        bail!("--sample-hw must be in [0, 1], not {}", a.sample_hw);
-    }
     if !(a.interval.is_finite() && a.interval > 0.0) {
         bail!("--interval must be a positive number of milliseconds, not {}", a.interval);
     }
@@ -385,94 +211,58 @@ pub fn run(a: SimArgs) -> Result<()> {
         "rss" => Steering::Rss,
         fields => Steering::Fields(KeySpec::parse(fields).map_err(|e| anyhow!("--steer: {e}"))?),
     };
-    let (rules, updates) = workload(&a.switch)?;
     let interval_ns = (a.interval * 1e6) as u64;
-    let mut setup = Setup {
-        rules,
-        updates,
+    let exp = SimExperiment {
         switch: base,
         policy,
         costs,
         machine: SimConfig {
             cores: a.cores,
             ring: a.ring,
-            nic_latency_ns: (a.nic_latency * 1e3) as u64,
+            nic_latency_ns: (non_negative("--nic-latency", a.nic_latency, "µs")? * 1e3) as u64,
             steering,
             interval_ns: if a.timeseries.is_some() || a.plot.is_some() { interval_ns.max(1) } else { 0 },
             sample_hw: a.sample_hw,
-            update_stall_ns: (a.update_stall * 1e3) as u64,
+            update_stall_ns: (non_negative("--update-stall", a.update_stall, "µs")? * 1e3) as u64,
             seed: 1,
         },
         limits: NicUpdates {
             per_second: a.nic_updates,
-            latency_ns: (a.nic_update_latency * 1e3) as u64,
+            latency_ns: (non_negative("--nic-update-latency", a.nic_update_latency, "µs")? * 1e3) as u64,
             ..NicUpdates::default()
         },
-        trace: a.switch.trace.clone(),
-        in_port: a.switch.in_port,
-        natural_rate: 0.0,
+        rate_pps: a.rate,
         duration_ns,
     };
-    let rescale = a.rate.is_some() || a.find.as_deref() == Some("max-rate");
-    if rescale {
-        setup.natural_rate = natural_rate(&setup)?;
-    }
-    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let (value, metrics) = match a.find.as_deref() {
+    let workload = workload(&a.switch)?;
+    let outcome = match a.find {
         None => {
-            let (m, s) = simulate(&setup, a.cores, a.rate, terminal)?;
-            (summary(&setup, &m, &s, a.rate), m)
-        }
-        Some("min-cores") => {
-            let mut failed = None;
-            let found = min_cores(a.max_cores, |c| lossless(&setup, c, a.rate, &mut failed));
-            if let Some(e) = failed {
-                return Err(e);
+            let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let bar = terminal.then(|| Progress::new("sim"));
+            let outcome = simulate(&workload, &exp, &mut |n, at| {
+                if let Some(b) = &bar {
+                    b.tick(n, at);
+                }
+            })?;
+            if let Some(b) = bar {
+                b.finish();
             }
-            let Some(cores) = found else {
-                bail!("loses packets even on --max-cores {} cores", a.max_cores);
-            };
-            let (m, s) = simulate(&setup, cores, a.rate, false)?;
-            let mut v = summary(&setup, &m, &s, a.rate);
-            v["min_cores"] = json!(cores);
-            (v, m)
+            outcome
         }
-        Some("max-rate") => {
-            // 1 Gpps: far above what host cores or a NIC forward; the bisection is logarithmic.
-            let ceiling = (setup.natural_rate * 10.0).max(1e9);
-            let mut failed = None;
-            let found = max_rate(ceiling, 0.01, |r| lossless(&setup, a.cores, Some(r), &mut failed));
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            let Some(rate) = found else {
-                bail!("loses packets at every rate tried on {} cores", a.cores);
-            };
-            let rate = rate.round();
-            let (m, s) = simulate(&setup, a.cores, Some(rate), false)?;
-            let mut v = summary(&setup, &m, &s, Some(rate));
-            v["max_rate_pps"] = json!(rate);
-            (v, m)
-        }
-        Some(other) => bail!("unknown --find '{other}' (min-cores or max-rate)"),
+        Some(FindArg::MinCores) => search(&workload, &exp, Search::MinCores { max_cores: a.max_cores })?,
+        Some(FindArg::MaxRate) => search(&workload, &exp, Search::MaxRate)?,
     };
-    print_text(&value);
-    if let Some(c) = value.get("min_cores") {
-        println!("min cores without loss: {c}");
-    }
-    if let Some(r) = value.get("max_rate_pps") {
-        println!("max rate without loss: {r} pkt/s");
-    }
+    print_text(&outcome.summary);
     if let Some(p) = &a.json {
         let mut out = crate::replay::create(p)?;
-        writeln!(out, "{value}")?;
+        writeln!(out, "{}", serde_json::to_string(&outcome.summary)?)?;
         out.flush()?;
     }
     if let Some(p) = &a.timeseries {
-        write_series(p, &metrics, setup.machine.interval_ns)?;
+        write_series(p, &outcome.metrics, exp.machine.interval_ns)?;
     }
     if let Some(dir) = &a.plot {
-        crate::plot::write_plots(dir, &metrics, setup.machine.interval_ns, setup.policy.name())?;
+        crate::plot::write_plots(dir, &outcome.metrics, exp.machine.interval_ns, exp.policy.name())?;
     }
     Ok(())
 }

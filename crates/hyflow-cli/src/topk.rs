@@ -12,7 +12,27 @@ use hyflow::measure::{
     build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
 };
 
-use crate::replay::read_trace;
+use hyflow::input::PacketSource;
+
+use crate::replay::Progress;
+
+/// Each packet of a capture as (ns since the first packet, flow id under `spec`; none for a
+/// malformed frame or one without the key's fields), with a progress bar on a terminal.
+/// Returns the malformed count.
+fn for_each_flow(
+    path: &std::path::Path,
+    spec: &KeySpec,
+    mut f: impl FnMut(u64, Option<FlowId>),
+) -> Result<u64> {
+    let mut source = PacketSource::capture(path, None)?;
+    let progress = Progress::new("topk");
+    while let Some(p) = source.next_packet()? {
+        progress.tick(source.packets(), source.progress());
+        f(p.ts_ns, if p.malformed.is_some() { None } else { spec.flow_id(&p.key) });
+    }
+    progress.finish();
+    Ok(source.malformed().total())
+}
 
 #[derive(Args)]
 pub struct TopkArgs {
@@ -151,11 +171,7 @@ pub fn run(a: TopkArgs) -> Result<()> {
         }
         failed = write_report(&mut out, a.json, &spec, at, top);
     };
-    let malformed = read_trace(&a.trace, None, Some("topk"), |ts, key, _, bad| {
-        let flow = if bad { None } else { spec.flow_id(key) };
-        monitor.flow(ts, flow, &mut report);
-        Ok(true)
-    })?;
+    let malformed = for_each_flow(&a.trace, &spec, |ts, flow| monitor.flow(ts, flow, &mut report))?;
     monitor.finish(&mut report);
     failed?;
     out.flush()?;
@@ -222,10 +238,7 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
     }
     // The stream once, as (time, flow id): 32 bytes a packet.
     let mut stream: Vec<(u64, Option<FlowId>)> = Vec::new();
-    read_trace(&a.trace, None, Some("topk"), |ts, key, _, bad| {
-        stream.push((ts, if bad { None } else { spec.flow_id(key) }));
-        Ok(true)
-    })?;
+    for_each_flow(&a.trace, &spec, |ts, flow| stream.push((ts, flow)))?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     if a.csv {

@@ -430,8 +430,20 @@ fn sim_bad_input_is_one_clear_message() {
     fails_with(&hyflow(&["sim", "--rate=-5"]), &["--rate must be a positive"]);
     fails_with(&hyflow(&["sim", "--cores", "0"]), &["--cores must be at least 1"]);
     fails_with(&hyflow(&["sim", "--ring", "0"]), &["--ring must be at least 1"]);
-    fails_with(&hyflow(&["sim", "--policy", "magic"]), &["unknown policy 'magic'"]);
-    fails_with(&hyflow(&["sim", "--find", "everything"]), &["unknown --find 'everything'"]);
+    // Unknown values of an enumerated option: clap's message, naming the option, the value and
+    // the values allowed.
+    for (args, allowed) in [
+        (["sim", "--policy", "magic"], "[possible values: psf, offload-all, gigaflow]"),
+        (["sim", "--find", "everything"], "[possible values: min-cores, max-rate]"),
+    ] {
+        let out = hyflow(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        let want = format!("invalid value '{}' for '{} <", args[2], args[1]);
+        assert!(err.contains(&want) && err.contains(allowed), "{err}");
+    }
+    fails_with(&hyflow(&["sim", "--nic", "gigaflow"]), &["--nic and --no-nic do not apply to sim"]);
+    fails_with(&hyflow(&["sim", "--no-nic"]), &["--policy says what the NIC holds"]);
     let missing = tmp(
         "missing.json",
         br#"{"rx_ns": 50, "microflow_hit_ns": 100, "megaflow_hit_ns": 200, "sample_ns": 30}"#,

@@ -5,8 +5,10 @@
 //! engine; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
 
 pub mod cache;
+pub mod experiment;
 pub mod gen;
 pub mod host_time;
+pub mod input;
 pub mod measure;
 pub mod nic;
 pub mod openflow;

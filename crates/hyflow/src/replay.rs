@@ -6,12 +6,11 @@
 //! before the first packet at or after that time; updates due at the same moment apply in
 //! file order; updates due after the last packet apply when the replay finishes.
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
-
+use crate::input::MalformedCounts;
 use crate::nic::gigaflow::GigaflowReport;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{Update, When};
-use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
+use crate::packet::{FlowKey, LinkKind};
 use crate::switch::{Layer, Switch};
 
 /// Updates ordered for application.
@@ -58,38 +57,6 @@ impl Schedule {
             }
             (None, None) => None,
         }
-    }
-}
-
-/// Malformed packets by reason (serialized as a map, reasons in first-seen order).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MalformedCounts {
-    /// `(reason, count)` in first-seen order.
-    pub by_reason: Vec<(&'static str, u64)>,
-}
-
-impl Serialize for MalformedCounts {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.by_reason.len()))?;
-        for (reason, n) in &self.by_reason {
-            map.serialize_entry(reason, n)?;
-        }
-        map.end()
-    }
-}
-
-impl MalformedCounts {
-    /// Counts one packet malformed for `reason`.
-    pub fn count(&mut self, reason: &'static str) {
-        match self.by_reason.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, n)) => *n += 1,
-            None => self.by_reason.push((reason, 1)),
-        }
-    }
-
-    /// Total malformed packets.
-    pub fn total(&self) -> u64 {
-        self.by_reason.iter().map(|(_, n)| n).sum()
     }
 }
 
@@ -143,16 +110,8 @@ impl Replay {
         outputs: &mut Vec<Output>,
     ) -> Layer {
         let mut key = FlowKey::default();
-        match link {
-            Some(link) => {
-                if let Err(m) = parse_frame(frame, link, in_port, &mut key) {
-                    self.malformed.count(Malformed::name(m));
-                }
-            }
-            None => {
-                key.set_in_port(in_port);
-                self.malformed.count("unsupported_link_type");
-            }
+        if let Some(reason) = crate::input::parse(frame, link, in_port, &mut key) {
+            self.malformed.count(reason);
         }
         self.packet(ts_ns, &key, wire_len, outputs)
     }

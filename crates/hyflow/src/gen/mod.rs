@@ -8,6 +8,6 @@ pub mod traffic;
 pub mod updates;
 
 pub use traffic::{
-    generate, generate_flows, make_flows, random_flows, GenPacket, TrafficConfig, TrafficError,
+    generate, generate_flows, make_flows, random_flows, GenPacket, Traffic, TrafficConfig, TrafficError,
 };
 pub use updates::{generate_updates, UpdatesConfig};

@@ -214,23 +214,62 @@ pub fn generate_flows(
     config: &TrafficConfig,
     mut sink: impl FnMut(GenPacket) -> std::io::Result<()>,
 ) -> Result<std::io::Result<()>, TrafficError> {
-    check(&TrafficConfig { flows: keys.len(), ..*config })?;
-    let mut rng = StdRng::seed_from_u64(config.seed ^ 0x0074_7261_6666_6963);
-    let zipf =
-        Zipf::new(keys.len() as f64, config.zipf).map_err(|_| TrafficError::Parameter("bad --zipf"))?;
-    let gap = Exp::new(config.rate).map_err(|_| TrafficError::Parameter("bad --rate"))?;
-    let mut t = 0.0f64;
-    for i in 0..config.packets {
-        if i > 0 {
-            t += gap.sample(&mut rng);
-        }
-        let flow = (zipf.sample(&mut rng) as usize).clamp(1, keys.len()) - 1;
-        let frame = build_frame(&keys[flow], frame_len(&mut rng) - 4);
-        if let Err(e) = sink(GenPacket { ts_ns: (t * 1e9) as u64, flow, frame }) {
+    for p in Traffic::new(keys.to_vec(), config)? {
+        if let Err(e) = sink(p) {
             return Ok(Err(e));
         }
     }
     Ok(Ok(()))
+}
+
+/// The packets [`generate_flows`] produces, one at a time.
+pub struct Traffic {
+    keys: Vec<FlowKey>,
+    rng: StdRng,
+    zipf: Zipf<f64>,
+    gap: Exp<f64>,
+    t: f64,
+    i: usize,
+    packets: usize,
+}
+
+impl Traffic {
+    /// `config.packets` packets over `keys` (the flows, most popular first).
+    pub fn new(keys: Vec<FlowKey>, config: &TrafficConfig) -> Result<Traffic, TrafficError> {
+        check(&TrafficConfig { flows: keys.len(), ..*config })?;
+        let rng = StdRng::seed_from_u64(config.seed ^ 0x0074_7261_6666_6963);
+        let zipf =
+            Zipf::new(keys.len() as f64, config.zipf).map_err(|_| TrafficError::Parameter("bad --zipf"))?;
+        let gap = Exp::new(config.rate).map_err(|_| TrafficError::Parameter("bad --rate"))?;
+        Ok(Traffic { keys, rng, zipf, gap, t: 0.0, i: 0, packets: config.packets })
+    }
+
+    /// Packets in all.
+    pub fn len(&self) -> usize {
+        self.packets
+    }
+
+    /// Whether it generates nothing.
+    pub fn is_empty(&self) -> bool {
+        self.packets == 0
+    }
+}
+
+impl Iterator for Traffic {
+    type Item = GenPacket;
+
+    fn next(&mut self) -> Option<GenPacket> {
+        if self.i >= self.packets {
+            return None;
+        }
+        if self.i > 0 {
+            self.t += self.gap.sample(&mut self.rng);
+        }
+        self.i += 1;
+        let flow = (self.zipf.sample(&mut self.rng) as usize).clamp(1, self.keys.len()) - 1;
+        let frame = build_frame(&self.keys[flow], frame_len(&mut self.rng) - 4);
+        Some(GenPacket { ts_ns: (self.t * 1e9) as u64, flow, frame })
+    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use hdrhistogram::Histogram;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::measure::KeySpec;
 use crate::packet::hash::hash_key;
@@ -235,47 +235,122 @@ impl Metrics {
         }
     }
 
-    /// The summary as JSON: only simulated quantities, nothing from the host machine.
-    pub fn json(&self) -> Value {
+    /// The summary: only simulated quantities, nothing from the host machine.
+    pub fn summary(&self) -> MetricsSummary {
         let lat = |h: &Histogram<u64>| {
             let us = |ns: f64| ns.round() / 1e3;
-            json!({
-                "count": h.len(),
-                "mean": us(if h.is_empty() { 0.0 } else { h.mean() }),
-                "p50": us(h.value_at_quantile(0.5) as f64),
-                "p99": us(h.value_at_quantile(0.99) as f64),
-                "p999": us(h.value_at_quantile(0.999) as f64),
-                "max": us(h.max() as f64),
-            })
+            LatencySummary {
+                count: h.len(),
+                mean: us(if h.is_empty() { 0.0 } else { h.mean() }),
+                p50: us(h.value_at_quantile(0.5) as f64),
+                p99: us(h.value_at_quantile(0.99) as f64),
+                p999: us(h.value_at_quantile(0.999) as f64),
+                max: us(h.max() as f64),
+            }
         };
         let span = self.end_ns.max(self.last_ns).saturating_sub(self.first_ns).max(1);
-        let util: Vec<f64> =
-            self.busy_ns.iter().map(|b| ((*b as f64 / span as f64) * 1e4).round() / 1e4).collect();
-        json!({
-            "packets": self.packets,
-            "lost": self.lost(),
-            "loss_rate": self.loss_rate(),
-            "lost_by_cause": {"ring_full": self.lost_ring_full},
-            "samples": {"sent": self.samples, "measured": self.samples_served, "lost": self.samples_lost},
-            "nic_stalled_packets": self.stalled,
-            "rate_pps": self.rate_pps().round(),
-            "duration_s": (self.last_ns.saturating_sub(self.first_ns)) as f64 / 1e9,
-            "hw_packets": self.hw,
-            "sw_packets": self.sw_served,
-            "hw_share": if self.packets == 0 { 0.0 } else { self.hw as f64 / self.packets as f64 },
-            "latency_us": lat(&self.latency),
-            "latency_hw_us": lat(&self.latency_hw),
-            "latency_sw_us": lat(&self.latency_sw),
-            "ring_max": self.ring.max(),
-            "ring": {
-                "mean": if self.ring.is_empty() { 0.0 } else { (self.ring.mean() * 100.0).round() / 100.0 },
-                "p99": self.ring.value_at_quantile(0.99),
-                "max": self.ring.max(),
+        MetricsSummary {
+            packets: self.packets,
+            lost: self.lost(),
+            loss_rate: self.loss_rate(),
+            lost_by_cause: LossCauses { ring_full: self.lost_ring_full },
+            samples: SampleCounts {
+                sent: self.samples,
+                measured: self.samples_served,
+                lost: self.samples_lost,
             },
-            "cores": self.busy_ns.len(),
-            "core_utilisation": util,
-        })
+            nic_stalled_packets: self.stalled,
+            rate_pps: self.rate_pps().round(),
+            duration_s: (self.last_ns.saturating_sub(self.first_ns)) as f64 / 1e9,
+            hw_packets: self.hw,
+            sw_packets: self.sw_served,
+            hw_share: if self.packets == 0 { 0.0 } else { self.hw as f64 / self.packets as f64 },
+            latency_us: lat(&self.latency),
+            latency_hw_us: lat(&self.latency_hw),
+            latency_sw_us: lat(&self.latency_sw),
+            ring_max: self.ring.max(),
+            ring: RingSummary {
+                mean: if self.ring.is_empty() { 0.0 } else { (self.ring.mean() * 100.0).round() / 100.0 },
+                p99: self.ring.value_at_quantile(0.99),
+                max: self.ring.max(),
+            },
+            cores: self.busy_ns.len(),
+            core_utilisation: self
+                .busy_ns
+                .iter()
+                .map(|b| ((*b as f64 / span as f64) * 1e4).round() / 1e4)
+                .collect(),
+        }
     }
+}
+
+/// Latency percentiles, µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Packets measured.
+    pub count: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// Packets lost, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LossCauses {
+    /// Dropped at a full ring.
+    pub ring_full: u64,
+}
+
+/// Sampled headers sent to the host for measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SampleCounts {
+    /// Sent.
+    pub sent: u64,
+    /// Measured.
+    pub measured: u64,
+    /// Dropped at a full ring.
+    pub lost: u64,
+}
+
+/// Ring occupancy seen by host-bound arrivals, packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct RingSummary {
+    /// Mean.
+    pub mean: f64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+/// What a simulation measured, as `hyflow sim --json` writes it (key names are an interface).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MetricsSummary {
+    pub packets: u64,
+    pub lost: u64,
+    pub loss_rate: f64,
+    pub lost_by_cause: LossCauses,
+    pub samples: SampleCounts,
+    pub nic_stalled_packets: u64,
+    pub rate_pps: f64,
+    pub duration_s: f64,
+    pub hw_packets: u64,
+    pub sw_packets: u64,
+    pub hw_share: f64,
+    pub latency_us: LatencySummary,
+    pub latency_hw_us: LatencySummary,
+    pub latency_sw_us: LatencySummary,
+    pub ring_max: u64,
+    pub ring: RingSummary,
+    pub cores: usize,
+    pub core_utilisation: Vec<f64>,
 }
 
 /// The simulation: rings, cores, event queue, metrics.

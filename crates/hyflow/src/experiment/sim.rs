@@ -1,0 +1,311 @@
+//! Timing a workload: one simulation, or a capacity search over simulations.
+
+use serde::Serialize;
+
+use super::{ExperimentError, Progress, Workload};
+use crate::input::PacketSource;
+use crate::openflow::Pipeline;
+use crate::sim::costs::CostModel;
+use crate::sim::datapath::{NicUpdates, OffloadPolicy, Policy, SwitchDatapath};
+use crate::sim::search::{max_rate, min_cores};
+use crate::sim::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
+use crate::switch::SwitchConfig;
+
+/// Highest rate a max-rate search tries: 1 Gpps, far above what host cores or a NIC
+/// forward (the bisection is logarithmic, so a high ceiling costs little).
+pub const MAX_RATE_CEILING_PPS: f64 = 1e9;
+
+/// One simulation's inputs besides the workload.
+#[derive(Clone, Debug)]
+pub struct SimExperiment {
+    /// The host caches (the NIC is the policy's).
+    pub switch: SwitchConfig,
+    /// What the NIC holds.
+    pub policy: Policy,
+    /// What host work costs.
+    pub costs: CostModel,
+    /// The machine: cores, rings, NIC latency, steering, sampling, time series.
+    pub machine: SimConfig,
+    /// Limits on NIC table updates and counter reads.
+    pub limits: NicUpdates,
+    /// Replay at this average rate (packets/s), rescaling the input's timestamps.
+    pub rate_pps: Option<f64>,
+    /// Stop after this much (rescaled) trace time.
+    pub duration_ns: Option<u64>,
+}
+
+impl Default for SimExperiment {
+    fn default() -> Self {
+        SimExperiment {
+            switch: SwitchConfig::default(),
+            policy: Policy::OffloadAll {
+                entries: crate::nic::DEFAULT_MEGAFLOW_ENTRIES,
+                max_masks: crate::nic::DEFAULT_MEGAFLOW_MASKS,
+            },
+            costs: CostModel::default(),
+            machine: SimConfig::default(),
+            limits: NicUpdates::default(),
+            rate_pps: None,
+            duration_ns: None,
+        }
+    }
+}
+
+impl SimExperiment {
+    /// Checks every parameter, naming the CLI option of the first one out of range.
+    pub fn check(&self) -> Result<(), ExperimentError> {
+        let bad = |msg: String| Err(ExperimentError::Invalid(msg));
+        if let Some(r) = self.rate_pps {
+            if !(r.is_finite() && r > 0.0) {
+                return bad(format!("--rate must be a positive number of packets per second, not {r}"));
+            }
+        }
+        if self.duration_ns == Some(0) {
+            return bad("--duration must be a positive number of seconds".to_string());
+        }
+        let l = &self.limits;
+        if !(l.per_second.is_finite() && l.per_second >= 0.0) {
+            return bad(format!("--nic-updates must be ≥ 0 per second, not {}", l.per_second));
+        }
+        if !(l.counter_reads_per_second.is_finite() && l.counter_reads_per_second >= 0.0) {
+            return bad(format!("counter reads must be ≥ 0 per second, not {}", l.counter_reads_per_second));
+        }
+        if !(0.0..=1.0).contains(&self.machine.sample_hw) {
+            return bad(format!("--sample-hw must be in [0, 1], not {}", self.machine.sample_hw));
+        }
+        self.costs.check().map_err(|e| ExperimentError::Invalid(e.to_string()))
+    }
+}
+
+/// A capacity search.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Search {
+    /// The fewest cores (up to `max_cores`) with no loss at the experiment's rate.
+    MinCores {
+        /// Upper bound.
+        max_cores: usize,
+    },
+    /// The highest rate with no loss on the experiment's cores (bisection to 1%).
+    MaxRate,
+}
+
+/// Host-side counts of a simulation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HostCounts {
+    /// Microflow cache hits.
+    pub microflow_hits: u64,
+    /// Megaflow cache hits.
+    pub megaflow_hits: u64,
+    /// Upcalls.
+    pub upcalls: u64,
+}
+
+/// The NIC over a simulation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct NicSummary {
+    /// Entries installed.
+    pub installs: u64,
+    /// Entries held at the end.
+    pub entries: usize,
+    /// Most entries held at once.
+    pub entries_peak: usize,
+    /// Upcalls whose install was refused for the update-rate cap (never retried, as in OVS).
+    pub installs_refused_rate_cap: u64,
+    /// The cap, updates/s (0 = none).
+    pub updates_per_s_cap: f64,
+    /// Install-to-forwarding latency, µs.
+    pub update_latency_us: f64,
+    /// Installs per second of trace.
+    pub update_rate: f64,
+}
+
+/// What `hyflow sim` reports (key names are an interface).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimSummary {
+    /// The simulated figures.
+    #[serde(flatten)]
+    pub metrics: MetricsSummary,
+    /// The offload policy.
+    pub policy: &'static str,
+    /// The rate asked for, if the input was rescaled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_target_pps: Option<f64>,
+    /// Host-side counts.
+    pub host: HostCounts,
+    /// The NIC.
+    pub nic: NicSummary,
+    /// Rule updates applied.
+    pub rule_updates: u64,
+    /// Malformed frames (forwarded on what was parsed).
+    pub malformed: u64,
+    /// Packets forwarded by an entry awaiting a revalidation verdict.
+    pub stale: u64,
+    /// The cost model used.
+    pub costs_ns: CostModel,
+    /// The answer of a min-cores search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_cores: Option<usize>,
+    /// The answer of a max-rate search, packets/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rate_pps: Option<f64>,
+}
+
+/// A simulation's result.
+pub struct SimOutcome {
+    /// The summary.
+    pub summary: SimSummary,
+    /// Everything measured (histograms, time series), for plots.
+    pub metrics: Metrics,
+}
+
+/// Packets per second of the input as recorded (a first pass over it).
+fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
+    let mut source = PacketSource::open(&workload.input, &workload.rules)?;
+    let (mut n, mut last) = (0u64, 0u64);
+    while let Some(p) = source.next_packet()? {
+        n += 1;
+        last = p.ts_ns;
+    }
+    if n < 2 || last == 0 {
+        return Err(ExperimentError::Unanswerable(
+            "the input has fewer than two packets with distinct timestamps: no rate to rescale".to_string(),
+        ));
+    }
+    Ok((n - 1) as f64 * 1e9 / last as f64)
+}
+
+/// Runs one simulation of `workload` (on `cores` cores at `rate` if given, overriding the
+/// experiment's), calling `progress` as packets arrive.
+fn simulate_at(
+    workload: &Workload,
+    exp: &SimExperiment,
+    cores: usize,
+    rate: Option<(f64, f64)>,
+    progress: &mut dyn FnMut(u64, Progress),
+) -> Result<SimOutcome, ExperimentError> {
+    let pipeline = Pipeline::from_rules(workload.rules.clone());
+    let datapath = SwitchDatapath::new(
+        pipeline,
+        exp.switch,
+        exp.policy,
+        exp.costs,
+        workload.updates.clone(),
+        exp.limits,
+    )?;
+    let mut sim = Simulator::new(SimConfig { cores, ..exp.machine.clone() }, datapath)?;
+    let scale = rate.map_or(1.0, |(natural, r)| natural / r);
+    let end = exp.duration_ns.unwrap_or(u64::MAX);
+    let mut source = PacketSource::open(&workload.input, &workload.rules)?;
+    let mut n = 0;
+    while let Some(p) = source.next_packet()? {
+        let t = (p.ts_ns as f64 * scale) as u64;
+        if t >= end {
+            break;
+        }
+        n += 1;
+        sim.arrive(t, SimPacket { key: p.key, bytes: p.bytes });
+        progress(n, source.progress());
+    }
+    let (metrics, datapath) = sim.finish();
+    let sw = datapath.switch();
+    let stats = datapath.stats();
+    let nic = sw.nic_report().unwrap_or_default();
+    let installs = sw.nic_installs();
+    let span_ns = metrics.last_ns.saturating_sub(metrics.first_ns);
+    let summary = SimSummary {
+        metrics: metrics.summary(),
+        policy: exp.policy.name(),
+        rate_target_pps: rate.map(|(_, r)| r),
+        host: HostCounts {
+            microflow_hits: stats.microflow,
+            megaflow_hits: stats.megaflow,
+            upcalls: stats.upcalls,
+        },
+        nic: NicSummary {
+            installs,
+            entries: nic.entries_now,
+            entries_peak: nic.totals.peak,
+            installs_refused_rate_cap: stats.installs_capped,
+            updates_per_s_cap: exp.limits.per_second,
+            update_latency_us: exp.limits.latency_ns as f64 / 1e3,
+            update_rate: if span_ns > 0 { installs as f64 * 1e9 / span_ns as f64 } else { 0.0 },
+        },
+        rule_updates: stats.rule_updates,
+        malformed: source.malformed().total(),
+        stale: sw.stats().stale,
+        costs_ns: exp.costs,
+        min_cores: None,
+        max_rate_pps: None,
+    };
+    Ok(SimOutcome { summary, metrics })
+}
+
+/// One simulation of `workload` under `exp`, calling `progress` with the packets simulated
+/// and how far the input has been read.
+pub fn simulate(
+    workload: &Workload,
+    exp: &SimExperiment,
+    progress: &mut dyn FnMut(u64, Progress),
+) -> Result<SimOutcome, ExperimentError> {
+    exp.check()?;
+    let rate = match exp.rate_pps {
+        Some(r) => Some((natural_rate(workload)?, r)),
+        None => None,
+    };
+    simulate_at(workload, exp, exp.machine.cores, rate, progress)
+}
+
+/// A capacity search: runs simulations until the answer is bracketed, then returns the
+/// answering run with the answer in its summary.
+pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<SimOutcome, ExperimentError> {
+    exp.check()?;
+    let natural = match (what, exp.rate_pps) {
+        (Search::MaxRate, _) | (_, Some(_)) => Some(natural_rate(workload)?),
+        _ => None,
+    };
+    let quiet = &mut |_: u64, _: Progress| {};
+    // A run that fails keeps its error (the first) and counts as lossy, so the search stops.
+    let mut failed = None;
+    let mut lossless = |cores: usize, rate: Option<f64>| {
+        if failed.is_some() {
+            return false;
+        }
+        let at = rate.zip(natural).map(|(r, n)| (n, r));
+        match simulate_at(workload, exp, cores, at, quiet) {
+            Ok(run) => run.metrics.lost() == 0,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    };
+    let answer = match what {
+        Search::MinCores { max_cores } => {
+            let found = min_cores(max_cores, |c| lossless(c, exp.rate_pps));
+            found.map(|c| (c, exp.rate_pps)).ok_or_else(|| {
+                ExperimentError::Unanswerable(format!("loses packets even on --max-cores {max_cores} cores"))
+            })
+        }
+        Search::MaxRate => {
+            let ceiling = (natural.unwrap_or(0.0) * 10.0).max(MAX_RATE_CEILING_PPS);
+            let found = max_rate(ceiling, 0.01, |r| lossless(exp.machine.cores, Some(r)));
+            found.map(|r| (exp.machine.cores, Some(r.round()))).ok_or_else(|| {
+                ExperimentError::Unanswerable(format!(
+                    "loses packets at every rate tried on {} cores",
+                    exp.machine.cores
+                ))
+            })
+        }
+    };
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let (cores, rate) = answer?;
+    let at = rate.zip(natural).map(|(r, n)| (n, r));
+    let mut run = simulate_at(workload, exp, cores, at, quiet)?;
+    match what {
+        Search::MinCores { .. } => run.summary.min_cores = Some(cores),
+        Search::MaxRate => run.summary.max_rate_pps = rate,
+    }
+    Ok(run)
+}

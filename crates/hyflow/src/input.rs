@@ -1,0 +1,202 @@
+//! Where packets come from: a capture file (pcap/pcapng) or generated traffic, parsed to flow
+//! keys one at a time, with malformed frames counted by reason. Every command that consumes
+//! packets reads them through a [`PacketSource`], so they all see the same packets, the same
+//! times and the same malformed counts.
+//!
+//! A malformed frame is forwarded on what could be parsed, as Open vSwitch does; a frame of a
+//! link type hyflow cannot parse becomes a packet with only its input port.
+
+use std::path::{Path, PathBuf};
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use crate::gen::{make_flows, Traffic, TrafficConfig, TrafficError};
+use crate::openflow::Rule;
+use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
+use crate::trace::{TraceError, TraceReader};
+
+/// A source of packets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// A pcap/pcapng capture. Packets arrive on `in_port`, or, when it is `None`, pcapng
+    /// interface i on port i + 1 (port 1 for pcap).
+    Capture {
+        /// The file.
+        path: PathBuf,
+        /// Input port of every packet, if fixed.
+        in_port: Option<u32>,
+    },
+    /// Traffic generated for the workload's rules ([`crate::gen::generate`]).
+    Generated {
+        /// What to generate.
+        traffic: TrafficConfig,
+        /// Input port of every packet.
+        in_port: u32,
+    },
+}
+
+/// Why packets cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The capture is unreadable (named by file and byte offset).
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The traffic cannot be generated.
+    #[error(transparent)]
+    Traffic(#[from] TrafficError),
+}
+
+/// Malformed packets by reason (serialized as a map, reasons in first-seen order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MalformedCounts {
+    /// `(reason, count)` in first-seen order.
+    pub by_reason: Vec<(&'static str, u64)>,
+}
+
+impl Serialize for MalformedCounts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.by_reason.len()))?;
+        for (reason, n) in &self.by_reason {
+            map.serialize_entry(reason, n)?;
+        }
+        map.end()
+    }
+}
+
+impl MalformedCounts {
+    /// Counts one packet malformed for `reason`.
+    pub fn count(&mut self, reason: &'static str) {
+        match self.by_reason.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.by_reason.push((reason, 1)),
+        }
+    }
+
+    /// Total malformed packets.
+    pub fn total(&self) -> u64 {
+        self.by_reason.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Parses a frame into `key` (`None` link kind: a link type hyflow cannot parse). Returns the
+/// reason it is malformed, if it is.
+pub fn parse(frame: &[u8], link: Option<LinkKind>, in_port: u32, key: &mut FlowKey) -> Option<&'static str> {
+    *key = FlowKey::default();
+    match link {
+        Some(link) => parse_frame(frame, link, in_port, key).err().map(Malformed::name),
+        None => {
+            key.set_in_port(in_port);
+            Some("unsupported_link_type")
+        }
+    }
+}
+
+/// One packet of the input.
+#[derive(Clone, Copy, Debug)]
+pub struct InputPacket {
+    /// Nanoseconds since the input's first packet (as recorded: not necessarily monotonic).
+    pub ts_ns: u64,
+    /// Its headers.
+    pub key: FlowKey,
+    /// Bytes on the wire.
+    pub bytes: u32,
+    /// Why the frame is malformed, if it is.
+    pub malformed: Option<&'static str>,
+}
+
+/// How far a source has read: units done and in all (bytes of a capture, packets of
+/// generated traffic), for progress bars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Units read.
+    pub done: u64,
+    /// Units in all (0 if unknown).
+    pub total: u64,
+    /// Whether the units are bytes (else packets).
+    pub bytes: bool,
+}
+
+enum Reader {
+    Capture { reader: Box<TraceReader>, in_port: Option<u32>, size: u64, offset: u64 },
+    Generated { traffic: Box<Traffic>, in_port: u32, total: u64 },
+}
+
+/// Packets of an [`Input`], one at a time.
+pub struct PacketSource {
+    reader: Reader,
+    first_ts: Option<u64>,
+    packets: u64,
+    malformed: MalformedCounts,
+}
+
+impl PacketSource {
+    /// Opens `input`; generated traffic exercises `rules`.
+    pub fn open(input: &Input, rules: &[Rule]) -> Result<PacketSource, InputError> {
+        let reader = match input {
+            Input::Capture { path, in_port } => Reader::Capture {
+                reader: Box::new(TraceReader::open(path)?),
+                in_port: *in_port,
+                size: std::fs::metadata(path).map_or(0, |m| m.len()),
+                offset: 0,
+            },
+            Input::Generated { traffic, in_port } => {
+                let keys = make_flows(rules, traffic.flows, traffic.seed)?;
+                Reader::Generated {
+                    traffic: Box::new(Traffic::new(keys, traffic)?),
+                    in_port: *in_port,
+                    total: traffic.packets as u64,
+                }
+            }
+        };
+        Ok(PacketSource { reader, first_ts: None, packets: 0, malformed: MalformedCounts::default() })
+    }
+
+    /// The capture at `path`, on `in_port` (see [`Input::Capture`]).
+    pub fn capture(path: &Path, in_port: Option<u32>) -> Result<PacketSource, InputError> {
+        PacketSource::open(&Input::Capture { path: path.to_path_buf(), in_port }, &[])
+    }
+
+    /// The next packet, or `None` at the end.
+    pub fn next_packet(&mut self) -> Result<Option<InputPacket>, InputError> {
+        let mut key = FlowKey::default();
+        let (ts, bytes, malformed) = match &mut self.reader {
+            Reader::Capture { reader, in_port, offset, .. } => {
+                let Some(pkt) = reader.next_packet()? else { return Ok(None) };
+                *offset = pkt.offset;
+                let port = in_port.unwrap_or(pkt.interface + 1);
+                let bad = parse(pkt.data, pkt.link.frame_kind(), port, &mut key);
+                (pkt.ts_ns, pkt.orig_len, bad)
+            }
+            Reader::Generated { traffic, in_port, .. } => {
+                let Some(p) = traffic.next() else { return Ok(None) };
+                let bad = parse(&p.frame, Some(LinkKind::Ethernet), *in_port, &mut key);
+                // The frame check sequence is on the wire but not in the generated bytes.
+                (p.ts_ns, p.frame.len() as u32 + 4, bad)
+            }
+        };
+        if let Some(reason) = malformed {
+            self.malformed.count(reason);
+        }
+        self.packets += 1;
+        let first = *self.first_ts.get_or_insert(ts);
+        Ok(Some(InputPacket { ts_ns: ts.saturating_sub(first), key, bytes, malformed }))
+    }
+
+    /// Packets read so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Malformed packets read so far.
+    pub fn malformed(&self) -> &MalformedCounts {
+        &self.malformed
+    }
+
+    /// How far it has read.
+    pub fn progress(&self) -> Progress {
+        match &self.reader {
+            Reader::Capture { size, offset, .. } => Progress { done: *offset, total: *size, bytes: true },
+            Reader::Generated { total, .. } => Progress { done: self.packets, total: *total, bytes: false },
+        }
+    }
+}
