@@ -25,6 +25,10 @@ pub trait OffloadPolicy {
     fn install_on_upcall(&mut self, now_ns: u64) -> bool;
     /// Periodic work at `now_ns` (measurement, replacement).
     fn tick(&mut self, now_ns: u64, switch: &mut Switch);
+    /// Host work an upcall adds when it offers its translation to the NIC, ns.
+    fn install_ns(&self, _costs: &CostModel) -> f64 {
+        0.0
+    }
 }
 
 /// The policies available without measurement.
@@ -65,6 +69,15 @@ impl OffloadPolicy for Policy {
     }
 
     fn tick(&mut self, _now_ns: u64, _switch: &mut Switch) {}
+
+    /// Gigaflow partitions each offered traversal and generates its entries; offloading a
+    /// megaflow as it is costs what `upcall_ns` already counts.
+    fn install_ns(&self, costs: &CostModel) -> f64 {
+        match self {
+            Policy::Gigaflow(_) => costs.gigaflow_install_ns,
+            Policy::Psf | Policy::OffloadAll { .. } => 0.0,
+        }
+    }
 }
 
 /// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s;
@@ -251,23 +264,27 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         let before = self.switch.nic_installs();
         let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, offload, &mut self.outputs);
         self.updates_limit.spend(self.switch.nic_installs() - before);
+        let mut install_ns = 0.0;
         match layer {
             Layer::Microflow => self.stats.microflow += 1,
             Layer::Megaflow => self.stats.megaflow += 1,
             Layer::SlowPath => {
                 self.stats.upcalls += 1;
                 self.stats.installs_capped += (capped && has_nic) as u64;
+                if offload == Offload::Allowed {
+                    install_ns = self.policy.install_ns(&self.costs);
+                }
             }
             Layer::Nic => {}
         }
-        self.costs.service_ns(layer)
+        self.costs.service_ns(layer) + install_ns.round() as u64
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openflow::{parse_flows, parse_packet};
+    use crate::openflow::{parse_flows, parse_packet, Pipeline};
 
     fn datapath(limits: NicUpdates) -> SwitchDatapath<Policy> {
         // One /32 rule per destination: every packet below needs its own megaflow.
@@ -279,6 +296,27 @@ mod tests {
         let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
         let pipeline = Pipeline::from_rules(rules);
         SwitchDatapath::new(pipeline, base, policy, CostModel::default(), Vec::new(), limits).unwrap()
+    }
+
+    /// An upcall offered to a Gigaflow NIC costs its install work on top of the upcall; one
+    /// whose install the update cap refuses, or under OVS-style offload, does not.
+    #[test]
+    fn gigaflow_install_work_is_charged_to_upcalls_offered_to_it() {
+        let rules = parse_flows("priority=1,ip actions=output:2\n", "t").unwrap();
+        let costs = CostModel::default();
+        let upcall = costs.service_ns(Layer::SlowPath);
+        let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
+        for (policy, extra) in [
+            (Policy::Gigaflow(crate::nic::gigaflow::GigaflowConfig::default()), costs.gigaflow_install_ns),
+            (Policy::OffloadAll { entries: 10, max_masks: 10 }, 0.0),
+        ] {
+            let limits = NicUpdates { per_second: 1.0, latency_ns: 0, counter_reads_per_second: 0.0 };
+            let pipeline = Pipeline::from_rules(rules.clone());
+            let mut dp = SwitchDatapath::new(pipeline, base, policy, costs, Vec::new(), limits).unwrap();
+            assert_eq!(dp.host(0, &packet(1)), upcall + extra.round() as u64, "{}", policy.name());
+            // The bucket's one token is spent: the next upcall may not install.
+            assert_eq!(dp.host(1, &packet(2)), upcall, "{}: capped", policy.name());
+        }
     }
 
     fn packet(i: u32) -> SimPacket {
