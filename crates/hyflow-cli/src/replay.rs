@@ -10,14 +10,14 @@ use serde_json::json;
 use hyflow::cache::Consistency;
 use hyflow::experiment::replay::ReplayConfig;
 use hyflow::experiment::Workload;
-use hyflow::gen::{
-    builtin, generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig,
-};
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::report::outputs_json;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
 use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter};
+use hyflow::workload::{
+    builtin, generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig,
+};
 
 use crate::{
     ConsistencyArg, GenDynamicArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs, LocalityArg, NicArg,
@@ -235,14 +235,14 @@ pub fn gen_traffic(a: GenTrafficArgs) -> Result<()> {
 }
 
 pub fn gen_dynamic(a: GenDynamicArgs) -> Result<()> {
-    use hyflow::gen::dynamics::{generate_dynamic, DynamicsConfig};
+    use hyflow::workload::dynamics::{generate_dynamic, DynamicsConfig};
     let traffic =
         TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
     let dynamics =
         DynamicsConfig { churn_period: a.churn_period, churn_fraction: a.churn_fraction, bursts: a.bursts };
     let keys = match &a.flows {
-        Some(f) => hyflow::gen::make_flows(&read_flow_file(f)?, a.flows_count, a.seed)?,
-        None => hyflow::gen::random_flows(a.flows_count, a.seed),
+        Some(f) => hyflow::workload::make_flows(&read_flow_file(f)?, a.flows_count, a.seed)?,
+        None => hyflow::workload::random_flows(a.flows_count, a.seed),
     };
     let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
     println!(
@@ -269,9 +269,9 @@ pub fn gen_updates(a: GenUpdatesArgs) -> Result<()> {
 }
 
 pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
-    use hyflow::gen::pipebench::{pipebench, Locality, PipebenchConfig};
-    let names: Vec<&str> = hyflow::gen::pipelines::ALL.iter().map(|t| t.name).collect();
-    let Some(template) = hyflow::gen::pipelines::by_name(&a.kind) else {
+    use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
+    let names: Vec<&str> = hyflow::workload::pipelines::ALL.iter().map(|t| t.name).collect();
+    let Some(template) = hyflow::workload::pipelines::by_name(&a.kind) else {
         bail!("unknown pipeline '{}' (one of: {})", a.kind, names.join(", "));
     };
     let locality = match a.locality {

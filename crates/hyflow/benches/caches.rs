@@ -16,13 +16,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use hashbrown::{HashMap, HashTable};
 use hyflow::cache::{CachedFlow, Consistency, Decision, DecisionTables, MegaflowCache, MicroflowCache};
-use hyflow::gen::{builtin, generate};
 use hyflow::openflow::datapath::DpAction;
 use hyflow::openflow::{LookupRef, Match, Pipeline};
 use hyflow::packet::hash::hash_key;
 use hyflow::packet::{FlowKey, LinkKind};
 use hyflow::replay::Replay;
 use hyflow::switch::{Switch, SwitchConfig};
+use hyflow::workload::{builtin, generate};
 
 #[path = "workload.rs"]
 mod workload;

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use hyflow::cache::DecisionTables;
-use hyflow::gen::pipebench::{pipebench, Locality, PipebenchConfig};
-use hyflow::gen::{pipelines, TrafficConfig};
 use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
 use hyflow::nic::{MegaflowOffload, NicHit, NicScheme, Upcall};
 use hyflow::openflow::{parse_flows, Pipeline, Traversal};
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
+use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
+use hyflow::workload::{pipelines, TrafficConfig};
 
 const BATCH: usize = 1024;
 

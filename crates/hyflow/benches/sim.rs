@@ -6,7 +6,6 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput};
-use hyflow::gen::{builtin, generate};
 use hyflow::openflow::Pipeline;
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::replay::Replay;
@@ -14,6 +13,7 @@ use hyflow::sim::costs::CostModel;
 use hyflow::sim::datapath::{NicUpdates, Policy, SwitchDatapath};
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Switch, SwitchConfig};
+use hyflow::workload::{builtin, generate};
 
 fn main() {
     let mut c = Criterion::default().configure_from_args();

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::gen::{make_flows, Traffic, TrafficConfig, TrafficError};
 use crate::openflow::Rule;
 use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
 use crate::trace::{TraceError, TraceReader};
+use crate::workload::{make_flows, Traffic, TrafficConfig, TrafficError};
 
 /// A source of packets.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,7 +26,7 @@ pub enum Input {
         /// Input port of every packet, if fixed.
         in_port: Option<u32>,
     },
-    /// Traffic generated for the workload's rules ([`crate::gen::generate`]).
+    /// Traffic generated for the workload's rules ([`crate::workload::generate`]).
     Generated {
         /// What to generate.
         traffic: TrafficConfig,

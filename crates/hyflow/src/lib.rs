@@ -6,7 +6,6 @@
 
 pub mod cache;
 pub mod experiment;
-pub mod gen;
 pub mod host_time;
 pub mod input;
 pub mod measure;
@@ -19,3 +18,4 @@ pub mod sim;
 pub mod switch;
 pub mod trace;
 pub mod tuple_space;
+pub mod workload;

@@ -107,11 +107,11 @@ fn a_rule_update_behind_a_split_revalidates_only_what_it_touches() {
 /// does, and leaves the same per-rule counters.
 #[test]
 fn the_reference_pipelines_forward_like_the_slow_path() {
-    use hyflow::gen::pipebench::{pipebench, Locality, PipebenchConfig};
-    use hyflow::gen::pipelines::ALL;
-    use hyflow::gen::TrafficConfig;
     use hyflow::nic::gigaflow::Partition;
     use hyflow::packet::parse_frame;
+    use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
+    use hyflow::workload::pipelines::ALL;
+    use hyflow::workload::TrafficConfig;
     for template in ALL {
         for locality in [Locality::High, Locality::Low] {
             let traffic = TrafficConfig { flows: 300, packets: 3000, zipf: 1.0, rate: 1000.0, seed: 7 };
@@ -125,9 +125,9 @@ fn the_reference_pipelines_forward_like_the_slow_path() {
             written.unwrap();
             let rules = parse_flows(&text, template.name).unwrap();
             let seconds = frames.last().map_or(1.0, |f| f.0 as f64 / 1e9);
-            let update_lines = hyflow::gen::generate_updates(
+            let update_lines = hyflow::workload::generate_updates(
                 &rules,
-                &hyflow::gen::UpdatesConfig { rate: 0.5, seconds, seed: 3 },
+                &hyflow::workload::UpdatesConfig { rate: 0.5, seconds, seed: 3 },
             )
             .unwrap();
             let updates = update_lines.join("\n");

@@ -99,4 +99,8 @@ impl Revalidate for CacheTable<CachedFlow> {
     fn idle(&self, _table: usize, cutoff_ns: u64, out: &mut Vec<EntryId>) {
         CacheTable::idle(self, cutoff_ns, out);
     }
+
+    fn ids(&self, _table: usize, out: &mut Vec<EntryId>) {
+        out.extend(self.space().ids());
+    }
 }

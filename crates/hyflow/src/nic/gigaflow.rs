@@ -610,6 +610,12 @@ impl Revalidate for Gigaflow {
             stage.idle(cutoff_ns, out);
         }
     }
+
+    fn ids(&self, table: usize, out: &mut Vec<EntryId>) {
+        if let Some(stage) = self.stages.get(table) {
+            out.extend(stage.space().ids());
+        }
+    }
 }
 
 /// Gigaflow's own figures, as `replay --json` reports them under `gigaflow`.

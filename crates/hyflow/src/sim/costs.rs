@@ -7,12 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gen::{builtin, generate, make_flows};
 use crate::host_time::best_per_item;
 use crate::nic::NicConfig;
 use crate::openflow::Pipeline;
 use crate::packet::{parse_frame, FlowKey, LinkKind};
 use crate::switch::{Layer, Offload, Switch, SwitchConfig};
+use crate::workload::{builtin, generate, make_flows};
 
 /// Nanoseconds of one core per unit of work.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

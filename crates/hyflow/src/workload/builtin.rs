@@ -12,7 +12,7 @@ use crate::openflow::{parse_flows, Rule};
 /// Name the pipeline is reported under.
 pub const FLOWS_NAME: &str = "examples/l2l3acl.flows";
 /// The pipeline's flow file.
-pub const FLOWS: &str = include_str!("../../../../examples/l2l3acl.flows");
+pub const FLOWS: &str = include_str!("l2l3acl.flows");
 /// The traffic.
 pub const TRAFFIC: TrafficConfig =
     TrafficConfig { flows: 2_000, packets: 200_000, zipf: 1.1, rate: 100_000.0, seed: 1 };

@@ -159,7 +159,7 @@ pub fn generate_dynamic(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::traffic::random_flows;
+    use crate::workload::traffic::random_flows;
 
     fn run(seed: u64, churn_fraction: f64) -> Vec<(u64, usize)> {
         let keys = random_flows(2000, 3);

@@ -1,0 +1,66 @@
+//! Workloads: what an experiment forwards ([`Workload`]: rules, rule updates, packets), and
+//! the generators that make them — traffic that exercises a flow table, Pipebench-style
+//! pipelines, traffic with churn and bursts, rule-update streams, the built-in workload.
+
+pub mod builtin;
+pub mod dynamics;
+pub mod pipebench;
+pub mod pipelines;
+pub mod traffic;
+pub mod updates;
+
+pub use traffic::{
+    generate, generate_flows, make_flows, random_flows, GenPacket, Traffic, TrafficConfig, TrafficError,
+};
+pub use updates::{generate_updates, UpdatesConfig};
+
+use std::path::Path;
+
+use crate::input::Input;
+use crate::openflow::update::{read_updates_file, Update};
+use crate::openflow::{read_flow_file, FlowFileError, Rule};
+
+/// What an experiment forwards: the rules, the rule updates, and the packets.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// The pipeline's rules.
+    pub rules: Vec<Rule>,
+    /// Rule updates, applied on schedule.
+    pub updates: Vec<Update>,
+    /// The packets.
+    pub input: Input,
+}
+
+impl Workload {
+    /// The built-in workload: the 7-table L2/L3/ACL pipeline of `examples/l2l3acl.flows`,
+    /// 200,000 generated packets of 2,000 Zipf-distributed flows arriving on `in_port`
+    /// (default 1), 10% of the rules updated per second.
+    pub fn builtin(in_port: Option<u32>) -> Workload {
+        let rules = builtin::rules();
+        let updates = builtin::updates(&rules);
+        Workload {
+            rules,
+            updates,
+            input: Input::Generated { traffic: builtin::TRAFFIC, in_port: in_port.unwrap_or(1) },
+        }
+    }
+
+    /// A flow file and a capture, with an updates file or none (see [`Input::Capture`] for
+    /// `in_port`).
+    pub fn from_files(
+        flows: &Path,
+        trace: &Path,
+        updates: Option<&Path>,
+        in_port: Option<u32>,
+    ) -> Result<Workload, FlowFileError> {
+        let rules = read_flow_file(flows)?;
+        let updates = updates.map(read_updates_file).transpose()?.unwrap_or_default();
+        Ok(Workload { rules, updates, input: Input::Capture { path: trace.to_path_buf(), in_port } })
+    }
+
+    /// Replaces the updates with those of an updates file.
+    pub fn with_updates_file(mut self, path: &Path) -> Result<Workload, FlowFileError> {
+        self.updates = read_updates_file(path)?;
+        Ok(self)
+    }
+}
