@@ -6,33 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use serde_json::{json, Map, Value};
-
-use hyflow::measure::{
-    build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
-};
-
-use hyflow::input::PacketSource;
+use hyflow::experiment::topk::{topk, EvalConfig, TopkConfig, TopkReport};
+use hyflow::input::Input;
+use hyflow::measure::{Algo, DetectorConfig, KeySpec, Span};
 
 use crate::replay::Progress;
-
-/// Each packet of a capture as (ns since the first packet, flow id under `spec`; none for a
-/// malformed frame or one without the key's fields), with a progress bar on a terminal.
-/// Returns the malformed count.
-fn for_each_flow(
-    path: &std::path::Path,
-    spec: &KeySpec,
-    mut f: impl FnMut(u64, Option<FlowId>),
-) -> Result<u64> {
-    let mut source = PacketSource::capture(path, None)?;
-    let progress = Progress::new("topk");
-    while let Some(p) = source.next_packet()? {
-        progress.tick(source.packets(), source.progress());
-        f(p.ts_ns, if p.malformed.is_some() { None } else { spec.flow_id(&p.key) });
-    }
-    progress.finish();
-    Ok(source.malformed().total())
-}
 
 #[derive(Args)]
 pub struct TopkArgs {
@@ -141,104 +119,73 @@ fn algo(name: &str) -> Result<Algo> {
     })
 }
 
-fn flow_json(spec: &KeySpec, flow: FlowId) -> Value {
-    let mut m = Map::new();
-    for (name, value) in spec.fields_of(flow) {
-        m.insert(name.to_string(), Value::String(value));
-    }
-    Value::Object(m)
-}
-
 pub fn run(a: TopkArgs) -> Result<()> {
-    let (spec, block, blocks) = a.common.parse()?;
-    let config = DetectorConfig {
+    let (key, block, blocks) = a.common.parse()?;
+    let detector = DetectorConfig {
         k: a.k,
         memory: parse_size(&a.memory).context("--memory")?,
         blocks,
         sample: a.common.sample,
         seed: a.common.seed,
     };
-    let algo = algo(&a.algo)?;
-    let detector = build(algo, &config)?;
-    let memory = detector.memory_bytes();
-    let mut monitor = Monitor::new(detector, spec.clone(), block);
+    let config = TopkConfig { algo: algo(&a.algo)?, detector, key, block };
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let mut failed: Result<()> = Ok(());
-    let mut report = |at: Boundary, top: &[(FlowId, u64)]| {
-        if failed.is_err() {
-            return;
-        }
-        failed = write_report(&mut out, a.json, &spec, at, top);
-    };
-    let malformed = for_each_flow(&a.trace, &spec, |ts, flow| monitor.flow(ts, flow, &mut report))?;
-    monitor.finish(&mut report);
-    failed?;
+    let progress = Progress::new("topk");
+    let summary = topk(&capture(&a.trace), &config, &mut |n, at| progress.tick(n, at), &mut |r| {
+        write_report(&mut out, a.json, r)
+    })?;
+    progress.finish();
     out.flush()?;
     eprintln!(
         "hyflow topk: {} packets ({} malformed, {} without the key fields, not counted); {} uses {} B of {} B",
-        monitor.packets(),
-        malformed,
-        monitor.keyless - malformed,
-        algo.name(),
-        memory,
-        config.memory
+        summary.packets,
+        summary.malformed,
+        summary.keyless,
+        config.algo.name(),
+        summary.memory_used,
+        config.detector.memory
     );
     Ok(())
 }
 
-fn write_report(
-    out: &mut impl Write,
-    as_json: bool,
-    spec: &KeySpec,
-    at: Boundary,
-    top: &[(FlowId, u64)],
-) -> Result<()> {
-    let t = at.t_ns as f64 / 1e9;
+fn capture(path: &std::path::Path) -> Input {
+    Input::Capture { path: path.to_path_buf(), in_port: None }
+}
+
+fn write_report(out: &mut impl Write, as_json: bool, r: &TopkReport) -> std::io::Result<()> {
     if as_json {
-        let flows: Vec<Value> =
-            top.iter().map(|&(f, c)| json!({"key": flow_json(spec, f), "count": c})).collect();
-        writeln!(out, "{}", json!({"t": t, "packets": at.packets, "flows": flows}))?;
-    } else {
-        writeln!(out, "t = {t:.3} s ({} packets): {} flows", at.packets, top.len())?;
-        for (rank, &(f, c)) in top.iter().enumerate() {
-            let fields: Vec<String> =
-                spec.fields_of(f).into_iter().map(|(n, v)| format!("{n}={v}")).collect();
-            writeln!(out, "  {:>4} {:>10}  {}", rank + 1, c, fields.join(","))?;
-        }
+        serde_json::to_writer(&mut *out, r)?;
+        return writeln!(out);
+    }
+    writeln!(out, "t = {:.3} s ({} packets): {} flows", r.t, r.packets, r.flows.len())?;
+    for (rank, f) in r.flows.iter().enumerate() {
+        let fields: Vec<String> = f.key.0.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        writeln!(out, "  {:>4} {:>10}  {}", rank + 1, f.count, fields.join(","))?;
     }
     Ok(())
 }
 
 pub fn eval(a: EvalTopkArgs) -> Result<()> {
-    let (spec, block, blocks) = a.common.parse()?;
-    let algos: Vec<Algo> = a.algos.split(',').map(algo).collect::<Result<_>>()?;
-    let memories: Vec<usize> =
-        a.memory.split(',').map(|m| parse_size(m).context("--memory")).collect::<Result<_>>()?;
-    let ks: Vec<usize> =
-        a.k.split(',')
+    let (key, block, blocks) = a.common.parse()?;
+    let config = EvalConfig {
+        algos: a.algos.split(',').map(algo).collect::<Result<_>>()?,
+        memories: a.memory.split(',').map(|m| parse_size(m).context("--memory")).collect::<Result<_>>()?,
+        ks: a
+            .k
+            .split(',')
             .map(|k| k.trim().parse::<usize>().map_err(|_| anyhow!("--k: '{}' is not a number", k.trim())))
-            .collect::<Result<_>>()?;
-    // Check every configuration before reading the trace: a budget too small for one
-    // algorithm is a row saying so; any other error stops here.
-    let mut configs = Vec::new();
-    for &algo in &algos {
-        for &memory in &memories {
-            for &k in &ks {
-                let config =
-                    DetectorConfig { k, memory, blocks, sample: a.common.sample, seed: a.common.seed };
-                let fits = match build(algo, &config) {
-                    Ok(_) => Ok(()),
-                    Err(e @ ConfigError::TooSmall { .. }) => Err(e),
-                    Err(e) => return Err(e.into()),
-                };
-                configs.push((algo, config, fits));
-            }
-        }
-    }
-    // The stream once, as (time, flow id): 32 bytes a packet.
-    let mut stream: Vec<(u64, Option<FlowId>)> = Vec::new();
-    for_each_flow(&a.trace, &spec, |ts, flow| stream.push((ts, flow)))?;
+            .collect::<Result<_>>()?,
+        blocks,
+        block,
+        sample: a.common.sample,
+        seed: a.common.seed,
+        key,
+    };
+    let progress = Progress::new("eval topk");
+    let rows =
+        hyflow::experiment::topk::eval(&capture(&a.trace), &config, &mut |n, at| progress.tick(n, at))?;
+    progress.finish();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     if a.csv {
@@ -247,67 +194,30 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
         writeln!(out, "| algo | memory | used B | k | precision | ARE | windows |")?;
         writeln!(out, "|---|---|---|---|---|---|---|")?;
     }
-    for (algo, config, fits) in configs {
-        if let Err(e) = fits {
-            if a.json {
-                let line = json!({"algo": algo.name(), "memory_bytes": config.memory, "k": config.k,
-                    "sample": config.sample, "error": e.to_string()});
-                writeln!(out, "{line}")?;
-            } else if a.csv {
-                writeln!(out, "{},{},,{},,,", algo.name(), config.memory, config.k)?;
-            } else {
-                writeln!(
-                    out,
-                    "| {} | {} KB | — | {} | does not fit | | |",
-                    algo.name(),
-                    config.memory / 1024,
-                    config.k
-                )?;
-            }
+    for r in &rows {
+        if a.json {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
             continue;
         }
-        let detector = build(algo, &config)?;
-        let mut monitor = Monitor::new(Scored::new(detector, config.k, blocks), spec.clone(), block);
-        let mut ignore = |_: Boundary, _: &[(FlowId, u64)]| {};
-        for &(ts, flow) in &stream {
-            monitor.flow(ts, flow, &mut ignore);
-        }
-        monitor.finish(&mut ignore);
-        let scored = monitor.detector();
-        let (p, are, windows, used) = (
-            scored.score.precision(),
-            scored.score.are(),
-            scored.score.windows,
-            scored.inner().memory_bytes(),
-        );
-        if a.json {
-            let line = json!({"algo": algo.name(), "memory_bytes": config.memory, "memory_used": used, "k": config.k,
-                "precision": p, "are": are, "windows": windows, "sample": config.sample});
-            writeln!(out, "{line}")?;
-        } else if a.csv {
-            writeln!(
+        match (r.memory_used, r.precision, r.are, r.windows) {
+            (Some(used), Some(p), Some(are), Some(windows)) if a.csv => {
+                writeln!(out, "{},{},{used},{},{p:.4},{are:.4},{windows}", r.algo, r.memory_bytes, r.k)?
+            }
+            (Some(used), Some(p), Some(are), Some(windows)) => writeln!(
                 out,
-                "{},{},{},{},{:.4},{:.4},{}",
-                algo.name(),
-                config.memory,
-                used,
-                config.k,
-                p,
-                are,
-                windows
-            )?;
-        } else {
-            writeln!(
+                "| {} | {} KB | {used} | {} | {p:.3} | {are:.3} | {windows} |",
+                r.algo,
+                r.memory_bytes / 1024,
+                r.k
+            )?,
+            _ if a.csv => writeln!(out, "{},{},,{},,,", r.algo, r.memory_bytes, r.k)?,
+            _ => writeln!(
                 out,
-                "| {} | {} KB | {} | {} | {:.3} | {:.3} | {} |",
-                algo.name(),
-                config.memory / 1024,
-                used,
-                config.k,
-                p,
-                are,
-                windows
-            )?;
+                "| {} | {} KB | — | {} | does not fit | | |",
+                r.algo,
+                r.memory_bytes / 1024,
+                r.k
+            )?,
         }
     }
     out.flush()?;

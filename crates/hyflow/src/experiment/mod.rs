@@ -10,6 +10,7 @@
 
 pub mod replay;
 pub mod sim;
+pub mod topk;
 
 use crate::input::InputError;
 use crate::openflow::FlowFileError;
@@ -31,6 +32,9 @@ pub enum ExperimentError {
     /// The switch cannot be built as configured.
     #[error(transparent)]
     Switch(#[from] SwitchConfigError),
+    /// A detector cannot be built as configured.
+    #[error(transparent)]
+    Detector(#[from] crate::measure::ConfigError),
     /// The simulated machine cannot be built as configured.
     #[error(transparent)]
     Machine(#[from] SimConfigError),

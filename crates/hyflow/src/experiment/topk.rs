@@ -1,0 +1,233 @@
+//! Real-time large flows of an input, and how well each detector finds them against the exact
+//! sliding-window answer.
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use super::ExperimentError;
+use crate::input::{Input, PacketSource, Progress};
+use crate::measure::{
+    build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
+};
+
+/// Which flows, how they are measured, and where the window's blocks end.
+#[derive(Clone, Debug)]
+pub struct TopkConfig {
+    /// The detector.
+    pub algo: Algo,
+    /// Its k, memory, window (in blocks), sampling and seed.
+    pub detector: DetectorConfig,
+    /// The fields that make a flow.
+    pub key: KeySpec,
+    /// One block of the sliding window (time or packets).
+    pub block: Span,
+}
+
+/// A flow's key fields, by name in key order (serialized as a map).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowFields(pub Vec<(&'static str, String)>);
+
+impl Serialize for FlowFields {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+/// One of the top flows at a boundary.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TopFlow {
+    /// Its key fields.
+    pub key: FlowFields,
+    /// Packets in the window.
+    pub count: u64,
+}
+
+/// The top-k flows of the window ending at a block boundary (one `topk --json` line).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TopkReport {
+    /// Seconds since the first packet (with packet windows, the time of the last packet).
+    pub t: f64,
+    /// Packets seen so far.
+    pub packets: u64,
+    /// The flows, largest first.
+    pub flows: Vec<TopFlow>,
+}
+
+/// What a top-k run read and used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TopkSummary {
+    /// Packets read.
+    pub packets: u64,
+    /// Of those, malformed (not counted).
+    pub malformed: u64,
+    /// Of those, well-formed but without the key's fields (not counted).
+    pub keyless: u64,
+    /// Bytes the detector uses.
+    pub memory_used: usize,
+}
+
+/// Each packet of `input` as (ns since the first packet, flow id under `key`; none for a
+/// malformed frame or one without the key's fields), reporting progress. Returns the number
+/// of malformed packets.
+fn for_each_flow(
+    input: &Input,
+    key: &KeySpec,
+    progress: &mut dyn FnMut(u64, Progress),
+    mut f: impl FnMut(u64, Option<FlowId>),
+) -> Result<u64, ExperimentError> {
+    let mut source = PacketSource::open(input, &[])?;
+    while let Some(p) = source.next_packet()? {
+        progress(source.packets(), source.progress());
+        f(p.ts_ns, if p.malformed.is_some() { None } else { key.flow_id(&p.key) });
+    }
+    Ok(source.malformed().total())
+}
+
+/// Runs the detector over `input`, calling `on_report` at every block boundary (an error from
+/// it stops the run and is returned).
+pub fn topk(
+    input: &Input,
+    config: &TopkConfig,
+    progress: &mut dyn FnMut(u64, Progress),
+    on_report: &mut dyn FnMut(&TopkReport) -> std::io::Result<()>,
+) -> Result<TopkSummary, ExperimentError> {
+    let detector = build(config.algo, &config.detector)?;
+    let memory_used = detector.memory_bytes();
+    let mut monitor = Monitor::new(detector, config.key.clone(), config.block);
+    let mut failed = Ok(());
+    let key = &config.key;
+    let mut report = |at: Boundary, top: &[(FlowId, u64)]| {
+        if failed.is_ok() {
+            let flows = top.iter().map(|&(f, count)| TopFlow { key: FlowFields(key.fields_of(f)), count });
+            let r = TopkReport { t: at.t_ns as f64 / 1e9, packets: at.packets, flows: flows.collect() };
+            failed = on_report(&r);
+        }
+    };
+    let malformed = for_each_flow(input, key, progress, |ts, flow| monitor.flow(ts, flow, &mut report))?;
+    monitor.finish(&mut report);
+    failed?;
+    Ok(TopkSummary {
+        packets: monitor.packets(),
+        malformed,
+        keyless: monitor.keyless - malformed,
+        memory_used,
+    })
+}
+
+/// A grid of detectors to score: every algorithm × memory × k.
+#[derive(Clone, Debug)]
+pub struct EvalConfig {
+    /// Algorithms.
+    pub algos: Vec<Algo>,
+    /// Memory budgets, bytes.
+    pub memories: Vec<usize>,
+    /// Values of k.
+    pub ks: Vec<usize>,
+    /// Blocks per window.
+    pub blocks: usize,
+    /// One block.
+    pub block: Span,
+    /// Sampling rate.
+    pub sample: f64,
+    /// Seed.
+    pub seed: u64,
+    /// The fields that make a flow.
+    pub key: KeySpec,
+}
+
+/// One detector's score (one `eval topk --json` line). A budget too small for the detector is
+/// a row with `error` set and no figures.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EvalRow {
+    /// Algorithm.
+    pub algo: &'static str,
+    /// Memory budget, bytes.
+    pub memory_bytes: usize,
+    /// Bytes it used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_used: Option<usize>,
+    /// k.
+    pub k: usize,
+    /// Mean precision over full windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<f64>,
+    /// Mean average relative error of the reported counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub are: Option<f64>,
+    /// Full windows scored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<u64>,
+    /// Sampling rate.
+    pub sample: f64,
+    /// Why it could not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Scores every detector of the grid on `input` against the exact sliding-window top-k.
+/// Every configuration is checked before the input is read: a budget too small for one
+/// algorithm is a row saying so; any other error stops here.
+pub fn eval(
+    input: &Input,
+    config: &EvalConfig,
+    progress: &mut dyn FnMut(u64, Progress),
+) -> Result<Vec<EvalRow>, ExperimentError> {
+    let mut grid = Vec::new();
+    for &algo in &config.algos {
+        for &memory in &config.memories {
+            for &k in &config.ks {
+                let detector = DetectorConfig {
+                    k,
+                    memory,
+                    blocks: config.blocks,
+                    sample: config.sample,
+                    seed: config.seed,
+                };
+                let fits = match build(algo, &detector) {
+                    Ok(_) => Ok(()),
+                    Err(e @ ConfigError::TooSmall { .. }) => Err(e),
+                    Err(e) => return Err(e.into()),
+                };
+                grid.push((algo, detector, fits));
+            }
+        }
+    }
+    // The stream once, as (time, flow id): 32 bytes a packet.
+    let mut stream: Vec<(u64, Option<FlowId>)> = Vec::new();
+    for_each_flow(input, &config.key, progress, |ts, flow| stream.push((ts, flow)))?;
+    let mut rows = Vec::with_capacity(grid.len());
+    for (algo, detector, fits) in grid {
+        let mut row = EvalRow {
+            algo: algo.name(),
+            memory_bytes: detector.memory,
+            memory_used: None,
+            k: detector.k,
+            precision: None,
+            are: None,
+            windows: None,
+            sample: detector.sample,
+            error: None,
+        };
+        if let Err(e) = fits {
+            rows.push(EvalRow { error: Some(e.to_string()), ..row });
+            continue;
+        }
+        let scored = Scored::new(build(algo, &detector)?, detector.k, config.blocks);
+        let mut monitor = Monitor::new(scored, config.key.clone(), config.block);
+        let mut ignore = |_: Boundary, _: &[(FlowId, u64)]| {};
+        for &(ts, flow) in &stream {
+            monitor.flow(ts, flow, &mut ignore);
+        }
+        monitor.finish(&mut ignore);
+        let scored = monitor.detector();
+        row.memory_used = Some(scored.inner().memory_bytes());
+        row.precision = Some(scored.score.precision());
+        row.are = Some(scored.score.are());
+        row.windows = Some(scored.score.windows);
+        rows.push(row);
+    }
+    Ok(rows)
+}
