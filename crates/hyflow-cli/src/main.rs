@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use hyflow::input::PacketSource;
-use hyflow::openflow::report::{trace_json, trace_text};
+use hyflow::openflow::report::{trace_text, TraceRecord};
 use hyflow::openflow::{parse_packet, read_flow_file, Pipeline, Traversal};
 use hyflow::packet::FlowKey;
 
@@ -411,7 +411,7 @@ fn run_trace(args: TraceArgs) -> Result<()> {
     for (i, pkt) in packets.iter().enumerate() {
         pipeline.process(pkt, &mut tr);
         if args.json {
-            writeln!(out, "{}", trace_json(&tr, &pipeline))?;
+            writeln!(out, "{}", serde_json::to_string(&TraceRecord::new(&tr, &pipeline))?)?;
         } else {
             if i > 0 {
                 writeln!(out)?;

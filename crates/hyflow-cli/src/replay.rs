@@ -5,13 +5,11 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde_json::json;
 
 use hyflow::cache::Consistency;
-use hyflow::experiment::replay::ReplayConfig;
+use hyflow::experiment::replay::{DecisionRecord, ReplayConfig};
 use hyflow::experiment::Workload;
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
-use hyflow::openflow::report::outputs_json;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
 use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter};
@@ -155,13 +153,8 @@ pub fn run(r: ReplayArgs) -> Result<()> {
         progress.tick(d.index + 1, d.progress);
         match &mut log {
             Some(out) => {
-                let line = json!({
-                    "i": d.index,
-                    "layer": d.layer.name(),
-                    "outputs": outputs_json(d.outputs),
-                    "drop": d.outputs.is_empty(),
-                });
-                writeln!(out, "{line}")
+                serde_json::to_writer(&mut *out, &DecisionRecord::new(d.index, d.layer, d.outputs))?;
+                writeln!(out)
             }
             None => Ok(()),
         }

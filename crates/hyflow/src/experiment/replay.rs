@@ -3,6 +3,7 @@
 use super::{ExperimentError, Progress, Workload};
 use crate::host_time::WallClock;
 use crate::input::PacketSource;
+use crate::openflow::report::OutputRecord;
 use crate::openflow::traversal::Output;
 use crate::openflow::Pipeline;
 use crate::replay::{Replay, ReplayReport};
@@ -29,6 +30,31 @@ pub struct PacketDecision<'a> {
     pub outputs: &'a [Output],
     /// How far the input has been read.
     pub progress: Progress,
+}
+
+/// One packet's fate, as `hyflow replay --decisions` writes it (one JSON line each).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DecisionRecord<'a> {
+    /// Index of the packet in the input.
+    pub i: u64,
+    /// The layer that decided.
+    pub layer: &'static str,
+    /// The copies that left.
+    pub outputs: Vec<OutputRecord<'a>>,
+    /// Whether none left.
+    pub drop: bool,
+}
+
+impl<'a> DecisionRecord<'a> {
+    /// Packet `index`, decided by `layer`, leaving as `outputs`.
+    pub fn new(index: u64, layer: Layer, outputs: &'a [Output]) -> DecisionRecord<'a> {
+        DecisionRecord {
+            i: index,
+            layer: layer.name(),
+            outputs: OutputRecord::list(outputs),
+            drop: outputs.is_empty(),
+        }
+    }
 }
 
 /// What a replay produced.

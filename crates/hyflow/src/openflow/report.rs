@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::{json, Map, Value};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::action::format_actions;
 use super::datapath::format_dp_actions;
@@ -11,42 +11,95 @@ use super::traversal::{Output, Traversal};
 use crate::packet::format::{format_match, format_packet, packet_fields};
 use crate::packet::FlowKey;
 
-/// A packet as a JSON object of every key field (ovs-ofctl names and notation).
-pub fn packet_json(key: &FlowKey) -> Value {
-    let mut m = Map::new();
-    for (name, value) in packet_fields(key) {
-        m.insert(name.to_string(), Value::String(value));
+/// A packet as an object of every key field (ovs-ofctl names and notation).
+#[derive(Clone, Copy, Debug)]
+pub struct PacketFields<'a>(pub &'a FlowKey);
+
+impl Serialize for PacketFields<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let fields: Vec<_> = packet_fields(self.0).collect();
+        let mut map = s.serialize_map(Some(fields.len()))?;
+        for (name, value) in &fields {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
     }
-    Value::Object(m)
 }
 
-/// `outputs` as `hyflow trace --json` and `hyflow replay --decisions` write them.
-pub fn outputs_json(outputs: &[Output]) -> Value {
-    Value::Array(outputs.iter().map(|o| json!({"port": o.port, "packet": packet_json(&o.packet)})).collect())
+/// One copy leaving the switch, as `hyflow trace --json` and `hyflow replay --decisions`
+/// write it.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct OutputRecord<'a> {
+    /// Port it leaves on.
+    pub port: u32,
+    /// The packet as it leaves.
+    pub packet: PacketFields<'a>,
 }
 
-/// One packet's trace as a JSON object.
-pub fn trace_json(tr: &Traversal, p: &Pipeline) -> Value {
-    let tables: Vec<Value> = tr
-        .steps
-        .iter()
-        .filter_map(|s| {
-            let r = p.rule(s.rule?)?;
-            Some(json!({"table": s.table, "priority": r.priority, "cookie": format!("{:#x}", r.cookie)}))
-        })
-        .collect();
-    let misses: Vec<u8> = tr.steps.iter().filter(|s| s.rule.is_none()).map(|s| s.table).collect();
-    json!({
-        "packet": format_packet(&tr.entry),
-        "megaflow": format_match(&tr.megaflow.value, &tr.megaflow.mask),
-        "datapath_actions": format_dp_actions(&tr.dp_actions, &tr.entry),
-        "outputs": outputs_json(&tr.outputs),
-        "drop": tr.is_drop(),
-        "drop_reason": tr.drop_reason.map(|r| r.name()),
-        "tables": tables,
-        "table_misses": misses,
-        "ttl_exceeded": tr.ttl_exceeded,
-    })
+impl OutputRecord<'_> {
+    /// The copies that leave, as records.
+    pub fn list(outputs: &[Output]) -> Vec<OutputRecord<'_>> {
+        outputs.iter().map(|o| OutputRecord { port: o.port, packet: PacketFields(&o.packet) }).collect()
+    }
+}
+
+/// A rule a traversal hit.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RuleHit {
+    /// Its table.
+    pub table: u8,
+    /// Its priority.
+    pub priority: u16,
+    /// Its cookie, in hex.
+    pub cookie: String,
+}
+
+/// One packet's trace, as `hyflow trace --json` writes it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TraceRecord<'a> {
+    /// The packet, in ovs-ofctl notation.
+    pub packet: String,
+    /// Its megaflow.
+    pub megaflow: String,
+    /// Composed datapath actions.
+    pub datapath_actions: String,
+    /// The copies that leave.
+    pub outputs: Vec<OutputRecord<'a>>,
+    /// Whether nothing leaves.
+    pub drop: bool,
+    /// Why translation stopped, if it did.
+    pub drop_reason: Option<&'static str>,
+    /// Rules hit, in lookup order.
+    pub tables: Vec<RuleHit>,
+    /// Tables missed, in lookup order.
+    pub table_misses: Vec<u8>,
+    /// Times `dec_ttl` found TTL ≤ 1 (sent to the controller).
+    pub ttl_exceeded: u32,
+}
+
+impl<'a> TraceRecord<'a> {
+    /// The record of traversal `tr` through `p`.
+    pub fn new(tr: &'a Traversal, p: &Pipeline) -> TraceRecord<'a> {
+        let tables = tr
+            .steps
+            .iter()
+            .filter_map(|s| {
+                let r = p.rule(s.rule?)?;
+                Some(RuleHit { table: s.table, priority: r.priority, cookie: format!("{:#x}", r.cookie) })
+            })
+            .collect();
+        TraceRecord {
+            packet: format_packet(&tr.entry),
+            megaflow: format_match(&tr.megaflow.value, &tr.megaflow.mask),
+            datapath_actions: format_dp_actions(&tr.dp_actions, &tr.entry),
+            outputs: OutputRecord::list(&tr.outputs),
+            drop: tr.is_drop(),
+            drop_reason: tr.drop_reason.map(|r| r.name()),
+            tables,
+            table_misses: tr.steps.iter().filter(|s| s.rule.is_none()).map(|s| s.table).collect(),
+            ttl_exceeded: tr.ttl_exceeded,
+        }
+    }
 }
 
 /// One packet's trace as text, in the shape of `ovs-appctl ofproto/trace`.
