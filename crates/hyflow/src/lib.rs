@@ -1,8 +1,10 @@
 //! hyflow: flow processing split between a SmartNIC model and host software.
 //!
 //! Data flows one way — trace → NIC pipeline → host rings → software fast path → slow path —
-//! and every layer is a pure function of (state, packet, time). This crate is the I/O-free
-//! engine; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
+//! and every layer is a pure function of (state, packet, time): time and randomness are
+//! passed in, and the only reads of the host's clock are at the edge ([`host_time`], for
+//! timings reported apart from results). [`experiment`] runs whole experiments from plain
+//! configs; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
 
 pub mod cache;
 pub mod experiment;

@@ -220,10 +220,10 @@ impl ReplayReport {
         let s = sw.stats();
         let host = sw.host_timings();
         let nic = sw.nic_report().unwrap_or_default();
-        let mf = sw.microflow();
-        let mfs = mf.map(|m| m.stats()).unwrap_or_default();
-        let mc = sw.megaflow();
-        let mcs = mc.map(|m| m.stats).unwrap_or_default();
+        let microflow = sw.microflow();
+        let microflow_stats = microflow.map(|m| m.stats()).unwrap_or_default();
+        let megaflow = sw.megaflow();
+        let megaflow_stats = megaflow.map(|m| m.stats).unwrap_or_default();
         let (actions, paths) = sw.decision_tables();
         let gigaflow = nic.gigaflow.map(|g| GigaflowReport {
             install_us_per_upcall: host.install_us_per_upcall(),
@@ -250,20 +250,20 @@ impl ReplayReport {
             nic_refused_masks: nic.totals.refused_masks,
             nic_expired: nic.totals.expired,
             nic_revalidated: nic.totals.revalidated,
-            microflow_entries: mfs.peak,
-            microflow_entries_now: mf.map_or(0, |m| m.len()),
-            microflow_capacity: mf.map_or(0, |m| m.capacity()),
-            microflow_bytes: mf.map_or(0, |m| m.slot_bytes()),
-            microflow_inserts: mfs.inserts,
-            microflow_evictions: mfs.evictions,
-            microflow_invalidated: mfs.invalidated + mfs.removed,
-            megaflow_entries: mcs.peak,
-            megaflow_entries_now: mc.map_or(0, |m| m.space().len()),
-            megaflow_masks_now: mc.map_or(0, |m| m.space().n_masks()),
-            megaflow_installs: mcs.installs,
-            megaflow_refused: mcs.refused,
-            megaflow_expired: mcs.expired,
-            megaflow_revalidated: mcs.revalidated,
+            microflow_entries: microflow_stats.peak,
+            microflow_entries_now: microflow.map_or(0, |m| m.len()),
+            microflow_capacity: microflow.map_or(0, |m| m.capacity()),
+            microflow_bytes: microflow.map_or(0, |m| m.slot_bytes()),
+            microflow_inserts: microflow_stats.inserts,
+            microflow_evictions: microflow_stats.evictions,
+            microflow_invalidated: microflow_stats.invalidated + microflow_stats.removed,
+            megaflow_entries: megaflow_stats.peak,
+            megaflow_entries_now: megaflow.map_or(0, |m| m.space().len()),
+            megaflow_masks_now: megaflow.map_or(0, |m| m.space().n_masks()),
+            megaflow_installs: megaflow_stats.installs,
+            megaflow_refused: megaflow_stats.refused,
+            megaflow_expired: megaflow_stats.expired,
+            megaflow_revalidated: megaflow_stats.revalidated,
             action_table_entries: actions,
             rule_paths: paths,
             consistency: sw.config().consistency.name(),
@@ -278,7 +278,7 @@ impl ReplayReport {
             malformed_reasons: malformed.clone(),
             nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
             gigaflow,
-            layers: Layers { nic: sw.nic().is_some(), microflow: mf.is_some(), megaflow: mc.is_some() },
+            layers: Layers { nic: sw.nic().is_some(), microflow: microflow.is_some(), megaflow: megaflow.is_some() },
         }
     }
 

@@ -324,21 +324,21 @@ impl Switch {
         outputs.clear();
         self.advance(now_ns);
         let hash = hash_key(key);
-        if let Some(mf) = &mut self.microflow {
-            if let Some(d) = mf.lookup(key, hash, &mut self.tables) {
+        if let Some(microflow) = &mut self.microflow {
+            if let Some(d) = microflow.lookup(key, hash, &mut self.tables) {
                 self.stats.microflow_hits += 1;
                 execute(self.tables.actions.get(d.actions), key, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes);
                 return Layer::Microflow;
             }
         }
-        if let Some(mc) = &mut self.megaflow {
-            if let Some(id) = mc.lookup(key, 0, bytes, now_ns) {
-                let e = &mc.space().entry(id).expect("hit entries live").data;
+        if let Some(megaflow) = &mut self.megaflow {
+            if let Some(id) = megaflow.lookup(key, 0, bytes, now_ns) {
+                let e = &megaflow.space().entry(id).expect("hit entries live").data;
                 let (d, stale) = (e.decision, e.version.is_pending());
                 // Only a current decision may seed the microflow cache.
-                if let (Some(mf), false) = (&mut self.microflow, stale) {
-                    mf.insert(key, hash, d, self.epoch, &mut self.tables);
+                if let (Some(microflow), false) = (&mut self.microflow, stale) {
+                    microflow.insert(key, hash, d, self.epoch, &mut self.tables);
                 }
                 self.stats.megaflow_hits += 1;
                 execute(self.tables.actions.get(d.actions), key, outputs);
@@ -400,9 +400,9 @@ impl Switch {
             table,
             id,
         }));
-        if let Some(mc) = &mut self.megaflow {
+        if let Some(megaflow) = &mut self.megaflow {
             let flow = CachedFlow::new(*key, decision);
-            if let Ok(id) = mc.install(&self.tr.megaflow, 0, 0, flow, now_ns) {
+            if let Ok(id) = megaflow.install(&self.tr.megaflow, 0, 0, flow, now_ns) {
                 self.tables.acquire(decision);
                 self.new_entries.push(EntryAt { cache: CacheId::Megaflow, table: 0, id });
             }
@@ -411,8 +411,8 @@ impl Switch {
         for &at in &self.new_entries {
             self.revalidator.track(at, &mut caches, &self.tables);
         }
-        if let Some(mf) = &mut self.microflow {
-            mf.insert(key, hash, decision, self.epoch, &mut self.tables);
+        if let Some(microflow) = &mut self.microflow {
+            microflow.insert(key, hash, decision, self.epoch, &mut self.tables);
         }
         self.tables.release(decision);
     }
@@ -431,8 +431,8 @@ impl Switch {
         self.changed.sort_unstable();
         self.changed.dedup();
         self.epoch += 1;
-        if let Some(mf) = &mut self.microflow {
-            mf.on_update(&self.changed, self.epoch, &mut self.tables);
+        if let Some(microflow) = &mut self.microflow {
+            microflow.on_update(&self.changed, self.epoch, &mut self.tables);
         }
         let mut caches = Caches { nic: self.nic.as_deref_mut(), megaflow: self.megaflow.as_mut() };
         let outcome = self.revalidator.on_update(

@@ -1,5 +1,6 @@
-//! Fast, seed-stable hashes of flow keys, computed once per packet and reused by every layer
-//! (the role a NIC's RSS hash plays for OVS's exact-match cache).
+//! Fast, seed-stable hashes of flow keys: the whole-key hash the microflow cache indexes by
+//! (computed once per host packet, the role a NIC's RSS hash plays for OVS's exact-match
+//! cache), and masked hashes for tuple-space subtables.
 //!
 //! Pairs of 64-bit words, each XORed with a per-position constant, are mixed by one folded
 //! 64×64→128 multiply (the wyhash/foldhash construction); the products are independent, so a

@@ -1,12 +1,9 @@
-//! Packet trace input and output for the simulator.
-//!
-//! Traces are how packets get into and out of a simulated switch: a capture taken on a real
-//! network is replayed through the switch, and what the switch emits is captured again for
-//! inspection in Wireshark or comparison against an expected trace.
+//! Capture files: reading them packet by packet, and writing the traces hyflow generates.
 //!
 //! * [`TraceReader`] streams packets out of classic pcap and pcapng files without loading the
-//!   whole file into memory, so multi-gigabyte captures can be replayed.
-//! * [`PcapWriter`] writes classic pcap, the format every tool can read.
+//!   whole file into memory, so multi-gigabyte captures can be replayed
+//!   ([`crate::input::PacketSource`] parses what it reads).
+//! * [`PcapWriter`] writes classic pcap, the format every tool can read (`hyflow gen`).
 //! * [`TraceError`] names the file and the byte offset of every problem, so that a broken
 //!   capture can be inspected with a hex viewer instead of being guessed at.
 //!
