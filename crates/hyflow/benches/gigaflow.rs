@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use hyflow::cache::DecisionTables;
 use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
-use hyflow::nic::{MegaflowOffload, NicHit, NicScheme, Upcall};
+use hyflow::nic::{Arrival, MegaflowOffload, NicHit, NicScheme, Upcall};
 use hyflow::openflow::{parse_flows, Pipeline, Traversal};
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
@@ -77,14 +77,15 @@ fn bench_ltm(c: &mut Criterion) {
         let mut installed = Vec::new();
         for (tr, k) in trs.iter().zip(&flows) {
             let decision = tables.intern(tr);
-            let upcall = Upcall { key: k, traversal: tr, decision };
-            gf.install(upcall, &mut tables, 0, &mut installed);
-            mf.install(upcall, &mut tables, 0, &mut installed);
+            let upcall = Upcall { key: k, traversal: tr, decision, now_ns: 0 };
+            gf.install(upcall, &mut tables, &mut installed);
+            mf.install(upcall, &mut tables, &mut installed);
             tables.release(decision);
         }
-        let (mut outputs, mut hit) = (Vec::new(), NicHit::default());
-        let gf_hits = packets.iter().filter(|k| gf.lookup(k, 64, 0, &tables, &mut outputs, &mut hit)).count();
-        let mf_hits = packets.iter().filter(|k| mf.lookup(k, 64, 0, &tables, &mut outputs, &mut hit)).count();
+        let mut hit = NicHit::default();
+        let at = |key| Arrival { key, bytes: 64, now_ns: 0 };
+        let gf_hits = packets.iter().filter(|k| gf.lookup(at(k), &tables, &mut hit)).count();
+        let mf_hits = packets.iter().filter(|k| mf.lookup(at(k), &tables, &mut hit)).count();
         println!(
             "{kind}: {} flows; gigaflow {} entries, {} masks, {} groups, hit rate {:.3}; megaflow {} entries, \
              {} masks, {} groups, hit rate {:.3}",
@@ -103,7 +104,7 @@ fn bench_ltm(c: &mut Criterion) {
             b.iter(|| {
                 let mut hits = 0u32;
                 for k in stream(&packets, &mut cursor) {
-                    hits += gf.lookup(black_box(k), 64, 0, &tables, &mut outputs, &mut hit) as u32;
+                    hits += gf.lookup(at(black_box(k)), &tables, &mut hit) as u32;
                 }
                 hits
             })
@@ -113,7 +114,7 @@ fn bench_ltm(c: &mut Criterion) {
             b.iter(|| {
                 let mut hits = 0u32;
                 for k in stream(&packets, &mut cursor) {
-                    hits += mf.lookup(black_box(k), 64, 0, &tables, &mut outputs, &mut hit) as u32;
+                    hits += mf.lookup(at(black_box(k)), &tables, &mut hit) as u32;
                 }
                 hits
             })
@@ -144,12 +145,8 @@ fn bench_partition(c: &mut Criterion) {
                     for (tr, k) in trs.iter().zip(&flows) {
                         let decision = hyflow::cache::Decision { actions: 0, path: 0 };
                         installed.clear();
-                        gf.install(
-                            Upcall { key: k, traversal: tr, decision },
-                            &mut tables,
-                            0,
-                            &mut installed,
-                        );
+                        let upcall = Upcall { key: k, traversal: tr, decision, now_ns: 0 };
+                        gf.install(upcall, &mut tables, &mut installed);
                         black_box(&installed);
                     }
                     total += started.elapsed();

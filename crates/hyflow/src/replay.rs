@@ -278,7 +278,11 @@ impl ReplayReport {
             malformed_reasons: malformed.clone(),
             nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
             gigaflow,
-            layers: Layers { nic: sw.nic().is_some(), microflow: microflow.is_some(), megaflow: megaflow.is_some() },
+            layers: Layers {
+                nic: sw.nic().is_some(),
+                microflow: microflow.is_some(),
+                megaflow: megaflow.is_some(),
+            },
         }
     }
 

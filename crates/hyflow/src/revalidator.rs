@@ -111,21 +111,25 @@ pub trait Revalidate {
     fn version(&self, table: usize, id: EntryId) -> Option<EntryVersion>;
     /// Appends the lookup outcomes whose change may alter what the entry decides.
     fn dependencies(&self, table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>);
-    /// Re-translates a live entry under the rules of `pipeline`.
-    fn retranslate(
-        &mut self,
-        table: usize,
-        id: EntryId,
-        pipeline: &Pipeline,
-        tables: &mut DecisionTables,
-        tr: &mut Traversal,
-    ) -> Retranslation;
+    /// Re-translates a live entry under the current rules.
+    fn retranslate(&mut self, table: usize, id: EntryId, with: &mut Translator) -> Retranslation;
     /// Removes an entry, releasing what it holds and counting `why`; false if it was gone.
     fn remove(&mut self, table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool;
     /// Appends the ids of the table's entries without a hit since before `cutoff_ns`, in id order.
     fn idle(&self, table: usize, cutoff_ns: u64, out: &mut Vec<EntryId>);
     /// Appends the ids of all the table's entries, in id order.
     fn ids(&self, table: usize, out: &mut Vec<EntryId>);
+}
+
+/// What re-translating an entry needs: the rules, the decision tables (a kept entry's new
+/// path is interned there) and a traversal to reuse.
+pub struct Translator<'a> {
+    /// The rules now.
+    pub pipeline: &'a Pipeline,
+    /// Action and path tables.
+    pub tables: &'a mut DecisionTables,
+    /// Scratch traversal.
+    pub tr: &'a mut Traversal,
 }
 
 /// The caches of one switch, lent to the revalidator.
@@ -366,7 +370,7 @@ impl Revalidator {
         let Some(cache) = caches.get(at.cache) else { return };
         let Some((version, path)) = cache.slot(at.table as usize, at.id) else { return };
         let (old_path, was_pending) = (*path, version.is_pending());
-        let verdict = cache.retranslate(at.table as usize, at.id, pipeline, tables, tr);
+        let verdict = cache.retranslate(at.table as usize, at.id, &mut Translator { pipeline, tables, tr });
         self.stats.retranslations += 1;
         // Unchanged and nothing pending: nothing to do. With a verdict pending, the keep is
         // scheduled so that it supersedes that (possibly evicting) one.

@@ -11,7 +11,7 @@ use crate::cache::microflow::MicroflowConfigError;
 use crate::cache::table::TableConfigError;
 use crate::cache::{CachedFlow, Consistency, DecisionTables, MegaflowCache, MicroflowCache};
 use crate::host_time::{HostClock, HostTimings};
-use crate::nic::{NicHit, NicReport, NicScheme, Upcall};
+use crate::nic::{Arrival, NicHit, NicReport, NicScheme, Upcall};
 use crate::openflow::datapath::execute;
 use crate::openflow::parser::FlowSpec;
 use crate::openflow::traversal::Output;
@@ -296,9 +296,11 @@ impl Switch {
         self.stats.packets += 1;
         self.stats.bytes += bytes;
         let Some(nic) = &mut self.nic else { return false };
-        if !nic.lookup(key, bytes, now_ns, &self.tables, outputs, &mut self.hit) {
+        if !nic.lookup(Arrival { key, bytes, now_ns }, &self.tables, &mut self.hit) {
             return false;
         }
+        // The hit's outputs become the caller's; the caller's buffer is reused for the next.
+        std::mem::swap(outputs, &mut self.hit.outputs);
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes);
         }
@@ -387,8 +389,8 @@ impl Switch {
         self.installed.clear();
         if let (Some(nic), Offload::Allowed) = (&mut self.nic, offload) {
             let started = self.clock.as_ref().map(|c| c.now_ns());
-            let upcall = Upcall { key, traversal: &self.tr, decision };
-            nic.install(upcall, &mut self.tables, now_ns, &mut self.installed);
+            let upcall = Upcall { key, traversal: &self.tr, decision, now_ns };
+            nic.install(upcall, &mut self.tables, &mut self.installed);
             if let (Some(t0), Some(c)) = (started, &self.clock) {
                 self.host.nic_install_ns += c.now_ns().saturating_sub(t0);
                 self.host.nic_install_upcalls += 1;

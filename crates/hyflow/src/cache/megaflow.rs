@@ -7,9 +7,9 @@
 use super::table::{CacheTable, MatchKind, TableConfig};
 use super::{Decision, DecisionTables};
 use crate::cache::interner::ItemRef;
-use crate::openflow::{LookupRef, Pipeline, Traversal};
+use crate::openflow::LookupRef;
 use crate::packet::FlowKey;
-use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate};
+use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::EntryId;
 
 /// What a megaflow entry (software megaflow or NIC entry) holds.
@@ -68,14 +68,8 @@ impl Revalidate for CacheTable<CachedFlow> {
 
     /// Re-translates the entry's packet: kept if the actions are the same and the new
     /// megaflow needs no bit the entry ignores.
-    fn retranslate(
-        &mut self,
-        _table: usize,
-        id: EntryId,
-        pipeline: &Pipeline,
-        tables: &mut DecisionTables,
-        tr: &mut Traversal,
-    ) -> Retranslation {
+    fn retranslate(&mut self, _table: usize, id: EntryId, with: &mut Translator) -> Retranslation {
+        let Translator { pipeline, tables, tr } = with;
         let space = self.space();
         let (Some(e), Some(old)) = (space.entry(id), space.matcher(id)) else { return Retranslation::Evict };
         pipeline.process(&e.data.rep, tr);

@@ -38,17 +38,16 @@ use rand::{RngExt, SeedableRng};
 
 use serde::Serialize;
 
-use super::{NicHit, NicReport, NicScheme, Upcall};
+use super::{Arrival, NicHit, NicReport, NicScheme, Upcall};
 use crate::cache::interner::{Interner, ItemRef};
 use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConfigError};
 use crate::cache::DecisionTables;
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
-use crate::openflow::Pipeline;
 use crate::packet::field::{id, FIELDS};
 use crate::packet::{FlowKey, FlowMask};
-use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate};
+use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::{EntryId, FlowTableStats};
 
 /// Default number of Gigaflow stages (the paper's 4 × 8K configuration).
@@ -434,24 +433,16 @@ impl NicScheme for Gigaflow {
 
     /// Runs a packet through the stages (see the module notes). On a miss `outputs` and
     /// `hit` are left empty. Counts hits on the entries that matched.
-    fn lookup(
-        &mut self,
-        key: &FlowKey,
-        bytes: u64,
-        now_ns: u64,
-        _tables: &DecisionTables,
-        outputs: &mut Vec<Output>,
-        hit: &mut NicHit,
-    ) -> bool {
-        outputs.clear();
+    fn lookup(&mut self, pkt: Arrival, _tables: &DecisionTables, hit: &mut NicHit) -> bool {
+        hit.outputs.clear();
         hit.paths.clear();
         hit.stale = false;
-        let mut state = *key;
+        let mut state = *pkt.key;
         let mut tag = INITIAL_TAG;
         for stage in self.stages.iter_mut() {
-            let Some(id) = stage.lookup(&state, tag, bytes, now_ns) else { continue };
+            let Some(id) = stage.lookup(&state, tag, pkt.bytes, pkt.now_ns) else { continue };
             let e = &stage.space().entry(id).expect("hit entries live").data;
-            state = apply(self.effects.get(e.effects), &state, outputs);
+            state = apply(self.effects.get(e.effects), &state, &mut hit.outputs);
             tag = e.next;
             hit.paths.push(e.path);
             hit.stale |= e.version.is_pending();
@@ -459,20 +450,14 @@ impl NicScheme for Gigaflow {
                 return true;
             }
         }
-        outputs.clear();
+        hit.outputs.clear();
         hit.paths.clear();
         hit.stale = false;
         false
     }
 
-    fn install(
-        &mut self,
-        upcall: Upcall,
-        tables: &mut DecisionTables,
-        now_ns: u64,
-        installed: &mut Vec<(u8, EntryId)>,
-    ) {
-        self.offload(upcall.traversal, tables, now_ns, installed);
+    fn install(&mut self, upcall: Upcall, tables: &mut DecisionTables, installed: &mut Vec<(u8, EntryId)>) {
+        self.offload(upcall.traversal, tables, upcall.now_ns, installed);
     }
 
     fn entries(&self) -> &dyn Revalidate {
@@ -556,14 +541,8 @@ impl Revalidate for Gigaflow {
     /// parent flow, for its length — or to the end, for an entry that ends translation).
     /// Kept when the effects and next tag are the same and the new rule needs no bit the
     /// entry ignores.
-    fn retranslate(
-        &mut self,
-        table: usize,
-        id: EntryId,
-        pipeline: &Pipeline,
-        tables: &mut DecisionTables,
-        tr: &mut Traversal,
-    ) -> Retranslation {
+    fn retranslate(&mut self, table: usize, id: EntryId, with: &mut Translator) -> Retranslation {
+        let Translator { pipeline, tables, tr } = with;
         self.stats.retranslated += 1;
         let Some(space) = self.stages.get(table).map(|s| s.space()) else { return Retranslation::Evict };
         let Some(e) = space.entry(id) else { return Retranslation::Evict };

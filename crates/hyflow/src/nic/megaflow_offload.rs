@@ -2,12 +2,10 @@
 //! while it has room (entries and masks), and a hit runs the megaflow's composed actions in
 //! hardware. Entries are revalidated and aged exactly as the software megaflow cache's.
 
-use super::{NicHit, NicReport, NicScheme, Upcall};
+use super::{Arrival, NicHit, NicReport, NicScheme, Upcall};
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
 use crate::cache::{CachedFlow, DecisionTables};
 use crate::openflow::datapath::execute;
-use crate::openflow::traversal::Output;
-use crate::packet::FlowKey;
 use crate::revalidator::Revalidate;
 use crate::tuple_space::EntryId;
 
@@ -42,33 +40,20 @@ impl NicScheme for MegaflowOffload {
     }
 
     #[inline]
-    fn lookup(
-        &mut self,
-        key: &FlowKey,
-        bytes: u64,
-        now_ns: u64,
-        tables: &DecisionTables,
-        outputs: &mut Vec<Output>,
-        hit: &mut NicHit,
-    ) -> bool {
-        let Some(id) = self.table.lookup(key, 0, bytes, now_ns) else { return false };
+    fn lookup(&mut self, pkt: Arrival, tables: &DecisionTables, hit: &mut NicHit) -> bool {
+        hit.outputs.clear();
+        let Some(id) = self.table.lookup(pkt.key, 0, pkt.bytes, pkt.now_ns) else { return false };
         let e = &self.table.space().entry(id).expect("hit entries live").data;
-        execute(tables.actions.get(e.decision.actions), key, outputs);
+        execute(tables.actions.get(e.decision.actions), pkt.key, &mut hit.outputs);
         hit.paths.clear();
         hit.paths.push(e.decision.path);
         hit.stale = e.version.is_pending();
         true
     }
 
-    fn install(
-        &mut self,
-        upcall: Upcall,
-        tables: &mut DecisionTables,
-        now_ns: u64,
-        installed: &mut Vec<(u8, EntryId)>,
-    ) {
+    fn install(&mut self, upcall: Upcall, tables: &mut DecisionTables, installed: &mut Vec<(u8, EntryId)>) {
         let flow = CachedFlow::new(*upcall.key, upcall.decision);
-        if let Ok(id) = self.table.install(&upcall.traversal.megaflow, 0, 0, flow, now_ns) {
+        if let Ok(id) = self.table.install(&upcall.traversal.megaflow, 0, 0, flow, upcall.now_ns) {
             tables.acquire(upcall.decision);
             installed.push((0, id));
         }

@@ -63,9 +63,23 @@ impl NicConfig {
     }
 }
 
-/// What the entries that forwarded a packet in hardware stand for.
+/// A packet at the NIC.
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival<'a> {
+    /// Its headers.
+    pub key: &'a FlowKey,
+    /// Bytes on the wire.
+    pub bytes: u64,
+    /// When it arrives, ns.
+    pub now_ns: u64,
+}
+
+/// What forwarded a packet in hardware: the copies that leave, and what the entries that
+/// applied stand for.
 #[derive(Clone, Debug, Default)]
 pub struct NicHit {
+    /// The copies that leave.
+    pub outputs: Vec<Output>,
     /// Rule paths of the entries that applied, in order (their rules are credited).
     pub paths: Vec<ItemRef>,
     /// Whether one of them awaits a revalidation verdict (the decision is stale).
@@ -81,6 +95,8 @@ pub struct Upcall<'a> {
     pub traversal: &'a Traversal,
     /// Its decision, interned (a scheme installing it takes its own references).
     pub decision: Decision,
+    /// When the upcall installs, ns.
+    pub now_ns: u64,
 }
 
 /// NIC occupancy and counters, summed over its tables.
@@ -106,26 +122,12 @@ pub trait NicScheme {
     fn needs_segments(&self) -> bool {
         false
     }
-    /// Looks up a packet arriving at `now_ns`. On a hit, `outputs` holds the copies that
-    /// leave and `hit` what the entries stand for, and the entries count the packet.
-    fn lookup(
-        &mut self,
-        key: &FlowKey,
-        bytes: u64,
-        now_ns: u64,
-        tables: &DecisionTables,
-        outputs: &mut Vec<Output>,
-        hit: &mut NicHit,
-    ) -> bool;
+    /// Looks a packet up. On a hit, fills `hit` (the entries count the packet) and returns
+    /// true; on a miss `hit` is left with no outputs.
+    fn lookup(&mut self, pkt: Arrival, tables: &DecisionTables, hit: &mut NicHit) -> bool;
     /// Offloads what an upcall translated, as far as the tables have room; appends the
     /// (table, id) of every entry installed.
-    fn install(
-        &mut self,
-        upcall: Upcall,
-        tables: &mut DecisionTables,
-        now_ns: u64,
-        installed: &mut Vec<(u8, EntryId)>,
-    );
+    fn install(&mut self, upcall: Upcall, tables: &mut DecisionTables, installed: &mut Vec<(u8, EntryId)>);
     /// Its entries, for the revalidator.
     fn entries(&self) -> &dyn Revalidate;
     /// Its entries, mutably.
