@@ -363,8 +363,10 @@ fn load_pipeline(path: &Path) -> Result<Pipeline> {
 
 fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<FlowKey> {
     let mut source = PacketSource::capture(path, in_port)?;
+    let mut i = 0;
     while let Some(p) = source.next_packet()? {
-        if source.packets() == index + 1 {
+        i += 1;
+        if i == index + 1 {
             match p.malformed {
                 Some("unsupported_link_type") => {
                     bail!("{}: packet {index}: unsupported link type", path.display())

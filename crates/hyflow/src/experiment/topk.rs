@@ -80,8 +80,8 @@ fn for_each_flow(
 ) -> Result<u64, ExperimentError> {
     let mut source = PacketSource::open(input, &[])?;
     while let Some(p) = source.next_packet()? {
-        progress(source.packets(), source.progress());
         f(p.ts_ns, if p.malformed.is_some() { None } else { key.flow_id(&p.key) });
+        progress(source.packets(), source.progress());
     }
     Ok(source.malformed().total())
 }
