@@ -70,6 +70,7 @@ def main():
             print("\ntraversal+megaflow ÷ linear lookups on the same path: %.0f×" % (l[0] / t[0]))
 
     caches()
+    revalidation()
     gigaflow()
     topk()
     sim()
@@ -113,6 +114,16 @@ def sim():
             ns = g.get((name, ""))
             if ns:
                 print("| %s | %s | %s |" % (name, fmt(rate(ns)), "%.2f×" % (base / ns) if base else "—"))
+
+
+def revalidation():
+    g = group("rule_update")
+    if g:
+        header("cached megaflows", "one update touching 10 entries", "same update, empty cache")
+        for n in ("10000", "100000", "1000000"):
+            c, e = g.get(("cached", n)), g.get(("empty_cache", n))
+            if c:
+                print("| %s | %.1f µs | %s |" % (n, c / 1e3, "%.2f µs" % (e / 1e3) if e else "—"))
 
 
 def caches():
