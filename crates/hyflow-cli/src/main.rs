@@ -363,23 +363,17 @@ fn load_pipeline(path: &Path) -> Result<Pipeline> {
 
 fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<FlowKey> {
     let mut source = PacketSource::capture(path, in_port)?;
-    let mut i = 0;
-    while let Some(p) = source.next_packet()? {
-        i += 1;
-        if i == index + 1 {
-            match p.malformed {
-                Some("unsupported_link_type") => {
-                    bail!("{}: packet {index}: unsupported link type", path.display())
-                }
-                Some(reason) => eprintln!(
-                    "hyflow: warning: packet {index} is malformed ({reason}); tracing what was parsed"
-                ),
-                None => {}
-            }
-            return Ok(p.key);
+    let Some(p) = source.nth_packet(index)? else {
+        bail!("{}: has {} packets, no packet at index {index}", path.display(), source.packets());
+    };
+    match p.malformed {
+        Some("unsupported_link_type") => bail!("{}: packet {index}: unsupported link type", path.display()),
+        Some(reason) => {
+            eprintln!("hyflow: warning: packet {index} is malformed ({reason}); tracing what was parsed")
         }
+        None => {}
     }
-    Err(anyhow!("{}: has {} packets, no packet at index {index}", path.display(), source.packets()))
+    Ok(p.key)
 }
 
 fn packets_from_file(path: &Path) -> Result<Vec<FlowKey>> {

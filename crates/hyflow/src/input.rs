@@ -151,7 +151,13 @@ impl PacketSource {
             }
         };
         let current = InputPacket { ts_ns: 0, key: FlowKey::default(), bytes: 0, malformed: None };
-        Ok(PacketSource { reader, current, first_ts: None, packets: 0, malformed: MalformedCounts::default() })
+        Ok(PacketSource {
+            reader,
+            current,
+            first_ts: None,
+            packets: 0,
+            malformed: MalformedCounts::default(),
+        })
     }
 
     /// The capture at `path`, on `in_port` (see [`Input::Capture`]).
@@ -186,6 +192,16 @@ impl PacketSource {
         self.current.bytes = bytes;
         self.current.malformed = malformed;
         Ok(Some(&self.current))
+    }
+
+    /// Reads up to packet `index` (0-based) and returns it, or `None` if the input is shorter.
+    pub fn nth_packet(&mut self, index: u64) -> Result<Option<&InputPacket>, InputError> {
+        while self.packets < index {
+            if self.next_packet()?.is_none() {
+                return Ok(None);
+            }
+        }
+        self.next_packet()
     }
 
     /// Packets read so far.

@@ -288,15 +288,12 @@ impl Revalidator {
     /// entry depending on a changed outcome, and every entry whose verdict is still pending,
     /// and applies or queues the verdicts. With a `clock`, the host time spent on NIC entries
     /// is measured.
-    #[allow(clippy::too_many_arguments)]
     pub fn on_update(
         &mut self,
         changed: &[LookupRef],
         now_ns: u64,
         caches: &mut Caches,
-        pipeline: &Pipeline,
-        tables: &mut DecisionTables,
-        tr: &mut Traversal,
+        with: &mut Translator,
         clock: Option<&dyn HostClock>,
     ) -> UpdateOutcome {
         let mut affected = std::mem::take(&mut self.affected);
@@ -314,12 +311,12 @@ impl Revalidator {
         }
         affected.sort_unstable();
         affected.dedup();
-        debug_assert!(self.index_agrees_with_a_scan(changed, caches, tables, &affected));
+        debug_assert!(self.index_agrees_with_a_scan(changed, caches, with.tables, &affected));
         let before = self.stats.retranslations;
         let mut nic_host_ns = 0;
         for &at in &affected {
             let started = clock.filter(|_| at.cache == CacheId::Nic).map(|c| c.now_ns());
-            self.revalidate_entry(at, now_ns, caches, pipeline, tables, tr);
+            self.revalidate_entry(at, now_ns, caches, with);
             if let (Some(t0), Some(c)) = (started, clock) {
                 nic_host_ns += c.now_ns().saturating_sub(t0);
             }
@@ -358,19 +355,12 @@ impl Revalidator {
     }
 
     /// Re-translates one entry and applies or queues the verdict.
-    fn revalidate_entry(
-        &mut self,
-        at: EntryAt,
-        now_ns: u64,
-        caches: &mut Caches,
-        pipeline: &Pipeline,
-        tables: &mut DecisionTables,
-        tr: &mut Traversal,
-    ) {
+    fn revalidate_entry(&mut self, at: EntryAt, now_ns: u64, caches: &mut Caches, with: &mut Translator) {
         let Some(cache) = caches.get(at.cache) else { return };
         let Some((version, path)) = cache.slot(at.table as usize, at.id) else { return };
         let (old_path, was_pending) = (*path, version.is_pending());
-        let verdict = cache.retranslate(at.table as usize, at.id, &mut Translator { pipeline, tables, tr });
+        let verdict = cache.retranslate(at.table as usize, at.id, with);
+        let tables = &mut *with.tables;
         self.stats.retranslations += 1;
         // Unchanged and nothing pending: nothing to do. With a verdict pending, the keep is
         // scheduled so that it supersedes that (possibly evicting) one.

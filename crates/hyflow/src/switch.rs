@@ -19,7 +19,7 @@ use crate::openflow::update::{self, Command};
 use crate::openflow::{LookupRef, Pipeline, Traversal};
 use crate::packet::hash::hash_key;
 use crate::packet::FlowKey;
-use crate::revalidator::{CacheId, Caches, EntryAt, Revalidator};
+use crate::revalidator::{CacheId, Caches, EntryAt, Revalidator, Translator};
 use crate::tuple_space::EntryId;
 
 pub use crate::nic::NicConfig;
@@ -437,15 +437,9 @@ impl Switch {
             microflow.on_update(&self.changed, self.epoch, &mut self.tables);
         }
         let mut caches = Caches { nic: self.nic.as_deref_mut(), megaflow: self.megaflow.as_mut() };
-        let outcome = self.revalidator.on_update(
-            &self.changed,
-            now_ns,
-            &mut caches,
-            &self.pipeline,
-            &mut self.tables,
-            &mut self.tr,
-            self.clock.as_deref(),
-        );
+        let mut with = Translator { pipeline: &self.pipeline, tables: &mut self.tables, tr: &mut self.tr };
+        let outcome =
+            self.revalidator.on_update(&self.changed, now_ns, &mut caches, &mut with, self.clock.as_deref());
         self.stats.retranslations += outcome.retranslated;
         self.host.nic_revalidation_ns += outcome.nic_host_ns;
         n
