@@ -81,12 +81,12 @@ struct SwitchArgs {
     /// Every packet through the slow path (the reference for the caches).
     #[arg(long)]
     no_cache: bool,
-    /// No NIC.
+    /// No NIC (`sim` takes --policy psf instead).
     #[arg(long)]
     no_nic: bool,
     /// NIC caching scheme: megaflow (one stage of whole traversals, OVS offload) or gigaflow
     /// (sub-traversals in --nic-tables tagged stages, Longest Traversal Match).
-    /// (default megaflow; `sim` takes --policy instead)
+    /// Default megaflow; `sim` takes --policy instead.
     #[arg(long, value_enum)]
     nic: Option<NicArg>,
     /// NIC entries: in total for megaflow (default 32768), per stage for gigaflow (default 8192).

@@ -40,8 +40,8 @@ pub struct SimArgs {
     switch: SwitchArgs,
     /// What the NIC holds: psf (nothing: pure software forwarding), offload-all (every new
     /// megaflow while there is room, as OVS offload), gigaflow (sub-traversals in
-    /// --nic-tables stages). Replaces --nic/--no-nic; --nic-entries, --nic-masks,
-    /// --nic-tables and --partition size the NIC.
+    /// --nic-tables stages; each upcall also costs Gigaflow's install work). Replaces
+    /// --nic/--no-nic; --nic-entries, --nic-masks, --nic-tables and --partition size the NIC.
     #[arg(long, value_enum, default_value = "offload-all", value_name = "POLICY")]
     policy: PolicyArg,
     /// Host cores, each with its own receive ring.
