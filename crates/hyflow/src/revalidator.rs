@@ -390,7 +390,7 @@ impl Revalidator {
         if let Some((version, _)) = caches.get(at.cache).and_then(|c| c.slot(at.table as usize, at.id)) {
             version.pending = seq;
         }
-        self.pending.push_back(Pending { due_ns: now_ns + self.delay_ns, at, seq, verdict });
+        self.pending.push_back(Pending { due_ns: now_ns.saturating_add(self.delay_ns), at, seq, verdict });
     }
 
     fn apply(

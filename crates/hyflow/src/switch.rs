@@ -146,6 +146,8 @@ pub struct SwitchStats {
     pub rules_changed: u64,
     /// Entries re-translated by revalidation.
     pub retranslations: u64,
+    /// Upcalls whose translation was offered to the NIC for installation.
+    pub nic_offers: u64,
 }
 
 /// Whether an upcall may install its decision in the NIC (a NIC accepts a bounded number of
@@ -388,6 +390,7 @@ impl Switch {
         let decision = self.tables.intern(&self.tr);
         self.installed.clear();
         if let (Some(nic), Offload::Allowed) = (&mut self.nic, offload) {
+            self.stats.nic_offers += 1;
             let started = self.clock.as_ref().map(|c| c.now_ns());
             let upcall = Upcall { key, traversal: &self.tr, decision, now_ns };
             nic.install(upcall, &mut self.tables, &mut self.installed);

@@ -52,6 +52,16 @@ pub enum TableConfigError {
     /// Zero entries or masks.
     #[error("table '{0}' needs at least one entry and one mask (turn it off instead)")]
     Empty(String),
+    /// More tables than a scheme can address.
+    #[error("{scheme} takes 1 to {max} tables (--nic-tables), not {got}")]
+    Tables {
+        /// The scheme.
+        scheme: &'static str,
+        /// Most tables allowed.
+        max: usize,
+        /// Tables asked for.
+        got: usize,
+    },
 }
 
 /// One bounded table of wildcard entries.

@@ -52,6 +52,8 @@ use crate::tuple_space::{EntryId, FlowTableStats};
 
 /// Default number of Gigaflow stages (the paper's 4 × 8K configuration).
 pub const DEFAULT_TABLES: usize = 4;
+/// Most stages: a stage is addressed by a byte.
+pub const MAX_TABLES: usize = 256;
 /// Default entries per stage.
 pub const DEFAULT_ENTRIES: usize = 8192;
 /// Default distinct masks per stage.
@@ -200,8 +202,9 @@ impl Gigaflow {
     /// A Gigaflow NIC of `config.tables` stages, applying installs `update_latency_ns` after
     /// they are made.
     pub fn new(config: GigaflowConfig, update_latency_ns: u64) -> Result<Gigaflow, TableConfigError> {
-        if config.tables == 0 {
-            return Err(TableConfigError::Empty("gigaflow".to_string()));
+        // Stages are addressed by a byte (entry addresses, tags of installs).
+        if !(1..=MAX_TABLES).contains(&config.tables) {
+            return Err(TableConfigError::Tables { scheme: "gigaflow", max: MAX_TABLES, got: config.tables });
         }
         let stages = (0..config.tables)
             .map(|i| {

@@ -261,7 +261,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         } else {
             Offload::Refused
         };
-        let before = self.switch.nic_installs();
+        let (before, offers) = (self.switch.nic_installs(), self.switch.stats().nic_offers);
         let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, offload, &mut self.outputs);
         self.updates_limit.spend(self.switch.nic_installs() - before);
         let mut install_ns = 0.0;
@@ -271,7 +271,8 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
             Layer::SlowPath => {
                 self.stats.upcalls += 1;
                 self.stats.installs_capped += (capped && has_nic) as u64;
-                if offload == Offload::Allowed {
+                // Controller flows never reach the NIC: only an offered upcall pays.
+                if self.switch.stats().nic_offers > offers {
                     install_ns = self.policy.install_ns(&self.costs);
                 }
             }
@@ -299,10 +300,13 @@ mod tests {
     }
 
     /// An upcall offered to a Gigaflow NIC costs its install work on top of the upcall; one
-    /// whose install the update cap refuses, or under OVS-style offload, does not.
+    /// whose install the update cap refuses, a controller flow (never offered), or one under
+    /// OVS-style offload does not.
     #[test]
     fn gigaflow_install_work_is_charged_to_upcalls_offered_to_it() {
-        let rules = parse_flows("priority=1,ip actions=output:2\n", "t").unwrap();
+        let text =
+            "priority=1,ip actions=output:2\npriority=2,ip,nw_dst=10.0.0.99 actions=dec_ttl,output:2\n";
+        let rules = parse_flows(text, "t").unwrap();
         let costs = CostModel::default();
         let upcall = costs.service_ns(Layer::SlowPath);
         let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
@@ -313,6 +317,7 @@ mod tests {
             let limits = NicUpdates { per_second: 1.0, latency_ns: 0, counter_reads_per_second: 0.0 };
             let pipeline = Pipeline::from_rules(rules.clone());
             let mut dp = SwitchDatapath::new(pipeline, base, policy, costs, Vec::new(), limits).unwrap();
+            assert_eq!(dp.host(0, &packet(99)), upcall, "{}: TTL 0 goes to the controller", policy.name());
             assert_eq!(dp.host(0, &packet(1)), upcall + extra.round() as u64, "{}", policy.name());
             // The bucket's one token is spent: the next upcall may not install.
             assert_eq!(dp.host(1, &packet(2)), upcall, "{}: capped", policy.name());
