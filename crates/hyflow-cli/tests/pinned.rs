@@ -9,6 +9,9 @@
 //! The records were written by the engine before the engine API rework (issue 12) with
 //! `HYFLOW_PIN_WRITE=1 cargo test --release -p hyflow-cli --test pinned`; rewrite them only
 //! for a change that is meant to alter results, and say so in the commit.
+//!
+//! Amended since: `sim-min-cores` ring maximum 32,079 → 32,078, the exact maximum instead of
+//! the top of its histogram bucket (issue 13: maxima never above what was seen).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
