@@ -138,6 +138,15 @@ fn print_text(s: &SimSummary) {
     println!("  software path: mean {} p99 {}", m.latency_sw_us.mean, m.latency_sw_us.p99);
     println!("ring occupancy: mean {} p99 {} max {}", m.ring.mean, m.ring.p99, m.ring.max);
     println!("cores {} utilisation {:?}", m.cores, m.core_utilisation);
+    if !m.steady {
+        println!(
+            "warning: the host was still catching up when the input ended (rings emptied {:.3} ms after the \
+             last arrival, over {:.0}% of the input's span): these figures describe a transient, not a rate the \
+             host sustains; use a longer input or a lower rate",
+            m.drain_ms,
+            hyflow::sim::STEADY_DRAIN_SHARE * 100.0
+        );
+    }
     println!(
         "host: {} microflow hits, {} megaflow hits, {} upcalls; NIC installs {} ({} refused for the update cap)",
         s.host.microflow_hits, s.host.megaflow_hits, s.host.upcalls, s.nic.installs, s.nic.installs_refused_rate_cap

@@ -77,7 +77,9 @@ impl SimExperiment {
     }
 }
 
-/// A capacity search.
+/// A capacity search. A probe counts as lossless only if it lost nothing *and* the host kept
+/// up ([`Metrics::steady`]): on a short input an overloaded host may end with full-but-not-
+/// overflowing rings, which says nothing about the rate it sustains.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Search {
     /// The fewest cores (up to `max_cores`) with no loss at the experiment's rate.
@@ -272,7 +274,9 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
         }
         let at = rate.zip(natural).map(|(r, n)| (n, r));
         match simulate_at(workload, exp, cores, at, quiet) {
-            Ok(run) => run.metrics.lost() == 0,
+            // A run that lost nothing only because the input ended before the rings filled
+            // is not lossless: it was falling behind.
+            Ok(run) => run.metrics.lost() == 0 && run.metrics.steady(),
             Err(e) => {
                 failed = Some(e);
                 false
@@ -283,7 +287,9 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
         Search::MinCores { max_cores } => {
             let found = min_cores(max_cores, |c| lossless(c, exp.rate_pps));
             found.map(|c| (c, exp.rate_pps)).ok_or_else(|| {
-                ExperimentError::Unanswerable(format!("loses packets even on --max-cores {max_cores} cores"))
+                ExperimentError::Unanswerable(format!(
+                    "loses packets, or falls behind until the input ends, even on --max-cores {max_cores} cores"
+                ))
             })
         }
         Search::MaxRate => {
@@ -291,7 +297,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
             let found = max_rate(ceiling, 0.01, |r| lossless(exp.machine.cores, Some(r)));
             found.map(|r| (exp.machine.cores, Some(r.round()))).ok_or_else(|| {
                 ExperimentError::Unanswerable(format!(
-                    "loses packets at every rate tried on {} cores",
+                    "loses packets, or falls behind until the input ends, at every rate tried on {} cores",
                     exp.machine.cores
                 ))
             })

@@ -185,6 +185,12 @@ pub struct Metrics {
     pub end_ns: u64,
 }
 
+/// Largest share of the input's span the host may still need after the last arrival for a
+/// run to count as steady. A stable queue drains in a few service times; a host overloaded by
+/// a share ε of its capacity ends with a backlog of about ε × the span, so 1% matches the
+/// max-rate search's 1% tolerance.
+pub const STEADY_DRAIN_SHARE: f64 = 0.01;
+
 /// Values from 1 ns to about 73 minutes (or that many packets) at 3 significant digits:
 /// fixed memory, whatever the trace length; larger values saturate.
 fn histogram() -> Histogram<u64> {
@@ -227,6 +233,20 @@ impl Metrics {
         } else {
             self.lost() as f64 / self.packets as f64
         }
+    }
+
+    /// Time the host still needed after the last arrival to empty its rings, ns.
+    pub fn drain_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.last_ns)
+    }
+
+    /// Whether the host kept up with the input: it emptied its rings within
+    /// [`STEADY_DRAIN_SHARE`] of the input's span after the last arrival. A run that did not
+    /// was falling behind when the input ended; that it lost nothing says only that the input
+    /// was too short to fill the rings.
+    pub fn steady(&self) -> bool {
+        let span = self.last_ns.saturating_sub(self.first_ns);
+        self.drain_ns() as f64 <= STEADY_DRAIN_SHARE * span as f64
     }
 
     /// Offered packets per second over the arrivals' span.
@@ -279,6 +299,8 @@ impl Metrics {
                 p99: self.ring.value_at_quantile(0.99).min(self.ring_peak),
                 max: self.ring_peak,
             },
+            steady: self.steady(),
+            drain_ms: self.drain_ns() as f64 / 1e6,
             cores: self.busy_ns.len(),
             core_utilisation: self
                 .busy_ns
@@ -354,6 +376,10 @@ pub struct MetricsSummary {
     pub latency_sw_us: LatencySummary,
     pub ring_max: u64,
     pub ring: RingSummary,
+    /// Whether the host kept up (see [`Metrics::steady`]).
+    pub steady: bool,
+    /// Time the host needed after the last arrival to empty its rings, ms.
+    pub drain_ms: f64,
     pub cores: usize,
     pub core_utilisation: Vec<f64>,
 }
@@ -639,6 +665,27 @@ mod tests {
         assert_eq!((s.ring_max, s.ring.max), (4_096, 4_096));
         assert!(s.ring.p99 <= 4_096);
         assert_eq!(m.lost(), 5_000 - 4_096 - 1);
+    }
+
+    /// A core offered 11% more than it serves loses nothing on a short input with a deep ring,
+    /// but is not steady: it ends about 11% of the span behind. At 91% load it is.
+    #[test]
+    fn a_host_falling_behind_is_not_steady() {
+        for (gap, steady) in [(900, false), (1_100, true)] {
+            let mut sim = one_core(1 << 20, 1_000);
+            for i in 0..10_000u64 {
+                sim.arrive(i * gap, pkt());
+            }
+            let (m, _) = sim.finish();
+            assert_eq!(m.lost(), 0);
+            assert_eq!(
+                m.steady(),
+                steady,
+                "gap {gap} ns: drained {} ns after the last arrival",
+                m.drain_ns()
+            );
+            assert_eq!(m.summary().steady, steady);
+        }
     }
 
     #[test]
