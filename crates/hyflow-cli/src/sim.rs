@@ -151,6 +151,14 @@ fn print_text(s: &SimSummary) {
         "host: {} microflow hits, {} megaflow hits, {} upcalls; NIC installs {} ({} refused for the update cap)",
         s.host.microflow_hits, s.host.megaflow_hits, s.host.upcalls, s.nic.installs, s.nic.installs_refused_rate_cap
     );
+    println!("NIC: {} entries at the end, {} at most", s.nic.entries, s.nic.entries_peak);
+    if s.nic.installs_refused_rate_cap > 0 {
+        println!(
+            "  it holds fewer than `replay` would: {} upcalls found the NIC's update budget ({}/s) spent, and \
+             their megaflows stay in software (by default OVS never retries a refused offload)",
+            s.nic.installs_refused_rate_cap, s.nic.updates_per_s_cap
+        );
+    }
     if let Some(c) = s.min_cores {
         println!("min cores without loss: {c}");
     }
