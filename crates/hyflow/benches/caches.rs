@@ -262,10 +262,17 @@ fn bench_replay(c: &mut Criterion) {
                     (Replay::new(sw, updates.clone()), Vec::new())
                 },
                 |(mut replay, mut outputs)| {
+                    let mut key = FlowKey::default();
                     for (ts, range) in &frames {
                         let frame = &bytes[range.clone()];
                         let len = frame.len() as u64 + 4;
-                        replay.frame(*ts, black_box(frame), Some(LinkKind::Ethernet), 1, len, &mut outputs);
+                        black_box(hyflow::input::parse(
+                            black_box(frame),
+                            Some(LinkKind::Ethernet),
+                            1,
+                            &mut key,
+                        ));
+                        replay.packet(*ts, &key, len, &mut outputs);
                     }
                     // Returned, so that freeing the switch is not timed.
                     replay.finish().0

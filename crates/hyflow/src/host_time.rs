@@ -9,8 +9,6 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
-
 /// A source of host time, in nanoseconds from an arbitrary origin.
 pub trait HostClock: Send {
     /// Now.
@@ -35,7 +33,7 @@ impl HostClock for WallClock {
 }
 
 /// Host time spent by a switch on work whose duration is a property of the host machine.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostTimings {
     /// Upcalls whose NIC install was timed.
     pub nic_install_upcalls: u64,

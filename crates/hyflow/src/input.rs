@@ -194,6 +194,27 @@ impl PacketSource {
         Ok(Some(&self.current))
     }
 
+    /// The next packet's time (ns since the first packet) without parsing it, or `None` at
+    /// the end: a first pass that needs only the timing (rate rescaling) skips the parser.
+    pub fn next_timestamp(&mut self) -> Result<Option<u64>, InputError> {
+        let ts = match &mut self.reader {
+            Reader::Capture { reader, offset, .. } => match reader.next_packet()? {
+                Some(pkt) => {
+                    *offset = pkt.offset;
+                    pkt.ts_ns
+                }
+                None => return Ok(None),
+            },
+            Reader::Generated { traffic, .. } => match traffic.next() {
+                Some(p) => p.ts_ns,
+                None => return Ok(None),
+            },
+        };
+        self.packets += 1;
+        let first = *self.first_ts.get_or_insert(ts);
+        Ok(Some(ts.saturating_sub(first)))
+    }
+
     /// Reads up to packet `index` (0-based) and returns it, or `None` if the input is shorter.
     pub fn nth_packet(&mut self, index: u64) -> Result<Option<&InputPacket>, InputError> {
         while self.packets < index {
@@ -274,6 +295,10 @@ mod tests {
             Some((4_000, 443, 1))
         );
         assert!(again.nth_packet(5).unwrap().is_none());
+        let mut times = PacketSource::capture(&path, None).unwrap();
+        let ts: Vec<u64> = std::iter::from_fn(|| times.next_timestamp().unwrap()).collect();
+        assert_eq!(ts, [0, 2_500, 4_000], "timestamps alone, the malformed frame included");
+        assert_eq!(times.malformed().total(), 0, "nothing parsed, nothing counted");
         let _ = std::fs::remove_file(&path);
     }
 

@@ -10,7 +10,7 @@ use crate::input::MalformedCounts;
 use crate::nic::gigaflow::GigaflowReport;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{Update, When};
-use crate::packet::{FlowKey, LinkKind};
+use crate::packet::FlowKey;
 use crate::switch::{Layer, Switch};
 
 /// Updates ordered for application.
@@ -67,20 +67,12 @@ pub struct Replay {
     first_ts: Option<u64>,
     now_ns: u64,
     index: u64,
-    malformed: MalformedCounts,
 }
 
 impl Replay {
     /// Starts a replay with these updates pending.
     pub fn new(switch: Switch, updates: Vec<Update>) -> Replay {
-        Replay {
-            switch,
-            schedule: Schedule::new(updates),
-            first_ts: None,
-            now_ns: 0,
-            index: 0,
-            malformed: MalformedCounts::default(),
-        }
+        Replay { switch, schedule: Schedule::new(updates), first_ts: None, now_ns: 0, index: 0 }
     }
 
     /// The switch.
@@ -88,32 +80,9 @@ impl Replay {
         &self.switch
     }
 
-    /// Malformed packets seen so far (forwarded on what could be parsed, as OVS does).
-    pub fn malformed(&self) -> &MalformedCounts {
-        &self.malformed
-    }
-
     /// Trace time of the last packet, ns since the first.
     pub fn elapsed_ns(&self) -> u64 {
         self.now_ns
-    }
-
-    /// Parses a frame (`None` link kind: a link type hyflow cannot parse, counted malformed
-    /// and forwarded as a packet with only its input port) and forwards it.
-    pub fn frame(
-        &mut self,
-        ts_ns: u64,
-        frame: &[u8],
-        link: Option<LinkKind>,
-        in_port: u32,
-        wire_len: u64,
-        outputs: &mut Vec<Output>,
-    ) -> Layer {
-        let mut key = FlowKey::default();
-        if let Some(reason) = crate::input::parse(frame, link, in_port, &mut key) {
-            self.malformed.count(reason);
-        }
-        self.packet(ts_ns, &key, wire_len, outputs)
     }
 
     /// Forwards one parsed packet, applying the updates due before it.
@@ -127,12 +96,13 @@ impl Replay {
         self.switch.process(key, bytes, self.now_ns, outputs)
     }
 
-    /// Applies the updates due after the last packet and returns the switch.
-    pub fn finish(mut self) -> (Switch, MalformedCounts, u64) {
+    /// Applies the updates due after the last packet and returns the switch and the trace
+    /// time of the last packet.
+    pub fn finish(mut self) -> (Switch, u64) {
         while let Some(u) = self.schedule.next_due(None, self.now_ns) {
             self.switch.apply_update(u.command, &u.spec, self.now_ns);
         }
-        (self.switch, self.malformed, self.now_ns)
+        (self.switch, self.now_ns)
     }
 }
 

@@ -222,13 +222,6 @@ pub struct UpdateOutcome {
     pub nic_host_ns: u64,
 }
 
-/// Counters of the revalidator.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RevalidatorStats {
-    /// Entries re-translated after rule updates.
-    pub retranslations: u64,
-}
-
 /// The revalidator of one switch.
 pub struct Revalidator {
     delay_ns: u64,
@@ -238,7 +231,6 @@ pub struct Revalidator {
     next_generation: u64,
     next_sweep_ns: u64,
     index: DependencyIndex,
-    stats: RevalidatorStats,
     /// Scratch (reused: no allocation per update).
     affected: Vec<EntryAt>,
     ids: Vec<EntryId>,
@@ -257,16 +249,10 @@ impl Revalidator {
             next_generation: 1,
             next_sweep_ns: SWEEP_INTERVAL_NS,
             index: DependencyIndex::default(),
-            stats: RevalidatorStats::default(),
             affected: Vec::new(),
             ids: Vec::new(),
             deps: Vec::new(),
         }
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> RevalidatorStats {
-        self.stats
     }
 
     /// Indexes a newly installed (or newly re-pathed) entry under its current dependencies.
@@ -312,17 +298,16 @@ impl Revalidator {
         affected.sort_unstable();
         affected.dedup();
         debug_assert!(self.index_agrees_with_a_scan(changed, caches, with.tables, &affected));
-        let before = self.stats.retranslations;
-        let mut nic_host_ns = 0;
+        let (mut retranslated, mut nic_host_ns) = (0, 0);
         for &at in &affected {
             let started = clock.filter(|_| at.cache == CacheId::Nic).map(|c| c.now_ns());
-            self.revalidate_entry(at, now_ns, caches, with);
+            retranslated += self.revalidate_entry(at, now_ns, caches, with) as u64;
             if let (Some(t0), Some(c)) = (started, clock) {
                 nic_host_ns += c.now_ns().saturating_sub(t0);
             }
         }
         self.affected = affected;
-        UpdateOutcome { retranslated: self.stats.retranslations - before, nic_host_ns }
+        UpdateOutcome { retranslated, nic_host_ns }
     }
 
     /// Whether `affected` holds exactly the entries a scan of every cache finds depending on
@@ -354,21 +339,27 @@ impl Revalidator {
         scan == affected
     }
 
-    /// Re-translates one entry and applies or queues the verdict.
-    fn revalidate_entry(&mut self, at: EntryAt, now_ns: u64, caches: &mut Caches, with: &mut Translator) {
-        let Some(cache) = caches.get(at.cache) else { return };
-        let Some((version, path)) = cache.slot(at.table as usize, at.id) else { return };
+    /// Re-translates one entry and applies or queues the verdict; false if the entry is gone.
+    fn revalidate_entry(
+        &mut self,
+        at: EntryAt,
+        now_ns: u64,
+        caches: &mut Caches,
+        with: &mut Translator,
+    ) -> bool {
+        let Some(cache) = caches.get(at.cache) else { return false };
+        let Some((version, path)) = cache.slot(at.table as usize, at.id) else { return false };
         let (old_path, was_pending) = (*path, version.is_pending());
         let verdict = cache.retranslate(at.table as usize, at.id, with);
         let tables = &mut *with.tables;
-        self.stats.retranslations += 1;
         // Unchanged and nothing pending: nothing to do. With a verdict pending, the keep is
         // scheduled so that it supersedes that (possibly evicting) one.
         if verdict == Retranslation::Keep(old_path) && !was_pending {
             tables.paths.release(old_path);
-            return;
+            return true;
         }
         self.schedule(at, verdict, now_ns, caches, tables);
+        true
     }
 
     /// Applies a verdict now, or queues it for the revalidation delay (the entry is stale

@@ -59,7 +59,7 @@ pub struct EntryStats {
 }
 
 /// Counters of a wildcard cache.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowTableStats {
     /// Lookups that hit.
     pub hits: u64,

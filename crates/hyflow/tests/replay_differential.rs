@@ -73,7 +73,7 @@ fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchCo
         let layer = r.packet(i as u64 * 1_000_000, k, 64 + i as u64 % 7, &mut outputs);
         decisions.push((layer, outputs.clone()));
     }
-    let (sw, _, _) = r.finish();
+    let (sw, _) = r.finish();
     let n_ids = sw.pipeline().rules().map(|(id, _)| id + 1).max().unwrap_or(0) + 200;
     let counters = (0..n_ids).map(|id| sw.pipeline().stats(id)).map(|s| (s.packets, s.bytes)).collect();
     Run { decisions, counters, stale_wrong: sw.stats().stale_wrong }

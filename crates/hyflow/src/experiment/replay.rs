@@ -3,7 +3,7 @@
 use super::{ExperimentError, Progress, Workload};
 use crate::host_time::WallClock;
 use crate::input::PacketSource;
-use crate::openflow::report::OutputRecord;
+use crate::openflow::report::OutputRecords;
 use crate::openflow::traversal::Output;
 use crate::openflow::Pipeline;
 use crate::replay::{Replay, ReplayReport};
@@ -40,7 +40,7 @@ pub struct DecisionRecord<'a> {
     /// The layer that decided.
     pub layer: &'static str,
     /// The copies that left.
-    pub outputs: Vec<OutputRecord<'a>>,
+    pub outputs: OutputRecords<'a>,
     /// Whether none left.
     pub drop: bool,
 }
@@ -51,7 +51,7 @@ impl<'a> DecisionRecord<'a> {
         DecisionRecord {
             i: index,
             layer: layer.name(),
-            outputs: OutputRecord::list(outputs),
+            outputs: OutputRecords(outputs),
             drop: outputs.is_empty(),
         }
     }
@@ -85,7 +85,7 @@ pub fn run(
         on_packet(&PacketDecision { index, layer, outputs: &outputs, progress: source.progress() })?;
         index += 1;
     }
-    let (switch, _, elapsed_ns) = replay.finish();
+    let (switch, elapsed_ns) = replay.finish();
     let report = ReplayReport::new(&switch, source.malformed(), elapsed_ns);
     Ok(ReplayOutcome { report, switch })
 }

@@ -164,9 +164,9 @@ pub struct SimOutcome {
 fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
     let (mut n, mut last) = (0u64, 0u64);
-    while let Some(p) = source.next_packet()? {
+    while let Some(ts) = source.next_timestamp()? {
         n += 1;
-        last = p.ts_ns;
+        last = ts;
     }
     if n < 2 || last == 0 {
         return Err(ExperimentError::Unanswerable(

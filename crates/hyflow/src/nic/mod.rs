@@ -14,8 +14,6 @@ pub mod megaflow_offload;
 
 pub use megaflow_offload::MegaflowOffload;
 
-use serde::Serialize;
-
 use crate::cache::interner::ItemRef;
 use crate::cache::table::TableConfigError;
 use crate::cache::{Decision, DecisionTables};
@@ -100,7 +98,7 @@ pub struct Upcall<'a> {
 }
 
 /// NIC occupancy and counters, summed over its tables.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct NicReport {
     /// Scheme name.
     pub scheme: &'static str,

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use super::action::format_actions;
 use super::datapath::format_dp_actions;
@@ -17,10 +17,9 @@ pub struct PacketFields<'a>(pub &'a FlowKey);
 
 impl Serialize for PacketFields<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let fields: Vec<_> = packet_fields(self.0).collect();
-        let mut map = s.serialize_map(Some(fields.len()))?;
-        for (name, value) in &fields {
-            map.serialize_entry(name, value)?;
+        let mut map = s.serialize_map(None)?;
+        for (name, value) in packet_fields(self.0) {
+            map.serialize_entry(name, &value)?;
         }
         map.end()
     }
@@ -36,10 +35,17 @@ pub struct OutputRecord<'a> {
     pub packet: PacketFields<'a>,
 }
 
-impl OutputRecord<'_> {
-    /// The copies that leave, as records.
-    pub fn list(outputs: &[Output]) -> Vec<OutputRecord<'_>> {
-        outputs.iter().map(|o| OutputRecord { port: o.port, packet: PacketFields(&o.packet) }).collect()
+/// The copies that leave, serialized as a list of [`OutputRecord`]s (built one at a time).
+#[derive(Clone, Copy, Debug)]
+pub struct OutputRecords<'a>(pub &'a [Output]);
+
+impl Serialize for OutputRecords<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for o in self.0 {
+            seq.serialize_element(&OutputRecord { port: o.port, packet: PacketFields(&o.packet) })?;
+        }
+        seq.end()
     }
 }
 
@@ -64,7 +70,7 @@ pub struct TraceRecord<'a> {
     /// Composed datapath actions.
     pub datapath_actions: String,
     /// The copies that leave.
-    pub outputs: Vec<OutputRecord<'a>>,
+    pub outputs: OutputRecords<'a>,
     /// Whether nothing leaves.
     pub drop: bool,
     /// Why translation stopped, if it did.
@@ -92,7 +98,7 @@ impl<'a> TraceRecord<'a> {
             packet: format_packet(&tr.entry),
             megaflow: format_match(&tr.megaflow.value, &tr.megaflow.mask),
             datapath_actions: format_dp_actions(&tr.dp_actions, &tr.entry),
-            outputs: OutputRecord::list(&tr.outputs),
+            outputs: OutputRecords(&tr.outputs),
             drop: tr.is_drop(),
             drop_reason: tr.drop_reason.map(|r| r.name()),
             tables,

@@ -243,16 +243,6 @@ impl Traffic {
         let gap = Exp::new(config.rate).map_err(|_| TrafficError::Parameter("bad --rate"))?;
         Ok(Traffic { keys, rng, zipf, gap, t: 0.0, i: 0, packets: config.packets })
     }
-
-    /// Packets in all.
-    pub fn len(&self) -> usize {
-        self.packets
-    }
-
-    /// Whether it generates nothing.
-    pub fn is_empty(&self) -> bool {
-        self.packets == 0
-    }
 }
 
 impl Iterator for Traffic {
