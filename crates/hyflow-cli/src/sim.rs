@@ -10,8 +10,10 @@ use crate::replay::{gigaflow_nic, megaflow_nic, switch_config, workload, Progres
 use crate::SwitchArgs;
 use hyflow::experiment::sim::{search, simulate, Search, SimExperiment, SimSummary};
 use hyflow::measure::KeySpec;
+use hyflow::offload::elixir::{ElixirConfig, NIC_LINE_RATE_PPS};
+use hyflow::offload::upcall::UpcallOffload;
+use hyflow::offload::{NicUpdates, PolicyConfig};
 use hyflow::sim::costs::{calibrate, CostModel};
-use hyflow::sim::datapath::{NicUpdates, OffloadPolicy, Policy};
 use hyflow::sim::{Metrics, SimConfig, Steering};
 
 /// What the NIC holds during a simulation.
@@ -23,6 +25,108 @@ enum PolicyArg {
     OffloadAll,
     /// Sub-traversals in --nic-tables stages.
     Gigaflow,
+    /// Elixir: sampled large-flow replacement plus queue-triggered bursty offload.
+    Elixir,
+}
+
+/// Parameters of measurement-driven policies (defaults: Elixir's, §5.1).
+#[derive(Args)]
+#[command(next_help_heading = "Measurement-driven policies (elixir)")]
+struct PolicyArgs {
+    /// Entries of the exact-match table's large-flow area [default: 50000].
+    #[arg(long, value_name = "N")]
+    large_entries: Option<usize>,
+    /// Entries of the bursty area, whose counters software polls [default: 100].
+    #[arg(long, value_name = "N")]
+    bursty_entries: Option<usize>,
+    /// Fields the exact-match table keys flows by: 5tuple or comma-separated field names
+    /// [default: 5tuple].
+    #[arg(long, value_name = "FIELDS")]
+    flow_key: Option<String>,
+    /// Identification window L, seconds: large flows are ranked over it [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    identification_window: Option<f64>,
+    /// Replacement window T, seconds: the large set is replaced every T; L is cut into
+    /// ⌈L/T⌉ sub-window arrays [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    replacement_window: Option<f64>,
+    /// Window of the per-flow counters that rank bursty flows, seconds [default: 1].
+    #[arg(long, value_name = "SECONDS")]
+    burst_window: Option<f64>,
+    /// Queue threshold K, packets: a ring this full triggers a bursty-flow check [default:
+    /// ring − NIC update latency × --nic-rate].
+    #[arg(long, value_name = "PACKETS")]
+    queue_threshold: Option<u64>,
+    /// Packets/s the NIC can deliver into a ring, for K's headroom [default: 148.8 M,
+    /// 100 GbE of 64-byte frames].
+    #[arg(long, value_name = "PPS")]
+    nic_rate: Option<f64>,
+    /// Host work of rebuilding the large-flow heap at each replacement, ms [default: 10].
+    #[arg(long, value_name = "MS")]
+    heap_rebuild: Option<f64>,
+}
+
+impl PolicyArgs {
+    /// The options given, by name (to refuse them where they do not apply).
+    fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        let mut note = |set: bool, name: &'static str| {
+            if set {
+                v.push(name)
+            }
+        };
+        note(self.large_entries.is_some(), "--large-entries");
+        note(self.bursty_entries.is_some(), "--bursty-entries");
+        note(self.flow_key.is_some(), "--flow-key");
+        note(self.identification_window.is_some(), "--identification-window");
+        note(self.replacement_window.is_some(), "--replacement-window");
+        note(self.burst_window.is_some(), "--burst-window");
+        note(self.queue_threshold.is_some(), "--queue-threshold");
+        note(self.nic_rate.is_some(), "--nic-rate");
+        note(self.heap_rebuild.is_some(), "--heap-rebuild");
+        v
+    }
+
+    fn elixir(&self, sample_rate: Option<f64>) -> Result<ElixirConfig> {
+        let d = ElixirConfig::default();
+        let seconds = |flag: &str, v: Option<f64>, default: u64| -> Result<u64> {
+            match v {
+                None => Ok(default),
+                Some(s) if s.is_finite() && s > 0.0 && s * 1e9 >= 1.0 => Ok((s * 1e9).round() as u64),
+                Some(s) => bail!("{flag} must be a positive number of seconds, not {s}"),
+            }
+        };
+        let heap_rebuild_ns = match self.heap_rebuild {
+            None => d.heap_rebuild_ns,
+            Some(ms) if ms.is_finite() && ms >= 0.0 => (ms * 1e6).round() as u64,
+            Some(ms) => bail!("--heap-rebuild must be ≥ 0 ms, not {ms}"),
+        };
+        let key = match &self.flow_key {
+            None => d.key,
+            Some(text) => KeySpec::parse(text).map_err(|e| anyhow!("--flow-key: {e}"))?,
+        };
+        Ok(ElixirConfig {
+            large_entries: self.large_entries.unwrap_or(d.large_entries),
+            bursty_entries: self.bursty_entries.unwrap_or(d.bursty_entries),
+            key,
+            sample_rate: sample_rate.unwrap_or(d.sample_rate),
+            identification_window_ns: seconds(
+                "--identification-window",
+                self.identification_window,
+                d.identification_window_ns,
+            )?,
+            replacement_window_ns: seconds(
+                "--replacement-window",
+                self.replacement_window,
+                d.replacement_window_ns,
+            )?,
+            burst_window_ns: seconds("--burst-window", self.burst_window, d.burst_window_ns)?,
+            queue_threshold: self.queue_threshold,
+            nic_rate_pps: self.nic_rate.unwrap_or(NIC_LINE_RATE_PPS),
+            heap_rebuild_ns,
+            ..d
+        })
+    }
 }
 
 /// A capacity search.
@@ -40,10 +144,15 @@ pub struct SimArgs {
     switch: SwitchArgs,
     /// What the NIC holds: psf (nothing: pure software forwarding), offload-all (every new
     /// megaflow while there is room, as OVS offload), gigaflow (sub-traversals in
-    /// --nic-tables stages; each upcall also costs Gigaflow's install work). Replaces
-    /// --nic/--no-nic; --nic-entries, --nic-masks, --nic-tables and --partition size the NIC.
+    /// --nic-tables stages; each upcall also costs Gigaflow's install work), elixir (an
+    /// exact-match table of --large-entries + --bursty-entries flows filled by Elixir's
+    /// measurement; its work runs on the forwarding cores). Replaces --nic/--no-nic;
+    /// --nic-entries, --nic-masks, --nic-tables and --partition size the megaflow and
+    /// Gigaflow NICs.
     #[arg(long, value_enum, default_value = "offload-all", value_name = "POLICY")]
     policy: PolicyArg,
+    #[command(flatten)]
+    policy_args: PolicyArgs,
     /// Host cores, each with its own receive ring.
     #[arg(long, default_value_t = 1, value_name = "N")]
     cores: usize,
@@ -76,10 +185,11 @@ pub struct SimArgs {
     /// updates); hardware packets arriving meanwhile wait.
     #[arg(long, default_value_t = 0.0, value_name = "US")]
     update_stall: f64,
-    /// Fraction of hardware-forwarded packets whose header is also sent to the host for
-    /// measurement (each costs the host rx + sample work).
-    #[arg(long, default_value_t = 0.0, value_name = "R")]
-    sample_hw: f64,
+    /// Fraction of hardware-forwarded packets whose header the NIC also sends to the host
+    /// for measurement (each costs the host rx + sample work): Elixir's sampling rate r
+    /// [default: 0.2 for elixir, 0 otherwise].
+    #[arg(long, visible_alias = "sample-hw", value_name = "R")]
+    sample_rate: Option<f64>,
     /// Write plots to DIR (PNG and SVG): software and hardware packet rate over time, ring
     /// occupancy over time, latency CDF.
     #[arg(long, value_name = "DIR")]
@@ -159,6 +269,23 @@ fn print_text(s: &SimSummary) {
             s.nic.installs_refused_rate_cap, s.nic.updates_per_s_cap
         );
     }
+    let p = &s.policy_report;
+    if let (Some(k), Some(repl), Some(trig), Some(bursty)) =
+        (p.queue_threshold, p.replacements, p.burst_triggers, p.bursty_offloads)
+    {
+        println!(
+            "{}: K = {k}; {repl} large-flow replacements, {trig} ring crossings of K, {bursty} flows moved into \
+             the bursty area",
+            s.policy
+        );
+    }
+    if p.installs + p.removals + p.counter_reads > 0 || p.work_ms > 0.0 {
+        println!(
+            "policy: {} installs ({} refused by the NIC), {} removals, {} counters read, update queue peak {}; \
+             host work {} ms (on the forwarding cores)",
+            p.installs, p.installs_refused, p.removals, p.counter_reads, p.update_queue_peak, p.work_ms
+        );
+    }
     if let Some(c) = s.min_cores {
         println!("min cores without loss: {c}");
     }
@@ -192,14 +319,27 @@ pub fn run(a: SimArgs) -> Result<()> {
         bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
     }
     let base = switch_config(&a.switch)?;
+    if a.policy != PolicyArg::Elixir {
+        if let Some(flag) = a.policy_args.given().first() {
+            bail!("{flag} applies to --policy elixir only");
+        }
+    }
     let policy = match a.policy {
-        PolicyArg::Psf => Policy::Psf,
+        PolicyArg::Psf => PolicyConfig::Upcall(UpcallOffload::Psf),
         PolicyArg::OffloadAll => {
             let (entries, max_masks) = megaflow_nic(&a.switch);
-            Policy::OffloadAll { entries, max_masks }
+            PolicyConfig::Upcall(UpcallOffload::OffloadAll { entries, max_masks })
         }
-        PolicyArg::Gigaflow => Policy::Gigaflow(gigaflow_nic(&a.switch)),
+        PolicyArg::Gigaflow => PolicyConfig::Upcall(UpcallOffload::Gigaflow(gigaflow_nic(&a.switch))),
+        PolicyArg::Elixir => PolicyConfig::Elixir(a.policy_args.elixir(a.sample_rate)?),
     };
+    if let Some(r) = a.sample_rate {
+        let in_range = r.is_finite() && r > 0.0 && r <= 1.0;
+        let off = r == 0.0 && a.policy != PolicyArg::Elixir;
+        if !(in_range || off) {
+            bail!("--sample-rate must be in (0, 1], not {r}");
+        }
+    }
     let non_negative = |flag: &str, v: f64, unit: &str| {
         if v.is_finite() && v >= 0.0 {
             Ok(v)
@@ -239,7 +379,7 @@ pub fn run(a: SimArgs) -> Result<()> {
             nic_latency_ns: (non_negative("--nic-latency", a.nic_latency, "µs")? * 1e3) as u64,
             steering,
             interval_ns: if a.timeseries.is_some() || a.plot.is_some() { interval_ns.max(1) } else { 0 },
-            sample_hw: a.sample_hw,
+            sample_hw: a.sample_rate.unwrap_or(0.0),
             update_stall_ns: (non_negative("--update-stall", a.update_stall, "µs")? * 1e3) as u64,
             seed: 1,
         },

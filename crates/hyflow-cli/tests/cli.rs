@@ -437,7 +437,7 @@ fn sim_bad_input_is_one_clear_message() {
     // Unknown values of an enumerated option: clap's message, naming the option, the value and
     // the values allowed.
     for (args, allowed) in [
-        (["sim", "--policy", "magic"], "[possible values: psf, offload-all, gigaflow]"),
+        (["sim", "--policy", "magic"], "[possible values: psf, offload-all, gigaflow, elixir]"),
         (["sim", "--find", "everything"], "[possible values: min-cores, max-rate]"),
     ] {
         let out = hyflow(&args);
@@ -446,6 +446,25 @@ fn sim_bad_input_is_one_clear_message() {
         let want = format!("invalid value '{}' for '{} <", args[2], args[1]);
         assert!(err.contains(&want) && err.contains(allowed), "{err}");
     }
+    // Elixir's parameters: out of range, or given to a policy they do not apply to.
+    let elixir = |extra: &[&str]| {
+        let mut args = vec!["sim", "--policy", "elixir"];
+        args.extend_from_slice(extra);
+        hyflow(&args)
+    };
+    fails_with(&elixir(&["--sample-rate", "0"]), &["--sample-rate must be in (0, 1], not 0"]);
+    fails_with(&elixir(&["--sample-rate", "1.5"]), &["--sample-rate must be in (0, 1], not 1.5"]);
+    fails_with(&elixir(&["--bursty-entries", "0"]), &["--bursty-entries must be at least 1"]);
+    fails_with(&elixir(&["--large-entries", "0"]), &["--large-entries must be at least 1"]);
+    fails_with(&elixir(&["--identification-window", "0"]), &["--identification-window must be a positive"]);
+    fails_with(&elixir(&["--replacement-window=-1"]), &["--replacement-window must be a positive"]);
+    fails_with(
+        &elixir(&["--queue-threshold", "70000"]),
+        &["--queue-threshold must be in 1..=65536", "70000"],
+    );
+    fails_with(&elixir(&["--ring", "1000"]), &["queue threshold K", "is not positive", "--queue-threshold"]);
+    fails_with(&hyflow(&["sim", "--burst-window", "2"]), &["--burst-window applies to --policy elixir only"]);
+    fails_with(&elixir(&["--flow-key", "bogus"]), &["--flow-key", "unknown key field 'bogus'"]);
     fails_with(&hyflow(&["sim", "--nic", "gigaflow"]), &["--nic and --no-nic do not apply to sim"]);
     fails_with(&hyflow(&["sim", "--no-nic"]), &["--policy says what the NIC holds"]);
     let missing = tmp(

@@ -15,7 +15,8 @@
 //! records gained `steady` and `drain_ms`, all else equal; and `sim-min-cores` now answers 4
 //! cores instead of 2, whose second core was saturated (utilisation 1.0, p99 4 ms, rings
 //! still 32,078 deep when the input ended): a run that only ends before losing is no
-//! longer counted as lossless.
+//! longer counted as lossless. With the offload-policy interface (issue 13) the sim records
+//! gained `policy_report` (zeros for these upcall-driven policies), all else equal.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

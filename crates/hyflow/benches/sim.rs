@@ -6,11 +6,13 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput};
+use hyflow::offload::upcall::UpcallOffload;
+use hyflow::offload::NicUpdates;
 use hyflow::openflow::Pipeline;
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::replay::Replay;
 use hyflow::sim::costs::CostModel;
-use hyflow::sim::datapath::{NicUpdates, Policy, SwitchDatapath};
+use hyflow::sim::datapath::SwitchDatapath;
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Switch, SwitchConfig};
 use hyflow::workload::{builtin, generate};
@@ -28,7 +30,7 @@ fn main() {
     })
     .expect("built-in traffic generates")
     .expect("in memory");
-    let policy = Policy::OffloadAll {
+    let policy = UpcallOffload::OffloadAll {
         entries: hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES,
         max_masks: hyflow::nic::DEFAULT_MEGAFLOW_MASKS,
     };

@@ -12,6 +12,7 @@ pub mod host_time;
 pub mod input;
 pub mod measure;
 pub mod nic;
+pub mod offload;
 pub mod openflow;
 pub mod packet;
 pub mod replay;

@@ -69,6 +69,8 @@ pub enum Removal {
     Revalidated,
     /// Idle longer than `max-idle`.
     Expired,
+    /// An offload policy took its flow out of the NIC.
+    Replaced,
 }
 
 impl Removal {
@@ -77,6 +79,7 @@ impl Removal {
         match self {
             Removal::Revalidated => stats.revalidated += 1,
             Removal::Expired => stats.expired += 1,
+            Removal::Replaced => stats.replaced += 1,
         }
     }
 }

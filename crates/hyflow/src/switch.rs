@@ -8,9 +8,10 @@
 //! depend on a changed outcome. The NIC is any [`NicScheme`]; the switch never asks which.
 
 use crate::cache::microflow::MicroflowConfigError;
-use crate::cache::table::TableConfigError;
+use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::{CachedFlow, Consistency, DecisionTables, MegaflowCache, MicroflowCache};
 use crate::host_time::{HostClock, HostTimings};
+use crate::measure::FlowId;
 use crate::nic::{Arrival, NicHit, NicReport, NicScheme, Upcall};
 use crate::openflow::datapath::execute;
 use crate::openflow::parser::FlowSpec;
@@ -19,7 +20,7 @@ use crate::openflow::update::{self, Command};
 use crate::openflow::{LookupRef, Pipeline, Traversal};
 use crate::packet::hash::hash_key;
 use crate::packet::FlowKey;
-use crate::revalidator::{CacheId, Caches, EntryAt, Revalidator, Translator};
+use crate::revalidator::{CacheId, Caches, EntryAt, Removal, Revalidator, Translator};
 use crate::tuple_space::EntryId;
 
 pub use crate::nic::NicConfig;
@@ -420,6 +421,44 @@ impl Switch {
             microflow.insert(key, hash, decision, self.epoch, &mut self.tables);
         }
         self.tables.release(decision);
+    }
+
+    /// Offloads the flow of `key` to the NIC's `area` at `now_ns`, for a policy that fills the
+    /// NIC flow by flow: translates the packet as an upcall would (crediting no rule: no packet
+    /// is forwarded) and installs the decision. Returns the entry's (table, id), or why not.
+    pub fn nic_offload(&mut self, key: &FlowKey, area: u8, now_ns: u64) -> Result<(u8, EntryId), Refused> {
+        self.advance(now_ns);
+        let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
+        self.pipeline.process(key, &mut self.tr);
+        if self.tr.ttl_exceeded > 0 {
+            // A controller action never leaves the slow path.
+            return Err(Refused::NotAFlow);
+        }
+        let decision = self.tables.intern(&self.tr);
+        let upcall = Upcall { key, traversal: &self.tr, decision, now_ns };
+        let placed = nic.install_flow(upcall, area, &mut self.tables);
+        if let Ok(id) = placed {
+            let mut caches = Caches { nic: self.nic.as_deref_mut(), megaflow: self.megaflow.as_mut() };
+            self.revalidator.track(
+                EntryAt { cache: CacheId::Nic, table: area, id },
+                &mut caches,
+                &self.tables,
+            );
+        }
+        self.tables.release(decision);
+        placed.map(|id| (area, id))
+    }
+
+    /// Removes a NIC entry an offload policy no longer wants there; false if it was gone.
+    pub fn nic_remove(&mut self, table: u8, id: EntryId, now_ns: u64) -> bool {
+        self.advance(now_ns);
+        let Some(nic) = &mut self.nic else { return false };
+        nic.entries_mut().remove(table as usize, id, &mut self.tables, Removal::Replaced)
+    }
+
+    /// Where the NIC holds `flow`'s entry, for schemes keyed by flow.
+    pub fn nic_find(&self, flow: FlowId) -> Option<(u8, EntryId)> {
+        self.nic.as_ref()?.find_flow(flow)
     }
 
     /// Applies a rule update at `now_ns`; returns the number of rules added, modified or

@@ -75,6 +75,8 @@ pub struct FlowTableStats {
     pub expired: u64,
     /// Entries removed by revalidation after rule updates.
     pub revalidated: u64,
+    /// Entries an offload policy removed to make room or because their flow left its set.
+    pub replaced: u64,
     /// Most entries held at once.
     pub peak: usize,
 }

@@ -11,6 +11,8 @@ mod common;
 
 use common::{arb_packet, arb_pipeline, arb_rule};
 use hyflow::cache::Consistency;
+use hyflow::measure::KeySpec;
+use hyflow::nic::exact_match::ExactMatchConfig;
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::traversal::Output;
 use hyflow::openflow::update::parse_updates;
@@ -135,6 +137,29 @@ fn configs() -> Vec<(&'static str, SwitchConfig)> {
                 })),
                 microflow: Some(MicroflowConfig { entries: 8, ways: 1 }),
                 ..none
+            },
+        ),
+        (
+            "exact-match on nw_dst alone (the megaflow's other bits make entries sound), nic only",
+            SwitchConfig {
+                nic: Some(NicConfig::ExactMatch(ExactMatchConfig {
+                    areas: [3, 2],
+                    key: KeySpec::parse("nw_dst").unwrap(),
+                    expire_idle: true,
+                })),
+                max_idle_ns: 20_000_000,
+                ..none
+            },
+        ),
+        (
+            "exact-match on the 5-tuple, all layers",
+            SwitchConfig {
+                nic: Some(NicConfig::ExactMatch(ExactMatchConfig {
+                    areas: [64, 4],
+                    key: KeySpec::five_tuple(),
+                    expire_idle: false,
+                })),
+                ..full
             },
         ),
         (

@@ -8,7 +8,7 @@ use super::table::{CacheTable, MatchKind, TableConfig};
 use super::{Decision, DecisionTables};
 use crate::cache::interner::ItemRef;
 use crate::openflow::LookupRef;
-use crate::packet::FlowKey;
+use crate::packet::{FlowKey, FlowMask};
 use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::EntryId;
 
@@ -27,6 +27,23 @@ impl CachedFlow {
     /// A new entry for `rep`'s upcall, deciding `decision`.
     pub fn new(rep: FlowKey, decision: Decision) -> CachedFlow {
         CachedFlow { rep, decision, version: EntryVersion::default() }
+    }
+}
+
+impl CachedFlow {
+    /// Re-translates the entry's packet under the current rules: kept if the actions are the
+    /// same and the new megaflow needs no bit outside `covered` (the entry's mask), so the
+    /// entry still decides the same for every packet it matches.
+    pub fn retranslate(&self, covered: &FlowMask, with: &mut Translator) -> Retranslation {
+        let Translator { pipeline, tables, tr } = with;
+        pipeline.process(&self.rep, tr);
+        let same_actions =
+            tr.ttl_exceeded == 0 && tables.actions.get(self.decision.actions) == &tr.dp_actions[..];
+        if same_actions && tr.megaflow.mask.is_subset_of(covered) {
+            Retranslation::Keep(tables.intern_path(tr))
+        } else {
+            Retranslation::Evict
+        }
     }
 }
 
@@ -69,17 +86,9 @@ impl Revalidate for CacheTable<CachedFlow> {
     /// Re-translates the entry's packet: kept if the actions are the same and the new
     /// megaflow needs no bit the entry ignores.
     fn retranslate(&mut self, _table: usize, id: EntryId, with: &mut Translator) -> Retranslation {
-        let Translator { pipeline, tables, tr } = with;
         let space = self.space();
         let (Some(e), Some(old)) = (space.entry(id), space.matcher(id)) else { return Retranslation::Evict };
-        pipeline.process(&e.data.rep, tr);
-        let same_actions =
-            tr.ttl_exceeded == 0 && tables.actions.get(e.data.decision.actions) == &tr.dp_actions[..];
-        if same_actions && tr.megaflow.mask.is_subset_of(&old.mask) {
-            Retranslation::Keep(tables.intern_path(tr))
-        } else {
-            Retranslation::Evict
-        }
+        e.data.retranslate(&old.mask, with)
     }
 
     fn remove(&mut self, _table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool {

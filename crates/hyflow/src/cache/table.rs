@@ -44,6 +44,12 @@ pub enum Refused {
     Full,
     /// The mask would exceed the table's mask limit.
     Masks,
+    /// The packet lacks a field the table keys flows by (exact-match tables).
+    NotAFlow,
+    /// The table has no such area.
+    NoArea,
+    /// The scheme is not filled flow by flow.
+    Unsupported,
 }
 
 /// Why a table cannot be built.

@@ -4,9 +4,11 @@ use serde::Serialize;
 
 use super::{ExperimentError, Progress, Workload};
 use crate::input::PacketSource;
+use crate::offload::upcall::UpcallOffload;
+use crate::offload::{NicUpdates, PolicyConfig, PolicyReport};
 use crate::openflow::Pipeline;
 use crate::sim::costs::CostModel;
-use crate::sim::datapath::{NicUpdates, OffloadPolicy, Policy, SwitchDatapath};
+use crate::sim::datapath::SwitchDatapath;
 use crate::sim::search::{max_rate, min_cores};
 use crate::sim::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
 use crate::switch::SwitchConfig;
@@ -20,8 +22,8 @@ pub const MAX_RATE_CEILING_PPS: f64 = 1e9;
 pub struct SimExperiment {
     /// The host caches (the NIC is the policy's).
     pub switch: SwitchConfig,
-    /// What the NIC holds.
-    pub policy: Policy,
+    /// What the NIC holds and when it changes.
+    pub policy: PolicyConfig,
     /// What host work costs.
     pub costs: CostModel,
     /// The machine: cores, rings, NIC latency, steering, sampling, time series.
@@ -38,10 +40,10 @@ impl Default for SimExperiment {
     fn default() -> Self {
         SimExperiment {
             switch: SwitchConfig::default(),
-            policy: Policy::OffloadAll {
+            policy: PolicyConfig::Upcall(UpcallOffload::OffloadAll {
                 entries: crate::nic::DEFAULT_MEGAFLOW_ENTRIES,
                 max_masks: crate::nic::DEFAULT_MEGAFLOW_MASKS,
-            },
+            }),
             costs: CostModel::default(),
             machine: SimConfig::default(),
             limits: NicUpdates::default(),
@@ -71,8 +73,12 @@ impl SimExperiment {
             return bad(format!("counter reads must be ≥ 0 per second, not {}", l.counter_reads_per_second));
         }
         if !(0.0..=1.0).contains(&self.machine.sample_hw) {
-            return bad(format!("--sample-hw must be in [0, 1], not {}", self.machine.sample_hw));
+            return bad(format!("--sample-rate must be in [0, 1], not {}", self.machine.sample_hw));
         }
+        self.policy.check().map_err(|e| ExperimentError::Invalid(e.to_string()))?;
+        self.policy
+            .build(self.machine.ring, &self.limits)
+            .map_err(|e| ExperimentError::Invalid(e.to_string()))?;
         self.costs.check().map_err(|e| ExperimentError::Invalid(e.to_string()))
     }
 }
@@ -129,6 +135,8 @@ pub struct SimSummary {
     pub metrics: MetricsSummary,
     /// The offload policy.
     pub policy: &'static str,
+    /// What the policy did.
+    pub policy_report: PolicyReport,
     /// The rate asked for, if the input was rescaled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_target_pps: Option<f64>,
@@ -186,15 +194,18 @@ fn simulate_at(
     progress: &mut dyn FnMut(u64, Progress),
 ) -> Result<SimOutcome, ExperimentError> {
     let pipeline = Pipeline::from_rules(workload.rules.clone());
-    let datapath = SwitchDatapath::new(
-        pipeline,
-        exp.switch,
-        exp.policy,
-        exp.costs,
-        workload.updates.clone(),
-        exp.limits,
-    )?;
-    let mut sim = Simulator::new(SimConfig { cores, ..exp.machine.clone() }, datapath)?;
+    let policy = exp
+        .policy
+        .build(exp.machine.ring, &exp.limits)
+        .map_err(|e| ExperimentError::Invalid(e.to_string()))?;
+    let datapath =
+        SwitchDatapath::new(pipeline, exp.switch, policy, exp.costs, workload.updates.clone(), exp.limits)?;
+    // A policy that samples sets the NIC's sampling rate.
+    let sample_hw = match exp.policy.sample_rate() {
+        r if r > 0.0 => r,
+        _ => exp.machine.sample_hw,
+    };
+    let mut sim = Simulator::new(SimConfig { cores, sample_hw, ..exp.machine.clone() }, datapath)?;
     let scale = rate.map_or(1.0, |(natural, r)| natural / r);
     let end = exp.duration_ns.unwrap_or(u64::MAX);
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
@@ -217,6 +228,7 @@ fn simulate_at(
     let summary = SimSummary {
         metrics: metrics.summary(),
         policy: exp.policy.name(),
+        policy_report: datapath.policy_report(),
         rate_target_pps: rate.map(|(_, r)| r),
         host: HostCounts {
             microflow_hits: stats.microflow,

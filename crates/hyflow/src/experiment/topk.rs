@@ -96,7 +96,7 @@ pub fn topk(
 ) -> Result<TopkSummary, ExperimentError> {
     let detector = build(config.algo, &config.detector)?;
     let memory_used = detector.memory_bytes();
-    let mut monitor = Monitor::new(detector, config.key.clone(), config.block);
+    let mut monitor = Monitor::new(detector, config.key, config.block);
     let mut failed = Ok(());
     let key = &config.key;
     let mut report = |at: Boundary, top: &[(FlowId, u64)]| {
@@ -216,7 +216,7 @@ pub fn eval(
             continue;
         }
         let scored = Scored::new(build(algo, &detector)?, detector.k, config.blocks);
-        let mut monitor = Monitor::new(scored, config.key.clone(), config.block);
+        let mut monitor = Monitor::new(scored, config.key, config.block);
         let mut ignore = |_: Boundary, _: &[(FlowId, u64)]| {};
         for &(ts, flow) in &stream {
             monitor.flow(ts, flow, &mut ignore);

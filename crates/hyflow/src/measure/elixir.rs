@@ -85,6 +85,32 @@ impl ElixirLarge {
         &self.replacement
     }
 
+    /// The large set chosen at the last replacement, largest first.
+    pub fn large_set(&self) -> impl Iterator<Item = FlowId> + '_ {
+        self.offloaded.iter().map(|&(f, _)| f)
+    }
+
+    /// Whether `flow` is among the largest seen since the last replacement (in the heap).
+    pub fn in_heap(&self, flow: FlowId, hash: u128) -> bool {
+        self.heap.get(flow, hash as u64).is_some()
+    }
+
+    /// Sub-window arrays (N = ⌈L/T⌉).
+    pub fn arrays(&self) -> usize {
+        self.arrays
+    }
+
+    /// Counters of the sub-window array `t` (0 ≤ t < N) that are not zero.
+    pub fn array_load(&self, t: usize) -> usize {
+        let n = ROWS * self.w;
+        self.counters[t * n..(t + 1) * n].iter().filter(|&&c| c != 0).count()
+    }
+
+    /// The array the current sub-window counts into.
+    pub fn current_array(&self) -> usize {
+        self.current
+    }
+
     /// Whether the Bloom filter says `flow` is offloaded (false positives possible).
     pub fn is_offloaded(&self, hash: u128) -> bool {
         let bits = self.bloom.len() * 64;
@@ -176,18 +202,19 @@ impl Detector for ElixirLarge {
 }
 
 /// Exact per-flow packet counters over a short tumbling window (Elixir §3.3), for the
-/// software-forwarded flows that may be bursting.
+/// software-forwarded flows that may be bursting. Each flow keeps a representative `R` (the
+/// policy's: a packet to offload the flow with) from its window's first packet.
 #[derive(Clone, Debug)]
-pub struct BurstCounters {
+pub struct BurstCounters<R = ()> {
     window_ns: u64,
     started_ns: Option<u64>,
-    counts: HashMap<FlowId, u32>,
-    last: HashMap<FlowId, u32>,
+    counts: HashMap<FlowId, (u32, R)>,
+    last: HashMap<FlowId, (u32, R)>,
 }
 
-impl BurstCounters {
+impl<R: Copy> BurstCounters<R> {
     /// Counters reset every `window_ns` of trace time.
-    pub fn new(window_ns: u64) -> BurstCounters {
+    pub fn new(window_ns: u64) -> BurstCounters<R> {
         BurstCounters {
             window_ns: window_ns.max(1),
             started_ns: None,
@@ -210,31 +237,38 @@ impl BurstCounters {
     }
 
     /// Counts a packet of `flow` at `now_ns` (non-decreasing).
-    pub fn count(&mut self, flow: FlowId, now_ns: u64) {
+    #[inline]
+    pub fn count(&mut self, flow: FlowId, rep: R, now_ns: u64) {
         self.roll(now_ns);
-        *self.counts.entry(flow).or_insert(0) += 1;
+        self.counts.entry(flow).or_insert((0, rep)).0 += 1;
+    }
+
+    /// Flows counted in the window under way and the last complete one.
+    pub fn flows(&self) -> usize {
+        self.counts.len() + self.last.len()
     }
 
     /// Packets per second of `flow` at `now_ns`: its count in the window under way, or in
     /// the last complete one if that is larger (a burst that just ended still counts).
     pub fn rate(&mut self, flow: FlowId, now_ns: u64) -> f64 {
         self.roll(now_ns);
-        let c = self.counts.get(&flow).copied().unwrap_or(0).max(self.last.get(&flow).copied().unwrap_or(0));
-        c as f64 * 1e9 / self.window_ns as f64
+        let count = |m: &HashMap<FlowId, (u32, R)>| m.get(&flow).map_or(0, |c| c.0);
+        count(&self.counts).max(count(&self.last)) as f64 * 1e9 / self.window_ns as f64
     }
 
-    /// The `n` flows with the highest rates at `now_ns`, highest first.
-    pub fn top(&mut self, n: usize, now_ns: u64) -> Vec<(FlowId, f64)> {
+    /// The `n` flows with the highest rates at `now_ns`, highest first (ties by flow), with
+    /// their representatives.
+    pub fn top(&mut self, n: usize, now_ns: u64) -> Vec<(FlowId, f64, R)> {
         self.roll(now_ns);
-        let mut all: HashMap<FlowId, u32> = self.last.clone();
-        for (f, c) in &self.counts {
-            let e = all.entry(*f).or_insert(0);
-            *e = (*e).max(*c);
-        }
-        let mut v: Vec<(FlowId, f64)> =
-            all.into_iter().map(|(f, c)| (f, c as f64 * 1e9 / self.window_ns as f64)).collect();
-        v.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        v.truncate(n);
-        v
+        let last = |f: &FlowId| self.last.get(f).map_or(0, |c| c.0);
+        let mut all: Vec<(FlowId, u32, R)> =
+            self.counts.iter().map(|(f, c)| (*f, c.0.max(last(f)), c.1)).collect();
+        all.extend(
+            self.last.iter().filter(|(f, _)| !self.counts.contains_key(*f)).map(|(f, c)| (*f, c.0, c.1)),
+        );
+        all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        all.truncate(n);
+        let per_s = 1e9 / self.window_ns as f64;
+        all.into_iter().map(|(f, c, r)| (f, c as f64 * per_s, r)).collect()
     }
 }

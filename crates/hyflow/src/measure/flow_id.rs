@@ -8,7 +8,7 @@ use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 use crate::packet::field::{id, Prereq};
 use crate::packet::format::format_value;
-use crate::packet::{FieldId, FlowKey};
+use crate::packet::{FieldId, FlowKey, FlowMask};
 
 /// A flow's identity under a [`KeySpec`]: its fields packed, most significant first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -48,18 +48,31 @@ pub enum KeySpecError {
     /// More than fits in a [`FlowId`].
     #[error("key fields take {0} bits; at most 128 fit in a flow id")]
     TooWide(u32),
+    /// More fields than a key holds.
+    #[error("the flow key takes at most {MAX_KEY_FIELDS} fields, not {0}")]
+    TooMany(usize),
 }
 
-/// The fields that identify a flow.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Most fields in a flow key (a flow id holds 128 bits; real keys use a handful of fields).
+pub const MAX_KEY_FIELDS: usize = 12;
+
+/// The fields that identify a flow. Fixed-size, so configurations holding one stay `Copy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeySpec {
-    fields: Vec<FieldId>,
+    fields: [FieldId; MAX_KEY_FIELDS],
+    len: u8,
 }
 
 impl KeySpec {
     /// The IPv4 5-tuple: addresses, protocol, transport ports (the papers' flow key).
     pub fn five_tuple() -> KeySpec {
-        KeySpec { fields: vec![id::NW_SRC, id::NW_DST, id::NW_PROTO, id::TP_SRC, id::TP_DST] }
+        KeySpec::of(&[id::NW_SRC, id::NW_DST, id::NW_PROTO, id::TP_SRC, id::TP_DST])
+    }
+
+    fn of(fields: &[FieldId]) -> KeySpec {
+        let mut spec = KeySpec { fields: [FieldId(0); MAX_KEY_FIELDS], len: fields.len() as u8 };
+        spec.fields[..fields.len()].copy_from_slice(fields);
+        spec
     }
 
     /// Parses `5tuple` or a comma-separated list of ovs-ofctl field names.
@@ -82,12 +95,24 @@ impl KeySpec {
         if bits > 128 {
             return Err(KeySpecError::TooWide(bits));
         }
-        Ok(KeySpec { fields })
+        if fields.len() > MAX_KEY_FIELDS {
+            return Err(KeySpecError::TooMany(fields.len()));
+        }
+        Ok(KeySpec::of(&fields))
     }
 
     /// The fields, in packing order.
     pub fn fields(&self) -> &[FieldId] {
-        &self.fields
+        &self.fields[..self.len as usize]
+    }
+
+    /// The bits of the key fields, for a match exact on them.
+    pub fn mask(&self) -> FlowMask {
+        let mut mask = FlowMask::default();
+        for &f in self.fields() {
+            mask.unwildcard_all(f);
+        }
+        mask
     }
 
     /// The id of a packet's flow, or `None` if the packet lacks a key field (a field whose
@@ -96,7 +121,7 @@ impl KeySpec {
     #[inline]
     pub fn flow_id(&self, key: &FlowKey) -> Option<FlowId> {
         let mut v = 0u128;
-        for &f in &self.fields {
+        for &f in self.fields() {
             let def = f.def();
             let value = if key.prereq_ok(def.prereq) {
                 key.get(f)
@@ -116,7 +141,7 @@ impl KeySpec {
     pub fn fields_of(&self, flow: FlowId) -> Vec<(&'static str, String)> {
         let mut v = flow.as_u128();
         let mut out: Vec<(&'static str, String)> = self
-            .fields
+            .fields()
             .iter()
             .rev()
             .map(|&f| {

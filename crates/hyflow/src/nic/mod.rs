@@ -5,23 +5,27 @@
 //! Every scheme implements [`NicScheme`] — lookup, install from an upcall's translation,
 //! occupancy, counters, its report — and exposes its entries to the revalidator through
 //! [`Revalidate`], so the switch never branches on which scheme it drives. Schemes:
-//! [`megaflow_offload`] (OVS hardware offload: whole megaflows in one ternary table) and
-//! [`gigaflow`] (sub-traversals in K tagged tables). A new scheme is a new file implementing
+//! [`megaflow_offload`] (OVS hardware offload: whole megaflows in one ternary table),
+//! [`gigaflow`] (sub-traversals in K tagged tables) and [`exact_match`] (one entry per flow in
+//! areas an offload policy fills, as in Elixir). A new scheme is a new file implementing
 //! these two traits plus a [`NicConfig`] variant.
 
+pub mod exact_match;
 pub mod gigaflow;
 pub mod megaflow_offload;
 
 pub use megaflow_offload::MegaflowOffload;
 
 use crate::cache::interner::ItemRef;
-use crate::cache::table::TableConfigError;
+use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::{Decision, DecisionTables};
+use crate::measure::FlowId;
 use crate::openflow::traversal::Output;
 use crate::openflow::Traversal;
 use crate::packet::FlowKey;
 use crate::revalidator::Revalidate;
 use crate::tuple_space::{EntryId, FlowTableStats};
+use exact_match::{ExactMatch, ExactMatchConfig};
 use gigaflow::{Gigaflow, GigaflowConfig, GigaflowReport};
 
 /// Default capacity of the megaflow-offload table (the Gigaflow paper's Megaflow baseline).
@@ -41,6 +45,8 @@ pub enum NicConfig {
     },
     /// Gigaflow: sub-traversals in K tagged tables.
     Gigaflow(GigaflowConfig),
+    /// One exact entry per flow, in areas an offload policy fills.
+    ExactMatch(ExactMatchConfig),
 }
 
 impl Default for NicConfig {
@@ -57,6 +63,7 @@ impl NicConfig {
                 Box::new(MegaflowOffload::new(entries, max_masks, update_latency_ns)?)
             }
             NicConfig::Gigaflow(g) => Box::new(Gigaflow::new(g, update_latency_ns)?),
+            NicConfig::ExactMatch(e) => Box::new(ExactMatch::new(e, update_latency_ns)?),
         })
     }
 }
@@ -126,6 +133,20 @@ pub trait NicScheme {
     /// Offloads what an upcall translated, as far as the tables have room; appends the
     /// (table, id) of every entry installed.
     fn install(&mut self, upcall: Upcall, tables: &mut DecisionTables, installed: &mut Vec<(u8, EntryId)>);
+    /// Installs the decision of `upcall` for its packet's flow in `area`, for schemes an
+    /// offload policy fills flow by flow; the entry's id, or why not.
+    fn install_flow(
+        &mut self,
+        _upcall: Upcall,
+        _area: u8,
+        _tables: &mut DecisionTables,
+    ) -> Result<EntryId, Refused> {
+        Err(Refused::Unsupported)
+    }
+    /// The (table, id) of the entry holding `flow`, for schemes keyed by flow.
+    fn find_flow(&self, _flow: FlowId) -> Option<(u8, EntryId)> {
+        None
+    }
     /// Its entries, for the revalidator.
     fn entries(&self) -> &dyn Revalidate;
     /// Its entries, mutably.

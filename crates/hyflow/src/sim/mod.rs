@@ -54,6 +54,14 @@ pub trait Datapath {
     fn nic_updates(&self) -> u64 {
         0
     }
+    /// A host-bound packet (or sampled header) joined `core`'s ring at `t_ns`, which now holds
+    /// `occupancy` packets (what a policy watching the rings sees).
+    fn enqueued(&mut self, _t_ns: u64, _core: usize, _occupancy: u64) {}
+    /// Host work done outside any packet since the last call (a policy's sorting, installs),
+    /// ns: the simulator runs it on the least busy core.
+    fn take_work(&mut self) -> u64 {
+        0
+    }
 }
 
 /// How host-bound packets are spread over the cores' rings.
@@ -122,10 +130,22 @@ struct Queued {
     sample: bool,
 }
 
+/// What a core is busy with.
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    /// A packet that arrived at this time.
+    Packet(u64),
+    /// A sampled header.
+    Sample,
+    /// Background work (a policy's).
+    Work,
+}
+
 struct Core {
     ring: VecDeque<Queued>,
-    /// The packet in service, if any: its arrival time and whether it is a sample.
-    serving: Option<(u64, bool)>,
+    serving: Option<Job>,
+    /// Background work waiting for the core, ns: it runs before the next ring packet.
+    work_ns: u64,
     busy_ns: u64,
 }
 
@@ -177,6 +197,8 @@ pub struct Metrics {
     pub series: Vec<Interval>,
     /// Busy time per core, ns.
     pub busy_ns: Vec<u64>,
+    /// Background host work run on the cores (a policy's), ns.
+    pub work_ns: u64,
     /// Time of the first and last arrival, ns (trace time after rescaling).
     pub first_ns: u64,
     /// Last arrival.
@@ -215,6 +237,7 @@ impl Metrics {
             ring_peak: 0,
             series: Vec::new(),
             busy_ns: vec![0; cores],
+            work_ns: 0,
             first_ns: 0,
             last_ns: 0,
             end_ns: 0,
@@ -413,6 +436,7 @@ impl<D: Datapath> Simulator<D> {
             .map(|_| Core {
                 ring: VecDeque::with_capacity(config.ring.min(1 << 16)),
                 serving: None,
+                work_ns: 0,
                 busy_ns: 0,
             })
             .collect();
@@ -420,7 +444,7 @@ impl<D: Datapath> Simulator<D> {
         let sampler = crate::measure::Sampler::new(config.sample_hw.clamp(0.0, 1.0), config.seed);
         let steer_fields = match &config.steering {
             Steering::Rss => KeySpec::five_tuple(),
-            Steering::Fields(spec) => spec.clone(),
+            Steering::Fields(spec) => *spec,
         };
         Ok(Simulator {
             steer_fields,
@@ -469,31 +493,62 @@ impl<D: Datapath> Simulator<D> {
         }
         self.nic_updates_seen = updates;
         let core = &mut self.cores[c];
-        core.serving = Some((q.arrival, q.sample));
+        core.serving = Some(if q.sample { Job::Sample } else { Job::Packet(q.arrival) });
         core.busy_ns += service;
         self.events.push(Reverse((t + service, c as u32)));
+        self.collect_work(t);
+    }
+
+    /// Hands background work the datapath did to the least busy core (fewest queued, then
+    /// idle before busy, then lowest index).
+    fn collect_work(&mut self, t: u64) {
+        let work = self.datapath.take_work();
+        if work == 0 {
+            return;
+        }
+        self.metrics.work_ns += work;
+        let load = |c: &Core| (c.ring.len() as u64 + (c.work_ns > 0) as u64, c.serving.is_some());
+        let c = (0..self.cores.len()).min_by_key(|&c| load(&self.cores[c])).expect("at least one core");
+        self.cores[c].work_ns += work;
+        if self.cores[c].serving.is_none() {
+            self.start_work(c, t);
+        }
+    }
+
+    fn start_work(&mut self, c: usize, t: u64) {
+        let core = &mut self.cores[c];
+        let work = std::mem::take(&mut core.work_ns);
+        core.serving = Some(Job::Work);
+        core.busy_ns += work;
+        self.events.push(Reverse((t + work, c as u32)));
+    }
+
+    /// The core is free at `t`: background work first, then its ring.
+    fn next(&mut self, c: usize, t: u64) {
+        if self.cores[c].work_ns > 0 {
+            self.start_work(c, t);
+        } else if let Some(next) = self.cores[c].ring.pop_front() {
+            self.start(c, t, next);
+        }
     }
 
     fn complete(&mut self, c: usize, t: u64) {
-        let (arrival, sample) = self.cores[c].serving.take().expect("a completing core serves a packet");
-        if sample {
-            self.metrics.samples_served += 1;
-            if let Some(next) = self.cores[c].ring.pop_front() {
-                self.start(c, t, next);
+        let job = self.cores[c].serving.take().expect("a completing core serves something");
+        match job {
+            Job::Work => {}
+            Job::Sample => self.metrics.samples_served += 1,
+            Job::Packet(arrival) => {
+                let latency = t - arrival + self.config.nic_latency_ns;
+                self.metrics.latency.saturating_record(latency);
+                self.metrics.latency_sw.saturating_record(latency);
+                self.metrics.sw_served += 1;
+                self.metrics.end_ns = self.metrics.end_ns.max(t);
+                if let Some(iv) = self.interval(t) {
+                    iv.served += 1;
+                }
             }
-            return;
         }
-        let latency = t - arrival + self.config.nic_latency_ns;
-        self.metrics.latency.saturating_record(latency);
-        self.metrics.latency_sw.saturating_record(latency);
-        self.metrics.sw_served += 1;
-        self.metrics.end_ns = self.metrics.end_ns.max(t);
-        if let Some(iv) = self.interval(t) {
-            iv.served += 1;
-        }
-        if let Some(next) = self.cores[c].ring.pop_front() {
-            self.start(c, t, next);
-        }
+        self.next(c, t);
     }
 
     /// Runs every service completion due at or before `t`.
@@ -516,7 +571,9 @@ impl<D: Datapath> Simulator<D> {
         self.metrics.last_ns = t;
         self.metrics.packets += 1;
         self.run_until(t);
-        if self.datapath.nic(t, &pkt) {
+        let hit = self.datapath.nic(t, &pkt);
+        self.collect_work(t);
+        if hit {
             let stall = self.nic_busy_until.saturating_sub(t);
             self.metrics.stalled += (stall > 0) as u64;
             let l = self.config.nic_latency_ns + stall;
@@ -529,14 +586,20 @@ impl<D: Datapath> Simulator<D> {
             if self.config.sample_hw > 0.0 && self.sampler.keep() {
                 self.metrics.samples += 1;
                 let header = SimPacket { bytes: pkt.bytes.min(64), ..pkt };
-                if self.enqueue(t, Queued { arrival: t, pkt: header, sample: true }).is_none() {
-                    self.metrics.samples_lost += 1;
+                match self.enqueue(t, Queued { arrival: t, pkt: header, sample: true }) {
+                    Some((c, occupancy)) => self.datapath.enqueued(t, c, occupancy),
+                    None => self.metrics.samples_lost += 1,
                 }
+                self.collect_work(t);
             }
             return;
         }
         let (occupancy, lost) = match self.enqueue(t, Queued { arrival: t, pkt, sample: false }) {
-            Some(occupancy) => (occupancy, false),
+            Some((c, occupancy)) => {
+                self.datapath.enqueued(t, c, occupancy);
+                self.collect_work(t);
+                (occupancy, false)
+            }
             None => {
                 self.metrics.lost_ring_full += 1;
                 (self.config.ring as u64, true)
@@ -551,16 +614,16 @@ impl<D: Datapath> Simulator<D> {
         }
     }
 
-    /// Puts a packet on its core's ring (or straight into service on an idle core): the
-    /// ring's occupancy after, or `None` if the ring is full.
-    fn enqueue(&mut self, t: u64, q: Queued) -> Option<u64> {
+    /// Puts a packet on its core's ring (or straight into service on an idle core): the core
+    /// and its ring's occupancy after, or `None` if the ring is full.
+    fn enqueue(&mut self, t: u64, q: Queued) -> Option<(usize, u64)> {
         let c = self.steer(&q.pkt);
         if self.cores[c].serving.is_none() {
             self.start(c, t, q);
-            Some(0)
+            Some((c, 0))
         } else if self.cores[c].ring.len() < self.config.ring {
             self.cores[c].ring.push_back(q);
-            Some(self.cores[c].ring.len() as u64)
+            Some((c, self.cores[c].ring.len() as u64))
         } else {
             None
         }

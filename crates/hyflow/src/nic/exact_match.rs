@@ -1,0 +1,335 @@
+//! An exact-match flow table: the hardware table of Elixir's prototypes (rte_flow rules on a
+//! ConnectX-5, exact tables on a Tofino switch). Entries are keyed by a flow — the fields of a
+//! [`KeySpec`], the 5-tuple by default — and hold the decision software computed for it. An
+//! offload policy decides which flows it holds ([`crate::offload`]); the table only enforces
+//! what hardware would: the capacity of each area, install latency, per-entry counters.
+//!
+//! **Areas.** The table is cut into disjoint areas with their own capacities (Elixir §3.1: a
+//! large-flow area and a small bursty area whose entries software polls). A flow is held in at
+//! most one area. Entries are addressed as (area, slot) — the revalidator's (table, id).
+//!
+//! **Soundness.** An entry must forward only packets that get its decision. Its match is the
+//! flow's key fields exact *and* every bit of the megaflow its packet's translation produced
+//! (a subset of that megaflow, so sound by the megaflow's soundness); a lookup finds the entry
+//! by the packet's flow id in a hash index and then checks the packet against that match. A
+//! packet of the flow that differs where the decision depends on it (another TTL, another
+//! VLAN) misses and goes to software. Entries are revalidated after rule updates like every
+//! other NIC entry: kept only if the flow's packet still translates to the same actions with a
+//! megaflow inside the entry's match.
+//!
+//! **Lifetime.** Entries leave when their policy removes them, when revalidation finds them
+//! outdated, and — only if configured (OVS's `max-idle`) — when idle: a policy that manages
+//! the table itself (Elixir, TFO, LFP) keeps them until it replaces them.
+
+use hashbrown::HashMap;
+
+use super::{Arrival, NicHit, NicReport, NicScheme, Upcall};
+use crate::cache::interner::ItemRef;
+use crate::cache::table::{Refused, TableConfigError};
+use crate::cache::{CachedFlow, DecisionTables};
+use crate::measure::{FlowId, KeySpec};
+use crate::openflow::datapath::execute;
+use crate::openflow::{LookupRef, Match};
+use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
+use crate::tuple_space::{EntryId, FlowTableStats};
+
+/// Most areas a table is cut into.
+pub const MAX_AREAS: usize = 2;
+
+/// Shape of an exact-match table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExactMatchConfig {
+    /// Entries of each area (0: no such area; the first must hold at least one).
+    pub areas: [usize; MAX_AREAS],
+    /// The fields a flow is keyed by.
+    pub key: KeySpec,
+    /// Whether entries idle longer than `max-idle` expire (OVS); otherwise only the policy or
+    /// revalidation removes them.
+    pub expire_idle: bool,
+}
+
+/// One entry: a flow, its sound match, its decision and its hardware counters.
+#[derive(Clone, Debug)]
+struct ExactEntry {
+    flow: FlowId,
+    matcher: Match,
+    cached: CachedFlow,
+    packets: u64,
+    bytes: u64,
+    last_hit_ns: u64,
+    /// The first time a lookup sees it (install time plus the NIC's update latency).
+    active_ns: u64,
+}
+
+/// One area: a slab of slots with a free list.
+#[derive(Clone, Debug, Default)]
+struct Area {
+    capacity: usize,
+    slots: Vec<Option<ExactEntry>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+/// The exact-match NIC table.
+pub struct ExactMatch {
+    config: ExactMatchConfig,
+    areas: Vec<Area>,
+    /// Flow id → (area, slot).
+    index: HashMap<FlowId, (u8, u32)>,
+    update_latency_ns: u64,
+    stats: FlowTableStats,
+}
+
+impl ExactMatch {
+    /// An empty table of `config`'s areas, applying installs `update_latency_ns` after they
+    /// are made.
+    pub fn new(config: ExactMatchConfig, update_latency_ns: u64) -> Result<ExactMatch, TableConfigError> {
+        if config.areas[0] == 0 {
+            return Err(TableConfigError::Empty("NIC exact-match".to_string()));
+        }
+        let areas = config
+            .areas
+            .iter()
+            .take_while(|&&c| c > 0)
+            .map(|&capacity| Area { capacity, ..Area::default() })
+            .collect();
+        Ok(ExactMatch {
+            config,
+            areas,
+            index: HashMap::new(),
+            update_latency_ns,
+            stats: FlowTableStats::default(),
+        })
+    }
+
+    /// Its shape.
+    pub fn config(&self) -> &ExactMatchConfig {
+        &self.config
+    }
+
+    /// Areas it has.
+    pub fn n_areas(&self) -> usize {
+        self.areas.len()
+    }
+
+    /// Entries held in `area`.
+    pub fn len(&self, area: u8) -> usize {
+        self.areas.get(area as usize).map_or(0, |a| a.len)
+    }
+
+    /// Whether `area` holds nothing.
+    pub fn is_empty(&self, area: u8) -> bool {
+        self.len(area) == 0
+    }
+
+    /// Capacity of `area`.
+    pub fn capacity(&self, area: u8) -> usize {
+        self.areas.get(area as usize).map_or(0, |a| a.capacity)
+    }
+
+    /// Where `flow`'s entry is, if the table holds it.
+    pub fn find(&self, flow: FlowId) -> Option<(u8, EntryId)> {
+        self.index.get(&flow).copied()
+    }
+
+    /// The flow an entry holds.
+    pub fn flow_at(&self, area: u8, slot: EntryId) -> Option<FlowId> {
+        self.entry(area as usize, slot).map(|e| e.flow)
+    }
+
+    /// Appends (flow, packets) of every entry of `area`, in slot order.
+    pub fn flows(&self, area: u8, out: &mut Vec<(FlowId, u64)>) {
+        if let Some(a) = self.areas.get(area as usize) {
+            out.extend(a.slots.iter().flatten().map(|e| (e.flow, e.packets)));
+        }
+    }
+
+    fn entry(&self, area: usize, slot: EntryId) -> Option<&ExactEntry> {
+        self.areas.get(area)?.slots.get(slot as usize)?.as_ref()
+    }
+
+    fn entry_mut(&mut self, area: usize, slot: EntryId) -> Option<&mut ExactEntry> {
+        self.areas.get_mut(area)?.slots.get_mut(slot as usize)?.as_mut()
+    }
+
+    /// Installs the decision of `upcall` for its packet's flow in `area`.
+    fn place(&mut self, upcall: &Upcall, area: u8, tables: &mut DecisionTables) -> Result<EntryId, Refused> {
+        let flow = self.config.key.flow_id(upcall.key).ok_or(Refused::NotAFlow)?;
+        if self.index.contains_key(&flow) {
+            return Err(Refused::Duplicate);
+        }
+        let Some(a) = self.areas.get_mut(area as usize) else { return Err(Refused::NoArea) };
+        if a.len >= a.capacity {
+            self.stats.refused += 1;
+            return Err(Refused::Full);
+        }
+        let mut mask = upcall.traversal.megaflow.mask;
+        mask.union_with(&self.config.key.mask());
+        let entry = ExactEntry {
+            flow,
+            matcher: Match::new(*upcall.key, mask),
+            cached: CachedFlow::new(*upcall.key, upcall.decision),
+            packets: 0,
+            bytes: 0,
+            last_hit_ns: upcall.now_ns,
+            active_ns: upcall.now_ns + self.update_latency_ns,
+        };
+        let slot = match a.free.pop() {
+            Some(s) => {
+                a.slots[s as usize] = Some(entry);
+                s
+            }
+            None => {
+                a.slots.push(Some(entry));
+                (a.slots.len() - 1) as u32
+            }
+        };
+        a.len += 1;
+        tables.acquire(upcall.decision);
+        self.index.insert(flow, (area, slot));
+        self.stats.installs += 1;
+        let held: usize = self.areas.iter().map(|a| a.len).sum();
+        self.stats.peak = self.stats.peak.max(held);
+        Ok(slot)
+    }
+}
+
+impl NicScheme for ExactMatch {
+    fn name(&self) -> &'static str {
+        "exact-match"
+    }
+
+    #[inline]
+    fn lookup(&mut self, pkt: Arrival, tables: &DecisionTables, hit: &mut NicHit) -> bool {
+        hit.outputs.clear();
+        let found = self.config.key.flow_id(pkt.key).and_then(|f| self.index.get(&f).copied());
+        let Some((area, slot)) = found else {
+            self.stats.misses += 1;
+            return false;
+        };
+        let e = self.areas[area as usize].slots[slot as usize].as_mut().expect("indexed slots are live");
+        if pkt.now_ns < e.active_ns || !pkt.key.matches(&e.matcher.value, &e.matcher.mask) {
+            self.stats.misses += 1;
+            return false;
+        }
+        e.packets += 1;
+        e.bytes += pkt.bytes;
+        e.last_hit_ns = pkt.now_ns;
+        self.stats.hits += 1;
+        let d = e.cached.decision;
+        execute(tables.actions.get(d.actions), pkt.key, &mut hit.outputs);
+        hit.paths.clear();
+        hit.paths.push(d.path);
+        hit.stale = e.cached.version.is_pending();
+        true
+    }
+
+    /// An upcall offered to the table goes to the first area (a policy that offloads on
+    /// upcalls, as OVS does).
+    fn install(&mut self, upcall: Upcall, tables: &mut DecisionTables, installed: &mut Vec<(u8, EntryId)>) {
+        if let Ok(slot) = self.place(&upcall, 0, tables) {
+            installed.push((0, slot));
+        }
+    }
+
+    fn install_flow(
+        &mut self,
+        upcall: Upcall,
+        area: u8,
+        tables: &mut DecisionTables,
+    ) -> Result<EntryId, Refused> {
+        self.place(&upcall, area, tables)
+    }
+
+    fn find_flow(&self, flow: FlowId) -> Option<(u8, EntryId)> {
+        self.find(flow)
+    }
+
+    fn entries(&self) -> &dyn Revalidate {
+        self
+    }
+
+    fn entries_mut(&mut self) -> &mut dyn Revalidate {
+        self
+    }
+
+    fn installs(&self) -> u64 {
+        self.stats.installs
+    }
+
+    fn report(&self) -> NicReport {
+        NicReport {
+            scheme: self.name(),
+            entries_now: self.areas.iter().map(|a| a.len).sum(),
+            masks_now: 1,
+            totals: self.stats,
+            gigaflow: None,
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn counters(&self, out: &mut Vec<(u8, EntryId, u64)>) {
+        for (a, area) in self.areas.iter().enumerate() {
+            let live = area.slots.iter().enumerate().filter_map(|(s, e)| Some((s, e.as_ref()?)));
+            out.extend(live.map(|(s, e)| (a as u8, s as EntryId, e.packets)));
+        }
+    }
+}
+
+impl Revalidate for ExactMatch {
+    fn tables(&self) -> usize {
+        self.areas.len()
+    }
+
+    fn slot(&mut self, table: usize, id: EntryId) -> Option<(&mut EntryVersion, &mut ItemRef)> {
+        let e = &mut self.entry_mut(table, id)?.cached;
+        Some((&mut e.version, &mut e.decision.path))
+    }
+
+    fn version(&self, table: usize, id: EntryId) -> Option<EntryVersion> {
+        Some(self.entry(table, id)?.cached.version)
+    }
+
+    fn dependencies(&self, table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>) {
+        if let Some(e) = self.entry(table, id) {
+            out.extend_from_slice(tables.paths.get(e.cached.decision.path));
+        }
+    }
+
+    fn retranslate(&mut self, table: usize, id: EntryId, with: &mut Translator) -> Retranslation {
+        match self.entry(table, id) {
+            Some(e) => e.cached.retranslate(&e.matcher.mask, with),
+            None => Retranslation::Evict,
+        }
+    }
+
+    fn remove(&mut self, table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool {
+        let Some(area) = self.areas.get_mut(table) else { return false };
+        let Some(e) = area.slots.get_mut(id as usize).and_then(Option::take) else { return false };
+        area.free.push(id);
+        area.len -= 1;
+        self.index.remove(&e.flow);
+        tables.release(e.cached.decision);
+        why.count(&mut self.stats);
+        true
+    }
+
+    fn idle(&self, table: usize, cutoff_ns: u64, out: &mut Vec<EntryId>) {
+        if !self.config.expire_idle {
+            return;
+        }
+        if let Some(a) = self.areas.get(table) {
+            let idle = a.slots.iter().enumerate().filter_map(|(s, e)| Some((s, e.as_ref()?)));
+            out.extend(idle.filter(|(_, e)| e.last_hit_ns < cutoff_ns).map(|(s, _)| s as EntryId));
+        }
+    }
+
+    fn ids(&self, table: usize, out: &mut Vec<EntryId>) {
+        if let Some(a) = self.areas.get(table) {
+            out.extend(a.slots.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(s, _)| s as EntryId));
+        }
+    }
+}

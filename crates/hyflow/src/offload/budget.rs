@@ -1,0 +1,225 @@
+//! The NIC's limits as a policy meets them: table updates per second and their latency,
+//! counter reads per second. Installs and removals a policy asks for wait in a FIFO queue and
+//! are applied as update tokens come; counter polls read what the read tokens allow.
+
+use std::collections::VecDeque;
+
+use hashbrown::HashSet;
+
+use crate::measure::FlowId;
+use crate::packet::FlowKey;
+use crate::sim::costs::CostModel;
+use crate::switch::Switch;
+
+/// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s;
+/// §5.2: a ConnectX-5 applies a replacement in about 67 µs) and on reading its per-entry
+/// counters (about 20,000 entries/s on a ConnectX-5).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NicUpdates {
+    /// Table updates per second (0 = unlimited).
+    pub per_second: f64,
+    /// Time from an install to the first packet the entry forwards, ns.
+    pub latency_ns: u64,
+    /// Entry counters software can read per second (0 = unlimited).
+    pub counter_reads_per_second: f64,
+}
+
+impl Default for NicUpdates {
+    fn default() -> Self {
+        NicUpdates { per_second: 2_000.0, latency_ns: 67_000, counter_reads_per_second: 20_000.0 }
+    }
+}
+
+/// A token bucket over simulated time: `per_second` operations, bursts up to one second's.
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimit {
+    per_second: f64,
+    tokens: f64,
+    filled_ns: u64,
+}
+
+impl RateLimit {
+    /// A bucket refilling at `per_second` (≤ 0: unlimited), holding one token at first.
+    pub fn new(per_second: f64) -> RateLimit {
+        RateLimit { per_second, tokens: 1.0, filled_ns: 0 }
+    }
+
+    fn unlimited(&self) -> bool {
+        self.per_second <= 0.0
+    }
+
+    /// Tokens available at `now_ns` (whole operations allowed).
+    pub fn available(&mut self, now_ns: u64) -> u64 {
+        if self.unlimited() {
+            return u64::MAX;
+        }
+        let dt = now_ns.saturating_sub(self.filled_ns) as f64 / 1e9;
+        self.tokens = (self.tokens + dt * self.per_second).min(self.per_second.max(1.0));
+        self.filled_ns = self.filled_ns.max(now_ns);
+        self.tokens.max(0.0) as u64
+    }
+
+    /// Spends `n` operations (the bucket may go into debt: an upcall's installs are atomic).
+    pub fn spend(&mut self, n: u64) {
+        if !self.unlimited() {
+            self.tokens -= n as f64;
+        }
+    }
+}
+
+/// A queued change to the NIC.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Install { key: FlowKey, flow: FlowId, area: u8 },
+    Remove { flow: FlowId },
+}
+
+/// What happened to the changes policies asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BudgetStats {
+    /// Installs applied.
+    pub installs: u64,
+    /// Installs the NIC refused when applied (area full, controller flow, already held).
+    pub installs_refused: u64,
+    /// Removals applied.
+    pub removals: u64,
+    /// Counter values read.
+    pub counter_reads: u64,
+    /// Longest the queue grew.
+    pub queue_peak: usize,
+}
+
+/// The update and read budgets, the queue of changes, and the host work policies charged.
+pub struct NicBudget {
+    /// Updates: shared by upcall installs and policy changes.
+    pub updates: RateLimit,
+    reads: RateLimit,
+    queue: VecDeque<Op>,
+    queued_installs: HashSet<FlowId>,
+    /// Where the next poll of each area resumes (slot order).
+    poll_cursor: [usize; crate::nic::exact_match::MAX_AREAS],
+    scratch: Vec<(FlowId, u64)>,
+    /// Host work charged and not yet handed to the simulator, ns.
+    work_ns: f64,
+    /// All host work charged, ns.
+    work_total_ns: f64,
+    stats: BudgetStats,
+}
+
+impl NicBudget {
+    /// Budgets of `limits`.
+    pub fn new(limits: NicUpdates) -> NicBudget {
+        NicBudget {
+            updates: RateLimit::new(limits.per_second),
+            reads: RateLimit::new(limits.counter_reads_per_second),
+            queue: VecDeque::new(),
+            queued_installs: HashSet::new(),
+            poll_cursor: [0; crate::nic::exact_match::MAX_AREAS],
+            scratch: Vec::new(),
+            work_ns: 0.0,
+            work_total_ns: 0.0,
+            stats: BudgetStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> BudgetStats {
+        self.stats
+    }
+
+    /// Changes waiting.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether an install of `flow` waits in the queue.
+    pub fn install_queued(&self, flow: FlowId) -> bool {
+        self.queued_installs.contains(&flow)
+    }
+
+    pub(super) fn queue_install(&mut self, key: FlowKey, flow: FlowId, area: u8) {
+        self.queued_installs.insert(flow);
+        self.queue.push_back(Op::Install { key, flow, area });
+        self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
+    }
+
+    pub(super) fn queue_removal(&mut self, flow: FlowId) {
+        self.queue.push_back(Op::Remove { flow });
+        self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
+    }
+
+    /// Charges host work, ns.
+    pub fn charge(&mut self, ns: f64) {
+        self.work_ns += ns;
+        self.work_total_ns += ns;
+    }
+
+    /// Takes the work charged since the last call, whole ns (the fraction carries over).
+    pub fn take_work(&mut self) -> u64 {
+        let whole = self.work_ns.floor();
+        self.work_ns -= whole;
+        whole as u64
+    }
+
+    /// All host work charged so far, ns.
+    pub fn work_total_ns(&self) -> f64 {
+        self.work_total_ns
+    }
+
+    /// Applies queued changes while update tokens last at `now_ns`. An install costs the host
+    /// a slow-path translation (`upcall_ns`): the policy asks for a flow, software computes
+    /// the entry.
+    pub fn apply(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
+        if self.queue.is_empty() {
+            return;
+        }
+        let mut tokens = self.updates.available(now_ns);
+        while tokens > 0 {
+            let Some(op) = self.queue.pop_front() else { break };
+            match op {
+                Op::Install { key, flow, area } => {
+                    self.queued_installs.remove(&flow);
+                    self.charge(costs.upcall_ns);
+                    match switch.nic_offload(&key, area, now_ns) {
+                        Ok(_) => self.stats.installs += 1,
+                        Err(_) => {
+                            self.stats.installs_refused += 1;
+                            continue;
+                        }
+                    }
+                }
+                Op::Remove { flow } => {
+                    let Some((table, id)) = switch.nic_find(flow) else { continue };
+                    switch.nic_remove(table, id, now_ns);
+                    self.stats.removals += 1;
+                }
+            }
+            self.updates.spend(1);
+            tokens -= 1;
+        }
+    }
+
+    /// Reads counters of one area at `now_ns`: `fill` appends them all (flow, packets) in slot
+    /// order; `out` gets as many as the read tokens allow, round-robin from the last stop.
+    pub(super) fn read(
+        &mut self,
+        area: u8,
+        now_ns: u64,
+        fill: impl FnOnce(&mut Vec<(FlowId, u64)>),
+        out: &mut Vec<(FlowId, u64)>,
+    ) {
+        self.scratch.clear();
+        fill(&mut self.scratch);
+        let all = &self.scratch;
+        if all.is_empty() {
+            return;
+        }
+        let budget = self.reads.available(now_ns).min(all.len() as u64) as usize;
+        let cursor = &mut self.poll_cursor[area as usize];
+        let start = *cursor % all.len();
+        out.extend((0..budget).map(|k| all[(start + k) % all.len()]));
+        *cursor = start + budget;
+        self.reads.spend(budget as u64);
+        self.stats.counter_reads += budget as u64;
+    }
+}

@@ -1,0 +1,433 @@
+//! Elixir (§3): two replacement processes over an exact-match NIC table cut into a large-flow
+//! area and a bursty area.
+//!
+//! **Periodic large-flow replacement** (§3.2, Algorithm 1). The NIC samples a share r of the
+//! packets it forwards to the host (headers only); software samples its own packets at the
+//! same rate, so both sides are ranked on equal terms. Samples feed [`ElixirLarge`]: N = ⌈L/T⌉
+//! count-min arrays over sub-windows of the replacement window T (the oldest cleared at each
+//! T; one array when L ≤ T), a min-heap of the largest flows and a Bloom filter of the
+//! offloaded set. Every T the heap's flows become the large set: those not offloaded are
+//! installed in the large-flow area, those that left it are evicted, and rebuilding the heap
+//! costs the host `heap_rebuild_ns` (≈ 10 ms in Elixir's implementation, §4).
+//!
+//! **Event-driven bursty replacement** (§3.3, Algorithm 2). Software counts every packet it
+//! forwards per flow over a short window (`burst_window_ns`). When a packet finds its core's
+//! ring at K or more, Elixir polls the bursty area's hardware counters (within the NIC's read
+//! rate) and moves the software flow with the highest rate into the bursty area: into a free
+//! entry, or in place of the entry with the lowest rate when the software flow's is higher.
+//! Hardware counters are also read at the end of every burst window, so that both sides'
+//! rates are over the same windows (the window under way, or the last complete one if larger).
+//! One move is in flight at a time: the next check waits until the last change has had time
+//! to reach hardware (the update queue drained at the update rate, plus the update latency).
+//!
+//! **K** = ring capacity − (t_identification + t_offloading) × NIC rate (the PFC-headroom
+//! rule of §3.3): t_identification is reading the bursty area's counters, immediate while the
+//! read budget lasts (it holds a second's worth); t_offloading is the NIC's update latency;
+//! the NIC rate is the packet rate the NIC can deliver into a ring (100 GbE of 64-byte
+//! frames by default). With Elixir's 65,536-packet ring and 67 µs this gives 55,565, close to
+//! the 51k the paper set on its ConnectX-5.
+//!
+//! A flow that is both large and bursty stays in whichever area took it first (§3.1).
+
+use hashbrown::HashMap;
+
+use super::{NicControl, OffloadPolicy, PolicyReport, Seen};
+use crate::measure::elixir::{BurstCounters, ElixirLarge};
+use crate::measure::{ConfigError, Detector, DetectorConfig, FlowId, KeySpec, Sampler};
+use crate::nic::exact_match::ExactMatchConfig;
+use crate::nic::NicConfig;
+use crate::packet::FlowKey;
+
+/// Large-flow area.
+pub const LARGE_AREA: u8 = 0;
+/// Bursty area.
+pub const BURSTY_AREA: u8 = 1;
+
+/// 100 GbE of minimal frames: 64 bytes plus 20 of preamble and gap per packet.
+pub const NIC_LINE_RATE_PPS: f64 = 100e9 / (84.0 * 8.0);
+
+/// Elixir's parameters (defaults: the paper's, §5.1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ElixirConfig {
+    /// Entries of the large-flow area.
+    pub large_entries: usize,
+    /// Entries of the bursty area.
+    pub bursty_entries: usize,
+    /// Fields a flow is keyed by.
+    pub key: KeySpec,
+    /// Share r of packets sampled for large-flow identification, in (0, 1].
+    pub sample_rate: f64,
+    /// Identification window L, ns.
+    pub identification_window_ns: u64,
+    /// Replacement window T, ns.
+    pub replacement_window_ns: u64,
+    /// Window of the bursty-flow counters, ns.
+    pub burst_window_ns: u64,
+    /// Queue threshold K, packets; `None`: from the headroom rule.
+    pub queue_threshold: Option<u64>,
+    /// Packets per second the NIC can deliver into a ring (the headroom rule's rate).
+    pub nic_rate_pps: f64,
+    /// Host work of one heap rebuild, ns.
+    pub heap_rebuild_ns: u64,
+    /// Counters per row of each sub-window array.
+    pub sketch_width: usize,
+    /// Seed of hashes and sampling.
+    pub seed: u64,
+}
+
+impl Default for ElixirConfig {
+    fn default() -> Self {
+        ElixirConfig {
+            large_entries: 50_000,
+            bursty_entries: 100,
+            key: KeySpec::five_tuple(),
+            sample_rate: 0.2,
+            identification_window_ns: 30_000_000_000,
+            replacement_window_ns: 10_000_000_000,
+            burst_window_ns: 1_000_000_000,
+            queue_threshold: None,
+            nic_rate_pps: NIC_LINE_RATE_PPS,
+            heap_rebuild_ns: 10_000_000,
+            sketch_width: 1 << 18,
+            seed: 1,
+        }
+    }
+}
+
+/// Why Elixir cannot run as configured (messages name the CLI options).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ElixirConfigError {
+    /// A parameter out of range.
+    #[error("{0}")]
+    Invalid(String),
+    /// The sketch could not be sized.
+    #[error(transparent)]
+    Sketch(#[from] ConfigError),
+}
+
+impl ElixirConfig {
+    /// N = ⌈L/T⌉ sub-window arrays (one when L ≤ T: the window grows to T).
+    pub fn arrays(&self) -> usize {
+        self.identification_window_ns.div_ceil(self.replacement_window_ns.max(1)).max(1) as usize
+    }
+
+    /// K for a ring of `ring` packets whose changes reach hardware `t_offloading_ns` after
+    /// they are made: ring − (t_identification + t_offloading) × NIC rate, or the threshold
+    /// given. Checked: in 1..=ring.
+    pub fn threshold(&self, ring: usize, t_offloading_ns: u64) -> Result<u64, ElixirConfigError> {
+        let bad = |m: String| Err(ElixirConfigError::Invalid(m));
+        if let Some(k) = self.queue_threshold {
+            if k == 0 || k > ring as u64 {
+                return bad(format!(
+                    "--queue-threshold must be in 1..={ring} (the ring's capacity), not {k}"
+                ));
+            }
+            return Ok(k);
+        }
+        let headroom = (t_offloading_ns as f64 / 1e9 * self.nic_rate_pps).ceil();
+        let k = ring as f64 - headroom;
+        if k < 1.0 {
+            return bad(format!(
+                "the queue threshold K = ring {ring} − {t_offloading_ns} ns × {:.0} pkt/s = {k:.0} is not positive: \
+                 give a larger --ring, a lower --nic-rate, or --queue-threshold",
+                self.nic_rate_pps
+            ));
+        }
+        Ok(k as u64)
+    }
+
+    /// Checks every parameter.
+    pub fn check(&self) -> Result<(), ElixirConfigError> {
+        let bad = |m: String| Err(ElixirConfigError::Invalid(m));
+        if self.large_entries == 0 {
+            return bad("--large-entries must be at least 1".to_string());
+        }
+        if self.bursty_entries == 0 {
+            return bad("--bursty-entries must be at least 1 for elixir".to_string());
+        }
+        if !(self.sample_rate > 0.0 && self.sample_rate <= 1.0) {
+            return bad(format!("--sample-rate must be in (0, 1], not {}", self.sample_rate));
+        }
+        if self.identification_window_ns == 0 {
+            return bad("--identification-window must be a positive time".to_string());
+        }
+        if self.replacement_window_ns == 0 {
+            return bad("--replacement-window must be a positive time".to_string());
+        }
+        if self.burst_window_ns == 0 {
+            return bad("--burst-window must be a positive time".to_string());
+        }
+        if !(self.nic_rate_pps.is_finite() && self.nic_rate_pps > 0.0) {
+            return bad(format!("--nic-rate must be a positive packet rate, not {}", self.nic_rate_pps));
+        }
+        if self.sketch_width == 0 {
+            return bad("the sketch needs at least one counter per row".to_string());
+        }
+        Ok(())
+    }
+
+    fn detector(&self) -> DetectorConfig {
+        let arrays = self.arrays();
+        let fixed = crate::measure::heap::TopHeap::bytes_for(self.large_entries)
+            + (self.large_entries * crate::measure::elixir::BLOOM_BITS_PER_FLOW).div_ceil(64) * 8
+            + self.large_entries * std::mem::size_of::<(FlowId, u128)>();
+        DetectorConfig {
+            k: self.large_entries,
+            memory: fixed + arrays * crate::measure::elixir::ROWS * 4 * self.sketch_width,
+            blocks: arrays,
+            sample: self.sample_rate,
+            seed: self.seed,
+        }
+    }
+}
+
+/// What Elixir did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ElixirStats {
+    /// Large-flow replacements.
+    pub replacements: u64,
+    /// Flows the Bloom filter said were new to the large set.
+    pub large_new: u64,
+    /// Flows of the large set offloaded (new, or lost by the NIC to revalidation).
+    pub large_offloads: u64,
+    /// Flows that left the large set, evicted.
+    pub large_evictions: u64,
+    /// Ring crossings of K acted on.
+    pub burst_triggers: u64,
+    /// Flows moved into the bursty area.
+    pub bursty_offloads: u64,
+    /// Of those, in place of a slower entry.
+    pub bursty_replacements: u64,
+}
+
+/// The Elixir policy.
+pub struct Elixir {
+    config: ElixirConfig,
+    k: u64,
+    t_offloading_ns: u64,
+    update_gap_ns: f64,
+    large: ElixirLarge,
+    /// Software's own sampling of the packets it forwards.
+    sampler: Sampler,
+    /// A packet of every flow the heap holds, to install it with.
+    reps: HashMap<FlowId, FlowKey>,
+    next_replacement_ns: Option<u64>,
+    bursts: BurstCounters<FlowKey>,
+    /// Bursty-area counters per entry: (packets at the start of the window under way,
+    /// packets in the last complete window). Read every burst window, so that hardware and
+    /// software rates are over the same windows.
+    hw_window: HashMap<FlowId, (u64, u64)>,
+    next_hw_window_ns: Option<u64>,
+    hold_until_ns: u64,
+    polled: Vec<(FlowId, u64)>,
+    stats: ElixirStats,
+}
+
+impl Elixir {
+    /// Elixir for rings of `ring` packets, with a NIC applying updates `latency_ns` after they
+    /// are made at up to `updates_per_second` (0: unlimited).
+    pub fn new(
+        config: ElixirConfig,
+        ring: usize,
+        latency_ns: u64,
+        updates_per_second: f64,
+    ) -> Result<Elixir, ElixirConfigError> {
+        config.check()?;
+        let k = config.threshold(ring, latency_ns)?;
+        let large = ElixirLarge::new(&config.detector())?;
+        Ok(Elixir {
+            k,
+            t_offloading_ns: latency_ns,
+            update_gap_ns: if updates_per_second > 0.0 { 1e9 / updates_per_second } else { 0.0 },
+            large,
+            sampler: Sampler::new(config.sample_rate, config.seed ^ 0x5eed_e11c),
+            reps: HashMap::new(),
+            next_replacement_ns: None,
+            bursts: BurstCounters::new(config.burst_window_ns),
+            hw_window: HashMap::new(),
+            next_hw_window_ns: None,
+            hold_until_ns: 0,
+            polled: Vec::new(),
+            stats: ElixirStats::default(),
+            config,
+        })
+    }
+
+    /// The queue threshold K in use.
+    pub fn queue_threshold(&self) -> u64 {
+        self.k
+    }
+
+    /// What it did.
+    pub fn stats(&self) -> ElixirStats {
+        self.stats
+    }
+
+    /// The large-flow identifier.
+    pub fn large(&self) -> &ElixirLarge {
+        &self.large
+    }
+
+    /// A sampled packet (from hardware or software) counts towards the large set.
+    fn identify(&mut self, flow: FlowId, key: &FlowKey) {
+        let hash = flow.hash(self.large.hash_seed());
+        self.large.insert(flow, hash);
+        if self.large.in_heap(flow, hash) {
+            self.reps.entry(flow).or_insert(*key);
+        }
+    }
+
+    /// Algorithm 1, lines 20–28.
+    fn replace(&mut self, nic: &mut NicControl) {
+        self.large.end_block();
+        self.stats.replacements += 1;
+        self.stats.large_new += self.large.replacement().offload.len() as u64;
+        for &flow in &self.large.replacement().evict {
+            // A flow the bursty process holds stays where it is (§3.1).
+            if nic.switch().nic_find(flow).is_some_and(|(area, _)| area == LARGE_AREA) {
+                nic.evict(flow);
+                self.stats.large_evictions += 1;
+            }
+        }
+        for flow in self.large.large_set() {
+            // New to the set (the Bloom filter says so), or lost by the NIC to revalidation.
+            if let Some(key) = self.reps.get(&flow) {
+                if nic.offload(key, flow, LARGE_AREA) {
+                    self.stats.large_offloads += 1;
+                }
+            }
+        }
+        let mut reps = HashMap::with_capacity(self.config.large_entries);
+        for flow in self.large.large_set() {
+            if let Some(key) = self.reps.remove(&flow) {
+                reps.insert(flow, key);
+            }
+        }
+        self.reps = reps;
+        nic.charge(self.config.heap_rebuild_ns as f64);
+    }
+
+    /// Reads the bursty area's counters at the end of a burst window (as far as the read
+    /// rate allows: an entry not read keeps its old window).
+    fn roll_hw_window(&mut self, nic: &mut NicControl) {
+        if nic.area_len(BURSTY_AREA) == 0 {
+            return;
+        }
+        nic.poll(BURSTY_AREA, &mut self.polled);
+        for &(f, packets) in &self.polled {
+            let w = self.hw_window.entry(f).or_insert((0, 0));
+            *w = (packets, packets.saturating_sub(w.0));
+        }
+    }
+
+    /// Algorithm 2: the ring reached K.
+    fn burst(&mut self, nic: &mut NicControl) {
+        let now = nic.now_ns();
+        self.stats.burst_triggers += 1;
+        // Sorting the software counters.
+        nic.charge(nic.costs().sample_ns * self.bursts.flows() as f64);
+        let candidates = self.bursts.top(8, now);
+        let Some(&(flow, rate, key)) = candidates.iter().find(|c| !nic.holds(c.0)) else { return };
+        let room = nic.area_len(BURSTY_AREA) < nic.area_capacity(BURSTY_AREA);
+        if !room {
+            nic.poll(BURSTY_AREA, &mut self.polled);
+            let per_s = 1e9 / self.config.burst_window_ns as f64;
+            let mut slowest: Option<(FlowId, f64)> = None;
+            for &(f, packets) in &self.polled {
+                // Like the software counters: the window under way, or the last complete one
+                // if larger.
+                let (base, last) = self.hw_window.get(&f).copied().unwrap_or((0, 0));
+                let r = packets.saturating_sub(base).max(last) as f64 * per_s;
+                if slowest.is_none_or(|s| r < s.1) {
+                    slowest = Some((f, r));
+                }
+            }
+            let Some((victim, victim_rate)) = slowest else { return };
+            if rate <= victim_rate {
+                return;
+            }
+            nic.evict(victim);
+            self.hw_window.remove(&victim);
+            self.stats.bursty_replacements += 1;
+        }
+        if nic.offload(&key, flow, BURSTY_AREA) {
+            self.hw_window.insert(flow, (0, 0));
+            self.stats.bursty_offloads += 1;
+        }
+        let drain = nic.queued() as f64 * self.update_gap_ns;
+        self.hold_until_ns = now + drain as u64 + self.t_offloading_ns;
+    }
+}
+
+impl OffloadPolicy for Elixir {
+    fn name(&self) -> &'static str {
+        "elixir"
+    }
+
+    fn nic(&self) -> Option<NicConfig> {
+        Some(NicConfig::ExactMatch(ExactMatchConfig {
+            areas: [self.config.large_entries, self.config.bursty_entries],
+            key: self.config.key,
+            expire_idle: false,
+        }))
+    }
+
+    fn flow_key(&self) -> Option<KeySpec> {
+        Some(self.config.key)
+    }
+
+    fn sample_rate(&self) -> f64 {
+        self.config.sample_rate
+    }
+
+    fn tick(&mut self, nic: &mut NicControl) {
+        let now = nic.now_ns();
+        let hw_next = *self.next_hw_window_ns.get_or_insert(now + self.config.burst_window_ns);
+        if now >= hw_next {
+            self.roll_hw_window(nic);
+            let w = self.config.burst_window_ns;
+            self.next_hw_window_ns = Some(hw_next + (now - hw_next) / w * w + w);
+        }
+        let next = *self.next_replacement_ns.get_or_insert(now + self.config.replacement_window_ns);
+        if now >= next {
+            self.replace(nic);
+            let t = self.config.replacement_window_ns;
+            self.next_replacement_ns = Some(next + (now - next) / t * t + t);
+        }
+    }
+
+    fn on_ring(&mut self, _core: usize, occupancy: u64, nic: &mut NicControl) {
+        if occupancy >= self.k && nic.now_ns() >= self.hold_until_ns {
+            self.burst(nic);
+        }
+    }
+
+    /// Counting the packet for bursts, and sampling it for the large set.
+    fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
+        let Some(flow) = pkt.flow else { return 0.0 };
+        self.bursts.count(flow, *pkt.key, pkt.now_ns);
+        let mut work = nic.costs().sample_ns;
+        if self.sampler.keep() {
+            self.identify(flow, pkt.key);
+            work += nic.costs().sample_ns;
+        }
+        work
+    }
+
+    fn on_sample(&mut self, pkt: Seen, _nic: &mut NicControl) -> f64 {
+        if let Some(flow) = pkt.flow {
+            self.identify(flow, pkt.key);
+        }
+        0.0
+    }
+
+    fn report(&self) -> PolicyReport {
+        PolicyReport {
+            replacements: Some(self.stats.replacements),
+            burst_triggers: Some(self.stats.burst_triggers),
+            bursty_offloads: Some(self.stats.bursty_offloads),
+            queue_threshold: Some(self.k),
+            ..PolicyReport::default()
+        }
+    }
+}

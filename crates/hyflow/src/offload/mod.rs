@@ -1,0 +1,291 @@
+//! Offload policies: which flows the NIC holds, and when they move.
+//!
+//! A policy sees what a real one on a SmartNIC host sees — sampled headers of
+//! hardware-forwarded packets, every packet software forwards, each core's ring occupancy at
+//! every arrival, the hardware counters it polls — and acts through [`NicControl`]: installs
+//! and evictions by flow, queued and applied as the NIC's update budget allows, counter reads
+//! at the NIC's read rate. What it computes costs host time: every hook returns or charges
+//! the work it did, and the simulator runs that work on the same cores that forward packets,
+//! as Elixir counts cores (§5.3).
+//!
+//! Policies: [`upcall`] (psf, offload-all, gigaflow: install on upcalls, measure nothing) and
+//! [`elixir`] (sampled large-flow replacement plus queue-triggered bursty offload).
+
+pub mod budget;
+pub mod elixir;
+pub mod upcall;
+
+use serde::Serialize;
+
+use crate::measure::{FlowId, KeySpec};
+use crate::nic::exact_match::ExactMatch;
+use crate::nic::NicConfig;
+use crate::packet::FlowKey;
+use crate::sim::costs::CostModel;
+use crate::switch::Switch;
+
+pub use budget::{NicBudget, NicUpdates};
+use elixir::{Elixir, ElixirConfig, ElixirConfigError};
+use upcall::UpcallOffload;
+
+/// Which policy, and its parameters: what an experiment is configured with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PolicyConfig {
+    /// Offload on upcalls (psf, offload-all, gigaflow).
+    Upcall(UpcallOffload),
+    /// Elixir.
+    Elixir(ElixirConfig),
+}
+
+impl PolicyConfig {
+    /// Name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicyConfig::Upcall(u) => u.name(),
+            PolicyConfig::Elixir(_) => "elixir",
+        }
+    }
+
+    /// Share of NIC-forwarded packets the policy has sampled to the host (0: none).
+    pub fn sample_rate(&self) -> f64 {
+        match self {
+            PolicyConfig::Upcall(_) => 0.0,
+            PolicyConfig::Elixir(e) => e.sample_rate,
+        }
+    }
+
+    /// Checks the parameters that do not depend on the machine.
+    pub fn check(&self) -> Result<(), ElixirConfigError> {
+        match self {
+            PolicyConfig::Upcall(_) => Ok(()),
+            PolicyConfig::Elixir(e) => e.check(),
+        }
+    }
+
+    /// The policy, for rings of `ring` packets and a NIC within `limits`.
+    pub fn build(
+        &self,
+        ring: usize,
+        limits: &NicUpdates,
+    ) -> Result<Box<dyn OffloadPolicy>, ElixirConfigError> {
+        Ok(match *self {
+            PolicyConfig::Upcall(u) => Box::new(u),
+            PolicyConfig::Elixir(e) => Box::new(Elixir::new(e, ring, limits.latency_ns, limits.per_second)?),
+        })
+    }
+}
+
+/// A packet a policy sees: forwarded by software, or a sampled header of one the NIC forwarded.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    /// Its headers.
+    pub key: &'a FlowKey,
+    /// Its flow under the policy's key, if it has one (`None`: the packet lacks a key field).
+    pub flow: Option<FlowId>,
+    /// Bytes on the wire.
+    pub bytes: u32,
+    /// When software handles it, ns.
+    pub now_ns: u64,
+}
+
+/// What a policy did over a run (key names are an interface: `hyflow sim --json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PolicyReport {
+    /// Host work the policy charged (measurement, sorting, installs), ms of one core.
+    pub work_ms: f64,
+    /// NIC installs the policy made (beyond those of upcalls).
+    pub installs: u64,
+    /// Installs the NIC refused when they came to be applied (area full, already held,
+    /// controller flow).
+    pub installs_refused: u64,
+    /// Entries the policy removed.
+    pub removals: u64,
+    /// Hardware counter values read.
+    pub counter_reads: u64,
+    /// Longest the queue of changes waiting for the update budget grew.
+    pub update_queue_peak: usize,
+    /// Large-flow replacements made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacements: Option<u64>,
+    /// Queue-threshold crossings that triggered a bursty-flow check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst_triggers: Option<u64>,
+    /// Flows moved into the bursty area.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bursty_offloads: Option<u64>,
+    /// The queue threshold K used, packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_threshold: Option<u64>,
+}
+
+/// What the NIC holds and when it changes. The simulator calls [`OffloadPolicy::tick`] at
+/// every arrival, [`OffloadPolicy::on_ring`] for every host-bound one, and
+/// [`OffloadPolicy::on_software`] / [`OffloadPolicy::on_sample`] when a core handles a packet
+/// or a sampled header; the work the hooks return is charged to that core.
+pub trait OffloadPolicy {
+    /// Name in reports.
+    fn name(&self) -> &'static str;
+    /// The NIC the policy manages (`None`: the NIC forwards nothing).
+    fn nic(&self) -> Option<NicConfig>;
+    /// The fields the policy identifies flows by (the exact-match table's key); `None` if it
+    /// does not look at flows.
+    fn flow_key(&self) -> Option<KeySpec> {
+        None
+    }
+    /// Share of NIC-forwarded packets whose headers the NIC samples to the host for this
+    /// policy.
+    fn sample_rate(&self) -> f64 {
+        0.0
+    }
+    /// Whether an upcall handled now may install its translation in the NIC (OVS offload).
+    fn install_on_upcall(&mut self, _now_ns: u64) -> bool {
+        false
+    }
+    /// Host work an upcall adds when it offers its translation to the NIC, ns.
+    fn install_ns(&self, _costs: &CostModel) -> f64 {
+        0.0
+    }
+    /// Time passes: called at every arrival, before the NIC looks the packet up.
+    fn tick(&mut self, _nic: &mut NicControl) {}
+    /// A host-bound packet (or sampled header) joined `core`'s ring, which now holds
+    /// `occupancy` packets.
+    fn on_ring(&mut self, _core: usize, _occupancy: u64, _nic: &mut NicControl) {}
+    /// Software forwarded a packet: the policy's per-packet work, ns.
+    fn on_software(&mut self, _pkt: Seen, _nic: &mut NicControl) -> f64 {
+        0.0
+    }
+    /// A sampled header of a NIC-forwarded packet reached software: the policy's work, ns
+    /// (receiving the header is charged apart).
+    fn on_sample(&mut self, _pkt: Seen, _nic: &mut NicControl) -> f64 {
+        0.0
+    }
+    /// What it did.
+    fn report(&self) -> PolicyReport {
+        PolicyReport::default()
+    }
+}
+
+impl<T: OffloadPolicy + ?Sized> OffloadPolicy for Box<T> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn nic(&self) -> Option<NicConfig> {
+        (**self).nic()
+    }
+    fn flow_key(&self) -> Option<KeySpec> {
+        (**self).flow_key()
+    }
+    fn sample_rate(&self) -> f64 {
+        (**self).sample_rate()
+    }
+    fn install_on_upcall(&mut self, now_ns: u64) -> bool {
+        (**self).install_on_upcall(now_ns)
+    }
+    fn install_ns(&self, costs: &CostModel) -> f64 {
+        (**self).install_ns(costs)
+    }
+    #[inline]
+    fn tick(&mut self, nic: &mut NicControl) {
+        (**self).tick(nic)
+    }
+    fn on_ring(&mut self, core: usize, occupancy: u64, nic: &mut NicControl) {
+        (**self).on_ring(core, occupancy, nic)
+    }
+    fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
+        (**self).on_software(pkt, nic)
+    }
+    fn on_sample(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
+        (**self).on_sample(pkt, nic)
+    }
+    fn report(&self) -> PolicyReport {
+        (**self).report()
+    }
+}
+
+/// A policy's hands on the NIC at one instant: installs and evictions by flow (queued behind
+/// the update budget), counter polls (within the read rate), background work.
+pub struct NicControl<'a> {
+    switch: &'a mut Switch,
+    budget: &'a mut NicBudget,
+    costs: &'a CostModel,
+    now_ns: u64,
+}
+
+impl<'a> NicControl<'a> {
+    /// Control of `switch`'s NIC at `now_ns`, within `budget`.
+    pub fn new(switch: &'a mut Switch, budget: &'a mut NicBudget, costs: &'a CostModel, now_ns: u64) -> Self {
+        NicControl { switch, budget, costs, now_ns }
+    }
+
+    /// Now, ns.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// The cost model (to price the policy's own work).
+    pub fn costs(&self) -> &CostModel {
+        self.costs
+    }
+
+    /// The switch (read-only: the NIC changes through this control).
+    pub fn switch(&self) -> &Switch {
+        self.switch
+    }
+
+    fn table(&self) -> Option<&ExactMatch> {
+        self.switch.nic_as::<ExactMatch>()
+    }
+
+    /// Whether the NIC holds `flow`, or an install of it is queued.
+    pub fn holds(&self, flow: FlowId) -> bool {
+        self.budget.install_queued(flow) || self.switch.nic_find(flow).is_some()
+    }
+
+    /// Entries the NIC holds in `area`.
+    pub fn area_len(&self, area: u8) -> usize {
+        self.table().map_or(0, |t| t.len(area))
+    }
+
+    /// Capacity of `area`.
+    pub fn area_capacity(&self, area: u8) -> usize {
+        self.table().map_or(0, |t| t.capacity(area))
+    }
+
+    /// Installs and removals waiting for the update budget.
+    pub fn queued(&self) -> usize {
+        self.budget.queued()
+    }
+
+    /// Queues an install of `key`'s flow (`flow`) into `area`; false if the NIC holds it or
+    /// an install is already queued.
+    pub fn offload(&mut self, key: &FlowKey, flow: FlowId, area: u8) -> bool {
+        if self.holds(flow) {
+            return false;
+        }
+        self.budget.queue_install(*key, flow, area);
+        true
+    }
+
+    /// Queues the removal of `flow`'s entry.
+    pub fn evict(&mut self, flow: FlowId) {
+        self.budget.queue_removal(flow);
+    }
+
+    /// Reads the hardware counters of `area`'s entries, as many as the read rate allows now,
+    /// resuming where the last poll of the area stopped: (flow, packets since install).
+    pub fn poll(&mut self, area: u8, out: &mut Vec<(FlowId, u64)>) {
+        out.clear();
+        let Some(table) = self.switch.nic_as::<ExactMatch>() else { return };
+        self.budget.read(area, self.now_ns, |all| table.flows(area, all), out);
+    }
+
+    /// Charges `ns` of host work the policy did outside any packet (sorting, rebuilding).
+    pub fn charge(&mut self, ns: f64) {
+        self.budget.charge(ns);
+    }
+
+    /// Applies queued installs and removals as far as the update budget allows now.
+    pub fn apply(&mut self) {
+        self.budget.apply(self.switch, self.costs, self.now_ns);
+    }
+}
