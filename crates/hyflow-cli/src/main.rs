@@ -69,8 +69,10 @@ struct SwitchArgs {
     /// Flow file in `ovs-ofctl add-flows` syntax.
     #[arg(long, value_name = "FILE", requires = "trace")]
     flows: Option<PathBuf>,
-    /// pcap/pcapng trace to replay.
-    #[arg(long, value_name = "FILE", requires = "flows")]
+    /// pcap/pcapng trace to replay, or `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
+    /// streamed in process (keys: flows, bursty, rate, duration, top-share, churn, seed,
+    /// in-port; through examples/gateway.flows unless --flows is given).
+    #[arg(long, value_name = "FILE|gen:gateway,...")]
     trace: Option<PathBuf>,
     /// Rule updates: `<seconds|#N> add|modify|modify-strict|delete|delete-strict <flow spec>` per line.
     #[arg(long, value_name = "FILE")]

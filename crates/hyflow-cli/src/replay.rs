@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 
 use hyflow::cache::Consistency;
 use hyflow::experiment::replay::{DecisionRecord, ReplayConfig};
@@ -13,6 +13,7 @@ use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
 use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter};
+use hyflow::workload::gateway::{GatewayConfig, SPEC_PREFIX};
 use hyflow::workload::{
     builtin, generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig,
 };
@@ -124,6 +125,19 @@ impl Progress {
 /// The workload the options name: the given files, or the built-in workload (with
 /// `--updates` replacing its update stream when given).
 pub(crate) fn workload(a: &SwitchArgs) -> Result<Workload> {
+    if let Some(spec) = a.trace.as_ref().and_then(|t| GatewayConfig::parse(&t.to_string_lossy())) {
+        let config = spec.map_err(|e| anyhow!("--trace: {e}"))?;
+        let config = GatewayConfig { in_port: a.in_port.unwrap_or(config.in_port), ..config };
+        let rules = a.flows.as_deref().map(hyflow::openflow::read_flow_file).transpose()?;
+        let w = Workload::gateway(config, rules);
+        return Ok(match &a.updates {
+            Some(u) => w.with_updates_file(u)?,
+            None => w,
+        });
+    }
+    if a.trace.is_some() && a.flows.is_none() {
+        bail!("--trace needs --flows (the pipeline the capture goes through), unless it is {SPEC_PREFIX}");
+    }
     Ok(match (&a.flows, &a.trace) {
         (Some(flows), Some(trace)) => Workload::from_files(flows, trace, a.updates.as_deref(), a.in_port)?,
         _ => match &a.updates {
@@ -137,7 +151,7 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     let a = &r.switch;
     let config = ReplayConfig { switch: switch_config(a)?, time_host: true };
     let workload = workload(a)?;
-    if a.flows.is_none() {
+    if a.flows.is_none() && a.trace.is_none() {
         println!(
             "built-in workload: {} ({} rules), {} generated packets of {} flows, {}% of rules updated per second\n",
             builtin::FLOWS_NAME,

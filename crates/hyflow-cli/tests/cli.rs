@@ -481,3 +481,44 @@ fn sim_bad_input_is_one_clear_message() {
     );
     fails_with(&hyflow(&["sim", "--costs", negative.to_str().unwrap()]), &["'microflow_hit_ns' must be"]);
 }
+
+/// Gateway traffic streamed in process through the gateway pipeline, under Elixir: the NIC
+/// holds at most its two areas, the policy replaced the large set every second, and the same
+/// command gives the same JSON.
+#[test]
+fn sim_elixir_on_streamed_gateway_traffic() {
+    let args = [
+        "sim",
+        "--trace",
+        "gen:gateway,flows=5000,bursty=20,rate=200000,duration=4",
+        "--policy",
+        "elixir",
+        "--large-entries",
+        "500",
+        "--bursty-entries",
+        "10",
+        "--identification-window",
+        "2",
+        "--replacement-window",
+        "1",
+        "--json",
+        "-",
+    ];
+    let out = hyflow(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let json = text.lines().last().unwrap();
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["policy"], "elixir");
+    assert!(v["nic"]["entries_peak"].as_u64().unwrap() <= 510, "{}", v["nic"]);
+    assert!(v["policy_report"]["replacements"].as_u64().unwrap() >= 3, "{}", v["policy_report"]);
+    assert!(v["hw_share"].as_f64().unwrap() > 0.5, "the large set holds most traffic: {}", v["hw_share"]);
+    assert!(v["packets"].as_u64().unwrap() > 700_000);
+    let again = hyflow(&args);
+    assert_eq!(String::from_utf8_lossy(&again.stdout).lines().last().unwrap(), json, "deterministic");
+    fails_with(
+        &hyflow(&["sim", "--trace", "gen:gateway,speed=3"]),
+        &["--trace", "unknown key 'speed'", "flows, bursty, rate"],
+    );
+    fails_with(&hyflow(&["sim", "--trace", "x.pcap"]), &["--trace needs --flows"]);
+}

@@ -170,6 +170,9 @@ pub struct SimOutcome {
 
 /// Packets per second of the input as recorded (a first pass over it).
 fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
+    if let Some(rate) = workload.input.known_rate() {
+        return Ok(rate);
+    }
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
     let (mut n, mut last) = (0u64, 0u64);
     while let Some(ts) = source.next_timestamp()? {

@@ -4,6 +4,7 @@
 
 pub mod builtin;
 pub mod dynamics;
+pub mod gateway;
 pub mod pipebench;
 pub mod pipelines;
 pub mod traffic;
@@ -19,6 +20,9 @@ use std::path::Path;
 use crate::input::Input;
 use crate::openflow::update::{read_updates_file, Update};
 use crate::openflow::{read_flow_file, FlowFileError, Rule};
+
+/// The gateway pipeline `gateway` traffic is made for (`examples/gateway.flows`).
+pub const GATEWAY_FLOWS: &str = include_str!("gateway.flows");
 
 /// What an experiment forwards: the rules, the rule updates, and the packets.
 #[derive(Clone, Debug)]
@@ -56,6 +60,15 @@ impl Workload {
         let rules = read_flow_file(flows)?;
         let updates = updates.map(read_updates_file).transpose()?.unwrap_or_default();
         Ok(Workload { rules, updates, input: Input::Capture { path: trace.to_path_buf(), in_port } })
+    }
+
+    /// Cloud-gateway traffic of `config` streamed through `rules`, or through the gateway
+    /// pipeline of `examples/gateway.flows` ([`GATEWAY_FLOWS`]).
+    pub fn gateway(config: gateway::GatewayConfig, rules: Option<Vec<Rule>>) -> Workload {
+        let rules = rules.unwrap_or_else(|| {
+            crate::openflow::parse_flows(GATEWAY_FLOWS, "gateway.flows").expect("the gateway pipeline parses")
+        });
+        Workload { rules, updates: Vec::new(), input: Input::Gateway(config) }
     }
 
     /// Replaces the updates with those of an updates file.

@@ -1,0 +1,556 @@
+//! Cloud-gateway traffic: a model of the traces Elixir measured (§2.1, §5.1), generated as a
+//! stream so that minutes at tens of Mpps need no file. Deterministic for a seed.
+//!
+//! **Flows.** `flows` steady flows and `bursty_flows` bursty ones, all IPv4 (TCP 80%, UDP
+//! 20%) from tenant addresses 10.t.x.y (t < 64) to service addresses 198.18.d.h (d < 64, one
+//! of 16 service ports), from ephemeral ports, arriving on the uplink: the 5-tuples the
+//! gateway pipeline of `examples/gateway.flows` decides on.
+//!
+//! **Skew (§5.1: the top 10% of flows carry 91% of the traffic).** Steady flows' rates are
+//! Zipf over their ranks, with the exponent found by bisection so that the top 10% of ranks
+//! carry `top_share` of the steady packets.
+//!
+//! **Changing large flows (Fig. 1).** Every `churn_period_ns`, `churn_fraction` of the top 10%
+//! of ranks swap flows with ranks drawn uniformly from the rest: those flows stop being large
+//! and as many others become large.
+//!
+//! **Bursts (Fig. 2, §2.1).** A bursty flow is quiet except in bursts: it sends at its peak
+//! rate (log-uniform over `burst_peak_share` of `rate`) for a duration uniform over
+//! `burst_duration_ns`, then stays off for an exponential time of mean (b − 1) × duration,
+//! with its burst ratio b (peak over average rate) uniform over `burst_ratio`: 20 to 80 as in
+//! Fig. 2a. With the defaults about 500 / 50 ≈ 10 flows burst at once on average, a few dozen
+//! at most (Fig. 2b). Bursts are in addition to the steady traffic, whose rate is lowered by
+//! the bursts' expected average so that the whole averages `rate`. Small steady flows also
+//! have high burst ratios over 1-second windows, as the paper's do: a flow of a few packets
+//! a minute peaks at one or two in some second.
+//!
+//! **Arrivals and sizes.** Packets form a Poisson process whose rate is piecewise constant
+//! between events (burst starts and ends, churns); each goes to a bursty flow in a burst
+//! with probability its share of the rate, else to a steady flow by its rank's weight (an
+//! alias table: constant time). Sizes follow CAIDA's trimodal mix of 64, 576 and 1500 bytes.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Exp};
+
+use super::traffic::frame_len;
+use crate::packet::build::build_frame;
+use crate::packet::field::{id, proto};
+use crate::packet::{parse_frame, FlowKey, LinkKind};
+
+/// The model's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatewayConfig {
+    /// Steady flows.
+    pub flows: usize,
+    /// Bursty flows.
+    pub bursty_flows: usize,
+    /// Average packets per second.
+    pub rate: f64,
+    /// Length of the traffic, ns.
+    pub duration_ns: u64,
+    /// Share of the steady packets carried by the top 10% of steady flows.
+    pub top_share: f64,
+    /// Time between churns of the large flows, ns.
+    pub churn_period_ns: u64,
+    /// Share of the top 10% of ranks that change flows at each churn.
+    pub churn_fraction: f64,
+    /// Burst ratio (peak over average rate) range of bursty flows.
+    pub burst_ratio: (f64, f64),
+    /// Burst duration range, ns.
+    pub burst_duration_ns: (u64, u64),
+    /// Peak rate range of bursty flows, as shares of `rate` (drawn log-uniformly).
+    pub burst_peak_share: (f64, f64),
+    /// Input port of every packet.
+    pub in_port: u32,
+    /// RNG seed.
+    pub seed: u64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            flows: 500_000,
+            bursty_flows: 500,
+            rate: 56e6,
+            duration_ns: 60_000_000_000,
+            top_share: 0.91,
+            churn_period_ns: 10_000_000_000,
+            churn_fraction: 0.2,
+            burst_ratio: (20.0, 80.0),
+            burst_duration_ns: (200_000_000, 3_000_000_000),
+            burst_peak_share: (0.001, 0.02),
+            in_port: 1,
+            seed: 1,
+        }
+    }
+}
+
+/// The spelling of gateway traffic where a capture is expected (`--trace`).
+pub const SPEC_PREFIX: &str = "gen:gateway";
+
+impl GatewayConfig {
+    /// Parses `gen:gateway[,KEY=VALUE...]` (keys: flows, bursty, rate in packets/s, duration in
+    /// seconds, top-share, churn in seconds, seed, in-port); `None` if `spec` is not gateway
+    /// traffic at all.
+    pub fn parse(spec: &str) -> Option<Result<GatewayConfig, String>> {
+        let rest = spec.strip_prefix(SPEC_PREFIX)?;
+        if !(rest.is_empty() || rest.starts_with(',')) {
+            return None;
+        }
+        let mut c = GatewayConfig::default();
+        for item in rest.split(',').filter(|s| !s.is_empty()) {
+            let Some((k, v)) = item.split_once('=') else {
+                return Some(Err(format!("'{item}' in {spec}: expected KEY=VALUE")));
+            };
+            let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{k}={v} in {spec}: not a number"));
+            let whole =
+                |v: &str| v.parse::<u64>().map_err(|_| format!("{k}={v} in {spec}: not a whole number"));
+            let r = (|| -> Result<(), String> {
+                match k {
+                    "flows" => c.flows = whole(v)? as usize,
+                    "bursty" => c.bursty_flows = whole(v)? as usize,
+                    "rate" => c.rate = num(v)?,
+                    "duration" => c.duration_ns = (num(v)? * 1e9).round().max(0.0) as u64,
+                    "top-share" => c.top_share = num(v)?,
+                    "churn" => c.churn_period_ns = (num(v)? * 1e9).round().max(0.0) as u64,
+                    "seed" => c.seed = whole(v)?,
+                    "in-port" => c.in_port = whole(v)? as u32,
+                    _ => {
+                        return Err(format!(
+                            "unknown key '{k}' in {spec} (flows, bursty, rate, duration, top-share, churn, seed, in-port)"
+                        ))
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                return Some(Err(e));
+            }
+        }
+        Some(c.check().map(|_| c))
+    }
+
+    /// Checks every parameter, naming its option.
+    pub fn check(&self) -> Result<(), String> {
+        if self.flows < 10 {
+            return Err(format!("flows must be at least 10, not {}", self.flows));
+        }
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Err(format!("rate must be a positive packet rate, not {}", self.rate));
+        }
+        if self.duration_ns == 0 {
+            return Err("duration must be positive".to_string());
+        }
+        if !(self.top_share > 0.1 && self.top_share < 1.0) {
+            return Err(format!("top-share must be in (0.1, 1), not {}", self.top_share));
+        }
+        if self.churn_period_ns == 0 || !(0.0..=1.0).contains(&self.churn_fraction) {
+            return Err("churn period must be positive and churn fraction in [0, 1]".to_string());
+        }
+        let (r0, r1) = self.burst_ratio;
+        if !(r0 > 1.0 && r0 <= r1 && r1.is_finite()) {
+            return Err(format!("burst ratios must satisfy 1 < low ≤ high, not {r0}..{r1}"));
+        }
+        let (d0, d1) = self.burst_duration_ns;
+        if d0 == 0 || d0 > d1 {
+            return Err("burst durations must satisfy 0 < low ≤ high".to_string());
+        }
+        let (p0, p1) = self.burst_peak_share;
+        if !(p0 > 0.0 && p0 <= p1 && p1 <= 1.0) {
+            return Err(format!("burst peak shares must satisfy 0 < low ≤ high ≤ 1, not {p0}..{p1}"));
+        }
+        if self.expected_burst_rate() >= self.rate {
+            return Err(
+                "the bursty flows alone would exceed the average rate: fewer or smaller bursts".to_string()
+            );
+        }
+        Ok(())
+    }
+
+    /// Average packet rate of all bursty flows: each sends peak / ratio on average.
+    pub fn expected_burst_rate(&self) -> f64 {
+        let (p0, p1) = self.burst_peak_share;
+        let mean_peak = if p1 > p0 { (p1 - p0) / (p1 / p0).ln() } else { p0 } * self.rate;
+        let (r0, r1) = self.burst_ratio;
+        let mean_inv_ratio = if r1 > r0 { (r1 / r0).ln() / (r1 - r0) } else { 1.0 / r0 };
+        self.bursty_flows as f64 * mean_peak * mean_inv_ratio
+    }
+}
+
+/// The Zipf exponent whose top 10% of `n` ranks carry `share` of the weight.
+fn zipf_exponent(n: usize, share: f64) -> f64 {
+    let top = (n / 10).max(1);
+    let share_at = |s: f64| {
+        let w = |k: usize| (k as f64).powf(-s);
+        let head: f64 = (1..=top).map(w).sum();
+        head / (head + ((top + 1)..=n).map(w).sum::<f64>())
+    };
+    let (mut lo, mut hi) = (0.0f64, 4.0f64);
+    for _ in 0..50 {
+        let mid = (lo + hi) / 2.0;
+        if share_at(mid) < share {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}
+
+/// Walker's alias table: constant-time draws from fixed weights.
+struct Alias {
+    prob: Vec<f64>,
+    alias: Vec<u32>,
+}
+
+impl Alias {
+    fn new(weights: &[f64]) -> Alias {
+        let n = weights.len();
+        let total: f64 = weights.iter().sum();
+        let mut prob: Vec<f64> = weights.iter().map(|w| w * n as f64 / total).collect();
+        let mut alias = vec![0u32; n];
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| prob[i] < 1.0);
+        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
+            alias[s] = l as u32;
+            prob[l] -= 1.0 - prob[s];
+            if prob[l] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        for i in small.into_iter().chain(large) {
+            prob[i] = 1.0;
+        }
+        Alias { prob, alias }
+    }
+
+    #[inline]
+    fn draw(&self, rng: &mut StdRng) -> usize {
+        let i = rng.random_range(0..self.prob.len());
+        if rng.random::<f64>() < self.prob[i] {
+            i
+        } else {
+            self.alias[i] as usize
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Burster {
+    peak: f64,
+    ratio: f64,
+}
+
+/// One packet of gateway traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatewayPacket {
+    /// Nanoseconds since the start.
+    pub ts_ns: u64,
+    /// The flow: steady flows first, then bursty ones ([`Gateway::key`]).
+    pub flow: u32,
+    /// Bytes on the wire.
+    pub bytes: u32,
+}
+
+/// A burst starting or ending, or a churn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Churn,
+    Start(u32),
+    End(u32),
+}
+
+/// The traffic, one packet at a time.
+pub struct Gateway {
+    config: GatewayConfig,
+    keys: Vec<FlowKey>,
+    rng: StdRng,
+    ranks: Alias,
+    /// rank → steady flow (churn permutes it).
+    rank_flow: Vec<u32>,
+    bursters: Vec<Burster>,
+    /// Bursting now: (flow, peak).
+    active: Vec<(u32, f64)>,
+    active_rate: f64,
+    steady_rate: f64,
+    events: BinaryHeap<Reverse<(u64, Event)>>,
+    t_ns: f64,
+    /// Bursts started so far.
+    bursts: u64,
+}
+
+/// A gateway 5-tuple, canonical (what parsing its frame gives back).
+fn gateway_key(rng: &mut StdRng, in_port: u32) -> FlowKey {
+    const SERVICE_PORTS: [u16; 16] =
+        [80, 443, 53, 123, 8080, 8443, 22, 3306, 5432, 6379, 9092, 4789, 25, 993, 5060, 1935];
+    let mut k = FlowKey::default();
+    k.set_in_port(in_port);
+    k.set_dl_src(0x0200_0000_0000 | rng.random_range(0..0xffffu64));
+    k.set_dl_dst(0x0200_0000_ff00);
+    k.set_dl_type(proto::ETH_IPV4);
+    let p = if rng.random_range(0..10) < 8 { proto::IP_TCP } else { proto::IP_UDP };
+    k.set_nw_proto(p);
+    k.set_nw_ttl(64);
+    k.set_nw_src(0x0a00_0000 | rng.random_range(0..64u32) << 16 | rng.random_range(0..0xffffu32));
+    k.set_nw_dst(0xc612_0000 | rng.random_range(0..64u32) << 8 | rng.random_range(1..255u32));
+    k.set_tp_src(rng.random_range(1024..65535));
+    k.set_tp_dst(SERVICE_PORTS[rng.random_range(0..SERVICE_PORTS.len())]);
+    if p == proto::IP_TCP {
+        k.set(id::TCP_FLAGS, 0x010);
+    }
+    let frame = build_frame(&k, 60);
+    let mut canonical = FlowKey::default();
+    let _ = parse_frame(&frame, LinkKind::Ethernet, in_port, &mut canonical);
+    canonical
+}
+
+impl Gateway {
+    /// The traffic of `config`.
+    pub fn new(config: GatewayConfig) -> Result<Gateway, String> {
+        config.check()?;
+        let mut rng = StdRng::seed_from_u64(config.seed ^ 0x6761_7465_7761_7921);
+        let total = config.flows + config.bursty_flows;
+        let keys: Vec<FlowKey> = (0..total).map(|_| gateway_key(&mut rng, config.in_port)).collect();
+        let s = zipf_exponent(config.flows, config.top_share);
+        let weights: Vec<f64> = (1..=config.flows).map(|k| (k as f64).powf(-s)).collect();
+        let mut events = BinaryHeap::new();
+        events.push(Reverse((config.churn_period_ns, Event::Churn)));
+        let (p0, p1) = config.burst_peak_share;
+        let (r0, r1) = config.burst_ratio;
+        let (d0, d1) = config.burst_duration_ns;
+        let mut bursters = Vec::with_capacity(config.bursty_flows);
+        for b in 0..config.bursty_flows {
+            let peak = config.rate * p0 * (p1 / p0).powf(rng.random::<f64>());
+            let ratio = rng.random_range(r0..=r1);
+            bursters.push(Burster { peak, ratio });
+            // A random phase: the first burst starts within one mean cycle.
+            let cycle = ratio * (d0 + d1) as f64 / 2.0;
+            let start = (rng.random::<f64>() * cycle) as u64;
+            events.push(Reverse((start, Event::Start((config.flows + b) as u32))));
+        }
+        let steady_rate = config.rate - config.expected_burst_rate();
+        Ok(Gateway {
+            ranks: Alias::new(&weights),
+            rank_flow: (0..config.flows as u32).collect(),
+            keys,
+            rng,
+            bursters,
+            active: Vec::new(),
+            active_rate: 0.0,
+            steady_rate,
+            events,
+            t_ns: 0.0,
+            bursts: 0,
+            config,
+        })
+    }
+
+    /// A flow's packet headers.
+    pub fn key(&self, flow: u32) -> &FlowKey {
+        &self.keys[flow as usize]
+    }
+
+    /// All flows' headers: steady flows first, then bursty ones.
+    pub fn keys(&self) -> &[FlowKey] {
+        &self.keys
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    /// Bursts started so far.
+    pub fn bursts(&self) -> u64 {
+        self.bursts
+    }
+
+    /// Flows bursting now.
+    pub fn bursting(&self) -> usize {
+        self.active.len()
+    }
+
+    fn handle(&mut self, at: u64, event: Event) {
+        match event {
+            Event::Churn => {
+                let n = self.rank_flow.len();
+                let top = (n / 10).max(1);
+                let swaps = (top as f64 * self.config.churn_fraction).round() as usize;
+                for _ in 0..swaps {
+                    let a = self.rng.random_range(0..top);
+                    let b = self.rng.random_range(top..n.max(top + 1)).min(n - 1);
+                    self.rank_flow.swap(a, b);
+                }
+                self.events.push(Reverse((at + self.config.churn_period_ns, Event::Churn)));
+            }
+            Event::Start(f) => {
+                let b = self.bursters[f as usize - self.config.flows];
+                let (d0, d1) = self.config.burst_duration_ns;
+                let d = self.rng.random_range(d0..=d1);
+                self.active.push((f, b.peak));
+                self.active_rate += b.peak;
+                self.bursts += 1;
+                self.events.push(Reverse((at + d, Event::End(f))));
+            }
+            Event::End(f) => {
+                let b = self.bursters[f as usize - self.config.flows];
+                if let Some(i) = self.active.iter().position(|a| a.0 == f) {
+                    self.active.swap_remove(i);
+                }
+                self.active_rate = self.active.iter().map(|a| a.1).sum();
+                // Off for an exponential time of mean (b − 1) × the mean burst duration, so
+                // the flow's average is its peak / b.
+                let (d0, d1) = self.config.burst_duration_ns;
+                let mean_off = (b.ratio - 1.0) * (d0 + d1) as f64 / 2.0;
+                let off = Exp::new(1.0 / mean_off).map_or(mean_off, |e| e.sample(&mut self.rng));
+                self.events.push(Reverse((at + off as u64, Event::Start(f))));
+            }
+        }
+    }
+}
+
+impl Iterator for Gateway {
+    type Item = GatewayPacket;
+
+    fn next(&mut self) -> Option<GatewayPacket> {
+        loop {
+            let rate = self.steady_rate + self.active_rate;
+            let gap = -(1.0 - self.rng.random::<f64>()).ln() / rate * 1e9;
+            let t = self.t_ns + gap;
+            let Some(&Reverse((at, event))) = self.events.peek() else { unreachable!("churn recurs") };
+            if t >= at as f64 {
+                // The rate changes at the event; the process is memoryless, so draw afresh.
+                self.events.pop();
+                self.t_ns = self.t_ns.max(at as f64);
+                self.handle(at, event);
+                continue;
+            }
+            if t >= self.config.duration_ns as f64 {
+                return None;
+            }
+            self.t_ns = t;
+            let mut pick = self.rng.random::<f64>() * rate;
+            let flow = if pick < self.steady_rate {
+                self.rank_flow[self.ranks.draw(&mut self.rng)]
+            } else {
+                pick -= self.steady_rate;
+                let i = self.active.iter().position(|a| {
+                    pick -= a.1;
+                    pick < 0.0
+                });
+                self.active[i.unwrap_or(self.active.len() - 1)].0
+            };
+            let bytes = frame_len(&mut self.rng) as u32;
+            return Some(GatewayPacket { ts_ns: t as u64, flow, bytes });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn small() -> GatewayConfig {
+        GatewayConfig {
+            flows: 20_000,
+            bursty_flows: 100,
+            rate: 1e6,
+            duration_ns: 20_000_000_000,
+            burst_duration_ns: (200_000_000, 2_000_000_000),
+            ..GatewayConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_model_has_the_papers_shape() {
+        let config = small();
+        let mut g = Gateway::new(config).unwrap();
+        let (mut packets, mut most_at_once) = (Vec::new(), 0);
+        while let Some(p) = g.next() {
+            most_at_once = most_at_once.max(g.bursting());
+            packets.push(p);
+        }
+        assert!(g.bursts() > 30, "{} bursts", g.bursts());
+        assert!((2..=20).contains(&most_at_once), "{most_at_once} flows bursting at once");
+        let again: Vec<GatewayPacket> = Gateway::new(config).unwrap().collect();
+        assert_eq!(packets, again, "deterministic per seed");
+        assert!(packets.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+        let n = packets.len() as f64;
+        let rate = n / 20.0;
+        assert!((rate - 1e6).abs() / 1e6 < 0.05, "average rate {rate}");
+        // Skew: the top 10% of flows carry about 91% of the packets.
+        let mut per_flow: HashMap<u32, u64> = HashMap::new();
+        for p in &packets {
+            *per_flow.entry(p.flow).or_default() += 1;
+        }
+        let mut sizes: Vec<u64> = per_flow.values().copied().collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let all_flows = 20_100;
+        let top: u64 = sizes.iter().take(all_flows / 10).sum();
+        let share = top as f64 / n;
+        assert!((0.88..0.95).contains(&share), "top 10% share {share}");
+        // Large flows change: the top 10% by 1-second windows differ between seconds 5 and 15.
+        let top_in = |second: u64| {
+            let mut c: HashMap<u32, u64> = HashMap::new();
+            for p in packets.iter().filter(|p| p.ts_ns / 1_000_000_000 == second) {
+                *c.entry(p.flow).or_default() += 1;
+            }
+            let mut v: Vec<(u32, u64)> = c.into_iter().collect();
+            v.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            v.into_iter().take(200).map(|x| x.0).collect::<std::collections::HashSet<u32>>()
+        };
+        let (a, b) = (top_in(5), top_in(15));
+        let kept = a.intersection(&b).count();
+        assert!(kept < 190, "the 200 largest flows of two windows share {kept}");
+        // Bursts: bursty flows peak (1-s rate) at 20–80× their average, a few at once.
+        let mut peak: HashMap<u32, HashMap<u64, u64>> = HashMap::new();
+        for p in packets.iter().filter(|p| p.flow as usize >= config.flows) {
+            *peak.entry(p.flow).or_default().entry(p.ts_ns / 1_000_000_000).or_default() += 1;
+        }
+        let ratios: Vec<f64> = peak
+            .values()
+            .filter(|s| s.values().sum::<u64>() > 1_000)
+            .map(|s| *s.values().max().unwrap() as f64 / (s.values().sum::<u64>() as f64 / 20.0))
+            .collect();
+        assert!(ratios.len() > 30, "{} bursty flows sent", ratios.len());
+        let above = ratios.iter().filter(|&&r| r > 5.0).count();
+        assert!(above * 10 >= ratios.len() * 8, "burst ratios {ratios:?}");
+    }
+
+    #[test]
+    fn the_skew_exponent_meets_its_target() {
+        for share in [0.5, 0.8, 0.91] {
+            let s = zipf_exponent(10_000, share);
+            let w: Vec<f64> = (1..=10_000).map(|k| (k as f64).powf(-s)).collect();
+            let got = w[..1000].iter().sum::<f64>() / w.iter().sum::<f64>();
+            assert!((got - share).abs() < 1e-6, "{share}: {got}");
+        }
+    }
+
+    #[test]
+    fn specs_parse_with_defaults_and_clear_errors() {
+        assert_eq!(GatewayConfig::parse("trace.pcap"), None);
+        assert_eq!(GatewayConfig::parse("gen:gatewayx"), None);
+        assert_eq!(GatewayConfig::parse("gen:gateway"), Some(Ok(GatewayConfig::default())));
+        let c = GatewayConfig::parse("gen:gateway,flows=1000,rate=2e6,duration=1.5,seed=7").unwrap().unwrap();
+        assert_eq!((c.flows, c.rate, c.duration_ns, c.seed), (1000, 2e6, 1_500_000_000, 7));
+        let err = |s: &str| GatewayConfig::parse(s).unwrap().unwrap_err();
+        assert!(err("gen:gateway,speed=3").contains("unknown key 'speed'"));
+        assert!(err("gen:gateway,rate=fast").contains("rate=fast"));
+        assert!(err("gen:gateway,rate=0").contains("rate must be a positive"));
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        assert!(Gateway::new(GatewayConfig { rate: 0.0, ..small() }).is_err());
+        assert!(Gateway::new(GatewayConfig { top_share: 1.0, ..small() }).is_err());
+        assert!(Gateway::new(GatewayConfig { burst_ratio: (0.5, 2.0), ..small() }).is_err());
+        let too_bursty = GatewayConfig { bursty_flows: 100_000, ..small() };
+        assert!(too_bursty.check().unwrap_err().contains("exceed the average rate"));
+    }
+}
