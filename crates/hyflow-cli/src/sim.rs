@@ -8,12 +8,14 @@ use clap::{Args, ValueEnum};
 
 use crate::replay::{gigaflow_nic, megaflow_nic, switch_config, workload, Progress};
 use crate::SwitchArgs;
+use hyflow::experiment::replay::DecisionRecord;
 use hyflow::experiment::sim::{search, simulate, Search, SimExperiment, SimSummary};
 use hyflow::measure::KeySpec;
 use hyflow::offload::elixir::{ElixirConfig, NIC_LINE_RATE_PPS};
 use hyflow::offload::upcall::UpcallOffload;
 use hyflow::offload::{NicUpdates, PolicyConfig};
 use hyflow::sim::costs::{calibrate, CostModel};
+use hyflow::sim::datapath::SimDecision;
 use hyflow::sim::{Metrics, SimConfig, Steering};
 
 /// What the NIC holds during a simulation.
@@ -151,8 +153,6 @@ pub struct SimArgs {
     /// Gigaflow NICs.
     #[arg(long, value_enum, default_value = "offload-all", value_name = "POLICY")]
     policy: PolicyArg,
-    #[command(flatten)]
-    policy_args: PolicyArgs,
     /// Host cores, each with its own receive ring.
     #[arg(long, default_value_t = 1, value_name = "N")]
     cores: usize,
@@ -204,12 +204,21 @@ pub struct SimArgs {
     /// Summary as one JSON object to FILE (`-` for stdout); nothing host-dependent in it.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Every packet's fate to FILE (`-` for stdout), one JSON line each in input order, as
+    /// `replay --decisions` writes it plus `t_ns`, when it was decided (arrival for the NIC,
+    /// service for software); a packet dropped at a full ring has layer `lost`. One run: not
+    /// with --find.
+    #[arg(long, value_name = "FILE", conflicts_with = "find")]
+    decisions: Option<PathBuf>,
     /// Time series as CSV: per interval, software/hardware packet rates, losses, ring maximum.
     #[arg(long, value_name = "FILE")]
     timeseries: Option<PathBuf>,
     /// Time-series interval, ms.
     #[arg(long, default_value_t = 10.0, value_name = "MS")]
     interval: f64,
+    /// Last: clap puts every later option under this group's heading.
+    #[command(flatten)]
+    policy_args: PolicyArgs,
 }
 
 #[derive(Args)]
@@ -396,11 +405,27 @@ pub fn run(a: SimArgs) -> Result<()> {
         None => {
             let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let bar = terminal.then(|| Progress::new("sim"));
-            let outcome = simulate(&workload, &exp, &mut |n, at| {
-                if let Some(b) = &bar {
-                    b.tick(n, at);
-                }
-            })?;
+            let mut log = a.decisions.as_deref().map(crate::replay::create).transpose()?;
+            let mut write = |d: SimDecision| -> std::io::Result<()> {
+                let out = log.as_mut().expect("decisions are recorded only with a log");
+                serde_json::to_writer(&mut *out, &DecisionRecord::from(&d))?;
+                writeln!(out)
+            };
+            let on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>> =
+                if a.decisions.is_some() { Some(&mut write) } else { None };
+            let outcome = simulate(
+                &workload,
+                &exp,
+                &mut |n, at| {
+                    if let Some(b) = &bar {
+                        b.tick(n, at);
+                    }
+                },
+                on_decision,
+            )?;
+            if let Some(mut out) = log {
+                out.flush()?;
+            }
             if let Some(b) = bar {
                 b.finish();
             }

@@ -522,3 +522,38 @@ fn sim_elixir_on_streamed_gateway_traffic() {
     );
     fails_with(&hyflow(&["sim", "--trace", "x.pcap"]), &["--trace needs --flows"]);
 }
+
+/// `sim --decisions` writes one line per packet in input order; every packet the NIC
+/// forwarded leaves as `replay --no-cache` sends it (the built-in workload has rule updates).
+#[test]
+fn sim_decisions_match_the_slow_path_for_nic_packets() {
+    let dir = std::env::temp_dir().join(format!("hyflow-sim-decisions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (sim, reference) = (dir.join("sim.jsonl"), dir.join("ref.jsonl"));
+    let out = hyflow(&["sim", "--decisions", sim.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = hyflow(&["replay", "--no-cache", "--decisions", reference.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |p: &Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let (got, want) = (read(&sim), read(&reference));
+    assert_eq!(got.len(), want.len());
+    let mut nic = 0;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g["i"], i as u64);
+        assert!(g["t_ns"].is_u64());
+        if g["layer"] == "nic" {
+            nic += 1;
+            assert_eq!(g["outputs"], w["outputs"], "packet {i}");
+        }
+    }
+    assert!(nic > 10_000, "{nic} NIC decisions");
+    // clap's own message (with its usage line).
+    let out = hyflow(&["sim", "--decisions", "x", "--find", "max-rate"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("'--decisions <FILE>' cannot be used with '--find <WHAT>'"),
+        "{err}"
+    );
+}

@@ -25,7 +25,8 @@ fn main() {
     generate(&rules, &builtin::TRAFFIC, |p| {
         let mut key = FlowKey::default();
         let _ = parse_frame(&p.frame, LinkKind::Ethernet, 1, &mut key);
-        packets.push((p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4 }));
+        let index = packets.len() as u64;
+        packets.push((p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4, index }));
         Ok(())
     })
     .expect("built-in traffic generates")

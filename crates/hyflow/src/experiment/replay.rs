@@ -7,6 +7,7 @@ use crate::openflow::report::OutputRecords;
 use crate::openflow::traversal::Output;
 use crate::openflow::Pipeline;
 use crate::replay::{Replay, ReplayReport};
+use crate::sim::datapath::SimDecision;
 use crate::switch::{Layer, Switch, SwitchConfig};
 
 /// How to replay.
@@ -37,7 +38,10 @@ pub struct PacketDecision<'a> {
 pub struct DecisionRecord<'a> {
     /// Index of the packet in the input.
     pub i: u64,
-    /// The layer that decided.
+    /// When it was decided, ns of trace time (`sim` only: software decides after a queue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t_ns: Option<u64>,
+    /// The layer that decided (`lost`: dropped at a full ring, in `sim`).
     pub layer: &'static str,
     /// The copies that left.
     pub outputs: OutputRecords<'a>,
@@ -50,9 +54,22 @@ impl<'a> DecisionRecord<'a> {
     pub fn new(index: u64, layer: Layer, outputs: &'a [Output]) -> DecisionRecord<'a> {
         DecisionRecord {
             i: index,
+            t_ns: None,
             layer: layer.name(),
             outputs: OutputRecords(outputs),
             drop: outputs.is_empty(),
+        }
+    }
+}
+
+impl<'a> From<&'a SimDecision> for DecisionRecord<'a> {
+    fn from(d: &'a SimDecision) -> DecisionRecord<'a> {
+        DecisionRecord {
+            i: d.index,
+            t_ns: Some(d.t_ns),
+            layer: d.layer.map_or("lost", Layer::name),
+            outputs: OutputRecords(&d.outputs),
+            drop: d.outputs.is_empty(),
         }
     }
 }

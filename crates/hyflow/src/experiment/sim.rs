@@ -8,7 +8,7 @@ use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyReport};
 use crate::openflow::Pipeline;
 use crate::sim::costs::CostModel;
-use crate::sim::datapath::SwitchDatapath;
+use crate::sim::datapath::{SimDecision, SwitchDatapath};
 use crate::sim::search::{max_rate, min_cores};
 use crate::sim::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
 use crate::switch::SwitchConfig;
@@ -195,6 +195,7 @@ fn simulate_at(
     cores: usize,
     rate: Option<(f64, f64)>,
     progress: &mut dyn FnMut(u64, Progress),
+    mut on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>>,
 ) -> Result<SimOutcome, ExperimentError> {
     let pipeline = Pipeline::from_rules(workload.rules.clone());
     let policy = exp
@@ -209,6 +210,9 @@ fn simulate_at(
         _ => exp.machine.sample_hw,
     };
     let mut sim = Simulator::new(SimConfig { cores, sample_hw, ..exp.machine.clone() }, datapath)?;
+    if on_decision.is_some() {
+        sim.datapath_mut().record_decisions();
+    }
     let scale = rate.map_or(1.0, |(natural, r)| natural / r);
     let end = exp.duration_ns.unwrap_or(u64::MAX);
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
@@ -218,9 +222,18 @@ fn simulate_at(
         if t >= end {
             break;
         }
+        sim.arrive(t, SimPacket { key: p.key, bytes: p.bytes, index: n });
         n += 1;
-        sim.arrive(t, SimPacket { key: p.key, bytes: p.bytes });
         progress(n, source.progress());
+        if let Some(f) = on_decision.as_deref_mut() {
+            if n % 1024 == 0 {
+                sim.datapath_mut().take_decisions(false, f)?;
+            }
+        }
+    }
+    if let Some(f) = on_decision {
+        sim.run_to_end();
+        sim.datapath_mut().take_decisions(true, f)?;
     }
     let (metrics, datapath) = sim.finish();
     let sw = datapath.switch();
@@ -258,18 +271,20 @@ fn simulate_at(
 }
 
 /// One simulation of `workload` under `exp`, calling `progress` with the packets simulated
-/// and how far the input has been read.
+/// and how far the input has been read, and `on_decision`, if given, with every packet's
+/// decision in input order (an error from it stops the run and is returned).
 pub fn simulate(
     workload: &Workload,
     exp: &SimExperiment,
     progress: &mut dyn FnMut(u64, Progress),
+    on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>>,
 ) -> Result<SimOutcome, ExperimentError> {
     exp.check()?;
     let rate = match exp.rate_pps {
         Some(r) => Some((natural_rate(workload)?, r)),
         None => None,
     };
-    simulate_at(workload, exp, exp.machine.cores, rate, progress)
+    simulate_at(workload, exp, exp.machine.cores, rate, progress, on_decision)
 }
 
 /// A capacity search: runs simulations until the answer is bracketed, then returns the
@@ -288,7 +303,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
             return false;
         }
         let at = rate.zip(natural).map(|(r, n)| (n, r));
-        match simulate_at(workload, exp, cores, at, quiet) {
+        match simulate_at(workload, exp, cores, at, quiet, None) {
             // A run that lost nothing only because the input ended before the rings filled
             // is not lossless: it was falling behind.
             Ok(run) => run.metrics.lost() == 0 && run.metrics.steady(),
@@ -323,7 +338,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
     }
     let (cores, rate) = answer?;
     let at = rate.zip(natural).map(|(r, n)| (n, r));
-    let mut run = simulate_at(workload, exp, cores, at, quiet)?;
+    let mut run = simulate_at(workload, exp, cores, at, quiet, None)?;
     match what {
         Search::MinCores { .. } => run.summary.min_cores = Some(cores),
         Search::MaxRate => run.summary.max_rate_pps = rate,

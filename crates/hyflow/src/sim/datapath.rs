@@ -28,6 +28,27 @@ pub struct DatapathStats {
     pub rule_updates: u64,
 }
 
+/// One packet's fate in a simulation: decided at `t_ns` by `layer`, or lost (`None`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimDecision {
+    /// Index of the packet in the input.
+    pub index: u64,
+    /// When it was decided (arrival for the NIC, service for software), ns.
+    pub t_ns: u64,
+    /// The layer that decided; `None`: dropped at a full ring.
+    pub layer: Option<Layer>,
+    /// The copies that left.
+    pub outputs: Vec<Output>,
+}
+
+/// Decisions made out of input order (software serves a packet after its queue), handed out
+/// in input order: at most the packets in flight wait here.
+#[derive(Default)]
+struct DecisionLog {
+    waiting: std::collections::BTreeMap<u64, SimDecision>,
+    next: u64,
+}
+
 /// The switch, priced.
 pub struct SwitchDatapath<P> {
     switch: Switch,
@@ -41,6 +62,7 @@ pub struct SwitchDatapath<P> {
     /// Host work the policy did inside packets' service, ns.
     policy_packet_work_ns: f64,
     outputs: Vec<Output>,
+    decisions: Option<DecisionLog>,
     stats: DatapathStats,
 }
 
@@ -68,6 +90,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
             budget: NicBudget::new(limits),
             policy_packet_work_ns: 0.0,
             outputs: Vec::new(),
+            decisions: None,
             stats: DatapathStats::default(),
         })
     }
@@ -107,6 +130,39 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         }
     }
 
+    /// Records every packet's decision from now on (see [`SwitchDatapath::take_decisions`]).
+    pub fn record_decisions(&mut self) {
+        self.decisions = Some(DecisionLog::default());
+    }
+
+    /// Hands `f` the decisions recorded so far, in input order, as far as no earlier packet
+    /// is still undecided; with `all`, every one (at the end of the input).
+    /// Stops at the first error `f` returns.
+    pub fn take_decisions<E>(
+        &mut self,
+        all: bool,
+        mut f: impl FnMut(SimDecision) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Some(log) = &mut self.decisions else { return Ok(()) };
+        while let Some(entry) = log.waiting.first_entry() {
+            if !all && *entry.key() != log.next {
+                break;
+            }
+            let d = entry.remove();
+            log.next = d.index + 1;
+            f(d)?;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn record(&mut self, pkt: &SimPacket, t_ns: u64, layer: Option<Layer>) {
+        if let Some(log) = &mut self.decisions {
+            let outputs = if layer.is_some() { self.outputs.clone() } else { Vec::new() };
+            log.waiting.insert(pkt.index, SimDecision { index: pkt.index, t_ns, layer, outputs });
+        }
+    }
+
     fn apply_updates(&mut self, now_ns: u64) {
         while let Some(u) = self.updates.next_due(Some(self.arrivals), now_ns) {
             self.switch.apply_update(u.command, &u.spec, now_ns);
@@ -131,7 +187,15 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
             policy.tick(nic);
             nic.apply();
         });
-        self.switch.process_nic(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs)
+        let hit = self.switch.process_nic(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs);
+        if hit {
+            self.record(pkt, t_ns, Some(Layer::Nic));
+        }
+        hit
+    }
+
+    fn lost(&mut self, t_ns: u64, pkt: &SimPacket) {
+        self.record(pkt, t_ns, None);
     }
 
     fn sample(&mut self, t_ns: u64, pkt: &SimPacket) -> u64 {
@@ -166,6 +230,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         let (before, offers) = (self.switch.nic_installs(), self.switch.stats().nic_offers);
         let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, offload, &mut self.outputs);
         self.budget.updates.spend(self.switch.nic_installs() - before);
+        self.record(pkt, t_ns, Some(layer));
         let mut extra_ns = 0.0;
         match layer {
             Layer::Microflow => self.stats.microflow += 1,
@@ -239,7 +304,7 @@ mod tests {
 
     fn packet(i: u32) -> SimPacket {
         let key = parse_packet(&format!("udp,nw_src=1.1.1.1,nw_dst=10.0.{}.{}", i / 250, i % 250)).unwrap();
-        SimPacket { key, bytes: 64 }
+        SimPacket { key, bytes: 64, index: i as u64 }
     }
 
     #[test]

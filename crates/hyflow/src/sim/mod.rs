@@ -38,6 +38,8 @@ pub struct SimPacket {
     pub key: FlowKey,
     /// Bytes on the wire.
     pub bytes: u32,
+    /// Its index in the input (decision records name packets by it).
+    pub index: u64,
 }
 
 /// What forwards packets: the NIC at arrival, host software at service.
@@ -57,6 +59,8 @@ pub trait Datapath {
     /// A host-bound packet (or sampled header) joined `core`'s ring at `t_ns`, which now holds
     /// `occupancy` packets (what a policy watching the rings sees).
     fn enqueued(&mut self, _t_ns: u64, _core: usize, _occupancy: u64) {}
+    /// A packet was dropped at a full ring at `t_ns`.
+    fn lost(&mut self, _t_ns: u64, _pkt: &SimPacket) {}
     /// Host work done outside any packet since the last call (a policy's sorting, installs),
     /// ns: the simulator runs it on the least busy core.
     fn take_work(&mut self) -> u64 {
@@ -464,6 +468,11 @@ impl<D: Datapath> Simulator<D> {
         &self.datapath
     }
 
+    /// The datapath, mutably (to drain what it records while the simulation runs).
+    pub fn datapath_mut(&mut self) -> &mut D {
+        &mut self.datapath
+    }
+
     fn interval(&mut self, t: u64) -> Option<&mut Interval> {
         if self.config.interval_ns == 0 {
             return None;
@@ -602,6 +611,7 @@ impl<D: Datapath> Simulator<D> {
             }
             None => {
                 self.metrics.lost_ring_full += 1;
+                self.datapath.lost(t, &pkt);
                 (self.config.ring as u64, true)
             }
         };
@@ -627,6 +637,11 @@ impl<D: Datapath> Simulator<D> {
         } else {
             None
         }
+    }
+
+    /// Serves everything still queued (no more arrivals may follow).
+    pub fn run_to_end(&mut self) {
+        self.run_until(u64::MAX);
     }
 
     /// Drains the rings and returns the metrics and the datapath.
@@ -658,7 +673,7 @@ mod tests {
     }
 
     fn pkt() -> SimPacket {
-        SimPacket { key: FlowKey::default(), bytes: 64 }
+        SimPacket { key: FlowKey::default(), bytes: 64, index: 0 }
     }
 
     fn one_core(ring: usize, service: u64) -> Simulator<Fixed> {
