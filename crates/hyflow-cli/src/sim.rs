@@ -12,6 +12,9 @@ use hyflow::experiment::replay::DecisionRecord;
 use hyflow::experiment::sim::{search, simulate, Search, SimExperiment, SimSummary};
 use hyflow::measure::KeySpec;
 use hyflow::offload::elixir::{ElixirConfig, NIC_LINE_RATE_PPS};
+use hyflow::offload::lfp::LfpConfig;
+use hyflow::offload::rebalance::OvsRebalanceConfig;
+use hyflow::offload::tfo::TfoConfig;
 use hyflow::offload::upcall::UpcallOffload;
 use hyflow::offload::{NicUpdates, PolicyConfig};
 use hyflow::sim::costs::{calibrate, CostModel};
@@ -29,18 +32,41 @@ enum PolicyArg {
     Gigaflow,
     /// Elixir: sampled large-flow replacement plus queue-triggered bursty offload.
     Elixir,
+    /// TFO: multi-time-scale heavy hitters with limited churn (a reconstruction).
+    Tfo,
+    /// LFP: first-packet prediction with a decision tree trained on a prefix.
+    Lfp,
+    /// Open vSwitch's offload-rebalance: every 3 s, swap slow offloaded flows for faster ones.
+    OvsRebalance,
+}
+
+impl PolicyArg {
+    /// Whether the policy fills an exact-match table (sized by --large-entries + --bursty-entries).
+    fn exact_match(self) -> bool {
+        matches!(self, PolicyArg::Elixir | PolicyArg::Tfo | PolicyArg::Lfp | PolicyArg::OvsRebalance)
+    }
+
+    /// Whether the NIC samples packets for it.
+    fn samples(self) -> bool {
+        matches!(self, PolicyArg::Elixir | PolicyArg::Tfo)
+    }
 }
 
 /// Parameters of measurement-driven policies (defaults: Elixir's, §5.1).
 #[derive(Args)]
-#[command(next_help_heading = "Measurement-driven policies (elixir)")]
+#[command(next_help_heading = "Measurement-driven policies (elixir, tfo, lfp, ovs-rebalance)")]
 struct PolicyArgs {
-    /// Entries of the exact-match table's large-flow area [default: 50000].
+    /// Entries of the exact-match table's large-flow area [default: 50000]; tfo, lfp and
+    /// ovs-rebalance get one table of --large-entries + --bursty-entries.
     #[arg(long, value_name = "N")]
     large_entries: Option<usize>,
     /// Entries of the bursty area, whose counters software polls [default: 100].
     #[arg(long, value_name = "N")]
     bursty_entries: Option<usize>,
+    /// lfp: seconds of the input (as recorded) its tree is trained on, before the run
+    /// [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    lfp_train: Option<f64>,
     /// Fields the exact-match table keys flows by: 5tuple or comma-separated field names
     /// [default: 5tuple].
     #[arg(long, value_name = "FIELDS")]
@@ -69,24 +95,49 @@ struct PolicyArgs {
 }
 
 impl PolicyArgs {
-    /// The options given, by name (to refuse them where they do not apply).
-    fn given(&self) -> Vec<&'static str> {
+    /// The options given that `policy` does not take, by name.
+    fn misplaced(&self, policy: PolicyArg) -> Vec<&'static str> {
         let mut v = Vec::new();
-        let mut note = |set: bool, name: &'static str| {
-            if set {
+        let mut note = |set: bool, name: &'static str, applies: bool| {
+            if set && !applies {
                 v.push(name)
             }
         };
-        note(self.large_entries.is_some(), "--large-entries");
-        note(self.bursty_entries.is_some(), "--bursty-entries");
-        note(self.flow_key.is_some(), "--flow-key");
-        note(self.identification_window.is_some(), "--identification-window");
-        note(self.replacement_window.is_some(), "--replacement-window");
-        note(self.burst_window.is_some(), "--burst-window");
-        note(self.queue_threshold.is_some(), "--queue-threshold");
-        note(self.nic_rate.is_some(), "--nic-rate");
-        note(self.heap_rebuild.is_some(), "--heap-rebuild");
+        let exact = policy.exact_match();
+        note(self.large_entries.is_some(), "--large-entries", exact);
+        note(self.bursty_entries.is_some(), "--bursty-entries", exact);
+        note(self.flow_key.is_some(), "--flow-key", exact);
+        note(self.lfp_train.is_some(), "--lfp-train", policy == PolicyArg::Lfp);
+        let elixir = policy == PolicyArg::Elixir;
+        note(self.identification_window.is_some(), "--identification-window", elixir);
+        note(self.replacement_window.is_some(), "--replacement-window", elixir);
+        note(self.burst_window.is_some(), "--burst-window", elixir);
+        note(self.queue_threshold.is_some(), "--queue-threshold", elixir);
+        note(self.nic_rate.is_some(), "--nic-rate", elixir);
+        note(self.heap_rebuild.is_some(), "--heap-rebuild", elixir);
         v
+    }
+
+    /// The exact-match table of tfo, lfp and ovs-rebalance: Elixir's two areas together.
+    fn table(&self) -> usize {
+        let d = ElixirConfig::default();
+        self.large_entries.unwrap_or(d.large_entries) + self.bursty_entries.unwrap_or(d.bursty_entries)
+    }
+
+    fn key(&self) -> Result<KeySpec> {
+        match &self.flow_key {
+            None => Ok(KeySpec::five_tuple()),
+            Some(text) => KeySpec::parse(text).map_err(|e| anyhow!("--flow-key: {e}")),
+        }
+    }
+
+    fn lfp(&self) -> Result<LfpConfig> {
+        let train_ns = match self.lfp_train {
+            None => LfpConfig::default().train_ns,
+            Some(s) if s.is_finite() && s > 0.0 => (s * 1e9).round().max(1.0) as u64,
+            Some(s) => bail!("--lfp-train must be a positive number of seconds, not {s}"),
+        };
+        Ok(LfpConfig { entries: self.table(), key: self.key()?, train_ns, ..LfpConfig::default() })
     }
 
     fn elixir(&self, sample_rate: Option<f64>) -> Result<ElixirConfig> {
@@ -103,10 +154,7 @@ impl PolicyArgs {
             Some(ms) if ms.is_finite() && ms >= 0.0 => (ms * 1e6).round() as u64,
             Some(ms) => bail!("--heap-rebuild must be ≥ 0 ms, not {ms}"),
         };
-        let key = match &self.flow_key {
-            None => d.key,
-            Some(text) => KeySpec::parse(text).map_err(|e| anyhow!("--flow-key: {e}"))?,
-        };
+        let key = self.key()?;
         Ok(ElixirConfig {
             large_entries: self.large_entries.unwrap_or(d.large_entries),
             bursty_entries: self.bursty_entries.unwrap_or(d.bursty_entries),
@@ -148,7 +196,11 @@ pub struct SimArgs {
     /// megaflow while there is room, as OVS offload), gigaflow (sub-traversals in
     /// --nic-tables stages; each upcall also costs Gigaflow's install work), elixir (an
     /// exact-match table of --large-entries + --bursty-entries flows filled by Elixir's
-    /// measurement; its work runs on the forwarding cores). Replaces --nic/--no-nic;
+    /// measurement; its work runs on the forwarding cores), and Elixir's baselines on an
+    /// exact-match table of the same total size: tfo (multi-time-scale heavy hitters, limited
+    /// churn; a reconstruction), lfp (first-packet prediction by a decision tree trained on
+    /// the first --lfp-train seconds), ovs-rebalance (OVS offload-rebalance: fill while there
+    /// is room, swap slow for fast flows every 3 s). Replaces --nic/--no-nic;
     /// --nic-entries, --nic-masks, --nic-tables and --partition size the megaflow and
     /// Gigaflow NICs.
     #[arg(long, value_enum, default_value = "offload-all", value_name = "POLICY")]
@@ -186,8 +238,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0.0, value_name = "US")]
     update_stall: f64,
     /// Fraction of hardware-forwarded packets whose header the NIC also sends to the host
-    /// for measurement (each costs the host rx + sample work): Elixir's sampling rate r
-    /// [default: 0.2 for elixir, 0 otherwise].
+    /// for measurement (each costs the host rx + sample work): the sampling rate r of elixir
+    /// and tfo [default: 0.2 for them, 0 otherwise].
     #[arg(long, visible_alias = "sample-hw", value_name = "R")]
     sample_rate: Option<f64>,
     /// Write plots to DIR (PNG and SVG): software and hardware packet rate over time, ring
@@ -328,10 +380,11 @@ pub fn run(a: SimArgs) -> Result<()> {
         bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
     }
     let base = switch_config(&a.switch)?;
-    if a.policy != PolicyArg::Elixir {
-        if let Some(flag) = a.policy_args.given().first() {
-            bail!("{flag} applies to --policy elixir only");
-        }
+    if let Some(flag) = a.policy_args.misplaced(a.policy).first() {
+        bail!(
+            "{flag} does not apply to --policy {}",
+            a.policy.to_possible_value().expect("named").get_name()
+        );
     }
     let policy = match a.policy {
         PolicyArg::Psf => PolicyConfig::Upcall(UpcallOffload::Psf),
@@ -341,10 +394,23 @@ pub fn run(a: SimArgs) -> Result<()> {
         }
         PolicyArg::Gigaflow => PolicyConfig::Upcall(UpcallOffload::Gigaflow(gigaflow_nic(&a.switch))),
         PolicyArg::Elixir => PolicyConfig::Elixir(a.policy_args.elixir(a.sample_rate)?),
+        PolicyArg::Tfo => PolicyConfig::Tfo(TfoConfig {
+            entries: a.policy_args.table(),
+            key: a.policy_args.key()?,
+            sample_rate: a.sample_rate.unwrap_or(TfoConfig::default().sample_rate),
+            max_changes: a.policy_args.table().div_ceil(100),
+            ..TfoConfig::default()
+        }),
+        PolicyArg::Lfp => PolicyConfig::Lfp(a.policy_args.lfp()?),
+        PolicyArg::OvsRebalance => PolicyConfig::OvsRebalance(OvsRebalanceConfig {
+            entries: a.policy_args.table(),
+            key: a.policy_args.key()?,
+            ..OvsRebalanceConfig::default()
+        }),
     };
     if let Some(r) = a.sample_rate {
         let in_range = r.is_finite() && r > 0.0 && r <= 1.0;
-        let off = r == 0.0 && a.policy != PolicyArg::Elixir;
+        let off = r == 0.0 && !a.policy.samples();
         if !(in_range || off) {
             bail!("--sample-rate must be in (0, 1], not {r}");
         }

@@ -437,7 +437,7 @@ fn sim_bad_input_is_one_clear_message() {
     // Unknown values of an enumerated option: clap's message, naming the option, the value and
     // the values allowed.
     for (args, allowed) in [
-        (["sim", "--policy", "magic"], "[possible values: psf, offload-all, gigaflow, elixir]"),
+        (["sim", "--policy", "magic"], "[possible values: psf, offload-all, gigaflow, elixir, tfo, lfp, ovs-rebalance]"),
         (["sim", "--find", "everything"], "[possible values: min-cores, max-rate]"),
     ] {
         let out = hyflow(&args);
@@ -463,7 +463,19 @@ fn sim_bad_input_is_one_clear_message() {
         &["--queue-threshold must be in 1..=65536", "70000"],
     );
     fails_with(&elixir(&["--ring", "1000"]), &["queue threshold K", "is not positive", "--queue-threshold"]);
-    fails_with(&hyflow(&["sim", "--burst-window", "2"]), &["--burst-window applies to --policy elixir only"]);
+    fails_with(
+        &hyflow(&["sim", "--burst-window", "2"]),
+        &["--burst-window does not apply to --policy offload-all"],
+    );
+    fails_with(
+        &hyflow(&["sim", "--policy", "tfo", "--queue-threshold", "9"]),
+        &["--queue-threshold does not apply to --policy tfo"],
+    );
+    fails_with(
+        &hyflow(&["sim", "--policy", "elixir", "--lfp-train", "9"]),
+        &["--lfp-train does not apply to --policy elixir"],
+    );
+    fails_with(&hyflow(&["sim", "--policy", "lfp", "--lfp-train", "0"]), &["--lfp-train must be a positive"]);
     fails_with(&elixir(&["--flow-key", "bogus"]), &["--flow-key", "unknown key field 'bogus'"]);
     fails_with(&hyflow(&["sim", "--nic", "gigaflow"]), &["--nic and --no-nic do not apply to sim"]);
     fails_with(&hyflow(&["sim", "--no-nic"]), &["--policy says what the NIC holds"]);

@@ -4,8 +4,9 @@
 //! handles leaves as the slow path sends it when software handles it.
 //!
 //! 250 scenarios by default (`HYFLOW_POLICY_CASES=N` for more), each under offload-all,
-//! Gigaflow and Elixir (small areas, millisecond windows, a low queue threshold, so that
-//! large-flow replacement and bursty offload both act within a few hundred packets).
+//! Gigaflow, Elixir (small areas, millisecond windows, a low queue threshold, so that
+//! large-flow replacement and bursty offload both act within a few hundred packets), TFO,
+//! LFP (its tree trained on the scenario) and OVS offload-rebalance, all with tiny tables.
 
 mod common;
 
@@ -13,8 +14,11 @@ use common::{arb_packet, arb_pipeline, arb_rule};
 use hyflow::measure::KeySpec;
 use hyflow::nic::gigaflow::GigaflowConfig;
 use hyflow::offload::elixir::ElixirConfig;
+use hyflow::offload::lfp::{LfpConfig, LfpTrainer};
+use hyflow::offload::rebalance::OvsRebalanceConfig;
+use hyflow::offload::tfo::TfoConfig;
 use hyflow::offload::upcall::UpcallOffload;
-use hyflow::offload::{NicUpdates, PolicyConfig};
+use hyflow::offload::{NicUpdates, PolicyConfig, Prepared};
 use hyflow::openflow::traversal::Output;
 use hyflow::openflow::update::parse_updates;
 use hyflow::openflow::{parse_flows, Pipeline};
@@ -66,7 +70,33 @@ fn policies() -> Vec<PolicyConfig> {
             sketch_width: 64,
             ..ElixirConfig::default()
         }),
+        PolicyConfig::Tfo(TfoConfig {
+            entries: 4,
+            sample_rate: 1.0,
+            bin_ns: 100_000,
+            max_changes: 2,
+            ..TfoConfig::default()
+        }),
+        PolicyConfig::Lfp(LfpConfig { entries: 4, large_share: 0.5, min_leaf: 1, ..LfpConfig::default() }),
+        PolicyConfig::OvsRebalance(OvsRebalanceConfig {
+            entries: 3,
+            interval_ns: 150_000,
+            max_swaps: 2,
+            ..OvsRebalanceConfig::default()
+        }),
     ]
+}
+
+/// LFP's tree, trained on the scenario's own packets (every flow, so that some are large).
+fn prepared(packets: &[(u64, FlowKey)], policy: &PolicyConfig) -> Prepared {
+    let PolicyConfig::Lfp(config) = policy else { return Prepared::default() };
+    let mut t = LfpTrainer::default();
+    for (_, k) in packets {
+        if let Some(f) = config.key.flow_id(k) {
+            t.observe(f, k, 64);
+        }
+    }
+    Prepared { lfp: t.fit(config).ok().map(std::sync::Arc::new) }
 }
 
 /// Arrival times: packets in clumps (several at one instant, so rings fill and bursts
@@ -89,6 +119,13 @@ fn simulate(
     packets: &[(u64, FlowKey)],
     policy: PolicyConfig,
 ) -> Vec<SimDecision> {
+    let prepared = prepared(packets, &policy);
+    if matches!(policy, PolicyConfig::Lfp(_)) && prepared.lfp.is_none() {
+        // Fewer than two flows: nothing to learn, nothing to check.
+        return (0..packets.len() as u64)
+            .map(|index| SimDecision { index, t_ns: 0, layer: None, outputs: Vec::new() })
+            .collect();
+    }
     let pipeline = Pipeline::from_rules(parse_flows(&lines.join("\n"), "flows").unwrap());
     let ups = parse_updates(updates, "updates").unwrap();
     let limits = NicUpdates { per_second: 50_000.0, latency_ns: 2_000, counter_reads_per_second: 100_000.0 };
@@ -96,7 +133,7 @@ fn simulate(
     let dp = SwitchDatapath::new(
         pipeline,
         base,
-        policy.build(RING, &limits).unwrap(),
+        policy.build(RING, &limits, &prepared).unwrap(),
         CostModel::default(),
         ups,
         limits,

@@ -4,8 +4,9 @@ use serde::Serialize;
 
 use super::{ExperimentError, Progress, Workload};
 use crate::input::PacketSource;
+use crate::offload::lfp::LfpTrainer;
 use crate::offload::upcall::UpcallOffload;
-use crate::offload::{NicUpdates, PolicyConfig, PolicyReport};
+use crate::offload::{NicUpdates, PolicyConfig, PolicyReport, Prepared};
 use crate::openflow::Pipeline;
 use crate::sim::costs::CostModel;
 use crate::sim::datapath::{SimDecision, SwitchDatapath};
@@ -76,9 +77,10 @@ impl SimExperiment {
             return bad(format!("--sample-rate must be in [0, 1], not {}", self.machine.sample_hw));
         }
         self.policy.check().map_err(|e| ExperimentError::Invalid(e.to_string()))?;
-        self.policy
-            .build(self.machine.ring, &self.limits)
-            .map_err(|e| ExperimentError::Invalid(e.to_string()))?;
+        if let PolicyConfig::Elixir(e) = &self.policy {
+            e.threshold(self.machine.ring, self.limits.latency_ns)
+                .map_err(|e| ExperimentError::Invalid(e.to_string()))?;
+        }
         self.costs.check().map_err(|e| ExperimentError::Invalid(e.to_string()))
     }
 }
@@ -187,6 +189,24 @@ fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
     Ok((n - 1) as f64 * 1e9 / last as f64)
 }
 
+/// What the policy learns before the runs: LFP trains its tree on the input's first
+/// `train_ns` (timestamps as recorded, before any rescaling).
+fn prepare(workload: &Workload, exp: &SimExperiment) -> Result<Prepared, ExperimentError> {
+    let PolicyConfig::Lfp(config) = &exp.policy else { return Ok(Prepared::default()) };
+    let mut source = PacketSource::open(&workload.input, &workload.rules)?;
+    let mut trainer = LfpTrainer::default();
+    while let Some(p) = source.next_packet()? {
+        if p.ts_ns >= config.train_ns {
+            break;
+        }
+        if let Some(flow) = config.key.flow_id(&p.key) {
+            trainer.observe(flow, &p.key, p.bytes);
+        }
+    }
+    let model = trainer.fit(config).map_err(ExperimentError::Invalid)?;
+    Ok(Prepared { lfp: Some(std::sync::Arc::new(model)) })
+}
+
 /// Runs one simulation of `workload` (on `cores` cores at `rate` if given, overriding the
 /// experiment's), calling `progress` as packets arrive.
 fn simulate_at(
@@ -196,11 +216,12 @@ fn simulate_at(
     rate: Option<(f64, f64)>,
     progress: &mut dyn FnMut(u64, Progress),
     mut on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>>,
+    prepared: &Prepared,
 ) -> Result<SimOutcome, ExperimentError> {
     let pipeline = Pipeline::from_rules(workload.rules.clone());
     let policy = exp
         .policy
-        .build(exp.machine.ring, &exp.limits)
+        .build(exp.machine.ring, &exp.limits, prepared)
         .map_err(|e| ExperimentError::Invalid(e.to_string()))?;
     let datapath =
         SwitchDatapath::new(pipeline, exp.switch, policy, exp.costs, workload.updates.clone(), exp.limits)?;
@@ -284,7 +305,7 @@ pub fn simulate(
         Some(r) => Some((natural_rate(workload)?, r)),
         None => None,
     };
-    simulate_at(workload, exp, exp.machine.cores, rate, progress, on_decision)
+    simulate_at(workload, exp, exp.machine.cores, rate, progress, on_decision, &prepare(workload, exp)?)
 }
 
 /// A capacity search: runs simulations until the answer is bracketed, then returns the
@@ -296,6 +317,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
         _ => None,
     };
     let quiet = &mut |_: u64, _: Progress| {};
+    let prepared = prepare(workload, exp)?;
     // A run that fails keeps its error (the first) and counts as lossy, so the search stops.
     let mut failed = None;
     let mut lossless = |cores: usize, rate: Option<f64>| {
@@ -303,7 +325,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
             return false;
         }
         let at = rate.zip(natural).map(|(r, n)| (n, r));
-        match simulate_at(workload, exp, cores, at, quiet, None) {
+        match simulate_at(workload, exp, cores, at, quiet, None, &prepared) {
             // A run that lost nothing only because the input ended before the rings filled
             // is not lossless: it was falling behind.
             Ok(run) => run.metrics.lost() == 0 && run.metrics.steady(),
@@ -338,7 +360,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
     }
     let (cores, rate) = answer?;
     let at = rate.zip(natural).map(|(r, n)| (n, r));
-    let mut run = simulate_at(workload, exp, cores, at, quiet, None)?;
+    let mut run = simulate_at(workload, exp, cores, at, quiet, None, &prepared)?;
     match what {
         Search::MinCores { .. } => run.summary.min_cores = Some(cores),
         Search::MaxRate => run.summary.max_rate_pps = rate,

@@ -96,6 +96,8 @@ pub struct NicBudget {
     reads: RateLimit,
     queue: VecDeque<Op>,
     queued_installs: HashSet<FlowId>,
+    /// Installs waiting, per area.
+    queued_per_area: [usize; crate::nic::exact_match::MAX_AREAS],
     /// Where the next poll of each area resumes (slot order).
     poll_cursor: [usize; crate::nic::exact_match::MAX_AREAS],
     scratch: Vec<(FlowId, u64)>,
@@ -114,6 +116,7 @@ impl NicBudget {
             reads: RateLimit::new(limits.counter_reads_per_second),
             queue: VecDeque::new(),
             queued_installs: HashSet::new(),
+            queued_per_area: [0; crate::nic::exact_match::MAX_AREAS],
             poll_cursor: [0; crate::nic::exact_match::MAX_AREAS],
             scratch: Vec::new(),
             work_ns: 0.0,
@@ -137,8 +140,16 @@ impl NicBudget {
         self.queued_installs.contains(&flow)
     }
 
+    /// Installs into `area` waiting in the queue.
+    pub fn installs_queued(&self, area: u8) -> usize {
+        self.queued_per_area.get(area as usize).copied().unwrap_or(0)
+    }
+
     pub(super) fn queue_install(&mut self, key: FlowKey, flow: FlowId, area: u8) {
         self.queued_installs.insert(flow);
+        if let Some(n) = self.queued_per_area.get_mut(area as usize) {
+            *n += 1;
+        }
         self.queue.push_back(Op::Install { key, flow, area });
         self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
     }
@@ -179,6 +190,9 @@ impl NicBudget {
             match op {
                 Op::Install { key, flow, area } => {
                     self.queued_installs.remove(&flow);
+                    if let Some(n) = self.queued_per_area.get_mut(area as usize) {
+                        *n -= 1;
+                    }
                     self.charge(costs.upcall_ns);
                     match switch.nic_offload(&key, area, now_ns) {
                         Ok(_) => self.stats.installs += 1,

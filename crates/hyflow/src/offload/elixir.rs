@@ -328,7 +328,7 @@ impl Elixir {
         nic.charge(nic.costs().sample_ns * self.bursts.flows() as f64);
         let candidates = self.bursts.top(8, now);
         let Some(&(flow, rate, key)) = candidates.iter().find(|c| !nic.holds(c.0)) else { return };
-        let room = nic.area_len(BURSTY_AREA) < nic.area_capacity(BURSTY_AREA);
+        let room = nic.has_room(BURSTY_AREA);
         if !room {
             nic.poll(BURSTY_AREA, &mut self.polled);
             let per_s = 1e9 / self.config.burst_window_ns as f64;

@@ -8,11 +8,17 @@
 //! the work it did, and the simulator runs that work on the same cores that forward packets,
 //! as Elixir counts cores (§5.3).
 //!
-//! Policies: [`upcall`] (psf, offload-all, gigaflow: install on upcalls, measure nothing) and
-//! [`elixir`] (sampled large-flow replacement plus queue-triggered bursty offload).
+//! Policies: [`upcall`] (psf, offload-all, gigaflow: install on upcalls, measure nothing),
+//! [`elixir`] (sampled large-flow replacement plus queue-triggered bursty offload), and
+//! Elixir's baselines on the same exact-match table: [`tfo`] (multi-time-scale heavy
+//! hitters with limited churn, a reconstruction), [`lfp`] (first-packet prediction with a
+//! decision tree) and [`rebalance`] (Open vSwitch's offload-rebalance).
 
 pub mod budget;
 pub mod elixir;
+pub mod lfp;
+pub mod rebalance;
+pub mod tfo;
 pub mod upcall;
 
 use serde::Serialize;
@@ -26,6 +32,9 @@ use crate::switch::Switch;
 
 pub use budget::{NicBudget, NicUpdates};
 use elixir::{Elixir, ElixirConfig, ElixirConfigError};
+use lfp::{Lfp, LfpConfig, LfpModel};
+use rebalance::{OvsRebalance, OvsRebalanceConfig};
+use tfo::{Tfo, TfoConfig};
 use upcall::UpcallOffload;
 
 /// Which policy, and its parameters: what an experiment is configured with.
@@ -35,6 +44,19 @@ pub enum PolicyConfig {
     Upcall(UpcallOffload),
     /// Elixir.
     Elixir(ElixirConfig),
+    /// TFO (a reconstruction).
+    Tfo(TfoConfig),
+    /// LFP: its tree is trained on a prefix of the input before the run ([`Prepared`]).
+    Lfp(LfpConfig),
+    /// Open vSwitch's offload-rebalance.
+    OvsRebalance(OvsRebalanceConfig),
+}
+
+/// What a policy learned before the run (LFP's tree), shared by every run of a search.
+#[derive(Clone, Debug, Default)]
+pub struct Prepared {
+    /// LFP's trained tree.
+    pub lfp: Option<std::sync::Arc<LfpModel>>,
 }
 
 impl PolicyConfig {
@@ -43,34 +65,59 @@ impl PolicyConfig {
         match self {
             PolicyConfig::Upcall(u) => u.name(),
             PolicyConfig::Elixir(_) => "elixir",
+            PolicyConfig::Tfo(_) => "tfo",
+            PolicyConfig::Lfp(_) => "lfp",
+            PolicyConfig::OvsRebalance(_) => "ovs-rebalance",
         }
     }
 
     /// Share of NIC-forwarded packets the policy has sampled to the host (0: none).
     pub fn sample_rate(&self) -> f64 {
         match self {
-            PolicyConfig::Upcall(_) => 0.0,
+            PolicyConfig::Upcall(_) | PolicyConfig::Lfp(_) | PolicyConfig::OvsRebalance(_) => 0.0,
             PolicyConfig::Elixir(e) => e.sample_rate,
+            PolicyConfig::Tfo(t) => t.sample_rate,
         }
     }
 
     /// Checks the parameters that do not depend on the machine.
     pub fn check(&self) -> Result<(), ElixirConfigError> {
+        let bad = |m: String| Err(ElixirConfigError::Invalid(m));
         match self {
             PolicyConfig::Upcall(_) => Ok(()),
             PolicyConfig::Elixir(e) => e.check(),
+            PolicyConfig::Tfo(t) if t.entries == 0 => bad("tfo needs a table of at least 1 entry".into()),
+            PolicyConfig::Tfo(t) if !(t.sample_rate > 0.0 && t.sample_rate <= 1.0) => {
+                bad(format!("--sample-rate must be in (0, 1], not {}", t.sample_rate))
+            }
+            PolicyConfig::Lfp(l) if l.entries == 0 => bad("lfp needs a table of at least 1 entry".into()),
+            PolicyConfig::Lfp(l) if l.train_ns == 0 => bad("--lfp-train must be a positive time".into()),
+            PolicyConfig::OvsRebalance(o) if o.entries == 0 => {
+                bad("ovs-rebalance needs a table of at least 1 entry".into())
+            }
+            PolicyConfig::Tfo(_) | PolicyConfig::Lfp(_) | PolicyConfig::OvsRebalance(_) => Ok(()),
         }
     }
 
-    /// The policy, for rings of `ring` packets and a NIC within `limits`.
+    /// The policy, for rings of `ring` packets and a NIC within `limits`, with what it learned
+    /// before the run.
     pub fn build(
         &self,
         ring: usize,
         limits: &NicUpdates,
+        prepared: &Prepared,
     ) -> Result<Box<dyn OffloadPolicy>, ElixirConfigError> {
         Ok(match *self {
             PolicyConfig::Upcall(u) => Box::new(u),
             PolicyConfig::Elixir(e) => Box::new(Elixir::new(e, ring, limits.latency_ns, limits.per_second)?),
+            PolicyConfig::Tfo(t) => Box::new(Tfo::new(t)),
+            PolicyConfig::Lfp(l) => {
+                let model = prepared.lfp.clone().ok_or_else(|| {
+                    ElixirConfigError::Invalid("lfp needs its tree trained before the run".to_string())
+                })?;
+                Box::new(Lfp::new(l, model))
+            }
+            PolicyConfig::OvsRebalance(o) => Box::new(OvsRebalance::new(o)),
         })
     }
 }
@@ -249,6 +296,12 @@ impl<'a> NicControl<'a> {
     /// Capacity of `area`.
     pub fn area_capacity(&self, area: u8) -> usize {
         self.table().map_or(0, |t| t.capacity(area))
+    }
+
+    /// Whether `area` can take another install: entries held plus installs queued for it
+    /// below its capacity.
+    pub fn has_room(&self, area: u8) -> bool {
+        self.area_len(area) + self.budget.installs_queued(area) < self.area_capacity(area)
     }
 
     /// Installs and removals waiting for the update budget.

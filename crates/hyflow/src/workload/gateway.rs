@@ -4,7 +4,9 @@
 //! **Flows.** `flows` steady flows and `bursty_flows` bursty ones, all IPv4 (TCP 80%, UDP
 //! 20%) from tenant addresses 10.t.x.y (t < 64) to service addresses 198.18.d.h (d < 64, one
 //! of 16 service ports), from ephemeral ports, arriving on the uplink: the 5-tuples the
-//! gateway pipeline of `examples/gateway.flows` decides on.
+//! gateway pipeline of `examples/gateway.flows` decides on. Flows that start among the top
+//! 10%, and bursty flows, go to a bulk-transfer port (443, 1935, 8443, 9092) 70% of the time:
+//! first packets carry some signal about flow size, as first-packet predictors assume.
 //!
 //! **Skew (§5.1: the top 10% of flows carry 91% of the traffic).** Steady flows' rates are
 //! Zipf over their ranks, with the exponent found by bisection so that the top 10% of ranks
@@ -283,8 +285,14 @@ pub struct Gateway {
     bursts: u64,
 }
 
-/// A gateway 5-tuple, canonical (what parsing its frame gives back).
-fn gateway_key(rng: &mut StdRng, in_port: u32) -> FlowKey {
+/// Service ports of bulk transfers (HTTPS, RTMP video, alternative HTTPS, Kafka): flows that
+/// start large choose them more often, so a flow's first packet says something about its
+/// size, as LFP assumes of real traffic.
+const BULK_PORTS: [u16; 4] = [443, 1935, 8443, 9092];
+
+/// A gateway 5-tuple, canonical (what parsing its frame gives back); `bulk`: the flow starts
+/// among the large ones.
+fn gateway_key(rng: &mut StdRng, in_port: u32, bulk: bool) -> FlowKey {
     const SERVICE_PORTS: [u16; 16] =
         [80, 443, 53, 123, 8080, 8443, 22, 3306, 5432, 6379, 9092, 4789, 25, 993, 5060, 1935];
     let mut k = FlowKey::default();
@@ -298,7 +306,12 @@ fn gateway_key(rng: &mut StdRng, in_port: u32) -> FlowKey {
     k.set_nw_src(0x0a00_0000 | rng.random_range(0..64u32) << 16 | rng.random_range(0..0xffffu32));
     k.set_nw_dst(0xc612_0000 | rng.random_range(0..64u32) << 8 | rng.random_range(1..255u32));
     k.set_tp_src(rng.random_range(1024..65535));
-    k.set_tp_dst(SERVICE_PORTS[rng.random_range(0..SERVICE_PORTS.len())]);
+    let port = if bulk && rng.random_range(0..10) < 7 {
+        BULK_PORTS[rng.random_range(0..BULK_PORTS.len())]
+    } else {
+        SERVICE_PORTS[rng.random_range(0..SERVICE_PORTS.len())]
+    };
+    k.set_tp_dst(port);
     if p == proto::IP_TCP {
         k.set(id::TCP_FLAGS, 0x010);
     }
@@ -314,7 +327,10 @@ impl Gateway {
         config.check()?;
         let mut rng = StdRng::seed_from_u64(config.seed ^ 0x6761_7465_7761_7921);
         let total = config.flows + config.bursty_flows;
-        let keys: Vec<FlowKey> = (0..total).map(|_| gateway_key(&mut rng, config.in_port)).collect();
+        // Steady flows start ranked by index; bursty ones are bulk transfers too.
+        let top = config.flows / 10;
+        let keys: Vec<FlowKey> =
+            (0..total).map(|f| gateway_key(&mut rng, config.in_port, f < top || f >= config.flows)).collect();
         let s = zipf_exponent(config.flows, config.top_share);
         let weights: Vec<f64> = (1..=config.flows).map(|k| (k as f64).powf(-s)).collect();
         let mut events = BinaryHeap::new();

@@ -1,0 +1,226 @@
+//! TFO, Traffic-aware Flow Offloading (Sarrar et al., "Leveraging Zipf's Law for Traffic
+//! Offloading", SIGCOMM CCR 2012) — a reconstruction.
+//!
+//! The documented idea: choose the offloaded set of heavy hitters from traffic statistics at
+//! several time scales, so that flows heavy only for an instant do not displace flows heavy
+//! for long, and limit how many changes the set may make per time bin. The paper's exact
+//! parameters are not all public; these are ours, chosen to match what Elixir's evaluation
+//! describes ("a sliding window to identify and replace large flows") at Elixir's scale:
+//!
+//! * **Measurement**: the same sampled traffic as Elixir (a share r of hardware packets'
+//!   headers, software's own packets sampled at r), counted exactly per flow per **bin**
+//!   (1 s).
+//! * **Time scales**: per flow, the last bin's count, and exponentially weighted averages
+//!   over about 10 and 60 bins (weights 1/10 and 1/60). A flow's **score** is the mean of the
+//!   three: a burst of one bin ranks a flow at a third of its peak, a flow heavy for a minute
+//!   at its rate.
+//! * **Selection** every bin: the table (Elixir's two areas together) should hold the
+//!   highest scores. Free entries are filled first; then the best candidate replaces the
+//!   worst held flow while its score is at least 1.2× (hysteresis, against churn), at most
+//!   `max_changes` swaps per bin (default: 1% of the table), all behind the NIC's update
+//!   budget.
+//!
+//! Sorting the scores every bin is charged to the host (one `sample_ns` per flow tracked).
+
+use hashbrown::HashMap;
+
+use super::{NicControl, OffloadPolicy, PolicyReport, Seen};
+use crate::measure::{FlowId, KeySpec, Sampler};
+use crate::nic::exact_match::ExactMatchConfig;
+use crate::nic::NicConfig;
+use crate::packet::FlowKey;
+
+/// Weights of the medium and long time scales' moving averages.
+const MEDIUM: f64 = 1.0 / 10.0;
+const LONG: f64 = 1.0 / 60.0;
+/// A candidate must score this much above the held flow it replaces.
+const HYSTERESIS: f64 = 1.2;
+/// Flows whose every scale has decayed below this (packets per bin) are forgotten.
+const FORGET: f64 = 0.05;
+
+/// TFO's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TfoConfig {
+    /// NIC entries.
+    pub entries: usize,
+    /// Fields a flow is keyed by.
+    pub key: KeySpec,
+    /// Share of packets sampled for measurement.
+    pub sample_rate: f64,
+    /// Time bin, ns.
+    pub bin_ns: u64,
+    /// Most swaps per bin.
+    pub max_changes: usize,
+    /// Seed of software's sampling.
+    pub seed: u64,
+}
+
+impl Default for TfoConfig {
+    fn default() -> Self {
+        TfoConfig {
+            entries: 50_100,
+            key: KeySpec::five_tuple(),
+            sample_rate: 0.2,
+            bin_ns: 1_000_000_000,
+            max_changes: 501,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Scales {
+    bin: u32,
+    last: f64,
+    medium: f64,
+    long: f64,
+    key: FlowKey,
+}
+
+impl Scales {
+    fn score(&self) -> f64 {
+        (self.last + self.medium + self.long) / 3.0
+    }
+}
+
+/// What TFO did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TfoStats {
+    /// Bins closed.
+    pub bins: u64,
+    /// Flows offloaded into free entries.
+    pub fills: u64,
+    /// Swaps made.
+    pub swaps: u64,
+}
+
+/// The policy.
+pub struct Tfo {
+    config: TfoConfig,
+    sampler: Sampler,
+    flows: HashMap<FlowId, Scales>,
+    next_bin_ns: Option<u64>,
+    stats: TfoStats,
+}
+
+impl Tfo {
+    /// The policy of `config`.
+    pub fn new(config: TfoConfig) -> Tfo {
+        Tfo {
+            sampler: Sampler::new(config.sample_rate, config.seed ^ 0x7f0),
+            flows: HashMap::new(),
+            next_bin_ns: None,
+            stats: TfoStats::default(),
+            config,
+        }
+    }
+
+    /// What it did.
+    pub fn stats(&self) -> TfoStats {
+        self.stats
+    }
+
+    fn count(&mut self, flow: FlowId, key: &FlowKey) {
+        let s =
+            self.flows.entry(flow).or_insert(Scales { bin: 0, last: 0.0, medium: 0.0, long: 0.0, key: *key });
+        s.bin += 1;
+    }
+
+    /// Closes a bin: updates every flow's scales and moves the table towards the best scores.
+    fn close_bin(&mut self, nic: &mut NicControl) {
+        self.stats.bins += 1;
+        for s in self.flows.values_mut() {
+            let c = s.bin as f64;
+            s.last = c;
+            s.medium += MEDIUM * (c - s.medium);
+            s.long += LONG * (c - s.long);
+            s.bin = 0;
+        }
+        self.flows.retain(|f, s| s.score() >= FORGET || nic.holds(*f));
+        nic.charge(nic.costs().sample_ns * self.flows.len() as f64);
+        let mut held: Vec<(f64, FlowId)> = Vec::new();
+        let mut candidates: Vec<(f64, FlowId)> = Vec::new();
+        for (f, s) in &self.flows {
+            if nic.holds(*f) {
+                held.push((s.score(), *f));
+            } else {
+                candidates.push((s.score(), *f));
+            }
+        }
+        candidates.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        held.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut weakest = held.iter();
+        let mut swaps = 0;
+        for &(score, flow) in &candidates {
+            let key = self.flows[&flow].key;
+            if nic.has_room(0) {
+                nic.offload(&key, flow, 0);
+                self.stats.fills += 1;
+                continue;
+            }
+            if swaps >= self.config.max_changes {
+                break;
+            }
+            let Some(&(victim_score, victim)) = weakest.next() else { break };
+            if score < HYSTERESIS * victim_score || score <= 0.0 {
+                break;
+            }
+            nic.evict(victim);
+            nic.offload(&key, flow, 0);
+            swaps += 1;
+        }
+        self.stats.swaps += swaps as u64;
+    }
+}
+
+impl OffloadPolicy for Tfo {
+    fn name(&self) -> &'static str {
+        "tfo"
+    }
+
+    fn nic(&self) -> Option<NicConfig> {
+        Some(NicConfig::ExactMatch(ExactMatchConfig {
+            areas: [self.config.entries, 0],
+            key: self.config.key,
+            expire_idle: false,
+        }))
+    }
+
+    fn flow_key(&self) -> Option<KeySpec> {
+        Some(self.config.key)
+    }
+
+    fn sample_rate(&self) -> f64 {
+        self.config.sample_rate
+    }
+
+    fn tick(&mut self, nic: &mut NicControl) {
+        let now = nic.now_ns();
+        let next = *self.next_bin_ns.get_or_insert(now + self.config.bin_ns);
+        if now >= next {
+            self.close_bin(nic);
+            let b = self.config.bin_ns;
+            self.next_bin_ns = Some(next + (now - next) / b * b + b);
+        }
+    }
+
+    fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
+        let Some(flow) = pkt.flow else { return 0.0 };
+        if !self.sampler.keep() {
+            return 0.0;
+        }
+        self.count(flow, pkt.key);
+        nic.costs().sample_ns
+    }
+
+    fn on_sample(&mut self, pkt: Seen, _nic: &mut NicControl) -> f64 {
+        if let Some(flow) = pkt.flow {
+            self.count(flow, pkt.key);
+        }
+        0.0
+    }
+
+    fn report(&self) -> PolicyReport {
+        PolicyReport { replacements: Some(self.stats.bins), ..PolicyReport::default() }
+    }
+}
