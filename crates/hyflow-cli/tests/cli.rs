@@ -437,7 +437,10 @@ fn sim_bad_input_is_one_clear_message() {
     // Unknown values of an enumerated option: clap's message, naming the option, the value and
     // the values allowed.
     for (args, allowed) in [
-        (["sim", "--policy", "magic"], "[possible values: psf, offload-all, gigaflow, elixir, tfo, lfp, ovs-rebalance]"),
+        (
+            ["sim", "--policy", "magic"],
+            "[possible values: psf, offload-all, gigaflow, elixir, tfo, lfp, ovs-rebalance]",
+        ),
         (["sim", "--find", "everything"], "[possible values: min-cores, max-rate]"),
     ] {
         let out = hyflow(&args);
