@@ -58,7 +58,7 @@ fn main() {
             },
             |mut sim| {
                 for (t, p) in &packets {
-                    sim.arrive(*t, black_box(*p));
+                    sim.arrive(*t, black_box(p));
                 }
                 sim.finish()
             },

@@ -239,6 +239,13 @@ impl Switch {
         &self.config
     }
 
+    /// Whether NIC hits build the copies that leave (default: yes). A caller that only counts
+    /// where packets go (the timing simulation without `--decisions`) turns them off, which
+    /// saves executing the actions of every hardware packet; stale hits still build them.
+    pub fn set_nic_outputs(&mut self, wanted: bool) {
+        self.hit.skip_outputs = !wanted;
+    }
+
     /// Switch-wide counters.
     pub fn stats(&self) -> SwitchStats {
         self.stats

@@ -150,7 +150,7 @@ fn large_flows_are_offloaded_and_remembered_in_the_bloom_filter() {
     let mut send = |sim: &mut Sim, i: u32, n: u32, from: u64| {
         for j in 0..n {
             t = from + j as u64 * 1_000;
-            sim.arrive(t, pkt(i));
+            sim.arrive(t, &pkt(i));
         }
     };
     for i in 0..4 {
@@ -221,7 +221,7 @@ fn a_burst_crossing_k_is_offloaded_into_the_bursty_area() {
     events.sort_unstable();
     let mut placed = Vec::new();
     for &(t, f) in &events {
-        sim.arrive(t, pkt(f));
+        sim.arrive(t, &pkt(f));
         if placed.len() < 2 && table(&sim).find(flow(placed.len() as u32 + 1)).is_some() {
             placed.push(t);
         }
@@ -287,7 +287,7 @@ fn nic_limits_are_never_exceeded() {
     events.sort_unstable();
     let mut checked = 0;
     for (n, &(t, f)) in events.iter().enumerate() {
-        sim.arrive(t, pkt(f));
+        sim.arrive(t, &pkt(f));
         if n % 97 == 0 {
             let tb = table(&sim);
             assert!(tb.len(LARGE_AREA) <= 20 && tb.len(BURSTY_AREA) <= 3);

@@ -149,7 +149,7 @@ fn simulate(
     let mut sim = Simulator::new(machine, dp).unwrap();
     sim.datapath_mut().record_decisions();
     for (i, (t, k)) in packets.iter().enumerate() {
-        sim.arrive(*t, SimPacket { key: *k, bytes: 64, index: i as u64 });
+        sim.arrive(*t, &SimPacket { key: *k, bytes: 64, index: i as u64 });
     }
     sim.run_to_end();
     let mut out = Vec::new();

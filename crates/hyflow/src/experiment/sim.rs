@@ -243,7 +243,7 @@ fn simulate_at(
         if t >= end {
             break;
         }
-        sim.arrive(t, SimPacket { key: p.key, bytes: p.bytes, index: n });
+        sim.arrive(t, &SimPacket { key: p.key, bytes: p.bytes, index: n });
         n += 1;
         progress(n, source.progress());
         if let Some(f) = on_decision.as_deref_mut() {

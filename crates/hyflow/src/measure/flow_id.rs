@@ -121,9 +121,12 @@ impl KeySpec {
     #[inline]
     pub fn flow_id(&self, key: &FlowKey) -> Option<FlowId> {
         let mut v = 0u128;
+        // The prerequisites' inputs, read once for all fields.
+        let (dl_type, nw_proto, vlan) = (Some(key.dl_type()), Some(key.nw_proto()), Some(key.has_vlan()));
+        let later = key.nw_frag() & crate::packet::field::proto::FRAG_LATER != 0;
         for &f in self.fields() {
             let def = f.def();
-            let value = if key.prereq_ok(def.prereq) {
+            let value = if def.prereq.holds(dl_type, nw_proto, vlan, later) {
                 key.get(f)
             } else if matches!(def.prereq, Prereq::L4Ports | Prereq::Tcp | Prereq::Udp | Prereq::Sctp)
                 && key.is_ip()

@@ -217,10 +217,12 @@ impl NicScheme for ExactMatch {
         e.last_hit_ns = pkt.now_ns;
         self.stats.hits += 1;
         let d = e.cached.decision;
-        execute(tables.actions.get(d.actions), pkt.key, &mut hit.outputs);
+        hit.stale = e.cached.version.is_pending();
+        if !hit.skip_outputs || hit.stale {
+            execute(tables.actions.get(d.actions), pkt.key, &mut hit.outputs);
+        }
         hit.paths.clear();
         hit.paths.push(d.path);
-        hit.stale = e.cached.version.is_pending();
         true
     }
 

@@ -44,10 +44,12 @@ impl NicScheme for MegaflowOffload {
         hit.outputs.clear();
         let Some(id) = self.table.lookup(pkt.key, 0, pkt.bytes, pkt.now_ns) else { return false };
         let e = &self.table.space().entry(id).expect("hit entries live").data;
-        execute(tables.actions.get(e.decision.actions), pkt.key, &mut hit.outputs);
+        hit.stale = e.version.is_pending();
+        if !hit.skip_outputs || hit.stale {
+            execute(tables.actions.get(e.decision.actions), pkt.key, &mut hit.outputs);
+        }
         hit.paths.clear();
         hit.paths.push(e.decision.path);
-        hit.stale = e.version.is_pending();
         true
     }
 

@@ -89,6 +89,9 @@ pub struct NicHit {
     pub paths: Vec<ItemRef>,
     /// Whether one of them awaits a revalidation verdict (the decision is stale).
     pub stale: bool,
+    /// Whether the caller needs the copies that leave; if not, a scheme may skip building
+    /// them (it still must for a stale hit, which the switch checks against the slow path).
+    pub skip_outputs: bool,
 }
 
 /// What an upcall hands the NIC to offload.

@@ -79,7 +79,9 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         limits: NicUpdates,
     ) -> Result<Self, SwitchConfigError> {
         let config = SwitchConfig { nic: policy.nic(), nic_update_latency_ns: limits.latency_ns, ..base };
-        let switch = Switch::new(pipeline, config)?;
+        let mut switch = Switch::new(pipeline, config)?;
+        // Nobody looks at a hardware packet's outputs unless decisions are recorded.
+        switch.set_nic_outputs(false);
         Ok(SwitchDatapath {
             switch,
             flow_key: policy.flow_key(),
@@ -133,6 +135,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
     /// Records every packet's decision from now on (see [`SwitchDatapath::take_decisions`]).
     pub fn record_decisions(&mut self) {
         self.decisions = Some(DecisionLog::default());
+        self.switch.set_nic_outputs(true);
     }
 
     /// Hands `f` the decisions recorded so far, in input order, as far as no earlier packet

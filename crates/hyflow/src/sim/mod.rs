@@ -425,6 +425,8 @@ pub struct Simulator<D> {
     /// NIC forwarding is stalled by table updates until then.
     nic_busy_until: u64,
     nic_updates_seen: u64,
+    /// NIC hits not yet in the latency histograms: (latency, packets).
+    hw_latency_run: (u64, u64),
 }
 
 impl<D: Datapath> Simulator<D> {
@@ -460,6 +462,7 @@ impl<D: Datapath> Simulator<D> {
             sampler,
             nic_busy_until: 0,
             nic_updates_seen: 0,
+            hw_latency_run: (0, 0),
         })
     }
 
@@ -571,8 +574,8 @@ impl<D: Datapath> Simulator<D> {
         }
     }
 
-    /// A packet arrives at `t_ns` (non-decreasing).
-    pub fn arrive(&mut self, t_ns: u64, pkt: SimPacket) {
+    /// A packet arrives at `t_ns` (non-decreasing). It is copied only if it goes to a ring.
+    pub fn arrive(&mut self, t_ns: u64, pkt: &SimPacket) {
         if self.metrics.packets == 0 {
             self.metrics.first_ns = t_ns;
         }
@@ -580,21 +583,25 @@ impl<D: Datapath> Simulator<D> {
         self.metrics.last_ns = t;
         self.metrics.packets += 1;
         self.run_until(t);
-        let hit = self.datapath.nic(t, &pkt);
+        let hit = self.datapath.nic(t, pkt);
         self.collect_work(t);
         if hit {
             let stall = self.nic_busy_until.saturating_sub(t);
             self.metrics.stalled += (stall > 0) as u64;
             let l = self.config.nic_latency_ns + stall;
             self.metrics.hw += 1;
-            self.metrics.latency.saturating_record(l);
-            self.metrics.latency_hw.saturating_record(l);
+            // Hardware latency is the same for long runs of packets: recorded a run at a time.
+            if self.hw_latency_run.0 != l {
+                self.flush_hw_latency();
+                self.hw_latency_run.0 = l;
+            }
+            self.hw_latency_run.1 += 1;
             if let Some(iv) = self.interval(t) {
                 iv.hw += 1;
             }
             if self.config.sample_hw > 0.0 && self.sampler.keep() {
                 self.metrics.samples += 1;
-                let header = SimPacket { bytes: pkt.bytes.min(64), ..pkt };
+                let header = SimPacket { bytes: pkt.bytes.min(64), ..*pkt };
                 match self.enqueue(t, Queued { arrival: t, pkt: header, sample: true }) {
                     Some((c, occupancy)) => self.datapath.enqueued(t, c, occupancy),
                     None => self.metrics.samples_lost += 1,
@@ -603,7 +610,7 @@ impl<D: Datapath> Simulator<D> {
             }
             return;
         }
-        let (occupancy, lost) = match self.enqueue(t, Queued { arrival: t, pkt, sample: false }) {
+        let (occupancy, lost) = match self.enqueue(t, Queued { arrival: t, pkt: *pkt, sample: false }) {
             Some((c, occupancy)) => {
                 self.datapath.enqueued(t, c, occupancy);
                 self.collect_work(t);
@@ -611,7 +618,7 @@ impl<D: Datapath> Simulator<D> {
             }
             None => {
                 self.metrics.lost_ring_full += 1;
-                self.datapath.lost(t, &pkt);
+                self.datapath.lost(t, pkt);
                 (self.config.ring as u64, true)
             }
         };
@@ -644,9 +651,20 @@ impl<D: Datapath> Simulator<D> {
         self.run_until(u64::MAX);
     }
 
+    fn flush_hw_latency(&mut self) {
+        let (l, n) = std::mem::take(&mut self.hw_latency_run);
+        if n > 0 {
+            for h in [&mut self.metrics.latency, &mut self.metrics.latency_hw] {
+                // A value above the histogram's range is clamped, as `saturating_record` does.
+                let _ = h.record_n(l.min(h.high()), n);
+            }
+        }
+    }
+
     /// Drains the rings and returns the metrics and the datapath.
     pub fn finish(mut self) -> (Metrics, D) {
         self.run_until(u64::MAX);
+        self.flush_hw_latency();
         for (m, c) in self.metrics.busy_ns.iter_mut().zip(&self.cores) {
             *m = c.busy_ns;
         }
@@ -694,7 +712,7 @@ mod tests {
             let mut t = 0.0;
             for _ in 0..400_000 {
                 t += gap.sample(&mut rng);
-                sim.arrive(t as u64, pkt());
+                sim.arrive(t as u64, &pkt());
             }
             let (m, _) = sim.finish();
             let want = d as f64 + rho * d as f64 / (2.0 * (1.0 - rho));
@@ -712,11 +730,11 @@ mod tests {
     fn a_burst_overflows_the_ring_by_a_known_count() {
         let mut sim = one_core(10, 1_000);
         for _ in 0..100 {
-            sim.arrive(0, pkt());
+            sim.arrive(0, &pkt());
         }
         // Later arrivals, after the queue drained, all pass.
         for i in 0..5 {
-            sim.arrive(1_000_000 + i * 10_000, pkt());
+            sim.arrive(1_000_000 + i * 10_000, &pkt());
         }
         let (m, _) = sim.finish();
         assert_eq!(m.lost(), 89);
@@ -735,7 +753,7 @@ mod tests {
     fn ring_maxima_are_exact() {
         let mut sim = one_core(4_096, 1_000);
         for _ in 0..5_000 {
-            sim.arrive(0, pkt());
+            sim.arrive(0, &pkt());
         }
         let (m, _) = sim.finish();
         assert!(m.ring.max() > 4_096, "the histogram rounds up: {}", m.ring.max());
@@ -752,7 +770,7 @@ mod tests {
         for (gap, steady) in [(900, false), (1_100, true)] {
             let mut sim = one_core(1 << 20, 1_000);
             for i in 0..10_000u64 {
-                sim.arrive(i * gap, pkt());
+                sim.arrive(i * gap, &pkt());
             }
             let (m, _) = sim.finish();
             assert_eq!(m.lost(), 0);
@@ -804,7 +822,7 @@ mod tests {
         };
         let mut sim = Simulator::new(config, AllHardware { updates: 0 }).unwrap();
         for i in 0..40_000u64 {
-            sim.arrive(i * 1_000, pkt());
+            sim.arrive(i * 1_000, &pkt());
         }
         let (m, dp) = sim.finish();
         assert_eq!(m.hw, 40_000);
