@@ -253,6 +253,11 @@ pub struct SimArgs {
     /// Upper bound of the searches: cores for min-cores.
     #[arg(long, default_value_t = 64, value_name = "N")]
     max_cores: usize,
+    /// Threads the searches run probes on: the probes the search would make next under each
+    /// outcome run at once; the answer is the same for any number [default: the machine's
+    /// cores].
+    #[arg(long, value_name = "N")]
+    search_threads: Option<usize>,
     /// Summary as one JSON object to FILE (`-` for stdout); nothing host-dependent in it.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -465,6 +470,11 @@ pub fn run(a: SimArgs) -> Result<()> {
         },
         rate_pps: a.rate,
         duration_ns,
+        search_threads: match a.search_threads {
+            Some(0) => bail!("--search-threads must be at least 1"),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        },
     };
     let workload = workload(&a.switch)?;
     let outcome = match a.find {

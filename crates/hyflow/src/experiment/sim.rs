@@ -10,7 +10,7 @@ use crate::offload::{NicUpdates, PolicyConfig, PolicyReport, Prepared};
 use crate::openflow::Pipeline;
 use crate::sim::costs::CostModel;
 use crate::sim::datapath::{SimDecision, SwitchDatapath};
-use crate::sim::search::{max_rate, min_cores};
+use crate::sim::search::{search as bisect, MaxRate, MinCores};
 use crate::sim::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
 use crate::switch::SwitchConfig;
 
@@ -35,6 +35,9 @@ pub struct SimExperiment {
     pub rate_pps: Option<f64>,
     /// Stop after this much (rescaled) trace time.
     pub duration_ns: Option<u64>,
+    /// Threads a capacity search runs its probes on (speculatively: the answer is the same
+    /// for any number).
+    pub search_threads: usize,
 }
 
 impl Default for SimExperiment {
@@ -50,6 +53,7 @@ impl Default for SimExperiment {
             limits: NicUpdates::default(),
             rate_pps: None,
             duration_ns: None,
+            search_threads: 1,
         }
     }
 }
@@ -316,28 +320,18 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
         (Search::MaxRate, _) | (_, Some(_)) => Some(natural_rate(workload)?),
         _ => None,
     };
-    let quiet = &mut |_: u64, _: Progress| {};
     let prepared = prepare(workload, exp)?;
-    // A run that fails keeps its error (the first) and counts as lossy, so the search stops.
-    let mut failed = None;
-    let mut lossless = |cores: usize, rate: Option<f64>| {
-        if failed.is_some() {
-            return false;
-        }
+    // A probe is lossless only if it lost nothing and the host kept up: a run that lost
+    // nothing only because the input ended before the rings filled was falling behind.
+    let lossless = |cores: usize, rate: Option<f64>| -> Result<bool, ExperimentError> {
         let at = rate.zip(natural).map(|(r, n)| (n, r));
-        match simulate_at(workload, exp, cores, at, quiet, None, &prepared) {
-            // A run that lost nothing only because the input ended before the rings filled
-            // is not lossless: it was falling behind.
-            Ok(run) => run.metrics.lost() == 0 && run.metrics.steady(),
-            Err(e) => {
-                failed = Some(e);
-                false
-            }
-        }
+        let run = simulate_at(workload, exp, cores, at, &mut |_, _| {}, None, &prepared)?;
+        Ok(run.metrics.lost() == 0 && run.metrics.steady())
     };
+    let threads = exp.search_threads.max(1);
     let answer = match what {
         Search::MinCores { max_cores } => {
-            let found = min_cores(max_cores, |c| lossless(c, exp.rate_pps));
+            let found = bisect(MinCores::new(max_cores), threads, |c| lossless(c, exp.rate_pps))?;
             found.map(|c| (c, exp.rate_pps)).ok_or_else(|| {
                 ExperimentError::Unanswerable(format!(
                     "loses packets, or falls behind until the input ends, even on --max-cores {max_cores} cores"
@@ -346,7 +340,9 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
         }
         Search::MaxRate => {
             let ceiling = (natural.unwrap_or(0.0) * 10.0).max(MAX_RATE_CEILING_PPS);
-            let found = max_rate(ceiling, 0.01, |r| lossless(exp.machine.cores, Some(r)));
+            let found = bisect(MaxRate::new(ceiling, 0.01), threads, |bits| {
+                lossless(exp.machine.cores, Some(f64::from_bits(bits)))
+            })?;
             found.map(|r| (exp.machine.cores, Some(r.round()))).ok_or_else(|| {
                 ExperimentError::Unanswerable(format!(
                     "loses packets, or falls behind until the input ends, at every rate tried on {} cores",
@@ -355,12 +351,9 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
             })
         }
     };
-    if let Some(e) = failed {
-        return Err(e);
-    }
     let (cores, rate) = answer?;
     let at = rate.zip(natural).map(|(r, n)| (n, r));
-    let mut run = simulate_at(workload, exp, cores, at, quiet, None, &prepared)?;
+    let mut run = simulate_at(workload, exp, cores, at, &mut |_, _| {}, None, &prepared)?;
     match what {
         Search::MinCores { .. } => run.summary.min_cores = Some(cores),
         Search::MaxRate => run.summary.max_rate_pps = rate,
