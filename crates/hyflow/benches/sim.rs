@@ -1,7 +1,9 @@
 //! The timing simulation's own speed: simulated packets per second on one core on the
 //! built-in workload (offload-all, 1 core, parsed packets in memory), against the same
 //! packets and rule updates through the switch alone (`Replay::packet`, no rings, no
-//! clock): the price of the event-driven machinery on top of forwarding.
+//! clock): the price of the event-driven machinery on top of forwarding. And Elixir on
+//! gateway traffic (2 M packets in memory, about 90% NIC hits, 20% of those sampled), the
+//! issue-13 case whose target is 20 M simulated packets/s.
 
 use std::hint::black_box;
 
@@ -81,5 +83,61 @@ fn main() {
         )
     });
     group.finish();
+    gateway(&mut c);
     c.final_summary();
+}
+
+/// Elixir on 1 s of gateway traffic at 2 Mpps: 20,000 steady flows, 100 bursty ones, the
+/// large area holding about the top 10%.
+fn gateway(c: &mut Criterion) {
+    use hyflow::offload::elixir::{Elixir, ElixirConfig};
+    use hyflow::workload::gateway::{Gateway, GatewayConfig};
+    let traffic = GatewayConfig {
+        flows: 20_000,
+        bursty_flows: 100,
+        rate: 2e6,
+        duration_ns: 1_000_000_000,
+        ..GatewayConfig::default()
+    };
+    let g = Gateway::new(traffic).expect("valid traffic");
+    let keys = g.keys().to_vec();
+    let packets: Vec<(u64, SimPacket)> = g
+        .enumerate()
+        .map(|(i, p)| (p.ts_ns, SimPacket { key: keys[p.flow as usize], bytes: p.bytes, index: i as u64 }))
+        .collect();
+    let rules = hyflow::openflow::parse_flows(hyflow::workload::GATEWAY_FLOWS, "gateway").expect("parses");
+    let config = ElixirConfig {
+        large_entries: 2_000,
+        bursty_entries: 20,
+        identification_window_ns: 300_000_000,
+        replacement_window_ns: 100_000_000,
+        ..ElixirConfig::default()
+    };
+    let mut group = c.benchmark_group("sim");
+    group.throughput(Throughput::Elements(packets.len() as u64));
+    group.sample_size(10);
+    group.bench_function("gateway_elixir_1core", |b| {
+        b.iter_batched(
+            || {
+                let limits = NicUpdates::default();
+                let machine = SimConfig { sample_hw: config.sample_rate, ..SimConfig::default() };
+                let policy =
+                    Elixir::new(config, machine.ring, limits.latency_ns, limits.per_second).expect("valid");
+                let pipeline = Pipeline::from_rules(rules.clone());
+                let base = SwitchConfig { nic: None, ..SwitchConfig::default() };
+                let dp =
+                    SwitchDatapath::new(pipeline, base, policy, CostModel::default(), Vec::new(), limits)
+                        .expect("valid config");
+                Simulator::new(machine, dp).expect("valid machine")
+            },
+            |mut sim| {
+                for (t, p) in &packets {
+                    sim.arrive(*t, black_box(p));
+                }
+                sim.finish()
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
 }

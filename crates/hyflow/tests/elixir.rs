@@ -139,7 +139,7 @@ fn large_flows_are_offloaded_and_remembered_in_the_bloom_filter() {
         sample_rate: 1.0,
         identification_window_ns: S,
         replacement_window_ns: S,
-        heap_rebuild_ns: 0,
+        heap_rebuild_ns: Some(0),
         sketch_width: 4096,
         ..ElixirConfig::default()
     };
@@ -256,7 +256,7 @@ fn nic_limits_are_never_exceeded() {
         identification_window_ns: S / 5,
         replacement_window_ns: S / 10,
         queue_threshold: Some(200),
-        heap_rebuild_ns: 100_000,
+        heap_rebuild_ns: Some(100_000),
         sketch_width: 4096,
         ..ElixirConfig::default()
     };

@@ -53,7 +53,7 @@ fn policies() -> Vec<PolicyConfig> {
             replacement_window_ns: 200_000,
             burst_window_ns: 100_000,
             queue_threshold: Some(4),
-            heap_rebuild_ns: 1_000,
+            heap_rebuild_ns: Some(1_000),
             sketch_width: 256,
             ..ElixirConfig::default()
         }),
@@ -66,7 +66,7 @@ fn policies() -> Vec<PolicyConfig> {
             replacement_window_ns: 200_000,
             burst_window_ns: 50_000,
             queue_threshold: Some(2),
-            heap_rebuild_ns: 0,
+            heap_rebuild_ns: Some(0),
             sketch_width: 64,
             ..ElixirConfig::default()
         }),

@@ -75,7 +75,10 @@ impl SimExperiment {
             return bad(format!("--nic-updates must be ≥ 0 per second, not {}", l.per_second));
         }
         if !(l.counter_reads_per_second.is_finite() && l.counter_reads_per_second >= 0.0) {
-            return bad(format!("counter reads must be ≥ 0 per second, not {}", l.counter_reads_per_second));
+            return bad(format!(
+                "--nic-counter-reads must be ≥ 0 per second, not {}",
+                l.counter_reads_per_second
+            ));
         }
         if !(0.0..=1.0).contains(&self.machine.sample_hw) {
             return bad(format!("--sample-rate must be in [0, 1], not {}", self.machine.sample_hw));
