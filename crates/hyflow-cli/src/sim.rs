@@ -219,6 +219,10 @@ pub struct SimArgs {
     /// Stop after this many seconds of (rescaled) trace time.
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
+    /// Simulate this many seconds before measuring: packets arriving earlier are forwarded
+    /// (policies learn, the NIC fills) but counted in no figure [default: 0].
+    #[arg(long, value_name = "SECONDS")]
+    warmup: Option<f64>,
     /// Cost model file (JSON, as `hyflow calibrate` writes); default: the built-in calibration.
     #[arg(long, value_name = "FILE")]
     costs: Option<PathBuf>,
@@ -468,6 +472,11 @@ pub fn run(a: SimArgs) -> Result<()> {
             sample_hw: a.sample_rate.unwrap_or(0.0),
             update_stall_ns: (non_negative("--update-stall", a.update_stall, "µs")? * 1e3) as u64,
             seed: 1,
+            warmup_ns: match a.warmup {
+                None => 0,
+                Some(s) if s.is_finite() && s >= 0.0 => (s * 1e9).round() as u64,
+                Some(s) => bail!("--warmup must be ≥ 0 seconds, not {s}"),
+            },
         },
         limits: NicUpdates {
             per_second: a.nic_updates,

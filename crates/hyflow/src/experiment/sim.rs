@@ -259,6 +259,12 @@ fn simulate_at(
             }
         }
     }
+    if !sim.measuring() {
+        return Err(ExperimentError::Unanswerable(format!(
+            "the input ends within the warm-up of {} s: nothing was measured",
+            exp.machine.warmup_ns as f64 / 1e9
+        )));
+    }
     if let Some(f) = on_decision {
         sim.run_to_end();
         sim.datapath_mut().take_decisions(true, f)?;

@@ -19,7 +19,10 @@
 //! Hardware counters are also read at the end of every burst window, so that both sides'
 //! rates are over the same windows (the window under way, or the last complete one if larger).
 //! One move is in flight at a time: the next check waits until the last change has had time
-//! to reach hardware (the update queue drained at the update rate, plus the update latency).
+//! to reach hardware (the update queue drained at the update rate, plus the update latency),
+//! and at least [`RECHECK_NS`] (1 ms) — the ring stays above K for a while after the right
+//! flow has moved. Software keeps its counters in a heap, so a check costs the host a heap
+//! lookup (log2 of the flows counted), not a sort.
 //!
 //! **K** = ring capacity − (t_identification + t_offloading) × NIC rate (the PFC-headroom
 //! rule of §3.3): t_identification is reading the bursty area's counters, immediate while the
@@ -43,6 +46,9 @@ use crate::packet::FlowKey;
 pub const LARGE_AREA: u8 = 0;
 /// Bursty area.
 pub const BURSTY_AREA: u8 = 1;
+
+/// Shortest time between two bursty-flow checks when the ring stays above K.
+pub const RECHECK_NS: u64 = 1_000_000;
 
 /// 100 GbE of minimal frames: 64 bytes plus 20 of preamble and gap per packet.
 pub const NIC_LINE_RATE_PPS: f64 = 100e9 / (84.0 * 8.0);
@@ -330,8 +336,21 @@ impl Elixir {
     fn burst(&mut self, nic: &mut NicControl) {
         let now = nic.now_ns();
         self.stats.burst_triggers += 1;
-        // Sorting the software counters.
-        nic.charge(nic.costs().sample_ns * self.bursts.flows() as f64);
+        // The next check comes after this one's change has reached hardware, or after a
+        // re-check interval if it changed nothing (the ring stays above K while it drains).
+        self.hold_until_ns = now + self.t_offloading_ns.max(RECHECK_NS);
+        self.move_fastest(nic, now);
+        let drain = nic.queued() as f64 * self.update_gap_ns;
+        self.hold_until_ns = self.hold_until_ns.max(now + drain as u64 + self.t_offloading_ns);
+    }
+
+    /// Algorithm 2, lines 2–8: the fastest software flow into the bursty area, in place of
+    /// its slowest entry if the area is full and that entry is slower.
+    fn move_fastest(&mut self, nic: &mut NicControl, now: u64) {
+        // Finding the fastest software flow: software keeps its counters in a heap, so a
+        // lookup costs a heap operation, not a sort.
+        let flows = self.bursts.flows().max(2) as f64;
+        nic.charge(nic.costs().sample_ns * flows.log2());
         let candidates = self.bursts.top(8, now);
         let Some(&(flow, rate, key)) = candidates.iter().find(|c| !nic.holds(c.0)) else { return };
         let room = nic.has_room(BURSTY_AREA);
@@ -360,8 +379,6 @@ impl Elixir {
             self.hw_window.insert(flow, (0, 0));
             self.stats.bursty_offloads += 1;
         }
-        let drain = nic.queued() as f64 * self.update_gap_ns;
-        self.hold_until_ns = now + drain as u64 + self.t_offloading_ns;
     }
 }
 

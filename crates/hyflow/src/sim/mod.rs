@@ -98,6 +98,10 @@ pub struct SimConfig {
     pub update_stall_ns: u64,
     /// Seed of the sampling decisions.
     pub seed: u64,
+    /// Time simulated before measuring: everything runs from the first packet, but the
+    /// metrics count packets arriving from the first arrival + `warmup_ns` on (a policy that
+    /// learns which flows to offload starts with an empty NIC; a steady state comes later).
+    pub warmup_ns: u64,
 }
 
 impl Default for SimConfig {
@@ -111,6 +115,7 @@ impl Default for SimConfig {
             sample_hw: 0.0,
             update_stall_ns: 0,
             seed: 1,
+            warmup_ns: 0,
         }
     }
 }
@@ -427,6 +432,11 @@ pub struct Simulator<D> {
     nic_updates_seen: u64,
     /// NIC hits not yet in the latency histograms: (latency, packets).
     hw_latency_run: (u64, u64),
+    /// When measuring starts (set at the first arrival), and whether it has.
+    measure_from_ns: Option<u64>,
+    measuring: bool,
+    /// Each core's busy time when measuring started.
+    busy_at_start: Vec<u64>,
 }
 
 impl<D: Datapath> Simulator<D> {
@@ -463,6 +473,9 @@ impl<D: Datapath> Simulator<D> {
             nic_busy_until: 0,
             nic_updates_seen: 0,
             hw_latency_run: (0, 0),
+            measure_from_ns: None,
+            measuring: false,
+            busy_at_start: Vec::new(),
         })
     }
 
@@ -549,6 +562,8 @@ impl<D: Datapath> Simulator<D> {
         match job {
             Job::Work => {}
             Job::Sample => self.metrics.samples_served += 1,
+            // A packet that arrived during the warm-up is not measured.
+            Job::Packet(arrival) if arrival < self.metrics.first_ns => {}
             Job::Packet(arrival) => {
                 let latency = t - arrival + self.config.nic_latency_ns;
                 self.metrics.latency.saturating_record(latency);
@@ -576,8 +591,15 @@ impl<D: Datapath> Simulator<D> {
 
     /// A packet arrives at `t_ns` (non-decreasing). It is copied only if it goes to a ring.
     pub fn arrive(&mut self, t_ns: u64, pkt: &SimPacket) {
-        if self.metrics.packets == 0 {
+        let from = *self.measure_from_ns.get_or_insert(t_ns.saturating_add(self.config.warmup_ns));
+        if !self.measuring && t_ns >= from {
+            // Measuring starts: what the warm-up recorded is dropped.
+            self.measuring = true;
+            self.metrics = Metrics::new(self.cores.len());
             self.metrics.first_ns = t_ns;
+            self.metrics.last_ns = t_ns;
+            self.hw_latency_run = (0, 0);
+            self.busy_at_start = self.cores.iter().map(|c| c.busy_ns).collect();
         }
         let t = t_ns.max(self.metrics.last_ns);
         self.metrics.last_ns = t;
@@ -646,6 +668,11 @@ impl<D: Datapath> Simulator<D> {
         }
     }
 
+    /// Whether measuring has started (the warm-up is over).
+    pub fn measuring(&self) -> bool {
+        self.measuring
+    }
+
     /// Serves everything still queued (no more arrivals may follow).
     pub fn run_to_end(&mut self) {
         self.run_until(u64::MAX);
@@ -665,8 +692,8 @@ impl<D: Datapath> Simulator<D> {
     pub fn finish(mut self) -> (Metrics, D) {
         self.run_until(u64::MAX);
         self.flush_hw_latency();
-        for (m, c) in self.metrics.busy_ns.iter_mut().zip(&self.cores) {
-            *m = c.busy_ns;
+        for (i, (m, c)) in self.metrics.busy_ns.iter_mut().zip(&self.cores).enumerate() {
+            *m = c.busy_ns - self.busy_at_start.get(i).copied().unwrap_or(0);
         }
         (self.metrics, self.datapath)
     }
@@ -782,6 +809,29 @@ mod tests {
             );
             assert_eq!(m.summary().steady, steady);
         }
+    }
+
+    /// Packets arriving during the warm-up are forwarded but measured in no figure: a burst
+    /// that overflows the ring then is not counted, the steady traffic after it is.
+    #[test]
+    fn the_warm_up_is_simulated_but_not_measured() {
+        let config =
+            SimConfig { cores: 1, ring: 10, nic_latency_ns: 0, warmup_ns: 1_000_000, ..SimConfig::default() };
+        let mut sim = Simulator::new(config, Fixed(1_000)).unwrap();
+        for _ in 0..100 {
+            sim.arrive(0, &pkt());
+        }
+        assert!(!sim.measuring());
+        for i in 0..50u64 {
+            sim.arrive(1_000_000 + i * 10_000, &pkt());
+        }
+        assert!(sim.measuring());
+        let (m, _) = sim.finish();
+        assert_eq!((m.packets, m.lost(), m.sw_served), (50, 0, 50), "only the packets after the warm-up");
+        assert_eq!(m.latency.len(), 50);
+        assert_eq!(m.first_ns, 1_000_000);
+        let util = m.busy_ns[0] as f64 / (m.end_ns - m.first_ns) as f64;
+        assert!(util < 0.2, "the warm-up's busy time is not counted: {util}");
     }
 
     #[test]
