@@ -187,6 +187,39 @@ enum GenCommand {
     /// (ClassBench-like tuples mapped onto the pipeline's traversals) and DIR/trace.pcap
     /// (flows with high or low pipeline-aware locality); deterministic for a seed.
     Pipeline(GenPipelineArgs),
+    /// Cloud-gateway traffic (Elixir §2.1 and §5.1) as a pcap, for examples/gateway.flows: the
+    /// top 10% of flows carry ~91% of the packets, the large set churns, bursty flows peak at
+    /// 20-80x their average, a few dozen at once; `--trace gen:gateway,...` streams the same
+    /// traffic without a file.
+    Gateway(GenGatewayArgs),
+}
+
+#[derive(Args)]
+struct GenGatewayArgs {
+    /// Output pcap.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Steady flows.
+    #[arg(long, value_name = "N", default_value_t = 500_000)]
+    flows_count: usize,
+    /// Bursty flows.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    bursty: usize,
+    /// Mean packets per second.
+    #[arg(long, value_name = "PPS", default_value_t = 56e6)]
+    rate: f64,
+    /// Seconds of traffic.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    duration: f64,
+    /// Share of the steady packets carried by the top 10% of steady flows.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.91)]
+    top_share: f64,
+    /// Seconds between churns of the large flows.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    churn: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -343,6 +376,7 @@ fn main() -> ExitCode {
         Command::Gen(GenCommand::Traffic(args)) => replay::gen_traffic(args),
         Command::Gen(GenCommand::Updates(args)) => replay::gen_updates(args),
         Command::Gen(GenCommand::Dynamic(args)) => replay::gen_dynamic(args),
+        Command::Gen(GenCommand::Gateway(args)) => replay::gen_gateway(args),
         Command::Gen(GenCommand::Pipeline(args)) => replay::gen_pipeline(args),
         Command::Topk(args) => topk::run(args),
         Command::Sim(args) => sim::run(*args),

@@ -572,3 +572,52 @@ fn sim_decisions_match_the_slow_path_for_nic_packets() {
         "{err}"
     );
 }
+
+/// `gen gateway` writes the traffic `--trace gen:gateway` streams: simulating the capture
+/// gives the same figures as simulating the stream.
+#[test]
+fn gen_gateway_writes_what_the_stream_simulates() {
+    let pcap = std::env::temp_dir().join(format!("hyflow-gateway-{}.pcap", std::process::id()));
+    let out = hyflow(&[
+        "gen",
+        "gateway",
+        "--out",
+        pcap.to_str().unwrap(),
+        "--flows-count",
+        "3000",
+        "--bursty",
+        "10",
+        "--rate",
+        "50000",
+        "--duration",
+        "2",
+        "--seed",
+        "5",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let policy = [
+        "--policy",
+        "elixir",
+        "--large-entries",
+        "300",
+        "--bursty-entries",
+        "5",
+        "--replacement-window",
+        "0.5",
+    ];
+    let json = |trace: &[&str]| {
+        let mut args = vec!["sim", "--json", "-"];
+        args.extend_from_slice(trace);
+        args.extend_from_slice(&policy);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string()
+    };
+    let flows = examples().join("gateway.flows");
+    let from_file = json(&["--flows", flows.to_str().unwrap(), "--trace", pcap.to_str().unwrap()]);
+    let streamed = json(&["--trace", "gen:gateway,flows=3000,bursty=10,rate=50000,duration=2,seed=5"]);
+    assert_eq!(from_file, streamed);
+    let v: serde_json::Value = serde_json::from_str(&streamed).unwrap();
+    assert!(v["packets"].as_u64().unwrap() > 90_000 && v["malformed"] == 0, "{v}");
+    std::fs::remove_file(&pcap).ok();
+}

@@ -294,7 +294,7 @@ const BULK_PORTS: [u16; 4] = [443, 1935, 8443, 9092];
 /// among the large ones.
 fn gateway_key(rng: &mut StdRng, in_port: u32, bulk: bool) -> FlowKey {
     const SERVICE_PORTS: [u16; 16] =
-        [80, 443, 53, 123, 8080, 8443, 22, 3306, 5432, 6379, 9092, 4789, 25, 993, 5060, 1935];
+        [80, 443, 53, 123, 8080, 8443, 22, 3306, 5432, 6379, 9092, 8000, 25, 993, 5060, 1935];
     let mut k = FlowKey::default();
     k.set_in_port(in_port);
     k.set_dl_src(0x0200_0000_0000 | rng.random_range(0..0xffffu64));
