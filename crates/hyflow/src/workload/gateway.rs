@@ -12,9 +12,10 @@
 //! Zipf over their ranks, with the exponent found by bisection so that the top 10% of ranks
 //! carry `top_share` of the steady packets.
 //!
-//! **Changing large flows (Fig. 1).** Every `churn_period_ns`, `churn_fraction` of the top 10%
-//! of ranks swap flows with ranks drawn uniformly from the rest: those flows stop being large
-//! and as many others become large.
+//! **Changing large flows (Fig. 1).** Over every `churn_period_ns`, `churn_fraction` of the top
+//! 10% of ranks swap flows with ranks drawn uniformly from the rest — continuously, a hundredth
+//! of a period's swaps at a time: those flows stop being large and as many others become
+//! large, and the accumulated change grows steadily with time as in Fig. 1.
 //!
 //! **Bursts (Fig. 2, §2.1).** A bursty flow is quiet except in bursts: it sends at its peak
 //! rate (log-uniform over `burst_peak_share` of `rate`) for a duration uniform over
@@ -42,6 +43,9 @@ use super::traffic::frame_len;
 use crate::packet::build::build_frame;
 use crate::packet::field::{id, proto};
 use crate::packet::{parse_frame, FlowKey, LinkKind};
+
+/// Steps a churn period is spread over: large flows change continuously, not all at once.
+const CHURN_STEPS: u64 = 100;
 
 /// The model's parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -283,6 +287,8 @@ pub struct Gateway {
     t_ns: f64,
     /// Bursts started so far.
     bursts: u64,
+    /// Swaps owed by the continuous churn (fractions carry over).
+    churn_debt: f64,
 }
 
 /// Service ports of bulk transfers (HTTPS, RTMP video, alternative HTTPS, Kafka): flows that
@@ -334,7 +340,7 @@ impl Gateway {
         let s = zipf_exponent(config.flows, config.top_share);
         let weights: Vec<f64> = (1..=config.flows).map(|k| (k as f64).powf(-s)).collect();
         let mut events = BinaryHeap::new();
-        events.push(Reverse((config.churn_period_ns, Event::Churn)));
+        events.push(Reverse(((config.churn_period_ns / CHURN_STEPS).max(1), Event::Churn)));
         let (p0, p1) = config.burst_peak_share;
         let (r0, r1) = config.burst_ratio;
         let (d0, d1) = config.burst_duration_ns;
@@ -361,6 +367,7 @@ impl Gateway {
             events,
             t_ns: 0.0,
             bursts: 0,
+            churn_debt: 0.0,
             config,
         })
     }
@@ -393,15 +400,18 @@ impl Gateway {
     fn handle(&mut self, at: u64, event: Event) {
         match event {
             Event::Churn => {
+                // One step of a continuous churn: a period's swaps spread over CHURN_STEPS.
                 let n = self.rank_flow.len();
                 let top = (n / 10).max(1);
-                let swaps = (top as f64 * self.config.churn_fraction).round() as usize;
-                for _ in 0..swaps {
+                self.churn_debt += top as f64 * self.config.churn_fraction / CHURN_STEPS as f64;
+                while self.churn_debt >= 1.0 {
+                    self.churn_debt -= 1.0;
                     let a = self.rng.random_range(0..top);
                     let b = self.rng.random_range(top..n.max(top + 1)).min(n - 1);
                     self.rank_flow.swap(a, b);
                 }
-                self.events.push(Reverse((at + self.config.churn_period_ns, Event::Churn)));
+                let step = (self.config.churn_period_ns / CHURN_STEPS).max(1);
+                self.events.push(Reverse((at + step, Event::Churn)));
             }
             Event::Start(f) => {
                 let b = self.bursters[f as usize - self.config.flows];
