@@ -219,8 +219,9 @@ pub struct SimArgs {
     /// Stop after this many seconds of (rescaled) trace time.
     #[arg(long, value_name = "SECONDS")]
     duration: Option<f64>,
-    /// Simulate this many seconds before measuring: packets arriving earlier are forwarded
-    /// (policies learn, the NIC fills) but counted in no figure [default: 0].
+    /// Simulate this many seconds of the input (as recorded; rescaled with --rate) before
+    /// measuring: packets arriving earlier are forwarded (policies learn, the NIC fills) but
+    /// counted in no figure [default: 0].
     #[arg(long, value_name = "SECONDS")]
     warmup: Option<f64>,
     /// Cost model file (JSON, as `hyflow calibrate` writes); default: the built-in calibration.
@@ -248,7 +249,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0.0, value_name = "US")]
     update_stall: f64,
     /// Fraction of hardware-forwarded packets whose header the NIC also sends to the host
-    /// for measurement (each costs the host rx + sample work): the sampling rate r of elixir
+    /// for measurement (each costs the host a sketch update, `sample_ns`): the sampling rate r of elixir
     /// and tfo [default: 0.2 for them, 0 otherwise].
     #[arg(long, visible_alias = "sample-hw", value_name = "R")]
     sample_rate: Option<f64>,

@@ -237,11 +237,13 @@ fn simulate_at(
         r if r > 0.0 => r,
         _ => exp.machine.sample_hw,
     };
-    let mut sim = Simulator::new(SimConfig { cores, sample_hw, ..exp.machine.clone() }, datapath)?;
+    let scale = rate.map_or(1.0, |(natural, r)| natural / r);
+    // The warm-up is a stretch of the input: rescaled with it.
+    let warmup_ns = (exp.machine.warmup_ns as f64 * scale) as u64;
+    let mut sim = Simulator::new(SimConfig { cores, sample_hw, warmup_ns, ..exp.machine.clone() }, datapath)?;
     if on_decision.is_some() {
         sim.datapath_mut().record_decisions();
     }
-    let scale = rate.map_or(1.0, |(natural, r)| natural / r);
     let end = exp.duration_ns.unwrap_or(u64::MAX);
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
     let mut n = 0;
@@ -261,7 +263,7 @@ fn simulate_at(
     }
     if !sim.measuring() {
         return Err(ExperimentError::Unanswerable(format!(
-            "the input ends within the warm-up of {} s: nothing was measured",
+            "the input ends within the warm-up ({} s of the input as recorded): nothing was measured",
             exp.machine.warmup_ns as f64 / 1e9
         )));
     }

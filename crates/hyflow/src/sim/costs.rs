@@ -28,7 +28,9 @@ pub struct CostModel {
     /// without a NIC: offloading a megaflow as it is costs about what the software install
     /// does, and is not charged apart).
     pub upcall_ns: f64,
-    /// Measurement work per sampled packet (a sketch update).
+    /// Measurement work per sampled packet (a sketch update). A sampled header costs the host
+    /// this alone: the NIC delivers it truncated, in batches, and the update reads its flow
+    /// key directly.
     pub sample_ns: f64,
     /// What an upcall offered to a Gigaflow NIC adds: walking the traversal through the
     /// stages, partitioning it and generating the sub-traversal entries.

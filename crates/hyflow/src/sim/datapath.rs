@@ -207,7 +207,9 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         let seen = Seen { key: &pkt.key, flow, bytes: pkt.bytes, now_ns: t_ns };
         let work = self.with_policy(t_ns, |policy, nic| policy.on_sample(seen, nic));
         self.policy_packet_work_ns += work;
-        (self.costs.rx_ns + self.costs.sample_ns + work).round() as u64
+        // A sampled header arrives truncated, in batches, and goes straight to the sketch: it
+        // costs a sketch update, not a packet's receive and parse.
+        (self.costs.sample_ns + work).round() as u64
     }
 
     fn enqueued(&mut self, t_ns: u64, core: usize, occupancy: u64) {

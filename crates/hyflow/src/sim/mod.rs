@@ -8,6 +8,11 @@
 //! packet's service time is what the host's software path costs for it
 //! ([`Datapath::host`]: microflow hit, megaflow hit or upcall, from a [`costs::CostModel`]),
 //! so queueing delay, tail latency and loss come from the arrival process and the costs.
+//! Sampled headers cost a core a sketch update. A policy's background work (heap rebuilds,
+//! installs) goes to the least busy core, in slices of [`WORK_SLICE_NS`] that alternate in
+//! equal shares with waiting packets, as a fair scheduler would share the core between the
+//! forwarding loop and the policy's thread. Packets arriving during a warm-up are forwarded
+//! but measured in no figure.
 //!
 //! Determinism: the simulation runs on trace time alone; the same inputs give the same
 //! results on any machine. Events at the same instant are ordered: service completions (by
@@ -153,8 +158,12 @@ enum Job {
 struct Core {
     ring: VecDeque<Queued>,
     serving: Option<Job>,
-    /// Background work waiting for the core, ns: it runs before the next ring packet.
+    /// Background work waiting for the core, ns.
     work_ns: u64,
+    /// Packet service owed before the next slice of background work, ns: while both wait,
+    /// the core alternates them in equal shares (a fair scheduler between the forwarding
+    /// loop and the policy's thread).
+    packet_debt_ns: u64,
     busy_ns: u64,
 }
 
@@ -215,6 +224,9 @@ pub struct Metrics {
     /// When the last host packet finished.
     pub end_ns: u64,
 }
+
+/// Longest stretch of background work a core runs before serving waiting packets again.
+pub const WORK_SLICE_NS: u64 = 50_000;
 
 /// Largest share of the input's span the host may still need after the last arrival for a
 /// run to count as steady. A stable queue drains in a few service times; a host overloaded by
@@ -453,6 +465,7 @@ impl<D: Datapath> Simulator<D> {
                 ring: VecDeque::with_capacity(config.ring.min(1 << 16)),
                 serving: None,
                 work_ns: 0,
+                packet_debt_ns: 0,
                 busy_ns: 0,
             })
             .collect();
@@ -520,6 +533,7 @@ impl<D: Datapath> Simulator<D> {
         let core = &mut self.cores[c];
         core.serving = Some(if q.sample { Job::Sample } else { Job::Packet(q.arrival) });
         core.busy_ns += service;
+        core.packet_debt_ns = core.packet_debt_ns.saturating_sub(service);
         self.events.push(Reverse((t + service, c as u32)));
         self.collect_work(t);
     }
@@ -536,21 +550,25 @@ impl<D: Datapath> Simulator<D> {
         let c = (0..self.cores.len()).min_by_key(|&c| load(&self.cores[c])).expect("at least one core");
         self.cores[c].work_ns += work;
         if self.cores[c].serving.is_none() {
-            self.start_work(c, t);
+            self.next(c, t);
         }
     }
 
     fn start_work(&mut self, c: usize, t: u64) {
         let core = &mut self.cores[c];
-        let work = std::mem::take(&mut core.work_ns);
+        let slice = core.work_ns.min(WORK_SLICE_NS);
+        core.work_ns -= slice;
+        core.packet_debt_ns = slice;
         core.serving = Some(Job::Work);
-        core.busy_ns += work;
-        self.events.push(Reverse((t + work, c as u32)));
+        core.busy_ns += slice;
+        self.events.push(Reverse((t + slice, c as u32)));
     }
 
-    /// The core is free at `t`: background work first, then its ring.
+    /// The core is free at `t`: a slice of background work if no packet waits or the packets
+    /// have had their share since the last slice, else the next packet of its ring.
     fn next(&mut self, c: usize, t: u64) {
-        if self.cores[c].work_ns > 0 {
+        let core = &self.cores[c];
+        if core.work_ns > 0 && (core.ring.is_empty() || core.packet_debt_ns == 0) {
             self.start_work(c, t);
         } else if let Some(next) = self.cores[c].ring.pop_front() {
             self.start(c, t, next);
