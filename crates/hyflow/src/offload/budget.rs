@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 
 use crate::measure::FlowId;
 use crate::packet::FlowKey;
@@ -81,6 +81,8 @@ pub struct BudgetStats {
     pub installs: u64,
     /// Installs the NIC refused when applied (area full, controller flow, already held).
     pub installs_refused: u64,
+    /// Waiting installs cancelled by an eviction of the same flow.
+    pub installs_cancelled: u64,
     /// Removals applied.
     pub removals: u64,
     /// Counter values read.
@@ -95,7 +97,10 @@ pub struct NicBudget {
     pub updates: RateLimit,
     reads: RateLimit,
     queue: VecDeque<Op>,
-    queued_installs: HashSet<FlowId>,
+    /// Flows with an install waiting, and its area.
+    queued_installs: HashMap<FlowId, u8>,
+    /// Flows whose waiting install was cancelled by an eviction before it was applied.
+    cancelled: HashSet<FlowId>,
     /// Installs waiting, per area.
     queued_per_area: [usize; crate::nic::exact_match::MAX_AREAS],
     /// Where the next poll of each area resumes (slot order).
@@ -115,7 +120,8 @@ impl NicBudget {
             updates: RateLimit::new(limits.per_second),
             reads: RateLimit::new(limits.counter_reads_per_second),
             queue: VecDeque::new(),
-            queued_installs: HashSet::new(),
+            queued_installs: HashMap::new(),
+            cancelled: HashSet::new(),
             queued_per_area: [0; crate::nic::exact_match::MAX_AREAS],
             poll_cursor: [0; crate::nic::exact_match::MAX_AREAS],
             scratch: Vec::new(),
@@ -135,9 +141,14 @@ impl NicBudget {
         self.queue.len()
     }
 
+    /// The area an install of `flow` waits for, if one does.
+    pub fn queued_area(&self, flow: FlowId) -> Option<u8> {
+        self.queued_installs.get(&flow).copied()
+    }
+
     /// Whether an install of `flow` waits in the queue.
     pub fn install_queued(&self, flow: FlowId) -> bool {
-        self.queued_installs.contains(&flow)
+        self.queued_installs.contains_key(&flow)
     }
 
     /// Installs into `area` waiting in the queue.
@@ -146,7 +157,7 @@ impl NicBudget {
     }
 
     pub(super) fn queue_install(&mut self, key: FlowKey, flow: FlowId, area: u8) {
-        self.queued_installs.insert(flow);
+        self.queued_installs.insert(flow, area);
         if let Some(n) = self.queued_per_area.get_mut(area as usize) {
             *n += 1;
         }
@@ -154,7 +165,17 @@ impl NicBudget {
         self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
     }
 
+    /// Evicting a flow whose install still waits cancels the install instead (the policy
+    /// changed its mind before the NIC saw it).
     pub(super) fn queue_removal(&mut self, flow: FlowId) {
+        if let Some(area) = self.queued_installs.remove(&flow) {
+            if let Some(n) = self.queued_per_area.get_mut(area as usize) {
+                *n -= 1;
+            }
+            self.cancelled.insert(flow);
+            self.stats.installs_cancelled += 1;
+            return;
+        }
         self.queue.push_back(Op::Remove { flow });
         self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
     }
@@ -189,9 +210,20 @@ impl NicBudget {
             let Some(op) = self.queue.pop_front() else { break };
             match op {
                 Op::Install { key, flow, area } => {
+                    if self.cancelled.remove(&flow) {
+                        continue;
+                    }
                     self.queued_installs.remove(&flow);
                     if let Some(n) = self.queued_per_area.get_mut(area as usize) {
                         *n -= 1;
+                    }
+                    // A full area refuses before software translates anything.
+                    let full = switch
+                        .nic_as::<crate::nic::exact_match::ExactMatch>()
+                        .is_some_and(|t| t.len(area) >= t.capacity(area));
+                    if full {
+                        self.stats.installs_refused += 1;
+                        continue;
                     }
                     self.charge(costs.upcall_ns);
                     match switch.nic_offload(&key, area, now_ns) {

@@ -292,8 +292,9 @@ impl Elixir {
         self.stats.replacements += 1;
         self.stats.large_new += self.large.replacement().offload.len() as u64;
         for &flow in &self.large.replacement().evict {
-            // A flow the bursty process holds stays where it is (§3.1).
-            if nic.switch().nic_find(flow).is_some_and(|(area, _)| area == LARGE_AREA) {
+            // A flow the bursty process holds stays where it is (§3.1); one whose install still
+            // waits is cancelled.
+            if nic.area_of(flow) == Some(LARGE_AREA) {
                 nic.evict(flow);
                 self.stats.large_evictions += 1;
             }

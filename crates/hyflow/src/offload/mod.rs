@@ -288,6 +288,11 @@ impl<'a> NicControl<'a> {
         self.budget.install_queued(flow) || self.switch.nic_find(flow).is_some()
     }
 
+    /// The area holding `flow`, or the one its waiting install is for.
+    pub fn area_of(&self, flow: FlowId) -> Option<u8> {
+        self.switch.nic_find(flow).map(|(area, _)| area).or_else(|| self.budget.queued_area(flow))
+    }
+
     /// Entries the NIC holds in `area`.
     pub fn area_len(&self, area: u8) -> usize {
         self.table().map_or(0, |t| t.len(area))
@@ -319,7 +324,7 @@ impl<'a> NicControl<'a> {
         true
     }
 
-    /// Queues the removal of `flow`'s entry.
+    /// Queues the removal of `flow`'s entry (or cancels its waiting install).
     pub fn evict(&mut self, flow: FlowId) {
         self.budget.queue_removal(flow);
     }

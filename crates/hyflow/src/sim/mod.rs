@@ -221,7 +221,7 @@ pub struct Metrics {
     pub first_ns: u64,
     /// Last arrival.
     pub last_ns: u64,
-    /// When the last host packet finished.
+    /// When the host last finished something (a packet or background work).
     pub end_ns: u64,
 }
 
@@ -578,7 +578,8 @@ impl<D: Datapath> Simulator<D> {
     fn complete(&mut self, c: usize, t: u64) {
         let job = self.cores[c].serving.take().expect("a completing core serves something");
         match job {
-            Job::Work => {}
+            // A host still busy with background work has not caught up either.
+            Job::Work => self.metrics.end_ns = self.metrics.end_ns.max(t),
             Job::Sample => self.metrics.samples_served += 1,
             // A packet that arrived during the warm-up is not measured.
             Job::Packet(arrival) if arrival < self.metrics.first_ns => {}
