@@ -202,7 +202,7 @@ pub trait OffloadPolicy {
         0.0
     }
     /// A sampled header of a NIC-forwarded packet reached software: the policy's work, ns
-    /// (receiving the header is charged apart).
+    /// (the header's own sketch update, `sample_ns`, is charged apart).
     fn on_sample(&mut self, _pkt: Seen, _nic: &mut NicControl) -> f64 {
         0.0
     }
