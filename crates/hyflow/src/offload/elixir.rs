@@ -35,7 +35,7 @@
 
 use hashbrown::HashMap;
 
-use super::{NicControl, OffloadPolicy, PolicyReport, Seen};
+use super::{Every, NicControl, OffloadPolicy, PolicyReport, Seen};
 use crate::measure::elixir::{BurstCounters, ElixirLarge};
 use crate::measure::{ConfigError, Detector, DetectorConfig, FlowId, KeySpec, Sampler};
 use crate::nic::exact_match::ExactMatchConfig;
@@ -220,13 +220,13 @@ pub struct Elixir {
     sampler: Sampler,
     /// A packet of every flow the heap holds, to install it with.
     reps: HashMap<FlowId, FlowKey>,
-    next_replacement_ns: Option<u64>,
+    replacements: Every,
     bursts: BurstCounters<FlowKey>,
     /// Bursty-area counters per entry: (packets at the start of the window under way,
     /// packets in the last complete window). Read every burst window, so that hardware and
     /// software rates are over the same windows.
     hw_window: HashMap<FlowId, (u64, u64)>,
-    next_hw_window_ns: Option<u64>,
+    hw_windows: Every,
     hold_until_ns: u64,
     polled: Vec<(FlowId, u64)>,
     stats: ElixirStats,
@@ -251,10 +251,10 @@ impl Elixir {
             large,
             sampler: Sampler::new(config.sample_rate, config.seed ^ 0x5eed_e11c),
             reps: HashMap::new(),
-            next_replacement_ns: None,
+            replacements: Every::new(config.replacement_window_ns),
             bursts: BurstCounters::new(config.burst_window_ns),
             hw_window: HashMap::new(),
-            next_hw_window_ns: None,
+            hw_windows: Every::new(config.burst_window_ns),
             hold_until_ns: 0,
             polled: Vec::new(),
             stats: ElixirStats::default(),
@@ -406,17 +406,11 @@ impl OffloadPolicy for Elixir {
 
     fn tick(&mut self, nic: &mut NicControl) {
         let now = nic.now_ns();
-        let hw_next = *self.next_hw_window_ns.get_or_insert(now + self.config.burst_window_ns);
-        if now >= hw_next {
+        if self.hw_windows.due(now) {
             self.roll_hw_window(nic);
-            let w = self.config.burst_window_ns;
-            self.next_hw_window_ns = Some(hw_next + (now - hw_next) / w * w + w);
         }
-        let next = *self.next_replacement_ns.get_or_insert(now + self.config.replacement_window_ns);
-        if now >= next {
+        if self.replacements.due(now) {
             self.replace(nic);
-            let t = self.config.replacement_window_ns;
-            self.next_replacement_ns = Some(next + (now - next) / t * t + t);
         }
     }
 

@@ -20,7 +20,7 @@ use linfa::prelude::*;
 use linfa_trees::{DecisionTree, SplitQuality};
 use ndarray::{Array1, Array2};
 
-use super::{NicControl, OffloadPolicy, PolicyReport, Seen};
+use super::{NicControl, OffloadPolicy, Seen};
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatchConfig;
 use crate::nic::NicConfig;
@@ -240,10 +240,6 @@ impl OffloadPolicy for Lfp {
             }
         }
         nic.costs().sample_ns
-    }
-
-    fn report(&self) -> PolicyReport {
-        PolicyReport { replacements: None, ..PolicyReport::default() }
     }
 }
 

@@ -249,6 +249,32 @@ impl<T: OffloadPolicy + ?Sized> OffloadPolicy for Box<T> {
     }
 }
 
+/// A periodic deadline over trace time: the first falls one period after the first time it
+/// is asked about; missed ones are skipped, not replayed.
+#[derive(Clone, Copy, Debug)]
+pub struct Every {
+    period_ns: u64,
+    next_ns: Option<u64>,
+}
+
+impl Every {
+    /// Every `period_ns` (at least 1).
+    pub fn new(period_ns: u64) -> Every {
+        Every { period_ns: period_ns.max(1), next_ns: None }
+    }
+
+    /// Whether a deadline has passed at `now_ns` (then the next is set after `now_ns`).
+    #[inline]
+    pub fn due(&mut self, now_ns: u64) -> bool {
+        let next = *self.next_ns.get_or_insert(now_ns + self.period_ns);
+        if now_ns < next {
+            return false;
+        }
+        self.next_ns = Some(next + (now_ns - next) / self.period_ns * self.period_ns + self.period_ns);
+        true
+    }
+}
+
 /// A policy's hands on the NIC at one instant: installs and evictions by flow (queued behind
 /// the update budget), counter polls (within the read rate), background work.
 pub struct NicControl<'a> {

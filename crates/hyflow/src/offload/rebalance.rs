@@ -16,7 +16,7 @@
 
 use hashbrown::HashMap;
 
-use super::{NicControl, OffloadPolicy, PolicyReport, Seen};
+use super::{Every, NicControl, OffloadPolicy, PolicyReport, Seen};
 use crate::measure::elixir::BurstCounters;
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatchConfig;
@@ -65,7 +65,7 @@ pub struct OvsRebalance {
     /// Hardware counters at their last read: packets, time.
     hw_last: HashMap<FlowId, (u64, u64)>,
     polled: Vec<(FlowId, u64)>,
-    next_round_ns: Option<u64>,
+    rounds: Every,
     stats: RebalanceStats,
 }
 
@@ -76,7 +76,7 @@ impl OvsRebalance {
             software: BurstCounters::new(config.interval_ns),
             hw_last: HashMap::new(),
             polled: Vec::new(),
-            next_round_ns: None,
+            rounds: Every::new(config.interval_ns),
             stats: RebalanceStats::default(),
             config,
         }
@@ -146,12 +146,8 @@ impl OffloadPolicy for OvsRebalance {
     }
 
     fn tick(&mut self, nic: &mut NicControl) {
-        let now = nic.now_ns();
-        let next = *self.next_round_ns.get_or_insert(now + self.config.interval_ns);
-        if now >= next {
+        if self.rounds.due(nic.now_ns()) {
             self.round(nic);
-            let i = self.config.interval_ns;
-            self.next_round_ns = Some(next + (now - next) / i * i + i);
         }
     }
 

@@ -24,7 +24,7 @@
 
 use hashbrown::HashMap;
 
-use super::{NicControl, OffloadPolicy, PolicyReport, Seen};
+use super::{Every, NicControl, OffloadPolicy, PolicyReport, Seen};
 use crate::measure::{FlowId, KeySpec, Sampler};
 use crate::nic::exact_match::ExactMatchConfig;
 use crate::nic::NicConfig;
@@ -99,7 +99,7 @@ pub struct Tfo {
     config: TfoConfig,
     sampler: Sampler,
     flows: HashMap<FlowId, Scales>,
-    next_bin_ns: Option<u64>,
+    bins: Every,
     stats: TfoStats,
 }
 
@@ -109,7 +109,7 @@ impl Tfo {
         Tfo {
             sampler: Sampler::new(config.sample_rate, config.seed ^ 0x7f0),
             flows: HashMap::new(),
-            next_bin_ns: None,
+            bins: Every::new(config.bin_ns),
             stats: TfoStats::default(),
             config,
         }
@@ -195,12 +195,8 @@ impl OffloadPolicy for Tfo {
     }
 
     fn tick(&mut self, nic: &mut NicControl) {
-        let now = nic.now_ns();
-        let next = *self.next_bin_ns.get_or_insert(now + self.config.bin_ns);
-        if now >= next {
+        if self.bins.due(nic.now_ns()) {
             self.close_bin(nic);
-            let b = self.config.bin_ns;
-            self.next_bin_ns = Some(next + (now - next) / b * b + b);
         }
     }
 
