@@ -219,9 +219,9 @@ fn elixir_replaces_the_offloaded_set_at_each_boundary() {
 
     let mut b: BurstCounters = BurstCounters::new(1_000_000_000);
     for i in 0..30 {
-        b.count(flow(7), (), i * 10_000_000);
+        b.count(flow(7), &(), i * 10_000_000);
     }
-    b.count(flow(8), (), 500_000_000);
+    b.count(flow(8), &(), 500_000_000);
     assert_eq!(b.rate(flow(7), 900_000_000), 30.0);
     // The next window: the burst that just ended still ranks first.
     assert_eq!(b.top(1, 1_200_000_000), [(flow(7), 30.0, ())]);

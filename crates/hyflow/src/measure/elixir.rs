@@ -102,8 +102,7 @@ impl ElixirLarge {
 
     /// Counters of the sub-window array `t` (0 ≤ t < N) that are not zero.
     pub fn array_load(&self, t: usize) -> usize {
-        let n = ROWS * self.w;
-        self.counters[t * n..(t + 1) * n].iter().filter(|&&c| c != 0).count()
+        self.counters.iter().skip(t).step_by(self.arrays).filter(|&&c| c != 0).count()
     }
 
     /// The array the current sub-window counts into.
@@ -120,12 +119,19 @@ impl ElixirLarge {
         })
     }
 
+    /// Where the N sub-window counters of row `j`'s bucket for `hash` start: they are
+    /// adjacent (one cache line for N ≤ 16), so an update and a window estimate touch one
+    /// line per row, not one per row and array.
+    #[inline]
+    fn bucket(&self, hash: u128, j: usize) -> usize {
+        (j * self.w + bucket_of(hash, j, self.w)) * self.arrays
+    }
+
     fn window_size(&self, hash: u128) -> u64 {
-        let n = ROWS * self.w;
         (0..ROWS)
             .map(|j| {
-                let i = j * self.w + bucket_of(hash, j, self.w);
-                (0..self.arrays).map(|a| self.counters[a * n + i] as u64).sum::<u64>()
+                let i = self.bucket(hash, j);
+                self.counters[i..i + self.arrays].iter().map(|&c| c as u64).sum::<u64>()
             })
             .min()
             .unwrap_or(0)
@@ -164,10 +170,9 @@ impl ElixirLarge {
 impl Detector for ElixirLarge {
     #[inline]
     fn insert(&mut self, flow: FlowId, hash: u128) {
-        let base = self.current * ROWS * self.w;
         for j in 0..ROWS {
-            let c = &mut self.counters[base + j * self.w + bucket_of(hash, j, self.w)];
-            *c = c.saturating_add(1);
+            let i = self.bucket(hash, j) + self.current;
+            self.counters[i] = self.counters[i].saturating_add(1);
         }
         let size = self.window_size(hash);
         self.heap.offer(flow, hash as u64, size);
@@ -185,8 +190,11 @@ impl Detector for ElixirLarge {
         self.replace();
         self.heap.clear();
         self.current = (self.current + 1) % self.arrays;
-        let n = ROWS * self.w;
-        self.counters[self.current * n..(self.current + 1) * n].fill(0);
+        if self.arrays == 1 {
+            self.counters.fill(0);
+        } else {
+            self.counters.iter_mut().skip(self.current).step_by(self.arrays).for_each(|c| *c = 0);
+        }
     }
 
     fn memory_bytes(&self) -> usize {
@@ -238,9 +246,10 @@ impl<R: Copy> BurstCounters<R> {
 
     /// Counts a packet of `flow` at `now_ns` (non-decreasing).
     #[inline]
-    pub fn count(&mut self, flow: FlowId, rep: R, now_ns: u64) {
+    pub fn count(&mut self, flow: FlowId, rep: &R, now_ns: u64) {
         self.roll(now_ns);
-        self.counts.entry(flow).or_insert((0, rep)).0 += 1;
+        // The representative is copied only for a flow new to the window.
+        self.counts.entry(flow).or_insert_with(|| (0, *rep)).0 += 1;
     }
 
     /// Flows counted in the window under way and the last complete one.

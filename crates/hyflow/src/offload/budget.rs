@@ -201,10 +201,14 @@ impl NicBudget {
     /// Applies queued changes while update tokens last at `now_ns`. An install costs the host
     /// a slow-path translation (`upcall_ns`): the policy asks for a flow, software computes
     /// the entry.
+    #[inline]
     pub fn apply(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
-        if self.queue.is_empty() {
-            return;
+        if !self.queue.is_empty() {
+            self.apply_queued(switch, costs, now_ns);
         }
+    }
+
+    fn apply_queued(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
         let mut tokens = self.updates.available(now_ns);
         while tokens > 0 {
             let Some(op) = self.queue.pop_front() else { break };

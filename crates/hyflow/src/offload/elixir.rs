@@ -282,7 +282,7 @@ impl Elixir {
         let hash = flow.hash(self.large.hash_seed());
         self.large.insert(flow, hash);
         if self.large.in_heap(flow, hash) {
-            self.reps.entry(flow).or_insert(*key);
+            self.reps.entry(flow).or_insert_with(|| *key);
         }
     }
 
@@ -423,7 +423,7 @@ impl OffloadPolicy for Elixir {
     /// Counting the packet for bursts, and sampling it for the large set.
     fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
         let Some(flow) = pkt.flow else { return 0.0 };
-        self.bursts.count(flow, *pkt.key, pkt.now_ns);
+        self.bursts.count(flow, pkt.key, pkt.now_ns);
         let mut work = nic.costs().sample_ns;
         if self.sampler.keep() {
             self.identify(flow, pkt.key);

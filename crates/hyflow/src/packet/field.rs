@@ -55,6 +55,7 @@ impl Prereq {
     /// `nw_proto` and VLAN presence (`None` = not known, e.g. wildcarded in a match), and
     /// whether it is a later IP fragment (which has no transport header). Shared by packets
     /// (everything known) and matches (only the exact fields known), as OVS's `mf_prereqs`.
+    #[inline]
     pub fn holds(
         self,
         dl_type: Option<u16>,
