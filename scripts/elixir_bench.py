@@ -1,25 +1,34 @@
 #!/usr/bin/env python3
 """Elixir's headline results (BENCHMARKS.md) for elixir, tfo, lfp, ovs-rebalance, offload-all, psf.
 
-Usage: scripts/elixir_bench.py [--quick | --full] [--seconds S] [--threads N]
+Usage: scripts/elixir_bench.py [--quick | --full] [--seconds S] [--threads N] [--plots DIR]
 
 Workload: `--trace gen:gateway` (hyflow's model of Elixir's cloud-gateway traces) through
-examples/gateway.flows, at Elixir's fixed rate of 56 Mpps.
+examples/gateway.flows.
 
---full is the paper's setup: 500,000 steady flows, 500 bursty ones, 56 Mpps for at least 60 s,
-Elixir's parameters (areas 50,000 + 100, r = 0.2, L = 30 s, T = 10 s, 1 s burst windows,
-65,536-packet rings), the built-in cost model. It takes hours on two cores.
+--full is the paper's setup: 500,000 steady flows and 300 bursty ones at 56 Mpps, Elixir's
+parameters (areas 50,000 + 100, r = 0.2, L = 30 s, T = 10 s, 1 s burst windows, 65,536-packet
+rings, K from the headroom rule), the built-in cost model, the NIC's update and counter-read
+budgets (2,000 and 20,000 per second). It takes hours on two cores.
 
---quick (the default) is the same experiment on a host 1,000 times slower: traffic at 56
-kpps, every cost 1,000x larger (a costs file derived from the built-in one, so Elixir's heap
-rebuild, derived from it, too); 5x fewer flows (100,000 + 100 bursty), so areas of 10,000 +
-20 entries hold about the same top share (fewer flows would make the top flow alone, under
-Zipf, too large for one core: RSS pins a flow to a core). Rings, the queue threshold, windows and the NIC's
-update and counter-read budgets stay as in the paper. It runs in minutes.
+--quick (the default) is the same experiment scaled down 100x in packets: a host 100 times
+slower (every cost x100), 560 kpps, 5,000 steady flows (so that each flow, and each sampled
+flow, sends as many packets per window as at full scale: the sampling statistics Elixir's
+large-flow identification rests on are kept), areas of 500 + 100 entries (the bursty area
+holds concurrent bursts, which do not scale with flows), rings of 655 packets (the same
+queueing time at 100x the service time) and K from a NIC rate 100x lower. Time constants stay:
+Elixir's windows, the bursts' durations, and the NIC's update latency, update rate and read
+rate (hardware, not host, properties — so updates are 100x less scarce per flow than at full
+scale). It runs in about 15 minutes on two cores.
+
+Each run simulates a warm-up (30 s quick, 40 s full: the NIC filled at its update rate and a
+whole identification window L seen) before the measured --seconds.
 
 Prints, per policy: the highest lossless rate on 2 cores (Table 2), the fewest cores without
 loss at the fixed rate, counting measurement work (Fig. 13), and latency, ring occupancy and
-loss at the fixed rate on Elixir's core count (Table 1). Build first: cargo build --release.
+loss at the fixed rate on Elixir's core count and at Elixir's highest rate on 2 cores
+(Table 1). --plots DIR writes each policy's software and hardware rate over time at the fixed
+rate (Fig. 12). Build first: cargo build --release (or set HYFLOW to a binary).
 """
 import argparse
 import json
@@ -29,32 +38,33 @@ import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-HYFLOW = os.path.join(ROOT, "target", "release", "hyflow")
+HYFLOW = os.environ.get("HYFLOW", os.path.join(ROOT, "target", "release", "hyflow"))
 POLICIES = ["elixir", "tfo", "lfp", "ovs-rebalance", "offload-all", "psf"]
-# Seconds simulated before measuring: two of Elixir's replacement windows, so that every
-# policy has filled its table (the paper measures a switch in service, not a cold one).
-WARMUP = 20
 BUILTIN_COSTS = {"rx_ns": 92.6, "microflow_hit_ns": 36.1, "megaflow_hit_ns": 73.3,
                  "upcall_ns": 781.4, "sample_ns": 27.4, "gigaflow_install_ns": 960.0}
+# 100 GbE of 64-byte frames (Elixir's K rule), packets/s.
+NIC_RATE = 100e9 / (84 * 8)
 
 
 def setup(quick, seconds, tmp):
+    """(fixed rate, trace, options for every policy, exact-match table options, megaflow
+    table options, warm-up seconds)."""
     if quick:
         costs = os.path.join(tmp, "slow-host.json")
         with open(costs, "w") as f:
-            json.dump({k: v * 1000 for k, v in BUILTIN_COSTS.items()}, f)
-        rate = 56e3
-        trace = f"gen:gateway,flows=100000,bursty=100,rate={rate:.0f},duration={seconds + WARMUP}"
-        common = ["--costs", costs]
-        exact = ["--large-entries", "10000", "--bursty-entries", "20"]
-        return rate, trace, common, exact, ["--nic-entries", "10020"]
-    rate = 56e6
-    trace = f"gen:gateway,duration={seconds + WARMUP}"
-    return rate, trace, [], [], ["--nic-entries", "50100"]
+            json.dump({k: v * 100 for k, v in BUILTIN_COSTS.items()}, f)
+        rate, warmup = 560e3, 30
+        trace = f"gen:gateway,flows=5000,rate={rate:.0f},duration={seconds + warmup}"
+        common = ["--costs", costs, "--ring", "655", "--warmup", str(warmup)]
+        exact = ["--large-entries", "500", "--bursty-entries", "100", "--nic-rate", f"{NIC_RATE / 100:.0f}"]
+        return rate, trace, common, exact, ["--nic-entries", "600"], warmup
+    rate, warmup = 56e6, 40
+    trace = f"gen:gateway,duration={seconds + warmup}"
+    return rate, trace, ["--warmup", str(warmup)], [], ["--nic-entries", "50100"], warmup
 
 
 def sim(trace, args):
-    out = subprocess.run([HYFLOW, "sim", "--trace", trace, "--warmup", str(WARMUP), "--json", "-", *args],
+    out = subprocess.run([HYFLOW, "sim", "--trace", trace, "--json", "-", *args],
                          capture_output=True, text=True)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
@@ -78,16 +88,19 @@ def main():
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", default=True)
     g.add_argument("--full", action="store_true")
-    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--seconds", type=float, default=None, help="measured seconds (20 quick, 60 full)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--plots", default=None, help="directory for the Fig. 12 rate plots")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
     quick = not a.full
     threads = ["--search-threads", str(a.threads)] if a.threads else []
+    seconds = a.seconds or (20.0 if quick else 60.0)
     with tempfile.TemporaryDirectory() as tmp:
-        rate, trace, common, exact, megaflow = setup(quick, a.seconds, tmp)
-        print(f"# {'quick (1,000x slower host)' if quick else 'full'}: {trace}, fixed rate {rate:.0f} pkt/s\n")
+        rate, trace, common, exact, megaflow, warmup = setup(quick, seconds, tmp)
+        print(f"# {'quick (100x scaled)' if quick else 'full'}: {trace}, warm-up {warmup} s, "
+              f"fixed rate {rate:.0f} pkt/s\n")
         rows = {}
         for p in POLICIES:
             args = common + policy_args(p, exact, megaflow) + threads
@@ -97,19 +110,32 @@ def main():
             print(f"{p}: max rate on 2 cores {two.get('max_rate_pps', two.get('error'))}, "
                   f"min cores at {rate:.0f} {fewest.get('min_cores', fewest.get('error'))}", flush=True)
         cores = rows["elixir"][1].get("min_cores", 2)
+        top = rows["elixir"][0].get("max_rate_pps")
         print(f"\n| policy | max lossless rate, 2 cores (pkt/s) | min cores at the fixed rate "
-              f"| at the fixed rate on {cores} cores: latency mean / p99 (µs) | ring mean / p99 | loss | hw share |")
-        print("|---|---|---|---|---|---|---|")
+              f"| fixed rate on {cores} cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share "
+              f"| Elixir's max rate on 2 cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for p in POLICIES:
             args = common + policy_args(p, exact, megaflow)
-            fixed = sim(trace, args + ["--rate", str(rate), "--cores", str(cores)])
+            plot = ["--plot", os.path.join(a.plots, f"elixir-{p}")] if a.plots else []
+            fixed = sim(trace, args + ["--rate", str(rate), "--cores", str(cores), *plot])
+            at_top = sim(trace, args + ["--rate", str(top), "--cores", "2"]) if top else {}
             two, fewest = rows[p]
-            lat = fixed.get("latency_us", {})
-            ring = fixed.get("ring", {})
             print(f"| {p} | {two.get('max_rate_pps', '—')} | {fewest.get('min_cores', '> 32')} "
-                  f"| {lat.get('mean', '—')} / {lat.get('p99', '—')} | {ring.get('mean', '—')} / {ring.get('p99', '—')} "
-                  f"| {fixed.get('loss_rate', 0) * 100:.2f}% | {fixed.get('hw_share', 0) * 100:.1f}% |", flush=True)
+                  f"| {cell(fixed)} | {cell(at_top)} |", flush=True)
+            report = fixed.get("policy_report", {})
+            if "bursty_offloads" in report:
+                print(f"|   | {p} at the fixed rate: {report.get('burst_triggers')} ring crossings of K, "
+                      f"{report.get('bursty_offloads')} flows moved into the bursty area ||||||||", flush=True)
 
+
+def cell(m):
+    """Latency, ring and loss columns of one run (hardware share too if asked)."""
+    if not m or "error" in m:
+        return "— | — | —" if not m else f"{m['error']} | | "
+    lat, ring = m.get("latency_us", {}), m.get("ring", {})
+    return (f"{lat.get('mean')} / {lat.get('p99')} | {ring.get('mean')} / {ring.get('p99')} "
+            f"| {m.get('loss_rate', 0) * 100:.2f}% / {m.get('hw_share', 0) * 100:.1f}% hw")
 
 if __name__ == "__main__":
     main()

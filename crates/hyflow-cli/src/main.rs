@@ -70,7 +70,7 @@ struct SwitchArgs {
     #[arg(long, value_name = "FILE", requires = "trace")]
     flows: Option<PathBuf>,
     /// pcap/pcapng trace to replay, or `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
-    /// streamed in process (keys: flows, bursty, rate, duration, top-share, churn, seed,
+    /// streamed in process (keys: flows, bursty, rate, duration, top-share, head, churn, seed,
     /// in-port; through examples/gateway.flows unless --flows is given).
     #[arg(long, value_name = "FILE|gen:gateway,...")]
     trace: Option<PathBuf>,
@@ -203,7 +203,7 @@ struct GenGatewayArgs {
     #[arg(long, value_name = "N", default_value_t = 500_000)]
     flows_count: usize,
     /// Bursty flows.
-    #[arg(long, value_name = "N", default_value_t = 500)]
+    #[arg(long, value_name = "N", default_value_t = 300)]
     bursty: usize,
     /// Mean packets per second.
     #[arg(long, value_name = "PPS", default_value_t = 56e6)]
@@ -214,6 +214,10 @@ struct GenGatewayArgs {
     /// Share of the steady packets carried by the top 10% of steady flows.
     #[arg(long, value_name = "SHARE", default_value_t = 0.91)]
     top_share: f64,
+    /// Zipf–Mandelbrot offset of the steady flows' ranks, as a share of the flows: flattens
+    /// the largest flows (0 = pure Zipf, whose largest flow carries over 10% of the packets).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.001)]
+    head: f64,
     /// Seconds between churns of the large flows.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     churn: f64,

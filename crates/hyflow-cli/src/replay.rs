@@ -278,6 +278,7 @@ pub fn gen_gateway(a: GenGatewayArgs) -> Result<()> {
         rate: a.rate,
         duration_ns: seconds("--duration", a.duration)?,
         top_share: a.top_share,
+        head: a.head,
         churn_period_ns: seconds("--churn", a.churn)?,
         seed: a.seed,
         ..GatewayConfig::default()

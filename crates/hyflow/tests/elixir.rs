@@ -104,6 +104,7 @@ fn identification_and_replacement_windows_are_decoupled() {
                 key: &k,
                 flow: KeySpec::five_tuple().flow_id(&k),
                 bytes: 64,
+                core: 0,
                 now_ns: t,
             };
             e.on_sample(seen, &mut nic);
@@ -122,7 +123,10 @@ fn identification_and_replacement_windows_are_decoupled() {
     let mut nic = NicControl::new(&mut switch, &mut budget, &costs, 1);
     e.tick(&mut nic);
     let k = key(1);
-    e.on_sample(hyflow::offload::Seen { key: &k, flow: Some(flow(1)), bytes: 64, now_ns: 1 }, &mut nic);
+    e.on_sample(
+        hyflow::offload::Seen { key: &k, flow: Some(flow(1)), bytes: 64, core: 0, now_ns: 1 },
+        &mut nic,
+    );
     assert!(e.large().array_load(0) > 0);
     let mut nic = NicControl::new(&mut switch, &mut budget, &costs, 10 * S + 1);
     e.tick(&mut nic);
@@ -304,4 +308,57 @@ fn nic_limits_are_never_exceeded() {
     let p = dp.policy().stats();
     assert!(b.installs > 40 && p.replacements >= 9, "the policy was busy: {b:?} {p:?}");
     assert!(p.burst_triggers > 0, "{p:?}");
+}
+
+/// A ring crossing K moves the fastest software flow *of that core* (receive-side scaling
+/// keeps a flow on one core: a faster flow elsewhere would not relieve it), and the move's
+/// changes overtake a large-flow replacement still waiting for update tokens.
+#[test]
+fn a_crossing_moves_its_own_cores_flow_ahead_of_queued_replacements() {
+    let config = ElixirConfig {
+        large_entries: 20,
+        bursty_entries: 2,
+        queue_threshold: Some(100),
+        heap_rebuild_ns: Some(0),
+        sketch_width: 1024,
+        ..ElixirConfig::default()
+    };
+    let mut e = Elixir::new(config, 1_000, 0, 1_000.0).unwrap();
+    let mut switch = Switch::new(rules(), SwitchConfig { nic: e.nic(), ..SwitchConfig::default() }).unwrap();
+    // One update per ms.
+    let mut budget =
+        NicBudget::new(NicUpdates { per_second: 1_000.0, latency_ns: 0, counter_reads_per_second: 0.0 });
+    let costs = CostModel::default();
+    let t0 = 5 * S;
+    // Software saw flow 1 (core 0) at 500 packets and flow 2 (core 1) at 100 in this window.
+    for (f, core, n) in [(1u32, 0usize, 500u64), (2, 1, 100)] {
+        let k = key(f);
+        for i in 0..n {
+            let mut nic = NicControl::new(&mut switch, &mut budget, &costs, t0 + i);
+            let seen =
+                hyflow::offload::Seen { key: &k, flow: Some(flow(f)), bytes: 64, core, now_ns: t0 + i };
+            e.on_software(seen, &mut nic);
+        }
+    }
+    // One token left: a large-flow replacement's installs wait for more.
+    assert_eq!(budget.updates.available(t0 + 1_000), 1_000, "a second's worth");
+    budget.updates.spend(999);
+    let mut nic = NicControl::new(&mut switch, &mut budget, &costs, t0 + 1_000);
+    for f in 100..110 {
+        assert!(nic.offload(&key(f), flow(f), LARGE_AREA));
+    }
+    assert_eq!((nic.queued(), nic.queued_urgent()), (10, 0));
+    // Core 1's ring crosses K.
+    e.on_ring(1, 100, &mut nic);
+    assert_eq!((nic.queued(), nic.queued_urgent()), (11, 1));
+    nic.apply();
+    assert_eq!(e.stats().bursty_offloads, 1);
+    let t = switch.nic_as::<ExactMatch>().unwrap();
+    assert_eq!(t.find(flow(2)).map(|(a, _)| a), Some(BURSTY_AREA), "core 1's flow took the first token");
+    assert_eq!(t.find(flow(1)), None, "core 0's faster flow does not relieve core 1");
+    assert_eq!(t.len(LARGE_AREA), 0, "the replacement waits behind the urgent move");
+    let mut nic = NicControl::new(&mut switch, &mut budget, &costs, t0 + 1_000 + 10 * 1_000_000);
+    nic.apply();
+    assert_eq!(nic.queued(), 0);
+    assert_eq!(switch.nic_as::<ExactMatch>().unwrap().len(LARGE_AREA), 10);
 }

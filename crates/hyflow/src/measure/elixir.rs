@@ -244,12 +244,12 @@ impl<R: Copy> BurstCounters<R> {
         }
     }
 
-    /// Counts a packet of `flow` at `now_ns` (non-decreasing).
+    /// Counts a packet of `flow` at `now_ns` (non-decreasing); `rep` makes its representative
+    /// if the flow is new to the window (only then: it may copy a whole packet key).
     #[inline]
-    pub fn count(&mut self, flow: FlowId, rep: &R, now_ns: u64) {
+    pub fn count(&mut self, flow: FlowId, now_ns: u64, rep: impl FnOnce() -> R) {
         self.roll(now_ns);
-        // The representative is copied only for a flow new to the window.
-        self.counts.entry(flow).or_insert_with(|| (0, *rep)).0 += 1;
+        self.counts.entry(flow).or_insert_with(|| (0, rep())).0 += 1;
     }
 
     /// Flows counted in the window under way and the last complete one.
@@ -263,6 +263,26 @@ impl<R: Copy> BurstCounters<R> {
         self.roll(now_ns);
         let count = |m: &HashMap<FlowId, (u32, R)>| m.get(&flow).map_or(0, |c| c.0);
         count(&self.counts).max(count(&self.last)) as f64 * 1e9 / self.window_ns as f64
+    }
+
+    /// The flow with the most packets in the window under way at `now_ns` among those `keep`
+    /// accepts (ties by flow), with its rate over the window so far and its representative.
+    /// The paper's event-driven check (§3.3): counters reset every window, so a burst that
+    /// ended before the reset no longer outranks the one filling the ring now. One pass, no
+    /// allocation.
+    pub fn fastest_in_window(
+        &mut self,
+        now_ns: u64,
+        mut keep: impl FnMut(FlowId, &R) -> bool,
+    ) -> Option<(FlowId, f64, R)> {
+        self.roll(now_ns);
+        let best = self
+            .counts
+            .iter()
+            .filter(|(f, c)| keep(**f, &c.1))
+            .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(a.0)))?;
+        let elapsed = now_ns.saturating_sub(self.started_ns.unwrap_or(now_ns)).max(1);
+        Some((*best.0, best.1 .0 as f64 * 1e9 / elapsed as f64, best.1 .1))
     }
 
     /// The `n` flows with the highest rates at `now_ns`, highest first (ties by flow), with

@@ -1,6 +1,8 @@
 //! The NIC's limits as a policy meets them: table updates per second and their latency,
-//! counter reads per second. Installs and removals a policy asks for wait in a FIFO queue and
-//! are applied as update tokens come; counter polls read what the read tokens allow.
+//! counter reads per second. Installs and removals a policy asks for wait in FIFO queues and
+//! are applied as update tokens come — urgent changes (an event-driven process's, which runs
+//! beside a periodic one and must not wait for its thousands of changes, Elixir §3.3) before
+//! the rest; counter polls read what the read tokens allow.
 
 use std::collections::VecDeque;
 
@@ -96,6 +98,8 @@ pub struct NicBudget {
     /// Updates: shared by upcall installs and policy changes.
     pub updates: RateLimit,
     reads: RateLimit,
+    /// Urgent changes, applied before any of `queue`.
+    urgent: VecDeque<Op>,
     queue: VecDeque<Op>,
     /// Flows with an install waiting, and its area.
     queued_installs: HashMap<FlowId, u8>,
@@ -119,6 +123,7 @@ impl NicBudget {
         NicBudget {
             updates: RateLimit::new(limits.per_second),
             reads: RateLimit::new(limits.counter_reads_per_second),
+            urgent: VecDeque::new(),
             queue: VecDeque::new(),
             queued_installs: HashMap::new(),
             cancelled: HashSet::new(),
@@ -138,7 +143,21 @@ impl NicBudget {
 
     /// Changes waiting.
     pub fn queued(&self) -> usize {
-        self.queue.len()
+        self.urgent.len() + self.queue.len()
+    }
+
+    /// Urgent changes waiting.
+    pub fn queued_urgent(&self) -> usize {
+        self.urgent.len()
+    }
+
+    fn push(&mut self, op: Op, urgent: bool) {
+        if urgent {
+            self.urgent.push_back(op);
+        } else {
+            self.queue.push_back(op);
+        }
+        self.stats.queue_peak = self.stats.queue_peak.max(self.queued());
     }
 
     /// The area an install of `flow` waits for, if one does.
@@ -156,18 +175,17 @@ impl NicBudget {
         self.queued_per_area.get(area as usize).copied().unwrap_or(0)
     }
 
-    pub(super) fn queue_install(&mut self, key: FlowKey, flow: FlowId, area: u8) {
+    pub(super) fn queue_install(&mut self, key: FlowKey, flow: FlowId, area: u8, urgent: bool) {
         self.queued_installs.insert(flow, area);
         if let Some(n) = self.queued_per_area.get_mut(area as usize) {
             *n += 1;
         }
-        self.queue.push_back(Op::Install { key, flow, area });
-        self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
+        self.push(Op::Install { key, flow, area }, urgent);
     }
 
     /// Evicting a flow whose install still waits cancels the install instead (the policy
     /// changed its mind before the NIC saw it).
-    pub(super) fn queue_removal(&mut self, flow: FlowId) {
+    pub(super) fn queue_removal(&mut self, flow: FlowId, urgent: bool) {
         if let Some(area) = self.queued_installs.remove(&flow) {
             if let Some(n) = self.queued_per_area.get_mut(area as usize) {
                 *n -= 1;
@@ -176,8 +194,7 @@ impl NicBudget {
             self.stats.installs_cancelled += 1;
             return;
         }
-        self.queue.push_back(Op::Remove { flow });
-        self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
+        self.push(Op::Remove { flow }, urgent);
     }
 
     /// Charges host work, ns.
@@ -203,7 +220,7 @@ impl NicBudget {
     /// the entry.
     #[inline]
     pub fn apply(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
-        if !self.queue.is_empty() {
+        if !self.urgent.is_empty() || !self.queue.is_empty() {
             self.apply_queued(switch, costs, now_ns);
         }
     }
@@ -211,7 +228,7 @@ impl NicBudget {
     fn apply_queued(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
         let mut tokens = self.updates.available(now_ns);
         while tokens > 0 {
-            let Some(op) = self.queue.pop_front() else { break };
+            let Some(op) = self.urgent.pop_front().or_else(|| self.queue.pop_front()) else { break };
             match op {
                 Op::Install { key, flow, area } => {
                     if self.cancelled.remove(&flow) {

@@ -12,14 +12,20 @@
 //! built-in costs; Elixir's implementation took about 10 ms, §4), or `heap_rebuild_ns`.
 //!
 //! **Event-driven bursty replacement** (§3.3, Algorithm 2). Software counts every packet it
-//! forwards per flow over a short window (`burst_window_ns`). When a packet finds its core's
-//! ring at K or more, Elixir polls the bursty area's hardware counters (within the NIC's read
-//! rate) and moves the software flow with the highest rate into the bursty area: into a free
-//! entry, or in place of the entry with the lowest rate when the software flow's is higher.
-//! Hardware counters are also read at the end of every burst window, so that both sides'
-//! rates are over the same windows (the window under way, or the last complete one if larger).
-//! One move is in flight at a time: the next check waits until the last change has had time
-//! to reach hardware (the update queue drained at the update rate, plus the update latency),
+//! forwards per flow over a short window (`burst_window_ns`), reset every window. When a
+//! packet finds its core's ring at K or more, Elixir polls the bursty area's hardware counters
+//! (within the NIC's read rate) and moves the software flow with the highest rate *on that
+//! core* into the bursty area: into a free entry, or in place of the entry with the lowest
+//! rate when the software flow's is higher. Rates are over the window under way: software's
+//! count since the reset, hardware's since its counter was last read (at every window's end,
+//! as far as the read rate allows). Choosing on the overflowing core is hyflow's reading of
+//! Algorithm 2 for a multi-core host (the paper's queue is one ring): receive-side scaling
+//! keeps a flow on one core, so only that core's flows can be filling its ring, and a faster
+//! flow elsewhere would take the entry without relieving it.
+//! The two processes are independent (§3.3), so a move's changes are urgent: they go to the
+//! NIC ahead of any queued large-flow replacement, and one move is in flight at a time: the
+//! next check waits until the last change has had time to reach hardware (the urgent changes
+//! drained at the update rate, plus the update latency),
 //! and at least [`RECHECK_NS`] (1 ms) — the ring stays above K for a while after the right
 //! flow has moved. Software keeps its counters in a heap, so a check costs the host a heap
 //! lookup (log2 of the flows counted), not a sort.
@@ -221,10 +227,10 @@ pub struct Elixir {
     /// A packet of every flow the heap holds, to install it with.
     reps: HashMap<FlowId, FlowKey>,
     replacements: Every,
-    bursts: BurstCounters<FlowKey>,
-    /// Bursty-area counters per entry: (packets at the start of the window under way,
-    /// packets in the last complete window). Read every burst window, so that hardware and
-    /// software rates are over the same windows.
+    /// Software flows' counters, with a packet to install each with and its core.
+    bursts: BurstCounters<(FlowKey, usize)>,
+    /// Bursty-area counters per entry: (packets, ns) when last read — at install (0) or at a
+    /// burst window's end — so that a rate is over the window under way, as software's.
     hw_window: HashMap<FlowId, (u64, u64)>,
     hw_windows: Every,
     hold_until_ns: u64,
@@ -327,43 +333,40 @@ impl Elixir {
             return;
         }
         nic.poll(BURSTY_AREA, &mut self.polled);
+        let now = nic.now_ns();
         for &(f, packets) in &self.polled {
-            let w = self.hw_window.entry(f).or_insert((0, 0));
-            *w = (packets, packets.saturating_sub(w.0));
+            self.hw_window.insert(f, (packets, now));
         }
     }
 
-    /// Algorithm 2: the ring reached K.
-    fn burst(&mut self, nic: &mut NicControl) {
+    /// Algorithm 2: `core`'s ring reached K.
+    fn burst(&mut self, core: usize, nic: &mut NicControl) {
         let now = nic.now_ns();
         self.stats.burst_triggers += 1;
         // The next check comes after this one's change has reached hardware, or after a
         // re-check interval if it changed nothing (the ring stays above K while it drains).
         self.hold_until_ns = now + self.t_offloading_ns.max(RECHECK_NS);
-        self.move_fastest(nic, now);
-        let drain = nic.queued() as f64 * self.update_gap_ns;
+        self.move_fastest(core, nic, now);
+        let drain = nic.queued_urgent() as f64 * self.update_gap_ns;
         self.hold_until_ns = self.hold_until_ns.max(now + drain as u64 + self.t_offloading_ns);
     }
 
-    /// Algorithm 2, lines 2–8: the fastest software flow into the bursty area, in place of
-    /// its slowest entry if the area is full and that entry is slower.
-    fn move_fastest(&mut self, nic: &mut NicControl, now: u64) {
+    /// Algorithm 2, lines 2–8: `core`'s fastest software flow into the bursty area, in place
+    /// of its slowest entry if the area is full and that entry is slower.
+    fn move_fastest(&mut self, core: usize, nic: &mut NicControl, now: u64) {
         // Finding the fastest software flow: software keeps its counters in a heap, so a
         // lookup costs a heap operation, not a sort.
         let flows = self.bursts.flows().max(2) as f64;
         nic.charge(nic.costs().sample_ns * flows.log2());
-        let candidates = self.bursts.top(8, now);
-        let Some(&(flow, rate, key)) = candidates.iter().find(|c| !nic.holds(c.0)) else { return };
+        let fastest = self.bursts.fastest_in_window(now, |f, r| r.1 == core && !nic.holds(f));
+        let Some((flow, rate, (key, _))) = fastest else { return };
         let room = nic.has_room(BURSTY_AREA);
         if !room {
             nic.poll(BURSTY_AREA, &mut self.polled);
-            let per_s = 1e9 / self.config.burst_window_ns as f64;
             let mut slowest: Option<(FlowId, f64)> = None;
             for &(f, packets) in &self.polled {
-                // Like the software counters: the window under way, or the last complete one
-                // if larger.
-                let (base, last) = self.hw_window.get(&f).copied().unwrap_or((0, 0));
-                let r = packets.saturating_sub(base).max(last) as f64 * per_s;
+                let (base, since) = self.hw_window.get(&f).copied().unwrap_or((0, 0));
+                let r = packets.saturating_sub(base) as f64 * 1e9 / now.saturating_sub(since).max(1) as f64;
                 if slowest.is_none_or(|s| r < s.1) {
                     slowest = Some((f, r));
                 }
@@ -372,12 +375,12 @@ impl Elixir {
             if rate <= victim_rate {
                 return;
             }
-            nic.evict(victim);
+            nic.evict_urgent(victim);
             self.hw_window.remove(&victim);
             self.stats.bursty_replacements += 1;
         }
-        if nic.offload(&key, flow, BURSTY_AREA) {
-            self.hw_window.insert(flow, (0, 0));
+        if nic.offload_urgent(&key, flow, BURSTY_AREA) {
+            self.hw_window.insert(flow, (0, now));
             self.stats.bursty_offloads += 1;
         }
     }
@@ -414,16 +417,16 @@ impl OffloadPolicy for Elixir {
         }
     }
 
-    fn on_ring(&mut self, _core: usize, occupancy: u64, nic: &mut NicControl) {
+    fn on_ring(&mut self, core: usize, occupancy: u64, nic: &mut NicControl) {
         if occupancy >= self.k && nic.now_ns() >= self.hold_until_ns {
-            self.burst(nic);
+            self.burst(core, nic);
         }
     }
 
     /// Counting the packet for bursts, and sampling it for the large set.
     fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
         let Some(flow) = pkt.flow else { return 0.0 };
-        self.bursts.count(flow, pkt.key, pkt.now_ns);
+        self.bursts.count(flow, pkt.now_ns, || (*pkt.key, pkt.core));
         let mut work = nic.costs().sample_ns;
         if self.sampler.keep() {
             self.identify(flow, pkt.key);

@@ -131,6 +131,8 @@ pub struct Seen<'a> {
     pub flow: Option<FlowId>,
     /// Bytes on the wire.
     pub bytes: u32,
+    /// The core handling it (receive-side scaling keeps a flow on one core).
+    pub core: usize,
     /// When software handles it, ns.
     pub now_ns: u64,
 }
@@ -340,19 +342,38 @@ impl<'a> NicControl<'a> {
         self.budget.queued()
     }
 
+    /// Urgent installs and removals waiting for the update budget.
+    pub fn queued_urgent(&self) -> usize {
+        self.budget.queued_urgent()
+    }
+
     /// Queues an install of `key`'s flow (`flow`) into `area`; false if the NIC holds it or
     /// an install is already queued.
     pub fn offload(&mut self, key: &FlowKey, flow: FlowId, area: u8) -> bool {
+        self.queue_offload(key, flow, area, false)
+    }
+
+    /// Like [`offload`](Self::offload), ahead of every change not urgent.
+    pub fn offload_urgent(&mut self, key: &FlowKey, flow: FlowId, area: u8) -> bool {
+        self.queue_offload(key, flow, area, true)
+    }
+
+    fn queue_offload(&mut self, key: &FlowKey, flow: FlowId, area: u8, urgent: bool) -> bool {
         if self.holds(flow) {
             return false;
         }
-        self.budget.queue_install(*key, flow, area);
+        self.budget.queue_install(*key, flow, area, urgent);
         true
     }
 
     /// Queues the removal of `flow`'s entry (or cancels its waiting install).
     pub fn evict(&mut self, flow: FlowId) {
-        self.budget.queue_removal(flow);
+        self.budget.queue_removal(flow, false);
+    }
+
+    /// Like [`evict`](Self::evict), ahead of every change not urgent.
+    pub fn evict_urgent(&mut self, flow: FlowId) {
+        self.budget.queue_removal(flow, true);
     }
 
     /// Reads the hardware counters of `area`'s entries, as many as the read rate allows now,

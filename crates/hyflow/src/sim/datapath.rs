@@ -201,10 +201,10 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         self.record(pkt, t_ns, None);
     }
 
-    fn sample(&mut self, t_ns: u64, pkt: &SimPacket) -> u64 {
+    fn sample(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
         let flow = self.flow_key.and_then(|k| k.flow_id(&pkt.key));
-        let seen = Seen { key: &pkt.key, flow, bytes: pkt.bytes, now_ns: t_ns };
+        let seen = Seen { key: &pkt.key, flow, bytes: pkt.bytes, core, now_ns: t_ns };
         let work = self.with_policy(t_ns, |policy, nic| policy.on_sample(seen, nic));
         self.policy_packet_work_ns += work;
         // A sampled header arrives truncated, in batches, and goes straight to the sketch: it
@@ -227,7 +227,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         self.switch.nic_installs()
     }
 
-    fn host(&mut self, t_ns: u64, pkt: &SimPacket) -> u64 {
+    fn host(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
         let wants = self.switch.nic().is_some() && self.policy.install_on_upcall(t_ns);
         let capped = wants && self.budget.updates.available(t_ns) == 0;
@@ -252,7 +252,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         }
         if let Some(key_fields) = self.flow_key {
             let flow = key_fields.flow_id(&pkt.key);
-            let seen = Seen { key: &pkt.key, flow, bytes: pkt.bytes, now_ns: t_ns };
+            let seen = Seen { key: &pkt.key, flow, bytes: pkt.bytes, core, now_ns: t_ns };
             let work = self.with_policy(t_ns, |policy, nic| policy.on_software(seen, nic));
             self.policy_packet_work_ns += work;
             extra_ns += work;
@@ -300,10 +300,10 @@ mod tests {
             let limits = NicUpdates { per_second: 1.0, latency_ns: 0, counter_reads_per_second: 0.0 };
             let pipeline = Pipeline::from_rules(rules.clone());
             let mut dp = SwitchDatapath::new(pipeline, base, policy, costs, Vec::new(), limits).unwrap();
-            assert_eq!(dp.host(0, &packet(99)), upcall, "{}: TTL 0 goes to the controller", policy.name());
-            assert_eq!(dp.host(0, &packet(1)), upcall + extra.round() as u64, "{}", policy.name());
+            assert_eq!(dp.host(0, 0, &packet(99)), upcall, "{}: TTL 0 goes to the controller", policy.name());
+            assert_eq!(dp.host(0, 0, &packet(1)), upcall + extra.round() as u64, "{}", policy.name());
             // The bucket's one token is spent: the next upcall may not install.
-            assert_eq!(dp.host(1, &packet(2)), upcall, "{}: capped", policy.name());
+            assert_eq!(dp.host(1, 0, &packet(2)), upcall, "{}: capped", policy.name());
         }
     }
 
@@ -321,7 +321,7 @@ mod tests {
             let t = i as u64 * 100_000;
             let pkt = packet(i);
             assert!(!dp.nic(t, &pkt));
-            let service = dp.host(t, &pkt);
+            let service = dp.host(t, 0, &pkt);
             assert_eq!(service, CostModel::default().service_ns(Layer::SlowPath));
         }
         let s = dp.stats();

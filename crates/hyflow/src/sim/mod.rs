@@ -51,10 +51,12 @@ pub struct SimPacket {
 pub trait Datapath {
     /// Looks the packet up in the NIC at arrival time `t_ns`: true if the NIC forwards it.
     fn nic(&mut self, t_ns: u64, pkt: &SimPacket) -> bool;
-    /// Host software handles the packet starting at `t_ns`: returns the service time, ns.
-    fn host(&mut self, t_ns: u64, pkt: &SimPacket) -> u64;
-    /// Host software measures a sampled header of a NIC-forwarded packet: service time, ns.
-    fn sample(&mut self, _t_ns: u64, _pkt: &SimPacket) -> u64 {
+    /// Host software on `core` handles the packet starting at `t_ns`: returns the service
+    /// time, ns.
+    fn host(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64;
+    /// Host software on `core` measures a sampled header of a NIC-forwarded packet: service
+    /// time, ns.
+    fn sample(&mut self, _t_ns: u64, _core: usize, _pkt: &SimPacket) -> u64 {
         0
     }
     /// NIC table updates made so far (each may stall NIC forwarding).
@@ -522,7 +524,8 @@ impl<D: Datapath> Simulator<D> {
     }
 
     fn start(&mut self, c: usize, t: u64, q: Queued) {
-        let service = if q.sample { self.datapath.sample(t, &q.pkt) } else { self.datapath.host(t, &q.pkt) };
+        let service =
+            if q.sample { self.datapath.sample(t, c, &q.pkt) } else { self.datapath.host(t, c, &q.pkt) };
         // Table updates the host made stall the NIC.
         let updates = self.datapath.nic_updates();
         if updates > self.nic_updates_seen && self.config.update_stall_ns > 0 {
@@ -731,7 +734,7 @@ mod tests {
         fn nic(&mut self, _: u64, _: &SimPacket) -> bool {
             false
         }
-        fn host(&mut self, _: u64, _: &SimPacket) -> u64 {
+        fn host(&mut self, _: u64, _: usize, _: &SimPacket) -> u64 {
             self.0
         }
     }
@@ -869,10 +872,10 @@ mod tests {
         fn nic(&mut self, _: u64, _: &SimPacket) -> bool {
             true
         }
-        fn host(&mut self, _: u64, _: &SimPacket) -> u64 {
+        fn host(&mut self, _: u64, _: usize, _: &SimPacket) -> u64 {
             1_000
         }
-        fn sample(&mut self, _: u64, _: &SimPacket) -> u64 {
+        fn sample(&mut self, _: u64, _: usize, _: &SimPacket) -> u64 {
             self.updates += 1;
             500
         }
