@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Elixir's headline results (BENCHMARKS.md) for elixir, tfo, lfp, ovs-rebalance, offload-all, psf.
 
-Usage: scripts/elixir_bench.py [--quick | --full] [--seconds S] [--threads N] [--plots DIR]
+Usage: scripts/elixir_bench.py [--quick | --full] [--seconds S] [--threads N] [--plots DIR] [--churn S]
 
 Workload: `--trace gen:gateway` (hyflow's model of Elixir's cloud-gateway traces) through
 examples/gateway.flows.
@@ -27,7 +27,9 @@ whole identification window L seen) before the measured --seconds.
 Prints, per policy: the highest lossless rate on 2 cores (Table 2), the fewest cores without
 loss at the fixed rate, counting measurement work (Fig. 13), and latency, ring occupancy and
 loss at the fixed rate on Elixir's core count and at Elixir's highest rate on 2 cores
-(Table 1). --plots DIR writes each policy's software and hardware rate over time at the fixed
+(Table 1); how the generated bursts fared at the fixed rate (in the NIC already, moved in
+during the burst, filling their core's ring to K); and Elixir's detection time by peak rate
+(Fig. 11). --plots DIR writes each policy's software and hardware rate over time at the fixed
 rate (Fig. 12). Build first: cargo build --release (or set HYFLOW to a binary).
 """
 import argparse
@@ -46,20 +48,21 @@ BUILTIN_COSTS = {"rx_ns": 92.6, "microflow_hit_ns": 36.1, "megaflow_hit_ns": 73.
 NIC_RATE = 100e9 / (84 * 8)
 
 
-def setup(quick, seconds, tmp):
+def setup(quick, seconds, tmp, churn):
     """(fixed rate, trace, options for every policy, exact-match table options, megaflow
     table options, warm-up seconds)."""
+    model = "" if churn is None else f",churn={churn:g}"
     if quick:
         costs = os.path.join(tmp, "slow-host.json")
         with open(costs, "w") as f:
             json.dump({k: v * 100 for k, v in BUILTIN_COSTS.items()}, f)
         rate, warmup = 560e3, 30
-        trace = f"gen:gateway,flows=5000,rate={rate:.0f},duration={seconds + warmup}"
+        trace = f"gen:gateway,flows=5000,rate={rate:.0f},duration={seconds + warmup}{model}"
         common = ["--costs", costs, "--ring", "655", "--warmup", str(warmup)]
         exact = ["--large-entries", "500", "--bursty-entries", "100", "--nic-rate", f"{NIC_RATE / 100:.0f}"]
         return rate, trace, common, exact, ["--nic-entries", "600"], warmup
     rate, warmup = 56e6, 40
-    trace = f"gen:gateway,duration={seconds + warmup}"
+    trace = f"gen:gateway,duration={seconds + warmup}{model}"
     return rate, trace, ["--warmup", str(warmup)], [], ["--nic-entries", "50100"], warmup
 
 
@@ -91,6 +94,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=None, help="measured seconds (20 quick, 60 full)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--plots", default=None, help="directory for the Fig. 12 rate plots")
+    ap.add_argument("--churn", type=float, default=None,
+                    help="seconds over which 20%% of the large flows change (the model's default: 10)")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
@@ -98,7 +103,7 @@ def main():
     threads = ["--search-threads", str(a.threads)] if a.threads else []
     seconds = a.seconds or (20.0 if quick else 60.0)
     with tempfile.TemporaryDirectory() as tmp:
-        rate, trace, common, exact, megaflow, warmup = setup(quick, seconds, tmp)
+        rate, trace, common, exact, megaflow, warmup = setup(quick, seconds, tmp, a.churn)
         print(f"# {'quick (100x scaled)' if quick else 'full'}: {trace}, warm-up {warmup} s, "
               f"fixed rate {rate:.0f} pkt/s\n")
         rows = {}
@@ -115,6 +120,7 @@ def main():
               f"| fixed rate on {cores} cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share "
               f"| Elixir's max rate on 2 cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share |")
         print("|---|---|---|---|---|---|---|---|---|")
+        fates = {}
         for p in POLICIES:
             args = common + policy_args(p, exact, megaflow)
             plot = ["--plot", os.path.join(a.plots, f"elixir-{p}")] if a.plots else []
@@ -123,10 +129,49 @@ def main():
             two, fewest = rows[p]
             print(f"| {p} | {two.get('max_rate_pps', '—')} | {fewest.get('min_cores', '> 32')} "
                   f"| {cell(fixed)} | {cell(at_top)} |", flush=True)
-            report = fixed.get("policy_report", {})
-            if "bursty_offloads" in report:
-                print(f"|   | {p} at the fixed rate: {report.get('burst_triggers')} ring crossings of K, "
-                      f"{report.get('bursty_offloads')} flows moved into the bursty area ||||||||", flush=True)
+            fates[p] = fixed.get("bursts")
+        print("\nBursts at the fixed rate (the generator's log is the ground truth; bursts that started "
+              "and ended while measuring):\n")
+        print("| policy | bursts | in the NIC at their start | moved in during the burst | mean time to "
+              "offload (ms) | filled their core's ring to K | of those, moved in |")
+        print("|---|---|---|---|---|---|---|")
+        for p in POLICIES:
+            b = fates.get(p)
+            if not b:
+                print(f"| {p} | — | | | | | |")
+                continue
+            print(f"| {p} | {b['bursts']} | {b['held_at_start']} | {b['offloaded']} "
+                  f"| {fmt(b.get('offload_ms_mean'))} | {b.get('overloaded', '—')} "
+                  f"| {b.get('overloaded_offloaded', '—')} |")
+        detection_table(fates.get("elixir"))
+
+
+def fmt(v):
+    return "—" if v is None else f"{v:.1f}"
+
+
+def detection_table(bursts):
+    """Fig. 11: Elixir's detection time (burst start to its core's ring reaching K) by peak
+    rate, over the bursts that filled their core's ring to K."""
+    if not bursts:
+        return
+    rows = [b for b in bursts["list"] if b.get("detected_ms") is not None]
+    if not rows:
+        print("\nNo burst filled its core's ring to K: no detection times (Fig. 11).")
+        return
+    lo = min(b["peak_pps"] for b in rows)
+    hi = max(b["peak_pps"] for b in rows)
+    edges = [lo * (hi / lo) ** (i / 4) for i in range(5)] if hi > lo else [lo, hi]
+    print("\nElixir's burst detection time by peak rate (Fig. 11):\n")
+    print("| peak rate (pkt/s) | bursts | detection mean (ms) | median (ms) | moved into the NIC |")
+    print("|---|---|---|---|---|")
+    for a, b in zip(edges, edges[1:]):
+        sel = [r for r in rows if a <= r["peak_pps"] <= b and (r["peak_pps"] < b or b == edges[-1])]
+        if not sel:
+            continue
+        d = sorted(r["detected_ms"] for r in sel)
+        moved = sum(1 for r in sel if r.get("offloaded_ms") is not None and not r["held_at_start"])
+        print(f"| {a:,.0f}–{b:,.0f} | {len(sel)} | {sum(d) / len(d):.1f} | {d[len(d) // 2]:.1f} | {moved} |")
 
 
 def cell(m):

@@ -71,7 +71,9 @@ struct SwitchArgs {
     flows: Option<PathBuf>,
     /// pcap/pcapng trace to replay, or `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
     /// streamed in process (keys: flows, bursty, rate, duration, top-share, head, churn, seed,
-    /// in-port; through examples/gateway.flows unless --flows is given).
+    /// in-port; through examples/gateway.flows unless --flows is given). With it, `sim` also
+    /// reports how the generated bursts fared: already in the NIC, moved in during the burst
+    /// and how soon, and (elixir) how soon the flow's core's ring reached K.
     #[arg(long, value_name = "FILE|gen:gateway,...")]
     trace: Option<PathBuf>,
     /// Rule updates: `<seconds|#N> add|modify|modify-strict|delete|delete-strict <flow spec>` per line.

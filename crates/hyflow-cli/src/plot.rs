@@ -22,13 +22,17 @@ fn chart<DB: DrawingBackend>(
     x_label: &str,
     y_label: &str,
     series: &[Series],
+    legend: SeriesLabelPosition,
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
     area.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let x_max = series.iter().flat_map(|s| s.2.iter().map(|p| p.0)).fold(0.0f64, f64::max).max(1e-9);
-    let y_max = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1e-9) * 1.05;
+    // A legend in the upper right gets headroom above the data, so that it hides none.
+    let headroom = if matches!(legend, SeriesLabelPosition::UpperRight) { 1.3 } else { 1.05 };
+    let y_max =
+        series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1e-9) * headroom;
     let mut c = ChartBuilder::on(&area)
         .caption(title, ("sans-serif", 20))
         .margin(12)
@@ -45,6 +49,7 @@ where
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
     }
     c.configure_series_labels()
+        .position(legend)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
@@ -53,12 +58,23 @@ where
     Ok(())
 }
 
-fn both(dir: &Path, name: &str, title: &str, x: &str, y: &str, series: &[Series]) -> Result<()> {
+/// Time series fill the width: their legend goes above the data.
+const TIME_SERIES_LEGEND: SeriesLabelPosition = SeriesLabelPosition::UpperRight;
+/// A latency CDF rises at the left and stays at 1, leaving the lower right empty.
+const CDF_LEGEND: SeriesLabelPosition = SeriesLabelPosition::LowerRight;
+
+fn both(
+    dir: &Path,
+    name: &str,
+    (title, x, y): (&str, &str, &str),
+    series: &[Series],
+    legend: SeriesLabelPosition,
+) -> Result<()> {
     let png = dir.join(format!("{name}.png"));
-    chart(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, x, y, series)
+    chart(BitMapBackend::new(&png, SIZE).into_drawing_area(), title, x, y, series, legend.clone())
         .with_context(|| format!("{}: cannot draw", png.display()))?;
     let svg = dir.join(format!("{name}.svg"));
-    chart(SVGBackend::new(&svg, SIZE).into_drawing_area(), title, x, y, series)
+    chart(SVGBackend::new(&svg, SIZE).into_drawing_area(), title, x, y, series, legend)
         .with_context(|| format!("{}: cannot draw", svg.display()))?;
     Ok(())
 }
@@ -85,40 +101,41 @@ pub fn write_plots(dir: &Path, m: &Metrics, interval_ns: u64, policy: &str) -> R
     let per_s = 1e9 / interval_ns as f64;
     let t = |i: usize| (i as u64 * interval_ns) as f64 / 1e9;
     let col = |f: fn(&hyflow::sim::Interval) -> u64, scale: f64| -> Vec<(f64, f64)> {
-        m.series.iter().enumerate().map(|(i, iv)| (t(i), f(iv) as f64 * scale)).collect()
+        m.complete_intervals(interval_ns)
+            .iter()
+            .enumerate()
+            .map(|(i, iv)| (t(i), f(iv) as f64 * scale))
+            .collect()
     };
     let mpps = per_s / 1e6;
     both(
         dir,
         "rate",
-        &format!("Packet rate over time ({policy})"),
-        "time (s)",
-        "Mpps",
+        (&format!("Packet rate over time ({policy})"), "time (s)", "Mpps"),
         &[
             ("software (served)", RED, col(|iv| iv.served, mpps)),
             ("to host (offered)", MAGENTA, col(|iv| iv.sw, mpps)),
             ("hardware", BLUE, col(|iv| iv.hw, mpps)),
         ],
+        TIME_SERIES_LEGEND,
     )?;
     both(
         dir,
         "ring",
-        &format!("Largest ring occupancy per interval ({policy})"),
-        "time (s)",
-        "packets",
+        (&format!("Largest ring occupancy per interval ({policy})"), "time (s)", "packets"),
         &[("ring occupancy", RED, col(|iv| iv.ring_max, 1.0)), ("lost", BLACK, col(|iv| iv.lost, 1.0))],
+        TIME_SERIES_LEGEND,
     )?;
     both(
         dir,
         "latency_cdf",
-        &format!("Latency CDF ({policy})"),
-        "latency (µs)",
-        "fraction of packets",
+        (&format!("Latency CDF ({policy})"), "latency (µs)", "fraction of packets"),
         &[
             ("all", BLACK, cdf(&m.latency)),
             ("software", RED, cdf(&m.latency_sw)),
             ("hardware", BLUE, cdf(&m.latency_hw)),
         ],
+        CDF_LEGEND,
     )?;
     Ok(())
 }

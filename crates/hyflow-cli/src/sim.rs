@@ -278,7 +278,8 @@ pub struct SimArgs {
     /// with --find.
     #[arg(long, value_name = "FILE", conflicts_with = "find")]
     decisions: Option<PathBuf>,
-    /// Time series as CSV: per interval, software/hardware packet rates, losses, ring maximum.
+    /// Time series as CSV: per interval, software/hardware packet rates, losses, ring maximum
+    /// (complete intervals only: the one under way at the last arrival is left out).
     #[arg(long, value_name = "FILE")]
     timeseries: Option<PathBuf>,
     /// Time-series interval, ms.
@@ -363,6 +364,25 @@ fn print_text(s: &SimSummary) {
             p.installs, p.installs_refused, p.removals, p.counter_reads, p.update_queue_peak, p.work_ms
         );
     }
+    if let Some(b) = &s.bursts {
+        let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.2}"));
+        print!(
+            "bursts (the generator's, started and ended while measuring): {}; {} already in the NIC at their \
+             start, {} moved into it during the burst (mean {} ms after it began)",
+            b.bursts,
+            b.held_at_start,
+            b.offloaded,
+            ms(b.offload_ms_mean)
+        );
+        match (b.overloaded, b.overloaded_offloaded) {
+            (Some(o), Some(oo)) => println!(
+                "; {o} filled their core's ring to K (detected a mean {} ms after they began), {oo} of them \
+                 moved into the NIC",
+                ms(b.detection_ms_mean)
+            ),
+            _ => println!(),
+        }
+    }
     if let Some(c) = s.min_cores {
         println!("min cores without loss: {c}");
     }
@@ -375,7 +395,7 @@ fn write_series(path: &Path, m: &Metrics, interval_ns: u64) -> Result<()> {
     let mut out = crate::replay::create(path)?;
     writeln!(out, "t_s,sw_pps,hw_pps,served_pps,lost,ring_max")?;
     let per_s = 1e9 / interval_ns as f64;
-    for (i, iv) in m.series.iter().enumerate() {
+    for (i, iv) in m.complete_intervals(interval_ns).iter().enumerate() {
         writeln!(
             out,
             "{:.6},{:.0},{:.0},{:.0},{},{}",
@@ -478,6 +498,8 @@ pub fn run(a: SimArgs) -> Result<()> {
                 Some(s) if s.is_finite() && s >= 0.0 => (s * 1e9).round() as u64,
                 Some(s) => bail!("--warmup must be ≥ 0 seconds, not {s}"),
             },
+            // The policy's queue threshold, set per run.
+            ring_watch: 0,
         },
         limits: NicUpdates {
             per_second: a.nic_updates,

@@ -118,6 +118,9 @@ pub struct InputPacket {
     pub bytes: u32,
     /// Why the frame is malformed, if it is.
     pub malformed: Option<&'static str>,
+    /// The generated burst it belongs to, if any (gateway traffic: an index into
+    /// [`Gateway::burst_log`]).
+    pub burst: Option<u32>,
 }
 
 /// How far a source has read: units done and in all (bytes of a capture, packets of
@@ -171,7 +174,8 @@ impl PacketSource {
                 total: (g.rate * g.duration_ns as f64 / 1e9) as u64,
             },
         };
-        let current = InputPacket { ts_ns: 0, key: FlowKey::default(), bytes: 0, malformed: None };
+        let current =
+            InputPacket { ts_ns: 0, key: FlowKey::default(), bytes: 0, malformed: None, burst: None };
         Ok(PacketSource {
             reader,
             current,
@@ -189,6 +193,7 @@ impl PacketSource {
     /// The next packet, or `None` at the end.
     pub fn next_packet(&mut self) -> Result<Option<&InputPacket>, InputError> {
         let key = &mut self.current.key;
+        let mut burst = None;
         let (ts, bytes, malformed) = match &mut self.reader {
             Reader::Capture { reader, in_port, offset, .. } => {
                 let Some(pkt) = reader.next_packet()? else { return Ok(None) };
@@ -206,6 +211,7 @@ impl PacketSource {
             Reader::Gateway { traffic, .. } => {
                 let Some(p) = traffic.next() else { return Ok(None) };
                 *key = *traffic.key(p.flow);
+                burst = p.burst;
                 (p.ts_ns, p.bytes, None)
             }
         };
@@ -217,6 +223,7 @@ impl PacketSource {
         self.current.ts_ns = ts.saturating_sub(first);
         self.current.bytes = bytes;
         self.current.malformed = malformed;
+        self.current.burst = burst;
         Ok(Some(&self.current))
     }
 
@@ -253,6 +260,21 @@ impl PacketSource {
             }
         }
         self.next_packet()
+    }
+
+    /// The gateway model generating the packets, if it is one (its burst log is the ground
+    /// truth of what bursts there were; its times are [`first_ts_ns`](Self::first_ts_ns)
+    /// ahead of the packets').
+    pub fn gateway(&self) -> Option<&Gateway> {
+        match &self.reader {
+            Reader::Gateway { traffic, .. } => Some(traffic),
+            Reader::Capture { .. } | Reader::Generated { .. } => None,
+        }
+    }
+
+    /// The input's time of its first packet (packet times are relative to it).
+    pub fn first_ts_ns(&self) -> u64 {
+        self.first_ts.unwrap_or(0)
     }
 
     /// Packets read so far.

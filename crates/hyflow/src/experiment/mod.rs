@@ -8,6 +8,7 @@
 //! The one exception is opt-in ([`replay::ReplayConfig::time_host`]): host wall-clock timings,
 //! reported apart from the deterministic figures.
 
+pub mod bursts;
 pub mod replay;
 pub mod sim;
 pub mod topk;

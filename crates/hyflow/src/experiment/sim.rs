@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::bursts::{BurstSummary, BurstTracker};
 use super::{ExperimentError, Progress, Workload};
 use crate::input::PacketSource;
 use crate::offload::lfp::LfpTrainer;
@@ -167,6 +168,9 @@ pub struct SimSummary {
     /// The answer of a max-rate search, packets/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_rate_pps: Option<f64>,
+    /// How the generated bursts fared (gateway traffic only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<BurstSummary>,
 }
 
 /// A simulation's result.
@@ -240,19 +244,26 @@ fn simulate_at(
     let scale = rate.map_or(1.0, |(natural, r)| natural / r);
     // The warm-up is a stretch of the input: rescaled with it.
     let warmup_ns = (exp.machine.warmup_ns as f64 * scale) as u64;
-    let mut sim = Simulator::new(SimConfig { cores, sample_hw, warmup_ns, ..exp.machine.clone() }, datapath)?;
+    // Crossings of the policy's queue threshold are logged: when bursts were detected.
+    let ring_watch = datapath.policy_report().queue_threshold.unwrap_or(0);
+    let machine = SimConfig { cores, sample_hw, warmup_ns, ring_watch, ..exp.machine.clone() };
+    let mut sim = Simulator::new(machine, datapath)?;
     if on_decision.is_some() {
         sim.datapath_mut().record_decisions();
     }
     let end = exp.duration_ns.unwrap_or(u64::MAX);
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
+    let mut bursts = BurstTracker::default();
     let mut n = 0;
     while let Some(p) = source.next_packet()? {
         let t = (p.ts_ns as f64 * scale) as u64;
         if t >= end {
             break;
         }
-        sim.arrive(t, &SimPacket { key: p.key, bytes: p.bytes, index: n });
+        let hit = sim.arrive(t, &SimPacket { key: p.key, bytes: p.bytes, index: n });
+        if let Some(b) = p.burst {
+            bursts.packet(b, t, hit);
+        }
         n += 1;
         progress(n, source.progress());
         if let Some(f) = on_decision.as_deref_mut() {
@@ -271,7 +282,20 @@ fn simulate_at(
         sim.run_to_end();
         sim.datapath_mut().take_decisions(true, f)?;
     }
+    let burst_cores: Option<Vec<usize>> =
+        source.gateway().map(|g| g.burst_log().iter().map(|b| sim.core_of(g.key(b.flow))).collect());
     let (metrics, datapath) = sim.finish();
+    let burst_summary = source.gateway().zip(burst_cores).map(|(g, cores)| {
+        let first = source.first_ts_ns();
+        bursts.summarize(
+            g.burst_log(),
+            |ns| (ns.saturating_sub(first) as f64 * scale) as u64,
+            &cores,
+            &metrics.crossings,
+            ring_watch > 0,
+            (metrics.first_ns, metrics.last_ns),
+        )
+    });
     let sw = datapath.switch();
     let stats = datapath.stats();
     let nic = sw.nic_report().unwrap_or_default();
@@ -302,6 +326,7 @@ fn simulate_at(
         costs_ns: exp.costs,
         min_cores: None,
         max_rate_pps: None,
+        bursts: burst_summary,
     };
     Ok(SimOutcome { summary, metrics })
 }

@@ -49,6 +49,14 @@ pub struct ExactMatchConfig {
     pub expire_idle: bool,
 }
 
+impl ExactMatchConfig {
+    /// One area of `entries` keyed by `key`: the single table of the baselines (TFO, LFP,
+    /// OVS rebalance), as a NIC config.
+    pub fn one_area(entries: usize, key: KeySpec, expire_idle: bool) -> super::NicConfig {
+        super::NicConfig::ExactMatch(ExactMatchConfig { areas: [entries, 0], key, expire_idle })
+    }
+}
+
 /// Most key words an entry's match may have bits in for a lookup to compare it inline.
 const INLINE_WORDS: usize = 8;
 

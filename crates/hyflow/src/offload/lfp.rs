@@ -216,11 +216,7 @@ impl OffloadPolicy for Lfp {
     }
 
     fn nic(&self) -> Option<NicConfig> {
-        Some(NicConfig::ExactMatch(ExactMatchConfig {
-            areas: [self.config.entries, 0],
-            key: self.config.key,
-            expire_idle: true,
-        }))
+        Some(ExactMatchConfig::one_area(self.config.entries, self.config.key, true))
     }
 
     fn flow_key(&self) -> Option<KeySpec> {

@@ -153,7 +153,8 @@ pub struct PolicyReport {
     pub counter_reads: u64,
     /// Longest the queue of changes waiting for the update budget grew.
     pub update_queue_peak: usize,
-    /// Large-flow replacements made.
+    /// Periodic replacement rounds run: Elixir's large-flow replacements (every T), TFO's
+    /// bins, OVS rebalance rounds — each may change any number of entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replacements: Option<u64>,
     /// Queue-threshold crossings that triggered a bursty-flow check.

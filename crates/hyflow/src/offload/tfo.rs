@@ -179,11 +179,7 @@ impl OffloadPolicy for Tfo {
     }
 
     fn nic(&self) -> Option<NicConfig> {
-        Some(NicConfig::ExactMatch(ExactMatchConfig {
-            areas: [self.config.entries, 0],
-            key: self.config.key,
-            expire_idle: false,
-        }))
+        Some(ExactMatchConfig::one_area(self.config.entries, self.config.key, false))
     }
 
     fn flow_key(&self) -> Option<KeySpec> {

@@ -109,6 +109,10 @@ pub struct SimConfig {
     /// metrics count packets arriving from the first arrival + `warmup_ns` on (a policy that
     /// learns which flows to offload starts with an empty NIC; a steady state comes later).
     pub warmup_ns: u64,
+    /// Ring occupancy whose crossings are logged (0: none): each time a core's ring reaches
+    /// it from below, [`Metrics::crossings`] records when and which core (what a queue-
+    /// triggered policy such as Elixir reacts to, and how soon after a burst begins).
+    pub ring_watch: u64,
 }
 
 impl Default for SimConfig {
@@ -123,6 +127,7 @@ impl Default for SimConfig {
             update_stall_ns: 0,
             seed: 1,
             warmup_ns: 0,
+            ring_watch: 0,
         }
     }
 }
@@ -167,6 +172,8 @@ struct Core {
     /// loop and the policy's thread).
     packet_debt_ns: u64,
     busy_ns: u64,
+    /// Whether the ring held `ring_watch` or more at its last arrival.
+    above_watch: bool,
 }
 
 /// One interval of the time series.
@@ -225,7 +232,12 @@ pub struct Metrics {
     pub last_ns: u64,
     /// When the host last finished something (a packet or background work).
     pub end_ns: u64,
+    /// Crossings of [`SimConfig::ring_watch`]: (time, core), the first [`MAX_CROSSINGS`].
+    pub crossings: Vec<(u64, u32)>,
 }
+
+/// Most ring-watch crossings logged (a bound on memory when a ring hovers at the mark).
+pub const MAX_CROSSINGS: usize = 1 << 20;
 
 /// Longest stretch of background work a core runs before serving waiting packets again.
 pub const WORK_SLICE_NS: u64 = 50_000;
@@ -264,7 +276,15 @@ impl Metrics {
             first_ns: 0,
             last_ns: 0,
             end_ns: 0,
+            crossings: Vec::new(),
         }
+    }
+
+    /// The time series' complete intervals of `interval_ns`: those that end by the last
+    /// arrival (the one under way then has fewer arrivals, and later ones only drain).
+    pub fn complete_intervals(&self, interval_ns: u64) -> &[Interval] {
+        let n = (self.last_ns.saturating_sub(self.first_ns) / interval_ns.max(1)) as usize;
+        &self.series[..n.min(self.series.len())]
     }
 
     /// Packets lost, all causes.
@@ -469,6 +489,7 @@ impl<D: Datapath> Simulator<D> {
                 work_ns: 0,
                 packet_debt_ns: 0,
                 busy_ns: 0,
+                above_watch: false,
             })
             .collect();
         let metrics = Metrics::new(config.cores);
@@ -515,11 +536,12 @@ impl<D: Datapath> Simulator<D> {
         self.metrics.series.get_mut(i)
     }
 
-    fn steer(&self, pkt: &SimPacket) -> usize {
+    /// The core whose ring receives host-bound packets with these headers.
+    pub fn core_of(&self, key: &FlowKey) -> usize {
         if self.cores.len() == 1 {
             return 0;
         }
-        let h = self.steer_fields.flow_id(&pkt.key).map_or_else(|| hash_key(&pkt.key), |f| f.hash(0) as u64);
+        let h = self.steer_fields.flow_id(key).map_or_else(|| hash_key(key), |f| f.hash(0) as u64);
         ((h as u128 * self.cores.len() as u128) >> 64) as usize
     }
 
@@ -612,7 +634,8 @@ impl<D: Datapath> Simulator<D> {
     }
 
     /// A packet arrives at `t_ns` (non-decreasing). It is copied only if it goes to a ring.
-    pub fn arrive(&mut self, t_ns: u64, pkt: &SimPacket) {
+    /// Returns whether the NIC forwarded it.
+    pub fn arrive(&mut self, t_ns: u64, pkt: &SimPacket) -> bool {
         let from = *self.measure_from_ns.get_or_insert(t_ns.saturating_add(self.config.warmup_ns));
         if !self.measuring && t_ns >= from {
             // Measuring starts: what the warm-up recorded is dropped.
@@ -652,7 +675,7 @@ impl<D: Datapath> Simulator<D> {
                 }
                 self.collect_work(t);
             }
-            return;
+            return true;
         }
         let (occupancy, lost) = match self.enqueue(t, Queued { arrival: t, pkt: *pkt, sample: false }) {
             Some((c, occupancy)) => {
@@ -673,18 +696,30 @@ impl<D: Datapath> Simulator<D> {
             iv.lost += lost as u64;
             iv.ring_max = iv.ring_max.max(occupancy);
         }
+        false
     }
 
     /// Puts a packet on its core's ring (or straight into service on an idle core): the core
     /// and its ring's occupancy after, or `None` if the ring is full.
     fn enqueue(&mut self, t: u64, q: Queued) -> Option<(usize, u64)> {
-        let c = self.steer(&q.pkt);
+        let c = self.core_of(&q.pkt.key);
         if self.cores[c].serving.is_none() {
+            self.cores[c].above_watch = false;
             self.start(c, t, q);
             Some((c, 0))
         } else if self.cores[c].ring.len() < self.config.ring {
-            self.cores[c].ring.push_back(q);
-            Some((c, self.cores[c].ring.len() as u64))
+            let core = &mut self.cores[c];
+            core.ring.push_back(q);
+            let occupancy = core.ring.len() as u64;
+            let watch = self.config.ring_watch;
+            if watch > 0 {
+                let above = occupancy >= watch;
+                if above && !core.above_watch && self.metrics.crossings.len() < MAX_CROSSINGS {
+                    self.metrics.crossings.push((t, c as u32));
+                }
+                core.above_watch = above;
+            }
+            Some((c, occupancy))
         } else {
             None
         }
@@ -771,6 +806,28 @@ mod tests {
             let util = m.busy_ns[0] as f64 / (m.end_ns - m.first_ns) as f64;
             assert!((util - rho).abs() < 0.02, "utilisation {util}");
         }
+    }
+
+    /// The ring watch logs each rise to the mark once, until the ring drains below it.
+    #[test]
+    fn ring_watch_logs_each_crossing_once() {
+        let config =
+            SimConfig { cores: 1, ring: 100, nic_latency_ns: 0, ring_watch: 10, ..SimConfig::default() };
+        let mut sim = Simulator::new(config, Fixed(1_000)).unwrap();
+        // 30 at once: one in service, the tenth queued crosses; the rest stay above.
+        for _ in 0..30 {
+            sim.arrive(5, &pkt());
+        }
+        // Drained by 31 µs; the next 12 at 100 µs cross again.
+        for _ in 0..12 {
+            sim.arrive(100_000, &pkt());
+        }
+        // 9 queued: below the mark.
+        for _ in 0..10 {
+            sim.arrive(200_000, &pkt());
+        }
+        let (m, _) = sim.finish();
+        assert_eq!(m.crossings, [(5, 0), (100_000, 0)]);
     }
 
     /// A burst of 100 back-to-back packets into a ring of 10 behind a core that needs 1 µs

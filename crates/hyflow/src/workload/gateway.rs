@@ -268,6 +268,19 @@ struct Burster {
     ratio: f64,
 }
 
+/// One burst as generated: the ground truth a policy's burst handling is judged against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BurstSpan {
+    /// The bursty flow ([`Gateway::key`]).
+    pub flow: u32,
+    /// When it starts and ends, ns since the start of the traffic.
+    pub start_ns: u64,
+    /// When it ends (it sends nothing from then until its next burst).
+    pub end_ns: u64,
+    /// Its rate during the burst, packets/s.
+    pub peak_pps: f64,
+}
+
 /// One packet of gateway traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatewayPacket {
@@ -275,6 +288,8 @@ pub struct GatewayPacket {
     pub ts_ns: u64,
     /// The flow: steady flows first, then bursty ones ([`Gateway::key`]).
     pub flow: u32,
+    /// The burst it belongs to: an index into [`Gateway::burst_log`].
+    pub burst: Option<u32>,
     /// Bytes on the wire.
     pub bytes: u32,
 }
@@ -296,8 +311,10 @@ pub struct Gateway {
     /// rank → steady flow (churn permutes it).
     rank_flow: Vec<u32>,
     bursters: Vec<Burster>,
-    /// Bursting now: (flow, peak).
-    active: Vec<(u32, f64)>,
+    /// Bursting now: (flow, peak, index in `burst_log`).
+    active: Vec<(u32, f64, u32)>,
+    /// Every burst started so far.
+    burst_log: Vec<BurstSpan>,
     active_rate: f64,
     steady_rate: f64,
     events: BinaryHeap<Reverse<(u64, Event)>>,
@@ -380,6 +397,7 @@ impl Gateway {
             rng,
             bursters,
             active: Vec::new(),
+            burst_log: Vec::new(),
             active_rate: 0.0,
             steady_rate,
             events,
@@ -410,6 +428,11 @@ impl Gateway {
         self.bursts
     }
 
+    /// Every burst started so far, in start order (one that is under way already has its end).
+    pub fn burst_log(&self) -> &[BurstSpan] {
+        &self.burst_log
+    }
+
     /// Flows bursting now.
     pub fn bursting(&self) -> usize {
         self.active.len()
@@ -435,7 +458,8 @@ impl Gateway {
                 let b = self.bursters[f as usize - self.config.flows];
                 let (d0, d1) = self.config.burst_duration_ns;
                 let d = self.rng.random_range(d0..=d1);
-                self.active.push((f, b.peak));
+                self.active.push((f, b.peak, self.burst_log.len() as u32));
+                self.burst_log.push(BurstSpan { flow: f, start_ns: at, end_ns: at + d, peak_pps: b.peak });
                 self.active_rate += b.peak;
                 self.bursts += 1;
                 self.events.push(Reverse((at + d, Event::End(f))));
@@ -478,18 +502,19 @@ impl Iterator for Gateway {
             }
             self.t_ns = t;
             let mut pick = self.rng.random::<f64>() * rate;
-            let flow = if pick < self.steady_rate {
-                self.rank_flow[self.ranks.draw(&mut self.rng)]
+            let (flow, burst) = if pick < self.steady_rate {
+                (self.rank_flow[self.ranks.draw(&mut self.rng)], None)
             } else {
                 pick -= self.steady_rate;
                 let i = self.active.iter().position(|a| {
                     pick -= a.1;
                     pick < 0.0
                 });
-                self.active[i.unwrap_or(self.active.len() - 1)].0
+                let (flow, _, burst) = self.active[i.unwrap_or(self.active.len() - 1)];
+                (flow, Some(burst))
             };
             let bytes = frame_len(&mut self.rng) as u32;
-            return Some(GatewayPacket { ts_ns: t as u64, flow, bytes });
+            return Some(GatewayPacket { ts_ns: t as u64, flow, burst, bytes });
         }
     }
 }
@@ -520,6 +545,20 @@ mod tests {
             packets.push(p);
         }
         assert!(g.bursts() > 30, "{} bursts", g.bursts());
+        // The burst log is the ground truth: every packet of a burst is its flow's, within
+        // its span, and bursty flows send nothing outside their bursts.
+        let log = g.burst_log();
+        assert_eq!(log.len() as u64, g.bursts());
+        for p in &packets {
+            match p.burst {
+                Some(b) => {
+                    let span = log[b as usize];
+                    assert_eq!(span.flow, p.flow);
+                    assert!((span.start_ns..span.end_ns).contains(&p.ts_ns), "{span:?} {p:?}");
+                }
+                None => assert!((p.flow as usize) < config.flows, "{p:?}"),
+            }
+        }
         assert!((2..=20).contains(&most_at_once), "{most_at_once} flows bursting at once");
         let again: Vec<GatewayPacket> = Gateway::new(config).unwrap().collect();
         assert_eq!(packets, again, "deterministic per seed");
