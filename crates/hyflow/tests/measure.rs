@@ -239,9 +239,14 @@ fn elixir_replaces_the_offloaded_set_at_each_boundary() {
         b.count(flow(9), 1_000_000_000 + i * 2_000_000 + 1, || 1);
     }
     let now = 1_010_000_000;
-    assert_eq!(b.fastest_in_window(now, |_, _| true), Some((flow(9), 1_000.0, 1)), "10 packets in 10 ms");
-    assert_eq!(b.fastest_in_window(now, |_, &core| core == 0), Some((flow(8), 500.0, 0)));
-    assert_eq!(b.fastest_in_window(now, |f, _| f == flow(7)), None, "flow 7 sent nothing since the reset");
+    assert_eq!(b.fastest_in_window(now, 0, |_, _| true), Some((flow(9), 1_000.0, 1)), "10 packets in 10 ms");
+    assert_eq!(b.fastest_in_window(now, 0, |_, &core| core == 0), Some((flow(8), 500.0, 0)));
+    assert_eq!(b.fastest_in_window(now, 0, |f, _| f == flow(7)), None, "flow 7 sent nothing since the reset");
+    assert_eq!(
+        b.fastest_in_window(now, 100_000_000, |_, _| true),
+        Some((flow(9), 100.0, 1)),
+        "over 100 ms at least"
+    );
 }
 
 #[test]

@@ -266,13 +266,14 @@ impl<R: Copy> BurstCounters<R> {
     }
 
     /// The flow with the most packets in the window under way at `now_ns` among those `keep`
-    /// accepts (ties by flow), with its rate over the window so far and its representative.
-    /// The paper's event-driven check (§3.3): counters reset every window, so a burst that
-    /// ended before the reset no longer outranks the one filling the ring now. One pass, no
-    /// allocation.
+    /// accepts (ties by flow), with its rate over the window so far (at least `min_span_ns`:
+    /// one packet just after a reset is no high rate) and its representative. The paper's
+    /// event-driven check (§3.3): counters reset every window, so a burst that ended before
+    /// the reset no longer outranks the one filling the ring now. One pass, no allocation.
     pub fn fastest_in_window(
         &mut self,
         now_ns: u64,
+        min_span_ns: u64,
         mut keep: impl FnMut(FlowId, &R) -> bool,
     ) -> Option<(FlowId, f64, R)> {
         self.roll(now_ns);
@@ -281,7 +282,7 @@ impl<R: Copy> BurstCounters<R> {
             .iter()
             .filter(|(f, c)| keep(**f, &c.1))
             .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(a.0)))?;
-        let elapsed = now_ns.saturating_sub(self.started_ns.unwrap_or(now_ns)).max(1);
+        let elapsed = now_ns.saturating_sub(self.started_ns.unwrap_or(now_ns)).max(min_span_ns).max(1);
         Some((*best.0, best.1 .0 as f64 * 1e9 / elapsed as f64, best.1 .1))
     }
 

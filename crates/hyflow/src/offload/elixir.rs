@@ -18,7 +18,8 @@
 //! core* into the bursty area: into a free entry, or in place of the entry with the lowest
 //! rate when the software flow's is higher. Rates are over the window under way: software's
 //! count since the reset, hardware's since its counter was last read (at every window's end,
-//! as far as the read rate allows). Choosing on the overflowing core is hyflow's reading of
+//! as far as the read rate allows), each over at least [`RECHECK_NS`] so that a packet or two
+//! just after a reset or an install is no high rate. Choosing on the overflowing core is hyflow's reading of
 //! Algorithm 2 for a multi-core host (the paper's queue is one ring): receive-side scaling
 //! keeps a flow on one core, so only that core's flows can be filling its ring, and a faster
 //! flow elsewhere would take the entry without relieving it.
@@ -358,7 +359,7 @@ impl Elixir {
         // lookup costs a heap operation, not a sort.
         let flows = self.bursts.flows().max(2) as f64;
         nic.charge(nic.costs().sample_ns * flows.log2());
-        let fastest = self.bursts.fastest_in_window(now, |f, r| r.1 == core && !nic.holds(f));
+        let fastest = self.bursts.fastest_in_window(now, RECHECK_NS, |f, r| r.1 == core && !nic.holds(f));
         let Some((flow, rate, (key, _))) = fastest else { return };
         let room = nic.has_room(BURSTY_AREA);
         if !room {
@@ -366,7 +367,8 @@ impl Elixir {
             let mut slowest: Option<(FlowId, f64)> = None;
             for &(f, packets) in &self.polled {
                 let (base, since) = self.hw_window.get(&f).copied().unwrap_or((0, 0));
-                let r = packets.saturating_sub(base) as f64 * 1e9 / now.saturating_sub(since).max(1) as f64;
+                let span = now.saturating_sub(since).max(RECHECK_NS);
+                let r = packets.saturating_sub(base) as f64 * 1e9 / span as f64;
                 if slowest.is_none_or(|s| r < s.1) {
                     slowest = Some((f, r));
                 }

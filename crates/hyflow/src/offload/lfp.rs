@@ -99,13 +99,41 @@ impl LfpModel {
     /// Whether a flow whose first packet has `x` will be large.
     #[inline]
     pub fn predict(&self, x: &[f64; FEATURES]) -> bool {
+        matches!(self.nodes[self.leaf(x)], Node::Leaf(true))
+    }
+
+    /// The index of the leaf `x` falls in.
+    #[inline]
+    fn leaf(&self, x: &[f64; FEATURES]) -> usize {
         let mut i = 0;
         loop {
             match self.nodes[i] {
-                Node::Leaf(large) => return large,
+                Node::Leaf(_) => return i,
                 Node::Split { feature, threshold, left, right } => {
                     i = if x[feature] < threshold { left } else { right } as usize;
                 }
+            }
+        }
+    }
+
+    /// Labels every leaf by the majority of the training examples that fall in it, a tie
+    /// (or no example) meaning small. `linfa-trees` breaks a tie by the iteration order of a
+    /// randomly seeded hash map, so the same prefix could give different trees from run to
+    /// run; recounted here, a run is deterministic, and a leaf with no evidence offloads
+    /// nothing.
+    fn relabel(&mut self, examples: &[([f64; FEATURES], bool)]) {
+        let mut votes = vec![(0u32, 0u32); self.nodes.len()];
+        for (x, large) in examples {
+            let v = &mut votes[self.leaf(x)];
+            if *large {
+                v.0 += 1;
+            } else {
+                v.1 += 1;
+            }
+        }
+        for (node, (large, small)) in self.nodes.iter_mut().zip(votes) {
+            if let Node::Leaf(label) = node {
+                *label = large > small;
             }
         }
     }
@@ -157,7 +185,11 @@ impl LfpTrainer {
             .map_err(|e| format!("lfp: training failed: {e}"))?;
         let mut nodes = Vec::new();
         flatten(tree.root_node(), &mut nodes);
-        Ok(LfpModel { nodes, examples: n, large })
+        let mut model = LfpModel { nodes, examples: n, large };
+        let labelled: Vec<([f64; FEATURES], bool)> =
+            self.examples.iter().map(|e| (e.0, e.1 >= cutoff)).collect();
+        model.relabel(&labelled);
+        Ok(model)
     }
 }
 
@@ -243,6 +275,35 @@ impl OffloadPolicy for Lfp {
 mod tests {
     use super::*;
     use crate::openflow::parse_packet;
+
+    /// Leaves where large and small tie predict small, in every fit: linfa-trees alone would
+    /// pick either by a randomly seeded hash map's order.
+    #[test]
+    fn tied_leaves_predict_small_in_every_fit() {
+        let spec = KeySpec::five_tuple();
+        let mut t = LfpTrainer::default();
+        // Pairs of flows whose first packets are identical (same features), one large, one
+        // small: no split can separate them.
+        for i in 0..20u32 {
+            for (src, packets) in [(1, 30), (2, 1)] {
+                let k =
+                    parse_packet(&format!("tcp,nw_src=10.0.0.{src},nw_dst=10.1.0.{i},tp_dst=443")).unwrap();
+                let mut same = k;
+                same.set_nw_src(0x0a00_0001);
+                let flow = spec.flow_id(&k).unwrap();
+                for _ in 0..packets {
+                    t.observe(flow, &same, 100);
+                }
+            }
+        }
+        let config = LfpConfig { large_share: 0.5, min_leaf: 1, ..LfpConfig::default() };
+        let first = t.fit(&config).unwrap();
+        for _ in 0..20 {
+            assert_eq!(t.fit(&config).unwrap(), first);
+        }
+        let k = parse_packet("tcp,nw_src=10.0.0.1,nw_dst=10.1.0.3,tp_dst=443").unwrap();
+        assert!(!first.predict(&features(&k, 100)), "a tie offloads nothing");
+    }
 
     /// Flows to port 443 are large, all others small, whatever their addresses: the tree
     /// learns the port and nothing else matters.
