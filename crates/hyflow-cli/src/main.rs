@@ -93,19 +93,27 @@ struct SwitchArgs {
     /// Default megaflow; `sim` takes --policy instead.
     #[arg(long, value_enum)]
     nic: Option<NicArg>,
+    /// Defaults of a published setup; options given explicitly override them.
+    /// `gigaflow-paper`: the Gigaflow artifact's evaluation (docs/gigaflow-paper-setup.md) —
+    /// 63 usable masks per NIC table for both schemes, 8,000 entries per Gigaflow stage and
+    /// 32,000 for Megaflow, no idle expiry (fill-only tables: a full table refuses, nothing is
+    /// evicted), no microflow cache (EMC/SMC disabled); `replay`'s hit rates are cumulative
+    /// from the first packet, as the artifact counted them.
+    #[arg(long, value_enum)]
+    preset: Option<PresetArg>,
     /// NIC entries: in total for megaflow (default 32768), per stage for gigaflow (default 8192).
     #[arg(long, value_name = "N")]
     nic_entries: Option<usize>,
-    /// Distinct masks per NIC stage.
-    #[arg(long, value_name = "N", default_value_t = hyflow::nic::DEFAULT_MEGAFLOW_MASKS)]
-    nic_masks: usize,
+    /// Distinct masks per NIC stage (default 512).
+    #[arg(long, value_name = "N")]
+    nic_masks: Option<usize>,
     /// Gigaflow stages (K).
     #[arg(long, value_name = "K", default_value_t = hyflow::nic::gigaflow::DEFAULT_TABLES)]
     nic_tables: usize,
     /// Gigaflow partitioning: dp (disjoint partitioning), random, one-to-one.
     #[arg(long, value_enum, default_value = "dp")]
     partition: PartitionArg,
-    /// No microflow cache.
+    /// No microflow cache (the default with --preset gigaflow-paper).
     #[arg(long)]
     no_microflow: bool,
     /// Microflow cache entries.
@@ -123,9 +131,10 @@ struct SwitchArgs {
     /// How the microflow cache stays consistent with rule updates.
     #[arg(long, value_enum, default_value = "action")]
     consistency: ConsistencyArg,
-    /// Seconds of trace time without a hit after which NIC and megaflow entries expire (0 = never).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    max_idle: f64,
+    /// Seconds of trace time without a hit after which NIC and megaflow entries expire
+    /// (0 = never; default 10).
+    #[arg(long, value_name = "SECONDS")]
+    max_idle: Option<f64>,
     /// Seconds between a rule update and the revalidator acting on NIC and megaflow entries.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     revalidation_delay: f64,
@@ -144,6 +153,12 @@ struct ReplayArgs {
     /// Print per-rule packet and byte counters, like `ovs-ofctl dump-flows`.
     #[arg(long)]
     rule_stats: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PresetArg {
+    /// The Gigaflow artifact's evaluation setup.
+    GigaflowPaper,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -10,6 +10,7 @@ use hyflow::cache::Consistency;
 use hyflow::experiment::replay::{DecisionRecord, ReplayConfig};
 use hyflow::experiment::Workload;
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
+use hyflow::nic::paper_setup;
 use hyflow::openflow::{read_flow_file, Pipeline, Rule};
 use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
 use hyflow::trace::{LinkType, PcapWriter};
@@ -20,7 +21,7 @@ use hyflow::workload::{
 
 use crate::{
     ConsistencyArg, GenDynamicArgs, GenGatewayArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs,
-    LocalityArg, NicArg, PartitionArg, ReplayArgs, SwitchArgs,
+    LocalityArg, NicArg, PartitionArg, PresetArg, ReplayArgs, SwitchArgs,
 };
 
 fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
@@ -30,17 +31,31 @@ fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     Ok((s * 1e9).round() as u64)
 }
 
+fn paper(a: &SwitchArgs) -> bool {
+    a.preset == Some(PresetArg::GigaflowPaper)
+}
+
+/// Distinct masks per NIC stage: given, the preset's, or hyflow's default.
+fn nic_masks(a: &SwitchArgs) -> usize {
+    let default = if paper(a) { paper_setup::MASKS } else { hyflow::nic::DEFAULT_MEGAFLOW_MASKS };
+    a.nic_masks.unwrap_or(default)
+}
+
 /// The megaflow-offload NIC the options size: (entries, masks).
 pub(crate) fn megaflow_nic(a: &SwitchArgs) -> (usize, usize) {
-    (a.nic_entries.unwrap_or(hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES), a.nic_masks)
+    let default =
+        if paper(a) { paper_setup::MEGAFLOW_ENTRIES } else { hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES };
+    (a.nic_entries.unwrap_or(default), nic_masks(a))
 }
 
 /// The Gigaflow NIC the options shape.
 pub(crate) fn gigaflow_nic(a: &SwitchArgs) -> GigaflowConfig {
+    let default =
+        if paper(a) { paper_setup::GIGAFLOW_ENTRIES } else { hyflow::nic::gigaflow::DEFAULT_ENTRIES };
     GigaflowConfig {
         tables: a.nic_tables,
-        entries: a.nic_entries.unwrap_or(hyflow::nic::gigaflow::DEFAULT_ENTRIES),
-        max_masks: a.nic_masks,
+        entries: a.nic_entries.unwrap_or(default),
+        max_masks: nic_masks(a),
         partition: match a.partition {
             PartitionArg::Dp => Partition::Disjoint,
             PartitionArg::Random => Partition::Random,
@@ -65,11 +80,11 @@ pub(crate) fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
             NicArg::Gigaflow => NicConfig::Gigaflow(gigaflow_nic(a)),
         }),
         nic_update_latency_ns: 0,
-        microflow: (!a.no_microflow)
+        microflow: (!a.no_microflow && !paper(a))
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
         megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),
         consistency,
-        max_idle_ns: seconds_to_ns("--max-idle", a.max_idle)?,
+        max_idle_ns: seconds_to_ns("--max-idle", a.max_idle.unwrap_or(if paper(a) { 0.0 } else { 10.0 }))?,
         revalidation_delay_ns: seconds_to_ns("--revalidation-delay", a.revalidation_delay)?,
     };
     Ok(if a.no_cache {

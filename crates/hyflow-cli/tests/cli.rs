@@ -626,3 +626,30 @@ fn gen_gateway_writes_what_the_stream_simulates() {
     assert!(v["packets"].as_u64().unwrap() > 90_000 && v["malformed"] == 0, "{v}");
     std::fs::remove_file(&pcap).ok();
 }
+
+/// `--preset gigaflow-paper` sets the artifact's limits (63 masks per table, no microflow
+/// cache, its table sizes), and options given explicitly override it.
+#[test]
+fn the_gigaflow_paper_preset_sets_the_artifacts_limits() {
+    let run = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["replay", "--json", "-"];
+        all.extend_from_slice(args);
+        let out = hyflow(&all);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap()
+    };
+    // The built-in workload's megaflows need more than 63 masks.
+    let own = run(&["--nic", "megaflow"]);
+    assert!(own["nic_masks_now"].as_u64().unwrap() > 63 && own["nic_refused_masks"] == 0, "{own}");
+    assert!(own["microflow_capacity"].as_u64().unwrap() > 0);
+    let paper = run(&["--nic", "megaflow", "--preset", "gigaflow-paper"]);
+    assert!(paper["nic_masks_now"].as_u64().unwrap() <= 63, "{paper}");
+    assert!(paper["nic_refused_masks"].as_u64().unwrap() > 0, "{paper}");
+    assert_eq!(paper["microflow_capacity"], 0, "EMC/SMC off");
+    let overridden = run(&["--nic", "megaflow", "--preset", "gigaflow-paper", "--nic-masks", "512"]);
+    assert_eq!(overridden["nic_refused_masks"], 0, "{overridden}");
+    let gigaflow = run(&["--nic", "gigaflow", "--preset", "gigaflow-paper"]);
+    assert_eq!(gigaflow["gigaflow"]["entries_per_table"], 8_000);
+    let sized = run(&["--nic", "gigaflow", "--preset", "gigaflow-paper", "--nic-entries", "100"]);
+    assert_eq!(sized["gigaflow"]["entries_per_table"], 100);
+}

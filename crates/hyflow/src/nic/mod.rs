@@ -33,6 +33,18 @@ pub const DEFAULT_MEGAFLOW_ENTRIES: usize = 32_768;
 /// Default mask limit of the megaflow-offload table.
 pub const DEFAULT_MEGAFLOW_MASKS: usize = 512;
 
+/// The Gigaflow artifact's evaluation setup (`docs/gigaflow-paper-setup.md`, from the paper
+/// and gigaflow-vswitch/gvs): what its tables accept, as opposed to hyflow's defaults.
+pub mod paper_setup {
+    /// Distinct masks a table accepts: gvs's limit is 64, and it refuses a new mask once a
+    /// table holds 63 — for Gigaflow's tables and for the one-table Megaflow baseline alike.
+    pub const MASKS: usize = 63;
+    /// Entries per Gigaflow table (K = 4 in the headline comparison; sizes are decimal).
+    pub const GIGAFLOW_ENTRIES: usize = 8_000;
+    /// Entries of the Megaflow baseline's one table.
+    pub const MEGAFLOW_ENTRIES: usize = 32_000;
+}
+
 /// The NIC's caching scheme and shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NicConfig {
