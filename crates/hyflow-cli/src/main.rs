@@ -153,6 +153,11 @@ struct ReplayArgs {
     /// Print per-rule packet and byte counters, like `ovs-ofctl dump-flows`.
     #[arg(long)]
     rule_stats: bool,
+    /// Also report where packets went from SECONDS of trace time on (the steady state); the
+    /// main figures count from the first packet, the cold start included (as the Gigaflow
+    /// artifact counted its hit rates).
+    #[arg(long, value_name = "SECONDS")]
+    warmup: Option<f64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

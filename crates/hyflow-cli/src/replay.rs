@@ -164,7 +164,8 @@ pub(crate) fn workload(a: &SwitchArgs) -> Result<Workload> {
 
 pub fn run(r: ReplayArgs) -> Result<()> {
     let a = &r.switch;
-    let config = ReplayConfig { switch: switch_config(a)?, time_host: true };
+    let warmup_ns = r.warmup.map(|s| seconds_to_ns("--warmup", s)).transpose()?;
+    let config = ReplayConfig { switch: switch_config(a)?, time_host: true, warmup_ns };
     let workload = workload(a)?;
     if a.flows.is_none() && a.trace.is_none() {
         println!(

@@ -652,4 +652,17 @@ fn the_gigaflow_paper_preset_sets_the_artifacts_limits() {
     assert_eq!(gigaflow["gigaflow"]["entries_per_table"], 8_000);
     let sized = run(&["--nic", "gigaflow", "--preset", "gigaflow-paper", "--nic-entries", "100"]);
     assert_eq!(sized["gigaflow"]["entries_per_table"], 100);
+    // Cumulative figures include the cold start; --warmup adds the steady state after it.
+    assert!(gigaflow.get("steady").is_none());
+    let warm = run(&["--nic", "gigaflow", "--preset", "gigaflow-paper", "--warmup", "0.5"]);
+    let steady = &warm["steady"];
+    assert!(steady["packets"].as_u64().unwrap() < warm["packets"].as_u64().unwrap(), "{steady}");
+    assert!(steady["nic_hit_rate"].as_f64().unwrap() > warm["nic_hit_rate"].as_f64().unwrap(), "{warm}");
+    let shares: f64 = ["nic_hit_rate", "microflow_hit_rate", "megaflow_hit_rate", "upcall_rate"]
+        .iter()
+        .map(|k| steady[k].as_f64().unwrap())
+        .sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{steady}");
+    let bad = hyflow(&["replay", "--warmup=-1"]);
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--warmup"));
 }

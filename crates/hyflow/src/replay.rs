@@ -168,9 +168,46 @@ pub struct ReplayReport {
     pub malformed_reasons: MalformedCounts,
     pub nic_scheme: &'static str,
     pub gigaflow: Option<GigaflowReport>,
+    /// Shares over the packets after a warm-up, if one was asked for (the figures above
+    /// count from the first packet, warm-up included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyShares>,
     /// Which layers exist (for the text table's "off").
     #[serde(skip)]
     pub layers: Layers,
+}
+
+/// Where packets were handled after a warm-up: the steady state, where the cumulative
+/// figures (the Gigaflow artifact's) include the cold start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SteadyShares {
+    /// Trace time the count starts at, s.
+    pub from_s: f64,
+    /// Packets counted.
+    pub packets: u64,
+    /// NIC hits / packets counted.
+    pub nic_hit_rate: f64,
+    /// Microflow hits / packets counted.
+    pub microflow_hit_rate: f64,
+    /// Megaflow hits / packets counted.
+    pub megaflow_hit_rate: f64,
+    /// Upcalls / packets counted.
+    pub upcall_rate: f64,
+}
+
+impl SteadyShares {
+    /// Shares of `by_layer` (packets per [`Layer`], in its order) counted from `from_ns`.
+    pub fn new(from_ns: u64, by_layer: [u64; 4]) -> SteadyShares {
+        let packets = by_layer.iter().sum();
+        SteadyShares {
+            from_s: from_ns as f64 / 1e9,
+            packets,
+            nic_hit_rate: rate(by_layer[Layer::Nic as usize], packets),
+            microflow_hit_rate: rate(by_layer[Layer::Microflow as usize], packets),
+            megaflow_hit_rate: rate(by_layer[Layer::Megaflow as usize], packets),
+            upcall_rate: rate(by_layer[Layer::SlowPath as usize], packets),
+        }
+    }
 }
 
 /// Which layers a switch has.
@@ -248,6 +285,7 @@ impl ReplayReport {
             malformed_reasons: malformed.clone(),
             nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
             gigaflow,
+            steady: None,
             layers: Layers {
                 nic: sw.nic().is_some(),
                 microflow: microflow.is_some(),
@@ -321,6 +359,17 @@ impl ReplayReport {
             "action table {} lists, {} rule paths; controller (slow-path only) packets {}\n",
             r.action_table_entries, r.rule_paths, r.controller
         ));
+        if let Some(st) = &r.steady {
+            out.push_str(&format!(
+                "steady state (the {} packets from {:.3} s of trace on): nic {:.2}%, microflow {:.2}%, megaflow {:.2}%, slowpath {:.2}%\n",
+                st.packets,
+                st.from_s,
+                st.nic_hit_rate * 100.0,
+                st.microflow_hit_rate * 100.0,
+                st.megaflow_hit_rate * 100.0,
+                st.upcall_rate * 100.0
+            ));
+        }
         if let Some(g) = &r.gigaflow {
             let entries: Vec<String> = g.stage_entries.iter().map(|n| n.to_string()).collect();
             out.push_str(&format!(

@@ -490,7 +490,7 @@ mod tests {
         let traffic = TrafficConfig { flows: 500, packets: 20_000, zipf: 1.1, rate: 20_000.0, seed: 3 };
         let workload = Workload { rules, updates, input: Input::Generated { traffic, in_port: 1 } };
         let mut want = Vec::new();
-        let config = ReplayConfig { switch: SwitchConfig::no_cache(), time_host: false };
+        let config = ReplayConfig { switch: SwitchConfig::no_cache(), time_host: false, warmup_ns: None };
         run(&workload, &config, &mut |d| {
             want.push(d.outputs.to_vec());
             Ok(())
@@ -506,11 +506,12 @@ mod tests {
                     ..SwitchConfig::default()
                 };
                 let mut wrong = 0;
-                let outcome = run(&workload, &ReplayConfig { switch, time_host: false }, &mut |d| {
-                    wrong += (d.outputs != want[d.index as usize].as_slice()) as u64;
-                    Ok(())
-                })
-                .unwrap();
+                let outcome =
+                    run(&workload, &ReplayConfig { switch, time_host: false, warmup_ns: None }, &mut |d| {
+                        wrong += (d.outputs != want[d.index as usize].as_slice()) as u64;
+                        Ok(())
+                    })
+                    .unwrap();
                 let r = &outcome.report;
                 assert!(
                     r.updates > 50 && r.retranslations > 100,

@@ -6,7 +6,7 @@ use crate::input::PacketSource;
 use crate::openflow::report::OutputRecords;
 use crate::openflow::traversal::Output;
 use crate::openflow::Pipeline;
-use crate::replay::{Replay, ReplayReport};
+use crate::replay::{Replay, ReplayReport, SteadyShares};
 use crate::sim::datapath::SimDecision;
 use crate::switch::{Layer, Switch, SwitchConfig};
 
@@ -18,6 +18,9 @@ pub struct ReplayConfig {
     /// Measure host wall-clock timings (NIC install and revalidation time). They appear in
     /// the report's timing fields and nowhere else; leave off for a fully deterministic report.
     pub time_host: bool,
+    /// Also count where packets went from this trace time on (the report's `steady`); the
+    /// main figures count from the first packet, warm-up included.
+    pub warmup_ns: Option<u64>,
 }
 
 /// One packet's fate, handed to the caller as the replay goes.
@@ -97,12 +100,17 @@ pub fn run(
     let mut replay = Replay::new(switch, workload.updates.clone());
     let mut outputs = Vec::new();
     let mut index = 0;
+    let mut steady = [0u64; 4];
     while let Some(p) = source.next_packet()? {
         let layer = replay.packet(p.ts_ns, &p.key, p.bytes as u64, &mut outputs);
+        if config.warmup_ns.is_some_and(|w| p.ts_ns >= w) {
+            steady[layer as usize] += 1;
+        }
         on_packet(&PacketDecision { index, layer, outputs: &outputs, progress: source.progress() })?;
         index += 1;
     }
     let (switch, elapsed_ns) = replay.finish();
-    let report = ReplayReport::new(&switch, source.malformed(), elapsed_ns);
+    let mut report = ReplayReport::new(&switch, source.malformed(), elapsed_ns);
+    report.steady = config.warmup_ns.map(|w| SteadyShares::new(w, steady));
     Ok(ReplayOutcome { report, switch })
 }
