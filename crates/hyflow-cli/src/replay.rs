@@ -84,7 +84,12 @@ pub(crate) fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
         megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),
         consistency,
-        max_idle_ns: seconds_to_ns("--max-idle", a.max_idle.unwrap_or(if paper(a) { 0.0 } else { 10.0 }))?,
+        max_idle_ns: match a.max_idle {
+            Some(s) => seconds_to_ns("--max-idle", s)?,
+            // The artifact's tables never expire (fill-only).
+            None if paper(a) => 0,
+            None => hyflow::switch::DEFAULT_MAX_IDLE_NS,
+        },
         revalidation_delay_ns: seconds_to_ns("--revalidation-delay", a.revalidation_delay)?,
     };
     Ok(if a.no_cache {

@@ -89,7 +89,7 @@ impl BurstTracker {
     ) -> BurstSummary {
         let ms = |ns: u64| ns as f64 / 1e6;
         let mut out = BurstSummary::default();
-        let (mut detect_sum, mut detected, mut offload_sum) = (0.0, 0u64, 0.0);
+        let (mut detect_sum, mut offload_sum) = (0.0, 0.0);
         let (mut overloaded, mut overloaded_offloaded) = (0u64, 0u64);
         for (i, span) in log.iter().enumerate() {
             let (start, end) = (to_sim(span.start_ns), to_sim(span.end_ns));
@@ -105,17 +105,18 @@ impl BurstTracker {
                 .find(|c| c.1 == core)
                 .map(|c| c.0 - start);
             let offloaded = first_nic.filter(|&t| t < end).map(|t| t.saturating_sub(start));
+            // Moved in during the burst (not held from before).
+            let moved_in = offloaded.filter(|_| !held);
             out.bursts += 1;
             out.held_at_start += held as u64;
-            if !held && offloaded.is_some() {
+            if let Some(d) = moved_in {
                 out.offloaded += 1;
-                offload_sum += ms(offloaded.unwrap_or(0));
+                offload_sum += ms(d);
             }
             if let Some(d) = crossing {
                 overloaded += 1;
-                detected += 1;
                 detect_sum += ms(d);
-                overloaded_offloaded += (!held && offloaded.is_some()) as u64;
+                overloaded_offloaded += moved_in.is_some() as u64;
             }
             out.list.push(BurstOutcome {
                 peak_pps: span.peak_pps * (span.end_ns - span.start_ns) as f64 / (end - start).max(1) as f64,
@@ -129,7 +130,7 @@ impl BurstTracker {
         if watching {
             out.overloaded = Some(overloaded);
             out.overloaded_offloaded = Some(overloaded_offloaded);
-            out.detection_ms_mean = (detected > 0).then(|| detect_sum / detected as f64);
+            out.detection_ms_mean = (overloaded > 0).then(|| detect_sum / overloaded as f64);
         }
         out.offload_ms_mean = (out.offloaded > 0).then(|| offload_sum / out.offloaded as f64);
         out

@@ -6,7 +6,7 @@
 
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
-use crate::packet::field::{id, Prereq};
+use crate::packet::field::{id, proto, Prereq};
 use crate::packet::format::format_value;
 use crate::packet::{FieldId, FlowKey, FlowMask};
 
@@ -61,16 +61,16 @@ const FIVE_TUPLE: [FieldId; 5] = [id::NW_SRC, id::NW_DST, id::NW_PROTO, id::TP_S
 /// (`nw_src` needs it), transport ports 0 where the packet has none.
 #[inline]
 fn five_tuple_id(key: &FlowKey) -> Option<FlowId> {
-    if key.dl_type() != crate::packet::field::proto::ETH_IPV4 {
+    if key.dl_type() != proto::ETH_IPV4 {
         return None;
     }
-    let later = key.nw_frag() & crate::packet::field::proto::FRAG_LATER != 0;
-    let proto = key.nw_proto();
-    let ports = Prereq::L4Ports.holds(Some(crate::packet::field::proto::ETH_IPV4), Some(proto), None, later);
+    let later = key.nw_frag() & proto::FRAG_LATER != 0;
+    let nw_proto = key.nw_proto();
+    let ports = Prereq::L4Ports.holds(Some(proto::ETH_IPV4), Some(nw_proto), None, later);
     let (sport, dport) = if ports { (key.tp_src(), key.tp_dst()) } else { (0, 0) };
     let v = (key.nw_src() as u128) << 72
         | (key.nw_dst() as u128) << 40
-        | (proto as u128) << 32
+        | (nw_proto as u128) << 32
         | (sport as u128) << 16
         | dport as u128;
     Some(FlowId::from_u128(v))
@@ -154,7 +154,7 @@ impl KeySpec {
         let mut v = 0u128;
         // The prerequisites' inputs, read once for all fields.
         let (dl_type, nw_proto, vlan) = (Some(key.dl_type()), Some(key.nw_proto()), Some(key.has_vlan()));
-        let later = key.nw_frag() & crate::packet::field::proto::FRAG_LATER != 0;
+        let later = key.nw_frag() & proto::FRAG_LATER != 0;
         for &f in self.fields() {
             let def = f.def();
             let value = if def.prereq.holds(dl_type, nw_proto, vlan, later) {
@@ -218,7 +218,6 @@ mod tests {
     /// kind (IPv4 TCP/UDP/SCTP/ICMP, later fragments, IPv6, ARP, VLAN) with random values.
     #[test]
     fn the_five_tuple_fast_path_agrees_with_the_general_one() {
-        use crate::packet::field::proto;
         let spec = KeySpec::five_tuple();
         let mut state = 0x1234_5678_9abc_def1u64;
         let mut next = move || {

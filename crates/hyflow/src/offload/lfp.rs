@@ -121,11 +121,12 @@ impl LfpModel {
     /// randomly seeded hash map, so the same prefix could give different trees from run to
     /// run; recounted here, a run is deterministic, and a leaf with no evidence offloads
     /// nothing.
-    fn relabel(&mut self, examples: &[([f64; FEATURES], bool)]) {
+    /// `examples`: each flow's first-packet features and bytes; large means `cutoff` or more.
+    fn relabel(&mut self, examples: &[([f64; FEATURES], u64)], cutoff: u64) {
         let mut votes = vec![(0u32, 0u32); self.nodes.len()];
-        for (x, large) in examples {
+        for (x, bytes) in examples {
             let v = &mut votes[self.leaf(x)];
-            if *large {
+            if *bytes >= cutoff {
                 v.0 += 1;
             } else {
                 v.1 += 1;
@@ -186,9 +187,7 @@ impl LfpTrainer {
         let mut nodes = Vec::new();
         flatten(tree.root_node(), &mut nodes);
         let mut model = LfpModel { nodes, examples: n, large };
-        let labelled: Vec<([f64; FEATURES], bool)> =
-            self.examples.iter().map(|e| (e.0, e.1 >= cutoff)).collect();
-        model.relabel(&labelled);
+        model.relabel(&self.examples, cutoff);
         Ok(model)
     }
 }

@@ -311,16 +311,14 @@ pub struct Gateway {
     /// rank → steady flow (churn permutes it).
     rank_flow: Vec<u32>,
     bursters: Vec<Burster>,
-    /// Bursting now: (flow, peak, index in `burst_log`).
-    active: Vec<(u32, f64, u32)>,
+    /// Bursting now: indices in `burst_log`.
+    active: Vec<u32>,
     /// Every burst started so far.
     burst_log: Vec<BurstSpan>,
     active_rate: f64,
     steady_rate: f64,
     events: BinaryHeap<Reverse<(u64, Event)>>,
     t_ns: f64,
-    /// Bursts started so far.
-    bursts: u64,
     /// Swaps owed by the continuous churn (fractions carry over).
     churn_debt: f64,
 }
@@ -402,7 +400,6 @@ impl Gateway {
             steady_rate,
             events,
             t_ns: 0.0,
-            bursts: 0,
             churn_debt: 0.0,
             config,
         })
@@ -425,7 +422,7 @@ impl Gateway {
 
     /// Bursts started so far.
     pub fn bursts(&self) -> u64 {
-        self.bursts
+        self.burst_log.len() as u64
     }
 
     /// Every burst started so far, in start order (one that is under way already has its end).
@@ -458,18 +455,18 @@ impl Gateway {
                 let b = self.bursters[f as usize - self.config.flows];
                 let (d0, d1) = self.config.burst_duration_ns;
                 let d = self.rng.random_range(d0..=d1);
-                self.active.push((f, b.peak, self.burst_log.len() as u32));
+                self.active.push(self.burst_log.len() as u32);
                 self.burst_log.push(BurstSpan { flow: f, start_ns: at, end_ns: at + d, peak_pps: b.peak });
                 self.active_rate += b.peak;
-                self.bursts += 1;
                 self.events.push(Reverse((at + d, Event::End(f))));
             }
             Event::End(f) => {
                 let b = self.bursters[f as usize - self.config.flows];
-                if let Some(i) = self.active.iter().position(|a| a.0 == f) {
+                let log = &self.burst_log;
+                if let Some(i) = self.active.iter().position(|&a| log[a as usize].flow == f) {
                     self.active.swap_remove(i);
                 }
-                self.active_rate = self.active.iter().map(|a| a.1).sum();
+                self.active_rate = self.active.iter().map(|&a| log[a as usize].peak_pps).sum();
                 // Off for an exponential time of mean (b − 1) × the mean burst duration, so
                 // the flow's average is its peak / b.
                 let (d0, d1) = self.config.burst_duration_ns;
@@ -506,12 +503,13 @@ impl Iterator for Gateway {
                 (self.rank_flow[self.ranks.draw(&mut self.rng)], None)
             } else {
                 pick -= self.steady_rate;
-                let i = self.active.iter().position(|a| {
-                    pick -= a.1;
+                let log = &self.burst_log;
+                let i = self.active.iter().position(|&a| {
+                    pick -= log[a as usize].peak_pps;
                     pick < 0.0
                 });
-                let (flow, _, burst) = self.active[i.unwrap_or(self.active.len() - 1)];
-                (flow, Some(burst))
+                let burst = self.active[i.unwrap_or(self.active.len() - 1)];
+                (log[burst as usize].flow, Some(burst))
             };
             let bytes = frame_len(&mut self.rng) as u32;
             return Some(GatewayPacket { ts_ns: t as u64, flow, burst, bytes });
@@ -548,7 +546,12 @@ mod tests {
         // The burst log is the ground truth: every packet of a burst is its flow's, within
         // its span, and bursty flows send nothing outside their bursts.
         let log = g.burst_log();
-        assert_eq!(log.len() as u64, g.bursts());
+        let (p0, p1) = config.burst_peak_share;
+        for span in log {
+            assert!(span.start_ns < span.end_ns && (span.flow as usize) >= config.flows, "{span:?}");
+            let share = span.peak_pps / config.rate;
+            assert!(share >= p0 * 0.999 && share <= p1 * 1.001, "{span:?}");
+        }
         for p in &packets {
             match p.burst {
                 Some(b) => {
