@@ -268,11 +268,20 @@ impl<'a> Xlate<'a> {
     }
 
     /// Notes bits a sub-traversal entry must match although a megaflow need not (a megaflow
-    /// always pins them by other means).
+    /// always pins them by other means). Bits this interval's actions already wrote are not
+    /// noted: their value here comes from the entry's own rewrite, not from the packet.
     fn read_for_segments(&mut self, f: FieldId, mask: u128) {
         if let Some(i) = self.tr.intervals.last_mut() {
-            i.read.unwildcard(f, mask);
+            i.read.unwildcard(f, mask & !i.written.get(f));
         }
+    }
+
+    /// Un-wildcards, in the megaflow only, bits an action overwrites without its outcome
+    /// depending on them. OVS pins them because its datapath `set` is computed against the
+    /// packet's old value; a sub-traversal entry rewrites them unconditionally, so it need not
+    /// match them (Gigaflow entries stay as wide as their lookups allow).
+    fn overwritten(&mut self, f: FieldId, mask: u128) {
+        self.tr.wc.unwildcard(f, mask);
     }
 
     /// Notes bits an action wrote (when recording).
@@ -408,7 +417,7 @@ impl<'a> Xlate<'a> {
                 }
                 Action::SetField { field, value, mask } => {
                     if self.prereq_ok(field) {
-                        self.read(field, mask);
+                        self.overwritten(field, mask);
                         self.wrote(field, mask);
                         self.flow.set_masked(field, value, mask);
                     }
@@ -417,7 +426,7 @@ impl<'a> Xlate<'a> {
                     let src_ok = self.prereq_ok(src.field);
                     if src_ok && self.prereq_ok(dst.field) {
                         self.read(src.field, src.mask());
-                        self.read(dst.field, dst.mask());
+                        self.overwritten(dst.field, dst.mask());
                         self.wrote(dst.field, dst.mask());
                         let bits = (self.flow.get(src.field) & src.mask()) >> src.offset;
                         self.flow.set_masked(dst.field, bits << dst.offset, dst.mask());
@@ -453,7 +462,9 @@ impl<'a> Xlate<'a> {
                     self.flow.set_vlan_tci2(0);
                 }
                 Action::SetVlanVid { vid, push_if_needed } => {
-                    self.read(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
+                    // Whether a tag exists decides; the VID bits are overwritten or unused.
+                    self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
+                    self.overwritten(id::VLAN_TCI, 0x0fff);
                     if self.flow.has_vlan() || push_if_needed {
                         self.wrote(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
                         self.read_for_segments(id::VLAN_TPID, u128::MAX);
@@ -466,7 +477,8 @@ impl<'a> Xlate<'a> {
                     }
                 }
                 Action::SetVlanPcp { pcp, push_if_needed } => {
-                    self.read(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
+                    self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
+                    self.overwritten(id::VLAN_TCI, 0xe000);
                     if self.flow.has_vlan() || push_if_needed {
                         self.wrote(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
                         self.read_for_segments(id::VLAN_TPID, u128::MAX);

@@ -10,15 +10,23 @@
 //!   fragment bits as every megaflow has (prerequisites read them); over the whole key, since
 //!   registers and metadata set by earlier tables are state the NIC carries between stages.
 //!   Only a sub-traversal at the initial point drops them: every packet enters with them zero.
+//!   Minimal in one respect megaflows are not: only bits *read before the sub-traversal
+//!   wrote them*. A bit a `set_field`, `move` or `mod_vlan_vid` only overwrites is not
+//!   matched (OVS megaflows pin it, for their datapath `set`; the entry's overlay rewrites it
+//!   whatever it was), nor is a bit a later lookup reads after an earlier action of the same
+//!   sub-traversal wrote it (its value is then the overlay's, fixed by the match). Before
+//!   this, PSC's routing entries matched the MACs and VLAN their rewrites replace (Gigaflow
+//!   4 × 8192 on `gen pipeline --kind psc`, 10,000 rules, 1 M packets: 76.9% hits, now 81.4%).
 //! - **effects**: each output as an overlay (the bits written so far in the sub-traversal and
 //!   their values) on the flow at the start, and the overlay of everything written, which
 //!   takes the flow to the next lookup point — or nothing if translation ends inside.
 //!
 //! Why an overlay is sound: a written bit is either a constant or copied from bits the actions
-//! read (which are in the match); every other bit passes through unchanged. A bit that a later
-//! lookup reads after an earlier action wrote it is matched at the start too, which can only
-//! make the rule narrower, never wrong. `tests/sub_traversals.rs` checks this on random
-//! pipelines by re-translating random flows inside each rule with [`Pipeline::run_from`].
+//! read before writing (which are in the match) or from bits an earlier action of the
+//! sub-traversal wrote (by induction, fixed too); every other bit passes through unchanged.
+//! `tests/sub_traversals.rs` checks this on random pipelines by re-translating random flows
+//! inside each rule with [`Pipeline::run_from`], and that no bit is matched beyond what the
+//! lookups and actions read before writing.
 //!
 //! [`Pipeline::run_from`]: super::Pipeline::run_from
 
@@ -146,8 +154,14 @@ pub fn sub_traversal(tr: &Traversal, start: usize, len: usize) -> Result<SubTrav
     if entry.is_ip() {
         mask.unwildcard_all(id::NW_FRAG);
     }
+    // Read before written: a bit an earlier lookup's actions in this sub-traversal wrote has
+    // the value the entry's own rewrite gives it, whatever the packet carried.
+    let mut written_before = FlowMask::CATCHALL;
     for k in start..end {
-        mask.union_with(&step_mask(tr, k));
+        let mut needed = step_mask(tr, k);
+        needed.subtract(&written_before);
+        mask.union_with(&needed);
+        written_before.union_with(&tr.intervals[k].written);
     }
     if point == LookupPoint::initial() {
         mask.intersect_with(FlowMask::packet_state());

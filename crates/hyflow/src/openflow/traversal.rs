@@ -162,7 +162,9 @@ pub struct PointRec {
 /// [`Traversal::record_segments`] is set (Gigaflow builds sub-traversal entries from it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Interval {
-    /// Bits the actions examined (prerequisites, sources, fields they rewrite).
+    /// Bits the actions examined before writing them (prerequisites, sources, `dec_ttl`'s
+    /// TTL, a pushed or popped VLAN stack); not the bits a `set_field` or `move` merely
+    /// overwrites.
     pub read: FlowMask,
     /// Bits the actions wrote.
     pub written: FlowMask,

@@ -211,6 +211,14 @@ impl FlowMask {
         }
     }
 
+    /// Wildcards every bit exact in `other` (AND NOT).
+    #[inline]
+    pub fn subtract(&mut self, other: &FlowMask) {
+        for (a, b) in self.words.iter_mut().zip(other.words.iter()) {
+            *a &= !b;
+        }
+    }
+
     /// Number of exact bits.
     pub fn exact_bits(&self) -> u32 {
         self.words.iter().map(|w| w.count_ones()).sum()
