@@ -206,8 +206,11 @@ enum GenCommand {
     /// flow's average rate, mostly shorter than a second; deterministic for a seed.
     Dynamic(GenDynamicArgs),
     /// A Pipebench-style workload for one of Gigaflow's reference pipelines: DIR/flows.txt
-    /// (ClassBench-like tuples mapped onto the pipeline's traversals) and DIR/trace.pcap
-    /// (flows with high or low pipeline-aware locality); deterministic for a seed.
+    /// (ClassBench-like tuples mapped onto the pipeline's traversals), DIR/traffic.txt (the
+    /// header pool: one header per tuple, high or low pipeline-aware locality) and
+    /// DIR/trace.pcap (64-byte packets whose flows, numbered by first appearance, take pool
+    /// headers modulo its size, timed by a CAIDA-like model or a capture); deterministic for
+    /// a seed.
     Pipeline(GenPipelineArgs),
     /// Cloud-gateway traffic (Elixir §2.1 and §5.1) as a pcap, for examples/gateway.flows: the
     /// top 10% of flows carry ~91% of the packets, the large set churns, bursty flows peak at
@@ -253,26 +256,32 @@ struct GenPipelineArgs {
     /// Pipeline template: ofd, psc, ols, ant or otl.
     #[arg(long, value_name = "KIND")]
     kind: String,
-    /// ClassBench-like tuples to map onto the pipeline (rules before range expansion).
+    /// ClassBench-like tuples to map onto the pipeline (rules before range expansion); also
+    /// the header pool's lines (DIR/traffic.txt).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     rules: usize,
-    /// high: flows combine popular L2 values and popular L3/L4 values independently;
-    /// low: each flow follows one uniformly drawn tuple.
+    /// high: pool headers combine popular values of each table group independently;
+    /// low: each pool header follows its own tuple.
     #[arg(long, value_enum, default_value = "high")]
     locality: LocalityArg,
+    /// Zipf exponent of tuple popularity (high locality).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    zipf: f64,
     /// Output directory (created if needed).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Distinct flows in the trace.
+    /// Take the trace's timing and flows from this capture (pcap/pcapng) instead of the
+    /// CAIDA-like model: each packet keeps its time and gets the pool header of its 5-tuple's
+    /// order of first appearance, modulo the pool size.
+    #[arg(long, value_name = "PCAP", conflicts_with_all = ["flows_count", "packets", "rate"])]
+    locality_from: Option<PathBuf>,
+    /// Flows starting in the trace (about; CAIDA-like model).
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     flows_count: usize,
-    /// Packets in the trace.
+    /// Packets in the trace (CAIDA-like model).
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     packets: usize,
-    /// Zipf exponent of flow sizes.
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
-    zipf: f64,
-    /// Mean packets per second.
+    /// Mean packets per second (CAIDA-like model).
     #[arg(long, value_name = "PPS", default_value_t = 100_000.0)]
     rate: f64,
     /// RNG seed.

@@ -338,6 +338,8 @@ pub fn gen_updates(a: GenUpdatesArgs) -> Result<()> {
 }
 
 pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
+    use hyflow::input::PacketSource;
+    use hyflow::workload::flow_arrivals::{CaptureSlots, FlowArrivals};
     use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
     let names: Vec<&str> = hyflow::workload::pipelines::ALL.iter().map(|t| t.name).collect();
     let Some(template) = hyflow::workload::pipelines::by_name(&a.kind) else {
@@ -347,22 +349,44 @@ pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
         LocalityArg::High => Locality::High,
         LocalityArg::Low => Locality::Low,
     };
-    let traffic =
-        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
+    let config = PipebenchConfig { rules: a.rules, locality, popularity: a.zipf, seed: a.seed };
+    let workload = pipebench(template, &config)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("{}: cannot create", a.out.display()))?;
-    let config = PipebenchConfig { rules: a.rules, locality, traffic };
-    let (flows, _) = write_trace(&a.out.join("trace.pcap"), |sink| pipebench(template, &config, sink))?;
-    let flows_path = a.out.join("flows.txt");
-    std::fs::write(&flows_path, &flows).with_context(|| format!("{}: cannot write", flows_path.display()))?;
-    let n_rules = flows.lines().filter(|l| !l.starts_with('#')).count();
+    for (name, text) in [("flows.txt", &workload.flows), ("traffic.txt", &workload.traffic)] {
+        let path = a.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    let trace = a.out.join("trace.pcap");
+    let (packets, flows) = match &a.locality_from {
+        None => {
+            let slots = FlowArrivals::new(a.packets, a.flows_count, a.rate, a.seed)?;
+            let mut flows = 0;
+            let packets = write_trace(&trace, |sink| {
+                Ok(workload.fold(slots.inspect(|s| flows = flows.max(s.flow + 1)), sink))
+            })?;
+            (packets, flows)
+        }
+        Some(capture) => {
+            let mut source = PacketSource::capture(capture, None)?;
+            let mut slots = CaptureSlots::new(&mut source);
+            let packets = write_trace(&trace, |sink| Ok(workload.fold(&mut slots, sink)))?;
+            let (flows, error) = slots.finish();
+            if let Some(e) = error {
+                return Err(e).with_context(|| format!("{}: reading the locality source", capture.display()));
+            }
+            (packets, flows)
+        }
+    };
+    // The inner result only repeats a write error, which `write_trace` already reported.
+    let packets = packets.unwrap_or(0);
+    let n_rules = workload.flows.lines().filter(|l| !l.starts_with('#')).count();
     println!(
-        "wrote {} ({} rules for {} tuples) and {} packets of {} flows to {}",
-        flows_path.display(),
-        n_rules,
+        "wrote {} ({n_rules} rules for {} tuples), {} ({} headers) and {} ({packets} packets of {flows} flows)",
+        a.out.join("flows.txt").display(),
         a.rules,
-        a.packets,
-        a.flows_count,
-        a.out.join("trace.pcap").display()
+        a.out.join("traffic.txt").display(),
+        workload.pool.len(),
+        trace.display(),
     );
     Ok(())
 }

@@ -666,3 +666,79 @@ fn the_gigaflow_paper_preset_sets_the_artifacts_limits() {
     let bad = hyflow(&["replay", "--warmup=-1"]);
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--warmup"));
 }
+
+/// `gen pipeline` writes the rules, the header pool (a line per tuple) and a trace of 64-byte
+/// packets, the same for the same seed; with `--locality-from` a capture's 5-tuples, in order
+/// of first appearance, take the pool's headers modulo its size, at the capture's times.
+#[test]
+fn gen_pipeline_writes_a_header_pool_and_folds_a_capture_onto_it() {
+    let dir = tmp("x", b"").parent().unwrap().to_path_buf();
+    let gen = |out: &str, extra: &[&str]| {
+        let out = dir.join(out);
+        let mut args =
+            vec!["gen", "pipeline", "--kind", "psc", "--rules", "50", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = hyflow(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (out, String::from_utf8_lossy(&o.stdout).to_string())
+    };
+    let (a, said) = gen("a", &["--packets", "3000", "--flows-count", "300"]);
+    assert!(said.contains("3000 packets"), "{said}");
+    let pool = std::fs::read_to_string(a.join("traffic.txt")).unwrap();
+    assert_eq!(pool.lines().filter(|l| !l.starts_with('#')).count(), 50);
+    let trace = std::fs::read(a.join("trace.pcap")).unwrap();
+    assert_eq!(trace.len(), 24 + 3000 * (16 + 60), "3000 frames of 60 bytes");
+    let (b, _) = gen("b", &["--packets", "3000", "--flows-count", "300"]);
+    assert_eq!(trace, std::fs::read(b.join("trace.pcap")).unwrap(), "same seed, same trace");
+
+    // Three 5-tuples in the capture (first appearance: A, B, C): with a pool of 50 lines
+    // they take lines 0, 1, 2.
+    let mut frames = Vec::new();
+    for port in [80u8, 81, 80, 82, 81] {
+        let mut f = tcp_frame();
+        f[14 + 20 + 3] = port;
+        frames.push(f);
+    }
+    let capture = tmp("capture.pcap", &pcap_with(&frames));
+    let (c, said) = gen("c", &["--locality-from", capture.to_str().unwrap()]);
+    assert!(said.contains("5 packets of 3 flows"), "{said}");
+    // Same seed and rules: the same pool as `a`. Records: 16-byte header, 60-byte frame.
+    let trace = std::fs::read(c.join("trace.pcap")).unwrap();
+    let record = |i: usize| &trace[24 + i * 76..24 + (i + 1) * 76];
+    let frame = |i: usize| &record(i)[16..];
+    assert_eq!(trace.len(), 24 + 5 * 76);
+    assert_eq!(frame(0), frame(2));
+    assert_eq!(frame(1), frame(4));
+    assert!(frame(0) != frame(1) && frame(1) != frame(3) && frame(0) != frame(3));
+    for (i, line) in [0, 1, 0, 2, 1].into_iter().enumerate() {
+        let ns = u32::from_le_bytes(record(i)[4..8].try_into().unwrap());
+        assert_eq!(ns as usize, i * 1000, "packet {i} keeps the capture's time");
+        // IPv4 source behind the Ethernet header and the VLAN tag.
+        let src: std::net::Ipv4Addr = pool
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .nth(line)
+            .unwrap()
+            .split(' ')
+            .nth(5)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(frame(i)[30..34], src.octets(), "packet {i} has pool line {line}");
+    }
+    // The capture sets packets, flows and timing: clap refuses the model's options beside it.
+    let o = hyflow(&[
+        "gen",
+        "pipeline",
+        "--kind",
+        "psc",
+        "--out",
+        "x",
+        "--locality-from",
+        "c.pcap",
+        "--packets",
+        "9",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with '--packets"));
+}

@@ -11,8 +11,9 @@ use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
 use hyflow::nic::{Arrival, MegaflowOffload, NicHit, NicScheme, Upcall};
 use hyflow::openflow::{parse_flows, Pipeline, Traversal};
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
+use hyflow::workload::flow_arrivals::FlowArrivals;
 use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
-use hyflow::workload::{pipelines, TrafficConfig};
+use hyflow::workload::pipelines;
 
 const BATCH: usize = 1024;
 
@@ -20,18 +21,19 @@ const BATCH: usize = 1024;
 /// of first appearance.
 fn workload(kind: &str) -> (Pipeline, Vec<FlowKey>, Vec<FlowKey>) {
     let template = pipelines::by_name(kind).expect("known template");
-    let traffic = TrafficConfig { flows: 20_000, packets: 200_000, zipf: 1.1, rate: 100_000.0, seed: 1 };
-    let config = PipebenchConfig { rules: 10_000, locality: Locality::High, traffic };
-    let mut packets = Vec::with_capacity(traffic.packets);
-    let (text, written) = pipebench(template, &config, |p| {
-        let mut k = FlowKey::default();
-        parse_frame(&p.frame, LinkKind::Ethernet, 1, &mut k).expect("generated frames parse");
-        packets.push(k);
-        Ok(())
-    })
-    .expect("valid workload");
-    written.expect("in memory");
-    let pipeline = Pipeline::from_rules(parse_flows(&text, kind).expect("generated rules parse"));
+    let config = PipebenchConfig { rules: 10_000, locality: Locality::High, popularity: 1.0, seed: 1 };
+    let workload = pipebench(template, &config).expect("valid workload");
+    let mut packets = Vec::with_capacity(200_000);
+    let slots = FlowArrivals::new(200_000, 20_000, 100_000.0, 1).expect("valid timing");
+    workload
+        .fold(slots, |p| {
+            let mut k = FlowKey::default();
+            parse_frame(&p.frame, LinkKind::Ethernet, 1, &mut k).expect("generated frames parse");
+            packets.push(k);
+            Ok(())
+        })
+        .expect("in memory");
+    let pipeline = Pipeline::from_rules(parse_flows(&workload.flows, kind).expect("generated rules parse"));
     let mut seen = hashbrown::HashSet::new();
     let flows = packets.iter().filter(|k| seen.insert(**k)).copied().collect();
     (pipeline, packets, flows)

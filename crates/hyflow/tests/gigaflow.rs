@@ -4,6 +4,7 @@
 //! path forwards them.
 
 use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
+use hyflow::nic::paper_setup;
 use hyflow::openflow::traversal::Output;
 use hyflow::openflow::update::parse_updates;
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
@@ -109,21 +110,22 @@ fn a_rule_update_behind_a_split_revalidates_only_what_it_touches() {
 fn the_reference_pipelines_forward_like_the_slow_path() {
     use hyflow::nic::gigaflow::Partition;
     use hyflow::packet::parse_frame;
+    use hyflow::workload::flow_arrivals::FlowArrivals;
     use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
     use hyflow::workload::pipelines::ALL;
-    use hyflow::workload::TrafficConfig;
     for template in ALL {
         for locality in [Locality::High, Locality::Low] {
-            let traffic = TrafficConfig { flows: 300, packets: 3000, zipf: 1.0, rate: 1000.0, seed: 7 };
+            let config = PipebenchConfig { rules: 150, locality, popularity: 1.0, seed: 7 };
+            let workload = pipebench(template, &config).unwrap();
             let mut frames = Vec::new();
-            let (text, written) =
-                pipebench(template, &PipebenchConfig { rules: 150, locality, traffic }, |p| {
+            let slots = FlowArrivals::new(3000, 300, 1000.0, 7).unwrap();
+            workload
+                .fold(slots, |p| {
                     frames.push((p.ts_ns, p.frame));
                     Ok(())
                 })
                 .unwrap();
-            written.unwrap();
-            let rules = parse_flows(&text, template.name).unwrap();
+            let rules = parse_flows(&workload.flows, template.name).unwrap();
             let seconds = frames.last().map_or(1.0, |f| f.0 as f64 / 1e9);
             let update_lines = hyflow::workload::generate_updates(
                 &rules,
@@ -156,28 +158,27 @@ fn the_reference_pipelines_forward_like_the_slow_path() {
             };
             let (reference, reference_counters, updates_applied) = run(SwitchConfig::no_cache());
             assert!(updates_applied > 10, "{}: {updates_applied} updates", template.name);
+            // hyflow's setup (entries expire when idle) and the artifact's (no expiry, 63 masks
+            // per stage), with few entries so that stages fill.
+            let setups = [("expiring", 512, 300_000_000), ("artifact", paper_setup::MASKS, 0)];
             for partition in [Partition::Disjoint, Partition::Random, Partition::OneToOne] {
-                let gf = GigaflowConfig { entries: 64, partition, ..GigaflowConfig::default() };
-                let config = SwitchConfig {
-                    nic: Some(NicConfig::Gigaflow(gf)),
-                    max_idle_ns: 300_000_000,
-                    ..SwitchConfig::no_cache()
-                };
-                let (got, counters, _) = run(config);
-                for (i, (want, got)) in reference.iter().zip(&got).enumerate() {
-                    assert_eq!(want.1, got.1, "{} {locality:?} {partition:?}: packet {i}", template.name);
+                for (setup, max_masks, max_idle_ns) in setups {
+                    let gf =
+                        GigaflowConfig { entries: 64, max_masks, partition, ..GigaflowConfig::default() };
+                    let config = SwitchConfig {
+                        nic: Some(NicConfig::Gigaflow(gf)),
+                        max_idle_ns,
+                        ..SwitchConfig::no_cache()
+                    };
+                    let (got, counters, _) = run(config);
+                    let what = format!("{} {locality:?} {partition:?} {setup}", template.name);
+                    for (i, (want, got)) in reference.iter().zip(&got).enumerate() {
+                        assert_eq!(want.1, got.1, "{what}: packet {i}");
+                    }
+                    assert_eq!(reference_counters, counters, "{what}: rule counters");
+                    let hits = got.iter().filter(|d| d.0 == Layer::Nic).count();
+                    assert!(hits > 0, "{what}: the NIC serves some packets");
                 }
-                assert_eq!(
-                    reference_counters, counters,
-                    "{} {locality:?} {partition:?}: rule counters",
-                    template.name
-                );
-                let hits = got.iter().filter(|d| d.0 == Layer::Nic).count();
-                assert!(
-                    hits > 0,
-                    "{} {locality:?} {partition:?}: the NIC serves some packets",
-                    template.name
-                );
             }
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod builtin;
 pub mod dynamics;
+pub mod flow_arrivals;
 pub mod gateway;
 pub mod pipebench;
 pub mod pipelines;

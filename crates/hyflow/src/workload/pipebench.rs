@@ -22,17 +22,28 @@
 //! 10%. Addresses nest: prefixes are cut from 64 /16 networks of 10.0.0.0/8 so that rules
 //! share prefixes as ClassBench's do. MACs come from a pool of 4,096 hosts, VLANs from 64.
 //!
-//! **Traffic.** `flows` flows; each flow's headers come from tuples, concretised (host bits of
-//! a prefix, a port inside a range drawn at random). Low locality: all of a flow's parts from
-//! one tuple drawn uniformly, so a flow's L2 values and its L3/L4 values always come
-//! together and flows share sub-traversals only as often as they share whole tuples. High
-//! locality: the L2 group (MACs, VLAN) and the L3/L4 group (addresses, protocol, ports) come
-//! from two tuples drawn independently with Zipf(1.0) popularity over all tuples — popular
-//! values recur across many flows in every table, in new combinations, which is what
-//! sub-traversal caching exploits and whole-traversal caching cannot. (The L3/L4 group stays
-//! together: ACL tables couple all of it.) Packets then follow
-//! [`generate_flows`]: Zipf flow sizes, Poisson arrivals, CAIDA's trimodal frame sizes. All
-//! of it is deterministic for a seed.
+//! **Header pool** (the artifact's `ruleset.traffic`, `docs/gigaflow-paper-setup.md` §5):
+//! one IPv4 header per tuple, so `rules` lines, fixed for the whole trace — header values
+//! recur exactly, so sub-traversals are shared. Each tuple's values are made concrete once
+//! (host bits of a prefix, a port inside a range, at random), so every header drawing a tuple
+//! carries exactly its values. Low locality: line i takes every part from
+//! tuple i, so lines share values only as their tuples do. High locality: line i picks a
+//! traversal (that of a tuple drawn with Zipf(`popularity`) over all tuples), then draws one
+//! tuple per *value group* of that traversal, independently, with Zipf(`popularity`) over the
+//! traversal's tuples, and takes each group's parts from its tuple: popular per-table values
+//! recur across many lines, in new combinations — what sub-traversal caching exploits and
+//! whole-traversal caching cannot. Value groups: parts one of the traversal's tables matches
+//! together are drawn together (a rule matches its tuple's values only together: OLS's port
+//! security couples the source MAC with the source IP), and the L3/L4 parts always form one
+//! group (ACLs match them as one tuple). So PSC's routed traversal has two groups (MACs and
+//! VLAN; addresses, protocol and ports), OLS's three or fewer (source MAC with L3/L4,
+//! destination MAC, ...).
+//!
+//! **Trace** ([`Pipebench::fold`]): packets take their flow and time from a source numbered
+//! in order of first appearance — the CAIDA-like model of [`super::flow_arrivals`] or a
+//! user's capture — and flow f gets the header of pool line `f mod rules`, as the artifact's
+//! generator folds CAIDA's 5-tuples onto `ruleset.traffic`. Packets are 64 bytes, as the
+//! artifact's are. All of it is deterministic for a seed.
 
 use std::fmt::Write as _;
 
@@ -40,7 +51,8 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-use super::traffic::{generate_flows, GenPacket, TrafficConfig, TrafficError};
+use super::flow_arrivals::PacketSlot;
+use super::traffic::{GenPacket, TrafficError};
 use crate::packet::field::proto;
 use crate::packet::{parse_frame, FlowKey, LinkKind};
 
@@ -141,21 +153,23 @@ pub struct Template {
 /// High or low pipeline-aware locality.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Locality {
-    /// Flows combine popular L2 values with popular L3/L4 values independently.
+    /// Pool headers combine popular values of each value group independently.
     High,
-    /// Flows follow single uniformly chosen tuples.
+    /// Each pool header follows its own tuple.
     Low,
 }
 
 /// What to generate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PipebenchConfig {
-    /// Tuples (rules before range expansion, per traversal table).
+    /// Tuples (rules before range expansion, per traversal table), and header pool lines.
     pub rules: usize,
     /// Locality.
     pub locality: Locality,
-    /// Traffic: flows, packets, Zipf exponent of flow sizes, rate, seed.
-    pub traffic: TrafficConfig,
+    /// Zipf exponent of tuple popularity (high locality).
+    pub popularity: f64,
+    /// RNG seed.
+    pub seed: u64,
 }
 
 /// A ClassBench-like tuple.
@@ -457,16 +471,64 @@ fn routed(template: &Template) -> Vec<bool> {
         .collect()
 }
 
-/// A packet with the L2 parts of `l2` and the L3/L4 parts of `l3`, prefixes and ranges
-/// concretised; canonical (what parsing its frame gives back).
-fn packet(routed: &[bool], rng: &mut StdRng, l2: &Tuple, l3: &Tuple) -> FlowKey {
-    let mut k = FlowKey::default();
-    k.set_in_port(1);
-    k.set_dl_src(l2.dl_src);
-    k.set_dl_dst(if routed[l2.traversal] { l2.router_mac } else { l2.dl_dst });
-    k.set_vlan_tpid(proto::ETH_VLAN);
-    k.set_vlan_tci(proto::VLAN_CFI | l2.vlan);
-    k.set_dl_type(proto::ETH_IPV4);
+/// Every part, in `Part` order.
+const PARTS: [Part; 11] = [
+    Part::InPort,
+    Part::DlSrc,
+    Part::DlDst,
+    Part::RouterMac,
+    Part::Vlan,
+    Part::NwSrc,
+    Part::NwDst,
+    Part::Proto,
+    Part::TpSrc,
+    Part::TpDst,
+    Part::Dscp,
+];
+
+/// The value groups of a traversal: per part, the group it is drawn with. Parts one of the
+/// traversal's tables matches together are coupled (a rule matches their values only as its
+/// tuple has them together: OLS's port security matches the source MAC with the source IP);
+/// the L3/L4 parts are always one group (ACLs match them as one tuple). The ingress port is
+/// the same for every packet and couples nothing.
+fn value_groups(template: &Template, traversal: &TraversalSpec) -> [usize; PARTS.len()] {
+    let mut group: [usize; PARTS.len()] = std::array::from_fn(|i| i);
+    fn root(group: &mut [usize], mut i: usize) -> usize {
+        while group[i] != i {
+            group[i] = group[group[i]];
+            i = group[i];
+        }
+        i
+    }
+    let join = |group: &mut [usize], a: Part, b: Part| {
+        let (ra, rb) = (root(group, a as usize), root(group, b as usize));
+        group[ra.max(rb)] = ra.min(rb);
+    };
+    for p in [Part::NwDst, Part::Proto, Part::TpSrc, Part::TpDst, Part::Dscp] {
+        join(&mut group, Part::NwSrc, p);
+    }
+    for step in traversal.steps().iter().filter(|s| !s.miss) {
+        let Some(table) = template.tables.iter().find(|t| t.id == step.table) else { continue };
+        let mut parts = table.parts.iter().copied().filter(|&p| p != Part::InPort);
+        if let Some(first) = parts.next() {
+            parts.for_each(|p| join(&mut group, first, p));
+        }
+    }
+    std::array::from_fn(|i| root(&mut group, i))
+}
+
+/// A tuple's L3/L4 values made concrete, once: host bits of its prefixes and ports inside its
+/// ranges, at random — so every header drawing the tuple carries exactly the same values.
+#[derive(Clone, Copy, Debug)]
+struct Concrete {
+    nw_src: u32,
+    nw_dst: u32,
+    proto: u8,
+    tp_src: u16,
+    tp_dst: u16,
+}
+
+fn concrete(rng: &mut StdRng, t: &Tuple) -> Concrete {
     let host = |rng: &mut StdRng, (a, len): (u32, u8)| {
         if len >= 32 {
             a
@@ -474,62 +536,213 @@ fn packet(routed: &[bool], rng: &mut StdRng, l2: &Tuple, l3: &Tuple) -> FlowKey 
             a | (rng.random_range(0..=u32::MAX) >> len)
         }
     };
-    k.set_nw_src(host(rng, l3.nw_src));
-    k.set_nw_dst(host(rng, l3.nw_dst));
-    let p = if l3.proto == 0 { proto::IP_TCP } else { l3.proto };
-    k.set_nw_proto(p);
-    k.set_nw_ttl(64);
-    k.set_nw_tos(l3.dscp << 2);
-    match p {
-        proto::IP_TCP | proto::IP_UDP => {
-            k.set_tp_src(rng.random_range(l3.tp_src.0..=l3.tp_src.1));
-            k.set_tp_dst(rng.random_range(l3.tp_dst.0..=l3.tp_dst.1));
-            if p == proto::IP_TCP {
-                k.set(crate::packet::field::id::TCP_FLAGS, 0x010);
-            }
-        }
-        _ => k.set_tp_src(8),
+    let proto = if t.proto == 0 { proto::IP_TCP } else { t.proto };
+    let l4 = matches!(proto, proto::IP_TCP | proto::IP_UDP);
+    Concrete {
+        nw_src: host(rng, t.nw_src),
+        nw_dst: host(rng, t.nw_dst),
+        proto,
+        tp_src: if l4 { rng.random_range(t.tp_src.0..=t.tp_src.1) } else { 8 },
+        tp_dst: if l4 { rng.random_range(t.tp_dst.0..=t.tp_dst.1) } else { 0 },
     }
-    let frame = crate::packet::build::build_frame(&k, 60);
+}
+
+/// A header with each part's value from the tuple `source` gives for it (index into
+/// `tuples` and `concrete`); canonical (what parsing its frame gives back).
+fn header(routed: bool, tuples: &[Tuple], concrete: &[Concrete], source: impl Fn(Part) -> usize) -> FlowKey {
+    let mut k = FlowKey::default();
+    k.set_in_port(1);
+    k.set_dl_src(tuples[source(Part::DlSrc)].dl_src);
+    k.set_dl_dst(if routed {
+        tuples[source(Part::RouterMac)].router_mac
+    } else {
+        tuples[source(Part::DlDst)].dl_dst
+    });
+    k.set_vlan_tpid(proto::ETH_VLAN);
+    k.set_vlan_tci(proto::VLAN_CFI | tuples[source(Part::Vlan)].vlan);
+    k.set_dl_type(proto::ETH_IPV4);
+    // The L3/L4 parts are one group: one tuple.
+    let l3 = source(Part::NwSrc);
+    let c = &concrete[l3];
+    k.set_nw_src(c.nw_src);
+    k.set_nw_dst(c.nw_dst);
+    k.set_nw_proto(c.proto);
+    k.set_nw_ttl(64);
+    k.set_nw_tos(tuples[l3].dscp << 2);
+    k.set_tp_src(c.tp_src);
+    if matches!(c.proto, proto::IP_TCP | proto::IP_UDP) {
+        k.set_tp_dst(c.tp_dst);
+        if c.proto == proto::IP_TCP {
+            k.set(crate::packet::field::id::TCP_FLAGS, 0x010);
+        }
+    }
+    let frame = crate::packet::build::build_frame(&k, FRAME_LEN);
     let mut canonical = FlowKey::default();
     let _ = parse_frame(&frame, LinkKind::Ethernet, 1, &mut canonical);
     canonical
 }
 
-/// A Pipebench workload: the flow file's text, and the trace handed to `sink` packet by packet.
-pub fn pipebench(
+/// Frame bytes of every packet, FCS excluded: 64-byte packets on the wire, as the artifact's
+/// traffic generator sends.
+pub const FRAME_LEN: usize = 60;
+
+/// The header pool: one header per tuple (rule-mapping line), as the artifact's
+/// `ruleset.traffic` (see the module notes for how locality shapes it).
+fn header_pool(
     template: &Template,
+    tuples: &[Tuple],
     config: &PipebenchConfig,
-    sink: impl FnMut(GenPacket) -> std::io::Result<()>,
-) -> Result<(String, std::io::Result<()>), TrafficError> {
-    let tuples = tuples(template, config.rules, config.traffic.seed)?;
-    let text = rules_text(template, &tuples);
-    if config.traffic.flows == 0 {
-        return Err(TrafficError::Parameter("--flows-count must be at least 1"));
-    }
-    let mut rng = StdRng::seed_from_u64(config.traffic.seed ^ 0x666c_6f77_7321);
+) -> Result<Vec<FlowKey>, TrafficError> {
+    let mut rng = StdRng::seed_from_u64(config.seed ^ 0x666c_6f77_7321);
     let routed = routed(template);
-    let zipf = Zipf::new(tuples.len() as f64, 1.0).map_err(|_| TrafficError::Parameter("bad popularity"))?;
-    let keys: Vec<FlowKey> = (0..config.traffic.flows)
-        .map(|_| match config.locality {
-            Locality::Low => {
-                let t = &tuples[rng.random_range(0..tuples.len())];
-                packet(&routed, &mut rng, t, t)
+    let concrete: Vec<Concrete> = tuples.iter().map(|t| concrete(&mut rng, t)).collect();
+    if config.locality == Locality::Low {
+        return Ok((0..tuples.len())
+            .map(|i| header(routed[tuples[i].traversal], tuples, &concrete, |_| i))
+            .collect());
+    }
+    let bad = TrafficError::Parameter("--zipf must be a non-negative exponent");
+    let popularity = |n: usize| Zipf::new(n as f64, config.popularity).map_err(|_| bad.clone());
+    let all = popularity(tuples.len())?;
+    let mut on: Vec<Vec<usize>> = vec![Vec::new(); template.traversals.len()];
+    tuples.iter().enumerate().for_each(|(i, t)| on[t.traversal].push(i));
+    let per_traversal: Vec<Option<Zipf<f64>>> = on
+        .iter()
+        .map(|ids| (!ids.is_empty()).then(|| popularity(ids.len())).transpose())
+        .collect::<Result<_, _>>()?;
+    let groups: Vec<_> = template.traversals.iter().map(|tr| value_groups(template, tr)).collect();
+    let draw = |rng: &mut StdRng, z: &Zipf<f64>, n: usize| (z.sample(rng) as usize).clamp(1, n) - 1;
+    Ok((0..tuples.len())
+        .map(|_| {
+            let t = tuples[draw(&mut rng, &all, tuples.len())].traversal;
+            let (ids, zipf) =
+                (&on[t], per_traversal[t].as_ref().expect("a drawn tuple's traversal has tuples"));
+            // One tuple per value group, drawn by popularity among the traversal's tuples.
+            let mut by_group = [0usize; PARTS.len()];
+            for (part, &g) in groups[t].iter().enumerate() {
+                if g == part {
+                    by_group[g] = ids[draw(&mut rng, zipf, ids.len())];
+                }
             }
-            Locality::High => {
-                let mut draw = || tuples[(zipf.sample(&mut rng) as usize).clamp(1, tuples.len()) - 1];
-                let (l2, l3) = (draw(), draw());
-                packet(&routed, &mut rng, &l2, &l3)
-            }
+            header(routed[t], tuples, &concrete, |p: Part| by_group[groups[t][p as usize]])
         })
-        .collect();
-    let written = generate_flows(&keys, &config.traffic, sink)?;
-    Ok((text, written))
+        .collect())
+}
+
+/// The pool as text: one line per header, numbered as the trace's flows are folded onto them.
+fn pool_text(template: &Template, pool: &[FlowKey], locality: Locality) -> String {
+    let mut out = format!(
+        "# {}: header pool ({} lines, {locality:?} locality; hyflow gen pipeline)\n\
+         # line eth_src eth_dst vlan ip_proto ip_src ip_dst tp_src tp_dst dscp\n",
+        template.name,
+        pool.len()
+    );
+    for (i, k) in pool.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{i} {} {} {} {} {} {} {} {} {}",
+            mac(k.dl_src()),
+            mac(k.dl_dst()),
+            k.vlan_tci() & 0x0fff,
+            k.nw_proto(),
+            ip(k.nw_src()),
+            ip(k.nw_dst()),
+            k.tp_src(),
+            k.tp_dst(),
+            k.nw_tos() >> 2
+        );
+    }
+    out
+}
+
+/// A Pipebench workload: the rules, the header pool, and the pool as `traffic.txt`.
+#[derive(Clone, Debug)]
+pub struct Pipebench {
+    /// The flow file's text.
+    pub flows: String,
+    /// The header pool, one header per rule-mapping line.
+    pub pool: Vec<FlowKey>,
+    /// The pool as `traffic.txt`.
+    pub traffic: String,
+}
+
+impl Pipebench {
+    /// The trace: each packet of `slots` takes the pool header of line `flow mod pool size`
+    /// (flows numbered in order of first appearance, as the artifact's traffic generator
+    /// folds CAIDA's 5-tuples onto `ruleset.traffic`), at the slot's time, as a 64-byte
+    /// packet. Returns the packets written.
+    pub fn fold(
+        &self,
+        slots: impl Iterator<Item = PacketSlot>,
+        mut sink: impl FnMut(GenPacket) -> std::io::Result<()>,
+    ) -> std::io::Result<u64> {
+        let frames: Vec<Vec<u8>> =
+            self.pool.iter().map(|k| crate::packet::build::build_frame(k, FRAME_LEN)).collect();
+        let mut n = 0;
+        for slot in slots {
+            let line = slot.flow % frames.len();
+            sink(GenPacket { ts_ns: slot.ts_ns, flow: slot.flow, frame: frames[line].clone() })?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// The rules and header pool of a Pipebench workload for `template`.
+pub fn pipebench(template: &Template, config: &PipebenchConfig) -> Result<Pipebench, TrafficError> {
+    let tuples = tuples(template, config.rules, config.seed)?;
+    let flows = rules_text(template, &tuples);
+    let pool = header_pool(template, &tuples, config)?;
+    let traffic = pool_text(template, &pool, config.locality);
+    Ok(Pipebench { flows, pool, traffic })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coupled_parts_are_drawn_together() {
+        use crate::workload::pipelines::{OLS, PSC};
+        let groups = |t: &Template, name: &str| {
+            value_groups(t, t.traversals.iter().find(|tr| tr.name == name).expect("known traversal"))
+        };
+        let psc = groups(&PSC, "routed IPv4");
+        let same = |g: &[usize; 11], a: Part, b: Part| g[a as usize] == g[b as usize];
+        assert!(same(&psc, Part::DlSrc, Part::Vlan) && same(&psc, Part::DlSrc, Part::RouterMac));
+        assert!(same(&psc, Part::NwSrc, Part::TpDst) && !same(&psc, Part::DlSrc, Part::NwSrc));
+        // OLS's port security matches the source MAC with the source IP.
+        let ols = groups(&OLS, "unicast to a known MAC, no ACL or LB");
+        assert!(same(&ols, Part::DlSrc, Part::NwSrc) && !same(&ols, Part::DlDst, Part::NwSrc));
+    }
+
+    #[test]
+    fn high_locality_pools_recombine_popular_values() {
+        use crate::workload::pipelines::PSC;
+        let distinct = |locality, f: fn(&FlowKey) -> u128| {
+            let w = pipebench(&PSC, &PipebenchConfig { rules: 2000, locality, popularity: 1.0, seed: 3 })
+                .unwrap();
+            assert_eq!(w.pool.len(), 2000);
+            let mut v: Vec<u128> = w.pool.iter().map(f).collect();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        };
+        let l2 = |k: &FlowKey| (k.dl_src() as u128) << 16 | k.vlan_tci() as u128;
+        let l3 = |k: &FlowKey| (k.nw_src() as u128) << 32 | k.nw_dst() as u128;
+        let both = |k: &FlowKey| {
+            ((k.dl_src() as u128) << 16 | k.vlan_tci() as u128) << 64
+                | (k.nw_src() as u128) << 32
+                | k.nw_dst() as u128
+        };
+        // Low: every line its own tuple's values. High: popular values recur per group, in
+        // combinations that are mostly new.
+        assert!(distinct(Locality::Low, l2) > 1500 && distinct(Locality::Low, l3) > 1900);
+        let (h2, h3, hb) =
+            (distinct(Locality::High, l2), distinct(Locality::High, l3), distinct(Locality::High, both));
+        assert!(h2 < 1300 && h3 < 1000, "high locality: {h2} L2 and {h3} L3 values");
+        assert!(2 * hb > 3 * h2.max(h3), "{hb} combinations of {h2} L2 and {h3} L3 values");
+    }
 
     #[test]
     fn ranges_become_minimal_prefix_covers() {

@@ -1,0 +1,273 @@
+//! CAIDA-like packet timing: which flow each packet of a trace belongs to and when it
+//! arrives, with flows numbered in order of first appearance — the shape of the locality and
+//! timing files the Gigaflow artifact's traffic generator replays (`docs/gigaflow-paper-setup.md`
+//! §5), made by a model instead of read from CAIDA.
+//!
+//! **Model** (deterministic for a seed):
+//! - **Flow arrivals**: a Poisson process at `flows / duration` flows per second, where
+//!   `duration = packets / rate`. It starts one `duration` before the trace does, and only
+//!   packets from time 0 on are kept, so the trace opens in steady state (long flows already
+//!   running) rather than ramping up from an empty network.
+//! - **Flow sizes**: Pareto with tail index [`TAIL_INDEX`] (heavy-tailed, as Internet flow
+//!   sizes are: a few elephants carry much of the traffic) and mean `packets / flows`,
+//!   rounded up to whole packets and capped at `packets`. Flows arriving at `flows / duration`
+//!   with this mean size make the aggregate rate `rate`.
+//! - **Bursts**: a flow sends its packets in trains of a geometric number of packets (mean
+//!   [`MEAN_TRAIN`]) [`TRAIN_GAP_NS`] apart; trains are separated by exponential idle gaps
+//!   (mean [`MEAN_IDLE_NS`], shortened for a flow of n packets so that it lasts at most about
+//!   `duration`: mean `min(50 ms, duration × 8 / n)`). Mice live for milliseconds; elephants
+//!   send faster and span the trace, so the rate holds (a flow outlasting the trace would
+//!   carry its packets past the end).
+//! - **Numbering**: a packet's `flow` is its flow's rank of first appearance in the kept
+//!   packets (0, 1, 2, …), as the artifact's locality file numbers 5-tuples.
+//!
+//! The trace ends after `packets` packets.
+//!
+//! [`CaptureSlots`] takes the same from a user's capture instead: its timestamps, and its
+//! 5-tuples numbered in order of first appearance (as the artifact's `pcap-file-analyzer`
+//! numbered CAIDA's).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Exp, Geometric};
+
+use super::traffic::TrafficError;
+use crate::input::{InputError, PacketSource};
+use crate::measure::flow_id::{FlowId, KeySpec};
+
+/// Pareto tail index of flow sizes.
+pub const TAIL_INDEX: f64 = 1.2;
+/// Mean packets per train.
+pub const MEAN_TRAIN: f64 = 8.0;
+/// Gap between the packets of a train (a 64-byte packet at 10 Gb/s takes 67 ns; hosts pace
+/// trains more loosely).
+pub const TRAIN_GAP_NS: u64 = 10_000;
+/// Mean idle gap between a flow's trains.
+pub const MEAN_IDLE_NS: f64 = 50e6;
+
+/// One packet's place in the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketSlot {
+    /// Nanoseconds since the trace began.
+    pub ts_ns: u64,
+    /// The packet's flow, in order of first appearance.
+    pub flow: usize,
+}
+
+/// A flow still sending.
+#[derive(Clone, Copy, Debug)]
+struct Active {
+    /// Packets left, this one included.
+    left: u64,
+    /// Packets left in the current train, this one included.
+    train_left: u64,
+    /// Mean idle gap between its trains (ns).
+    idle_ns: f64,
+}
+
+/// The packets of the model, in time order.
+pub struct FlowArrivals {
+    rng: StdRng,
+    packets: usize,
+    emitted: usize,
+    /// Next flow arrival (ns, from the start of the warm-up).
+    next_arrival: f64,
+    arrival_gap: Exp<f64>,
+    /// Idle gaps of mean 1, scaled per flow.
+    idle_gap: Exp<f64>,
+    train: Geometric,
+    size_scale: f64,
+    /// Pending packets: (time since the start of the warm-up, flow number).
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    flows: Vec<Active>,
+    /// Per flow number, its rank of first appearance in the kept packets (`u32::MAX`: none yet).
+    rank: Vec<u32>,
+    ranked: u32,
+    /// Length of the warm-up (ns): packets before it are not kept. Also the trace's expected
+    /// duration.
+    warmup_ns: u64,
+}
+
+impl FlowArrivals {
+    /// `packets` packets of about `flows` flows at a mean `rate` packets per second.
+    pub fn new(packets: usize, flows: usize, rate: f64, seed: u64) -> Result<FlowArrivals, TrafficError> {
+        if packets == 0 {
+            return Err(TrafficError::Parameter("--packets must be at least 1"));
+        }
+        if flows == 0 || flows > packets {
+            return Err(TrafficError::Parameter("--flows-count must be between 1 and --packets"));
+        }
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(TrafficError::Parameter("--rate must be a positive number of packets per second"));
+        }
+        let duration_ns = packets as f64 / rate * 1e9;
+        let mean_size = packets as f64 / flows as f64;
+        let bad = TrafficError::Parameter("the flow model's parameters are out of range");
+        Ok(FlowArrivals {
+            rng: StdRng::seed_from_u64(seed ^ 0x6172_7269_7661_6c73),
+            packets,
+            emitted: 0,
+            next_arrival: 0.0,
+            arrival_gap: Exp::new(flows as f64 / duration_ns).map_err(|_| bad.clone())?,
+            idle_gap: Exp::new(1.0).map_err(|_| bad.clone())?,
+            train: Geometric::new(1.0 / MEAN_TRAIN).map_err(|_| bad.clone())?,
+            // Pareto(x_m, α) has mean x_m α / (α - 1).
+            size_scale: mean_size * (TAIL_INDEX - 1.0) / TAIL_INDEX,
+            heap: BinaryHeap::new(),
+            flows: Vec::new(),
+            rank: Vec::new(),
+            ranked: 0,
+            warmup_ns: duration_ns as u64,
+        })
+    }
+
+    /// Starts the next flow: its first packet is due at its arrival.
+    fn start_flow(&mut self) {
+        let u: f64 = self.rng.random_range(f64::EPSILON..1.0);
+        let size = (self.size_scale / u.powf(1.0 / TAIL_INDEX)).ceil().clamp(1.0, self.packets as f64) as u64;
+        let n = self.flows.len() as u32;
+        let train_left = (self.train.sample(&mut self.rng) + 1).min(size);
+        let idle_ns = MEAN_IDLE_NS.min(self.warmup_ns as f64 * MEAN_TRAIN / size as f64);
+        self.flows.push(Active { left: size, train_left, idle_ns });
+        self.rank.push(u32::MAX);
+        self.heap.push(Reverse((self.next_arrival as u64, n)));
+        self.next_arrival += self.arrival_gap.sample(&mut self.rng);
+    }
+
+    /// The next packet in time, warm-up included.
+    fn next_any(&mut self) -> (u64, u32) {
+        // Every flow that arrives before the earliest pending packet is started first.
+        while self.heap.peek().is_none_or(|Reverse((t, _))| self.next_arrival <= *t as f64) {
+            self.start_flow();
+        }
+        let Reverse((t, n)) = self.heap.pop().expect("a flow was just started");
+        let f = &mut self.flows[n as usize];
+        f.left -= 1;
+        f.train_left -= 1;
+        if f.left > 0 {
+            let gap = if f.train_left > 0 {
+                TRAIN_GAP_NS
+            } else {
+                f.train_left = (self.train.sample(&mut self.rng) + 1).min(f.left);
+                TRAIN_GAP_NS + (f.idle_ns * self.idle_gap.sample(&mut self.rng)) as u64
+            };
+            self.heap.push(Reverse((t + gap, n)));
+        }
+        (t, n)
+    }
+}
+
+impl Iterator for FlowArrivals {
+    type Item = PacketSlot;
+
+    fn next(&mut self) -> Option<PacketSlot> {
+        if self.emitted >= self.packets {
+            return None;
+        }
+        loop {
+            let (t, n) = self.next_any();
+            if t < self.warmup_ns {
+                continue;
+            }
+            let rank = &mut self.rank[n as usize];
+            if *rank == u32::MAX {
+                *rank = self.ranked;
+                self.ranked += 1;
+            }
+            self.emitted += 1;
+            return Some(PacketSlot { ts_ns: t - self.warmup_ns, flow: *rank as usize });
+        }
+    }
+}
+
+/// The packets of a capture as slots: each packet's time since the first, and its 5-tuple
+/// (protocol, addresses, ports; ports 0 without TCP/UDP/SCTP, as the artifact's analyser
+/// keys them) numbered in order of first appearance. Packets without IP addresses (ARP, ...)
+/// count as one flow. A read error ends the slots; [`CaptureSlots::finish`] returns it.
+pub struct CaptureSlots<'a> {
+    source: &'a mut PacketSource,
+    five_tuple: KeySpec,
+    ids: hashbrown::HashMap<FlowId, usize>,
+    error: Option<InputError>,
+}
+
+impl<'a> CaptureSlots<'a> {
+    /// The slots of `source`'s packets.
+    pub fn new(source: &'a mut PacketSource) -> CaptureSlots<'a> {
+        CaptureSlots {
+            source,
+            five_tuple: KeySpec::five_tuple(),
+            ids: hashbrown::HashMap::new(),
+            error: None,
+        }
+    }
+
+    /// Distinct 5-tuples so far, and the error that ended the capture early, if one did.
+    pub fn finish(self) -> (usize, Option<InputError>) {
+        (self.ids.len(), self.error)
+    }
+}
+
+impl Iterator for CaptureSlots<'_> {
+    type Item = PacketSlot;
+
+    fn next(&mut self) -> Option<PacketSlot> {
+        match self.source.next_packet() {
+            Ok(Some(p)) => {
+                let id = self.five_tuple.flow_id(&p.key).unwrap_or(FlowId([0, 0]));
+                let next = self.ids.len();
+                let flow = *self.ids.entry(id).or_insert(next);
+                Some(PacketSlot { ts_ns: p.ts_ns, flow })
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_gives_its_rate_heavy_tailed_flows_in_first_appearance_order() {
+        let (packets, flows, rate) = (200_000, 20_000, 50_000.0);
+        let slots: Vec<PacketSlot> = FlowArrivals::new(packets, flows, rate, 7).unwrap().collect();
+        assert_eq!(slots.len(), packets);
+        assert_eq!(slots, FlowArrivals::new(packets, flows, rate, 7).unwrap().collect::<Vec<_>>(), "seeded");
+        assert!(slots.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns), "in time order");
+        // Flows are numbered by first appearance.
+        let mut seen = 0;
+        for s in &slots {
+            assert!(s.flow <= seen, "flow {} before flow {seen}", s.flow);
+            seen = seen.max(s.flow + 1);
+        }
+        // Rate: steady from the start (warm-up discarded), within 15%.
+        let span = slots.last().unwrap().ts_ns as f64 / 1e9;
+        let got = packets as f64 / span;
+        assert!((rate * 0.85..rate * 1.15).contains(&got), "rate {got}");
+        let first_half = slots.iter().filter(|s| (s.ts_ns as f64) < span * 0.5e9).count() as f64;
+        assert!((0.4..0.6).contains(&(first_half / packets as f64)), "first half {first_half}");
+        // Heavy tail: the top 1% of flows carry a large share, many flows are mice.
+        let mut sizes = vec![0usize; seen];
+        slots.iter().for_each(|s| sizes[s.flow] += 1);
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let top: usize = sizes[..seen / 100].iter().sum();
+        assert!(top * 5 > packets, "top 1% of {seen} flows carry {top} packets");
+        assert!(sizes.iter().filter(|&&n| n <= 3).count() * 3 > seen, "mice");
+        assert!((flows / 2..flows * 2).contains(&seen), "{seen} flows");
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        assert!(FlowArrivals::new(0, 1, 1.0, 1).is_err());
+        assert!(FlowArrivals::new(10, 11, 1.0, 1).is_err());
+        assert!(FlowArrivals::new(10, 1, 0.0, 1).is_err());
+    }
+}
