@@ -256,10 +256,12 @@ struct GenPipelineArgs {
     /// Pipeline template: ofd, psc, ols, ant or otl.
     #[arg(long, value_name = "KIND")]
     kind: String,
-    /// ClassBench-like tuples to map onto the pipeline (rules before range expansion); also
-    /// the header pool's lines (DIR/traffic.txt).
+    /// ClassBench-like tuples to map onto the pipeline (rules before range expansion).
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     rules: usize,
+    /// Header pool lines (DIR/traffic.txt): the trace's distinct headers at most.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    headers: usize,
     /// high: pool headers combine popular values of each table group independently;
     /// low: each pool header follows its own tuple.
     #[arg(long, value_enum, default_value = "high")]

@@ -338,8 +338,8 @@ pub fn gen_updates(a: GenUpdatesArgs) -> Result<()> {
 }
 
 pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
-    use hyflow::input::PacketSource;
-    use hyflow::workload::flow_arrivals::{CaptureSlots, FlowArrivals};
+    use hyflow::input::{CaptureSlots, PacketSource};
+    use hyflow::workload::flow_arrivals::FlowArrivals;
     use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
     let names: Vec<&str> = hyflow::workload::pipelines::ALL.iter().map(|t| t.name).collect();
     let Some(template) = hyflow::workload::pipelines::by_name(&a.kind) else {
@@ -349,7 +349,8 @@ pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
         LocalityArg::High => Locality::High,
         LocalityArg::Low => Locality::Low,
     };
-    let config = PipebenchConfig { rules: a.rules, locality, popularity: a.zipf, seed: a.seed };
+    let config =
+        PipebenchConfig { rules: a.rules, headers: a.headers, locality, popularity: a.zipf, seed: a.seed };
     let workload = pipebench(template, &config)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("{}: cannot create", a.out.display()))?;
     for (name, text) in [("flows.txt", &workload.flows), ("traffic.txt", &workload.traffic)] {

@@ -675,8 +675,18 @@ fn gen_pipeline_writes_a_header_pool_and_folds_a_capture_onto_it() {
     let dir = tmp("x", b"").parent().unwrap().to_path_buf();
     let gen = |out: &str, extra: &[&str]| {
         let out = dir.join(out);
-        let mut args =
-            vec!["gen", "pipeline", "--kind", "psc", "--rules", "50", "--out", out.to_str().unwrap()];
+        let mut args = vec![
+            "gen",
+            "pipeline",
+            "--kind",
+            "psc",
+            "--rules",
+            "50",
+            "--headers",
+            "50",
+            "--out",
+            out.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         let o = hyflow(&args);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -17,6 +17,12 @@
 //! still 32,078 deep when the input ended): a run that only ends before losing is no
 //! longer counted as lossless. With the offload-policy interface (issue 13) the sim records
 //! gained `policy_report` (zeros for these upcall-driven policies), all else equal.
+//!
+//! Amended for issue 14: the `ofd-*` records follow the new `gen pipeline` (a header pool
+//! folded onto CAIDA-like flows, 64-byte packets, pinned with `--headers 20000`), and the
+//! Gigaflow ones also minimal sub-traversal entries and the artifact's coupling score; the
+//! Gigaflow report gained per-stage sharing, masks and mask refusals. The built-in records are
+//! unchanged.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -94,6 +100,8 @@ fn replay_and_sim_outputs_are_pinned() {
             "ofd",
             "--rules",
             "2000",
+            "--headers",
+            "20000",
             "--flows-count",
             "5000",
             "--packets",

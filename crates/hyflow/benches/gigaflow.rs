@@ -21,7 +21,13 @@ const BATCH: usize = 1024;
 /// of first appearance.
 fn workload(kind: &str) -> (Pipeline, Vec<FlowKey>, Vec<FlowKey>) {
     let template = pipelines::by_name(kind).expect("known template");
-    let config = PipebenchConfig { rules: 10_000, locality: Locality::High, popularity: 1.0, seed: 1 };
+    let config = PipebenchConfig {
+        rules: 10_000,
+        headers: 100_000,
+        locality: Locality::High,
+        popularity: 1.0,
+        seed: 1,
+    };
     let workload = pipebench(template, &config).expect("valid workload");
     let mut packets = Vec::with_capacity(200_000);
     let slots = FlowArrivals::new(200_000, 20_000, 100_000.0, 1).expect("valid timing");
@@ -131,7 +137,7 @@ fn bench_ltm(c: &mut Criterion) {
 fn bench_partition(c: &mut Criterion) {
     let mut group = c.benchmark_group("partition");
     group.sample_size(10);
-    for kind in ["ofd", "psc", "ols"] {
+    for kind in ["ofd", "psc", "ols", "ant", "otl"] {
         let (mut pipeline, _, flows) = workload(kind);
         let trs = traversals(&mut pipeline, &flows);
         group.throughput(Throughput::Elements(trs.len() as u64));

@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
 use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
 use crate::trace::{TraceError, TraceReader};
+use crate::workload::flow_arrivals::PacketSlot;
 use crate::workload::gateway::{Gateway, GatewayConfig};
 use crate::workload::{make_flows, Traffic, TrafficConfig, TrafficError};
 
@@ -293,6 +295,54 @@ impl PacketSource {
             Reader::Capture { size, offset, .. } => Progress { done: *offset, total: *size, bytes: true },
             Reader::Generated { total, .. } | Reader::Gateway { total, .. } => {
                 Progress { done: self.packets, total: *total, bytes: false }
+            }
+        }
+    }
+}
+
+/// The packets of a capture as slots: each packet's time since the first, and its 5-tuple
+/// (protocol, addresses, ports; ports 0 without TCP/UDP/SCTP, as the artifact's analyser
+/// keys them) numbered in order of first appearance. Packets without IP addresses (ARP, ...)
+/// count as one flow. A read error ends the slots; [`CaptureSlots::finish`] returns it.
+pub struct CaptureSlots<'a> {
+    source: &'a mut PacketSource,
+    five_tuple: KeySpec,
+    ids: hashbrown::HashMap<FlowId, usize>,
+    error: Option<InputError>,
+}
+
+impl<'a> CaptureSlots<'a> {
+    /// The slots of `source`'s packets.
+    pub fn new(source: &'a mut PacketSource) -> CaptureSlots<'a> {
+        CaptureSlots {
+            source,
+            five_tuple: KeySpec::five_tuple(),
+            ids: hashbrown::HashMap::new(),
+            error: None,
+        }
+    }
+
+    /// Distinct 5-tuples so far, and the error that ended the capture early, if one did.
+    pub fn finish(self) -> (usize, Option<InputError>) {
+        (self.ids.len(), self.error)
+    }
+}
+
+impl Iterator for CaptureSlots<'_> {
+    type Item = PacketSlot;
+
+    fn next(&mut self) -> Option<PacketSlot> {
+        match self.source.next_packet() {
+            Ok(Some(p)) => {
+                let id = self.five_tuple.flow_id(&p.key).unwrap_or(FlowId([0, 0]));
+                let next = self.ids.len();
+                let flow = *self.ids.entry(id).or_insert(next);
+                Some(PacketSlot { ts_ns: p.ts_ns, flow })
+            }
+            Ok(None) => None,
+            Err(e) => {
+                self.error = Some(e);
+                None
             }
         }
     }

@@ -372,16 +372,22 @@ impl ReplayReport {
         }
         if let Some(g) = &r.gigaflow {
             let entries: Vec<String> = g.stage_entries.iter().map(|n| n.to_string()).collect();
+            let sharing: Vec<String> = g.stage_sharing.iter().map(|x| format!("{x:.2}")).collect();
+            let masks: Vec<String> = g.stage_masks.iter().map(|n| n.to_string()).collect();
+            let refused: Vec<String> = g.stage_refused_masks.iter().map(|n| n.to_string()).collect();
             out.push_str(&format!(
-                "gigaflow {}x{} ({}): entries per stage [{}], {} installed, {} reused, sharing {:.2} flows/entry (max {}), coverage {:.0} chains, {:.1} us per upcall to partition and install\n",
+                "gigaflow {}x{} ({}): entries per stage [{}], masks per stage [{}] (installs refused for masks [{}]), {} installed, {} reused, sharing {:.2} flows/entry (max {}; per stage [{}]), coverage {:.0} chains, {:.1} us per upcall to partition and install\n",
                 g.tables,
                 g.entries_per_table,
                 g.partition,
                 entries.join(", "),
+                masks.join(", "),
+                refused.join(", "),
                 g.installed,
                 g.reused,
                 g.sharing_mean,
                 g.sharing_max,
+                sharing.join(", "),
                 g.coverage,
                 g.install_us_per_upcall,
             ));

@@ -23,7 +23,8 @@
 //! where the walk finds no entry, the rest of the traversal is partitioned over the stages
 //! that still have room and the first sub-traversal of the partition is installed, and so on.
 //! Partitioning ([`Partition`]): the paper's disjoint partitioning (a dynamic program that
-//! maximises the summed length of sub-traversals whose tables' match fields are coupled, §4.2.2),
+//! maximises the coupling of sub-traversals — header fields shared along each, §4.2.2 — scored as the
+//! published artifact scores it, see [`disjoint_partition`]),
 //! random cuts, or one lookup per stage.
 //!
 //! **Soundness.** Entries are [`SubTraversal`]s, each sound for every state it matches (see
@@ -45,7 +46,7 @@ use crate::cache::DecisionTables;
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
-use crate::packet::field::{id, FIELDS};
+use crate::packet::field::id;
 use crate::packet::{FlowKey, FlowMask};
 use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::{EntryId, FlowTableStats};
@@ -195,7 +196,7 @@ pub struct Gigaflow {
     /// Counters.
     pub stats: GigaflowStats,
     scratch: Vec<Effect>,
-    fields: Vec<u128>,
+    fields: Vec<u8>,
 }
 
 impl Gigaflow {
@@ -264,7 +265,7 @@ impl Gigaflow {
             return false;
         }
         self.fields.clear();
-        self.fields.extend((0..n).map(|k| field_set(&lookup_mask(tr, k))));
+        self.fields.extend((0..n).map(|k| coupling_bits(&lookup_mask(tr, k))));
         let (mut i, mut tag) = (0, INITIAL_TAG);
         for s in 0..self.stages.len() {
             if tag == END_TAG || i >= n {
@@ -343,9 +344,9 @@ impl Gigaflow {
         }
     }
 
-    /// Length of the first sub-traversal when `fields` (match fields per remaining lookup)
+    /// Length of the first sub-traversal when `fields` (coupling bits per remaining lookup)
     /// are cut into at most `avail` pieces.
-    fn first_segment(&mut self, fields: &[u128], avail: usize) -> usize {
+    fn first_segment(&mut self, fields: &[u8], avail: usize) -> usize {
         let n = fields.len();
         match self.config.partition {
             Partition::Disjoint => disjoint_partition(fields, avail)[0],
@@ -398,6 +399,24 @@ impl Gigaflow {
         let (n, sum, max) =
             flows.fold((0u64, 0u64, 0u32), |(n, sum, max), f| (n + 1, sum + f as u64, max.max(f)));
         (if n == 0 { 0.0 } else { sum as f64 / n as f64 }, max)
+    }
+
+    /// Sub-traversal sharing per stage: mean upcalls' traversals served per entry held in it
+    /// (0 for an empty stage) — how much the workload's locality lets a stage's entries be
+    /// shared.
+    pub fn stage_sharing(&self) -> Vec<f64> {
+        self.stages
+            .iter()
+            .map(|s| {
+                let space = s.space();
+                let sum: u64 = space.ids().map(|id| space.entry(id).map_or(0, |e| e.data.flows as u64)).sum();
+                if space.is_empty() {
+                    0.0
+                } else {
+                    sum as f64 / space.len() as f64
+                }
+            })
+            .collect()
     }
 
     /// Rule-space coverage: the number of distinct complete chains of entries the NIC can
@@ -497,6 +516,9 @@ impl NicScheme for Gigaflow {
                 not_offloadable: st.not_offloadable,
                 sharing_mean,
                 sharing_max,
+                stage_sharing: self.stage_sharing(),
+                stage_masks: self.stages.iter().map(|s| s.space().n_masks()).collect(),
+                stage_refused_masks: self.stages.iter().map(|s| s.stats.refused_masks).collect(),
                 coverage: self.coverage(),
                 install_us_per_upcall: 0.0,
                 retranslated: st.retranslated,
@@ -629,6 +651,12 @@ pub struct GigaflowReport {
     pub sharing_mean: f64,
     /// Most upcalls served by one entry.
     pub sharing_max: u32,
+    /// Per stage, mean upcalls served per entry held.
+    pub stage_sharing: Vec<f64>,
+    /// Distinct masks per stage now.
+    pub stage_masks: Vec<usize>,
+    /// Installs refused per stage because its mask limit was reached.
+    pub stage_refused_masks: Vec<u64>,
     /// Distinct complete chains of entries.
     pub coverage: f64,
     /// Host wall-clock µs per upcall spent partitioning and generating rules (0 unless the
@@ -678,61 +706,64 @@ fn lookup_mask(tr: &Traversal, k: usize) -> FlowMask {
     m
 }
 
-/// The match fields a lookup's mask touches, one bit per entry of the field table. Protocol
-/// discriminators (`dl_type`, `nw_proto`, fragment bits) do not count: nearly every table
-/// examines them as prerequisites (an `ip` or `tcp` match), so they would couple every
-/// L2/L3/L4 boundary the paper separates, while saying nothing about how flows share.
-fn field_set(mask: &FlowMask) -> u128 {
-    // Per key word, the fields with bits in it (their bits there, their index), built once.
-    static BY_WORD: std::sync::OnceLock<Vec<Vec<(u64, u8)>>> = std::sync::OnceLock::new();
-    let by_word = BY_WORD.get_or_init(|| {
-        let mut excluded = FlowMask::default();
-        for f in [id::DL_TYPE, id::NW_PROTO, id::NW_FRAG] {
-            excluded.set(f, f.full_mask());
-        }
-        let mut by_word = vec![Vec::new(); crate::packet::KEY_WORDS];
-        for i in 0..FIELDS.len() {
-            let f = crate::packet::FieldId(i as u8);
-            let mut full = FlowMask::default();
-            full.set(f, f.full_mask());
-            for (w, bits) in full.words.iter().enumerate() {
-                let bits = bits & !excluded.words[w];
-                if bits != 0 {
-                    by_word[w].push((bits, i as u8));
-                }
-            }
-        }
-        by_word
-    });
-    let mut set = 0u128;
-    for (w, &m) in mask.words.iter().enumerate().filter(|(_, m)| **m != 0) {
-        for &(bits, i) in &by_word[w] {
-            if m & bits != 0 {
-                set |= 1 << i;
-            }
-        }
-    }
-    set
+/// The coupling classes a lookup's mask touches, one bit each, as the Gigaflow artifact's
+/// mapper counts them (`flow_wildcard_to_bits` in gvs `lib/mapper.c`): Ethernet source,
+/// Ethernet destination, IP source, IP destination, IP protocol, L4 source port, L4
+/// destination port (IPv6 addresses count as IP addresses: hyflow's extension; the artifact
+/// looks at IPv4 only). Nothing else couples: a lookup that examines only pipeline state
+/// (registers, metadata — conntrack stand-ins), the ingress port, VLAN or `dl_type` joins
+/// whichever sub-traversal it falls in, so that pipelines such as OVN's, whose header-matching
+/// tables are interleaved with state-only ones, keep their L3/L4 tables together.
+fn coupling_bits(mask: &FlowMask) -> u8 {
+    const CLASSES: [&[crate::packet::FieldId]; 7] = [
+        &[id::DL_SRC],
+        &[id::DL_DST],
+        &[id::NW_SRC, id::IPV6_SRC],
+        &[id::NW_DST, id::IPV6_DST],
+        &[id::NW_PROTO],
+        &[id::TP_SRC],
+        &[id::TP_DST],
+    ];
+    CLASSES
+        .iter()
+        .enumerate()
+        .filter(|(_, fields)| fields.iter().any(|&f| mask.get(f) != 0))
+        .fold(0, |bits, (i, _)| bits | 1 << i)
 }
 
-/// The paper's disjoint partitioning (§4.2.2): cut lookups with match-field sets `fields`
-/// into at most `max_pieces` contiguous sub-traversals maximising the summed length of those
-/// that cross no disjoint boundary (adjacent lookups whose non-empty field sets share no
-/// field); among equal scores the fewest pieces, then the earliest cuts. Returns the lengths.
-pub fn disjoint_partition(fields: &[u128], max_pieces: usize) -> Vec<usize> {
+/// How far a coupled run starting at each lookup reaches: `reach[a]` is one past the last
+/// lookup of the longest coupled run from `a` (the artifact's `get_coupling`: walking from
+/// the first, each lookup either has no coupling bits, follows a run with none yet, or shares
+/// a bit with the union of the run so far). Every shorter run from `a` is coupled too.
+fn coupled_reach(fields: &[u8], reach: &mut Vec<usize>) {
+    reach.clear();
+    reach.extend((0..fields.len()).map(|a| {
+        let mut run = 0u8;
+        for (b, &f) in fields.iter().enumerate().skip(a) {
+            if run != 0 && f != 0 && run & f == 0 {
+                return b;
+            }
+            run |= f;
+        }
+        fields.len()
+    }));
+}
+
+/// The paper's disjoint partitioning (§4.2.2) as the artifact scores it: cut lookups with
+/// coupling bits `fields` into at most `max_pieces` contiguous sub-traversals maximising
+/// the summed score of the pieces — a coupled piece of n lookups scores n - 1 (each lookup
+/// that joins its run), a piece that is not coupled scores 0; among equal scores the fewest
+/// pieces, then the earliest cuts. A traversal with no coupling anywhere thus stays whole
+/// (the artifact's fallback to one table). Returns the lengths.
+pub fn disjoint_partition(fields: &[u8], max_pieces: usize) -> Vec<usize> {
     let n = fields.len();
     if n == 0 {
         return Vec::new();
     }
     let max_pieces = max_pieces.clamp(1, n);
-    // prefix[g]: disjoint gaps among gaps 1..=g (gap g lies between lookups g - 1 and g).
-    let mut prefix = vec![0usize; n];
-    for g in 1..n {
-        let (a, b) = (fields[g - 1], fields[g]);
-        prefix[g] = prefix[g - 1] + (a != 0 && b != 0 && a & b == 0) as usize;
-    }
-    // Lookups a..b hold gaps a+1..=b-1.
-    let score = |a: usize, b: usize| if b < a + 2 || prefix[b - 1] == prefix[a] { b - a } else { 0 };
+    let mut reach = Vec::with_capacity(n);
+    coupled_reach(fields, &mut reach);
+    let score = |a: usize, b: usize| if b <= reach[a] { (b - a - 1) as i64 } else { 0 };
     const NONE: i64 = i64::MIN;
     // best[m][j]: best score of the first j lookups in exactly m pieces; cut[m][j]: last cut.
     let mut best = vec![vec![NONE; n + 1]; max_pieces + 1];
@@ -744,7 +775,7 @@ pub fn disjoint_partition(fields: &[u128], max_pieces: usize) -> Vec<usize> {
                 if best[m - 1][i] == NONE {
                     continue;
                 }
-                let v = best[m - 1][i] + score(i, j) as i64;
+                let v = best[m - 1][i] + score(i, j);
                 if v > best[m][j] {
                     best[m][j] = v;
                     cut[m][j] = i;
@@ -769,36 +800,25 @@ pub fn disjoint_partition(fields: &[u128], max_pieces: usize) -> Vec<usize> {
 mod tests {
     use super::*;
 
-    /// The word-indexed field set equals the definition: every field of the table whose bits
-    /// the mask touches once the protocol discriminators are cleared.
     #[test]
-    fn field_sets_follow_the_field_table() {
-        use proptest::prelude::*;
-        use proptest::test_runner::{Config, TestRunner};
-        let words = proptest::collection::vec((0usize..crate::packet::KEY_WORDS, any::<u64>()), 0..6);
-        TestRunner::new(Config { cases: 2_000, ..Config::default() })
-            .run(&words, |words| {
-                let mut mask = FlowMask::default();
-                for (w, bits) in words {
-                    mask.words[w] |= bits;
-                }
-                let mut m = mask;
-                for f in [id::DL_TYPE, id::NW_PROTO, id::NW_FRAG] {
-                    m.set(f, 0);
-                }
-                let want = (0..FIELDS.len())
-                    .filter(|&i| m.get(crate::packet::FieldId(i as u8)) != 0)
-                    .fold(0u128, |acc, i| acc | 1 << i);
-                prop_assert_eq!(field_set(&mask), want);
-                Ok(())
-            })
-            .unwrap();
+    fn coupling_counts_header_fields_only() {
+        let mut m = FlowMask::default();
+        m.set(id::REG0, 0xff);
+        m.set(id::METADATA, 1);
+        m.set(id::IN_PORT, u32::MAX as u128);
+        m.set(id::VLAN_TCI, 0xfff);
+        m.set(id::DL_TYPE, 0xffff);
+        assert_eq!(coupling_bits(&m), 0, "state, port, VLAN and dl_type do not couple");
+        m.set(id::NW_SRC, 0xff00_0000);
+        m.set(id::IPV6_DST, 1);
+        m.set(id::TP_DST, 0xffff);
+        assert_eq!(coupling_bits(&m), 0b100_1100);
     }
 
     #[test]
     fn disjoint_partition_cuts_at_disjoint_boundaries() {
         // eth, eth, ip, ip, tcp: boundaries after lookup 2 and 4 are disjoint.
-        let (eth, ip, tcp) = (0b001u128, 0b010, 0b100);
+        let (eth, ip, tcp) = (0b001u8, 0b010, 0b100);
         assert_eq!(disjoint_partition(&[eth, eth, ip, ip, tcp], 4), vec![2, 2, 1]);
         assert_eq!(disjoint_partition(&[eth, eth, ip, ip, tcp], 3), vec![2, 2, 1]);
         // Two pieces: one must cross a boundary; the best keeps the longer coupled run whole.
@@ -806,8 +826,14 @@ mod tests {
         assert_eq!(disjoint_partition(&[eth, eth, ip, ip, ip, tcp], 2), vec![2, 4]);
         // Coupled all along: one piece, however many are allowed.
         assert_eq!(disjoint_partition(&[eth | ip, ip | tcp, tcp], 4), vec![3]);
-        // Empty field sets couple with anything.
+        // Empty field sets couple with anything, and a run couples through its union: an
+        // empty lookup between two disjoint ones does not join them, a lookup sharing a
+        // field with any earlier one of the run does.
         assert_eq!(disjoint_partition(&[eth, 0, eth], 3), vec![3]);
+        assert_eq!(disjoint_partition(&[eth, 0, ip], 2), vec![1, 2]);
+        assert_eq!(disjoint_partition(&[eth | ip, ip | tcp, eth], 4), vec![3]);
+        // Nothing coupled anywhere: the traversal stays whole.
+        assert_eq!(disjoint_partition(&[eth, ip, tcp], 4), vec![3]);
         assert_eq!(disjoint_partition(&[eth], 1), vec![1]);
         assert!(disjoint_partition(&[], 4).is_empty());
     }

@@ -23,7 +23,7 @@
 //!
 //! The trace ends after `packets` packets.
 //!
-//! [`CaptureSlots`] takes the same from a user's capture instead: its timestamps, and its
+//! [`crate::input::CaptureSlots`] takes the same from a user's capture instead: its timestamps, and its
 //! 5-tuples numbered in order of first appearance (as the artifact's `pcap-file-analyzer`
 //! numbered CAIDA's).
 
@@ -35,8 +35,6 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, Geometric};
 
 use super::traffic::TrafficError;
-use crate::input::{InputError, PacketSource};
-use crate::measure::flow_id::{FlowId, KeySpec};
 
 /// Pareto tail index of flow sizes.
 pub const TAIL_INDEX: f64 = 1.2;
@@ -179,54 +177,6 @@ impl Iterator for FlowArrivals {
             }
             self.emitted += 1;
             return Some(PacketSlot { ts_ns: t - self.warmup_ns, flow: *rank as usize });
-        }
-    }
-}
-
-/// The packets of a capture as slots: each packet's time since the first, and its 5-tuple
-/// (protocol, addresses, ports; ports 0 without TCP/UDP/SCTP, as the artifact's analyser
-/// keys them) numbered in order of first appearance. Packets without IP addresses (ARP, ...)
-/// count as one flow. A read error ends the slots; [`CaptureSlots::finish`] returns it.
-pub struct CaptureSlots<'a> {
-    source: &'a mut PacketSource,
-    five_tuple: KeySpec,
-    ids: hashbrown::HashMap<FlowId, usize>,
-    error: Option<InputError>,
-}
-
-impl<'a> CaptureSlots<'a> {
-    /// The slots of `source`'s packets.
-    pub fn new(source: &'a mut PacketSource) -> CaptureSlots<'a> {
-        CaptureSlots {
-            source,
-            five_tuple: KeySpec::five_tuple(),
-            ids: hashbrown::HashMap::new(),
-            error: None,
-        }
-    }
-
-    /// Distinct 5-tuples so far, and the error that ended the capture early, if one did.
-    pub fn finish(self) -> (usize, Option<InputError>) {
-        (self.ids.len(), self.error)
-    }
-}
-
-impl Iterator for CaptureSlots<'_> {
-    type Item = PacketSlot;
-
-    fn next(&mut self) -> Option<PacketSlot> {
-        match self.source.next_packet() {
-            Ok(Some(p)) => {
-                let id = self.five_tuple.flow_id(&p.key).unwrap_or(FlowId([0, 0]));
-                let next = self.ids.len();
-                let flow = *self.ids.entry(id).or_insert(next);
-                Some(PacketSlot { ts_ns: p.ts_ns, flow })
-            }
-            Ok(None) => None,
-            Err(e) => {
-                self.error = Some(e);
-                None
-            }
         }
     }
 }

@@ -23,11 +23,14 @@
 //! share prefixes as ClassBench's do. MACs come from a pool of 4,096 hosts, VLANs from 64.
 //!
 //! **Header pool** (the artifact's `ruleset.traffic`, `docs/gigaflow-paper-setup.md` §5):
-//! one IPv4 header per tuple, so `rules` lines, fixed for the whole trace — header values
-//! recur exactly, so sub-traversals are shared. Each tuple's values are made concrete once
-//! (host bits of a prefix, a port inside a range, at random), so every header drawing a tuple
-//! carries exactly its values. Low locality: line i takes every part from
-//! tuple i, so lines share values only as their tuples do. High locality: line i picks a
+//! `headers` IPv4 headers (default 100,000: the paper's "100K unique flows"), fixed for the
+//! whole trace. Low locality: line i takes every part from one tuple — tuple i for the first
+//! `rules` lines, then uniformly drawn ones — with its own host bits and ports (inside the
+//! tuple's prefixes and ranges, at random), so lines share rule-relevant values only as
+//! their tuples do: about `rules` distinct decisions, which whole-traversal caching handles
+//! as well as any. High locality: each tuple's values are made concrete once, so every line
+//! drawing a tuple carries exactly its values (they recur, and sub-traversals are shared);
+//! line i picks a
 //! traversal (that of a tuple drawn with Zipf(`popularity`) over all tuples), then draws one
 //! tuple per *value group* of that traversal, independently, with Zipf(`popularity`) over the
 //! traversal's tuples, and takes each group's parts from its tuple: popular per-table values
@@ -41,7 +44,7 @@
 //!
 //! **Trace** ([`Pipebench::fold`]): packets take their flow and time from a source numbered
 //! in order of first appearance — the CAIDA-like model of [`super::flow_arrivals`] or a
-//! user's capture — and flow f gets the header of pool line `f mod rules`, as the artifact's
+//! user's capture — and flow f gets the header of pool line `f mod headers`, as the artifact's
 //! generator folds CAIDA's 5-tuples onto `ruleset.traffic`. Packets are 64 bytes, as the
 //! artifact's are. All of it is deterministic for a seed.
 
@@ -162,8 +165,10 @@ pub enum Locality {
 /// What to generate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PipebenchConfig {
-    /// Tuples (rules before range expansion, per traversal table), and header pool lines.
+    /// Tuples (rules before range expansion, per traversal table).
     pub rules: usize,
+    /// Header pool lines.
+    pub headers: usize,
     /// Locality.
     pub locality: Locality,
     /// Zipf exponent of tuple popularity (high locality).
@@ -487,10 +492,13 @@ const PARTS: [Part; 11] = [
 ];
 
 /// The value groups of a traversal: per part, the group it is drawn with. Parts one of the
-/// traversal's tables matches together are coupled (a rule matches their values only as its
-/// tuple has them together: OLS's port security matches the source MAC with the source IP);
-/// the L3/L4 parts are always one group (ACLs match them as one tuple). The ingress port is
-/// the same for every packet and couples nothing.
+/// tables the traversal looks up examines together are coupled (a rule matches their values
+/// only as its tuple has them together: OLS's port security matches the source MAC with the
+/// source IP) — a table passed through its miss rule too, since its lookup still examines
+/// every field its rules match, and in a sequential template every table between the
+/// traversal's first and last. The L3/L4 parts are always one group (ACLs match them as one
+/// tuple), a router MAC is the destination MAC field, and the ingress port, the same for
+/// every packet, couples nothing.
 fn value_groups(template: &Template, traversal: &TraversalSpec) -> [usize; PARTS.len()] {
     let mut group: [usize; PARTS.len()] = std::array::from_fn(|i| i);
     fn root(group: &mut [usize], mut i: usize) -> usize {
@@ -507,8 +515,15 @@ fn value_groups(template: &Template, traversal: &TraversalSpec) -> [usize; PARTS
     for p in [Part::NwDst, Part::Proto, Part::TpSrc, Part::TpDst, Part::Dscp] {
         join(&mut group, Part::NwSrc, p);
     }
-    for step in traversal.steps().iter().filter(|s| !s.miss) {
-        let Some(table) = template.tables.iter().find(|t| t.id == step.table) else { continue };
+    join(&mut group, Part::DlDst, Part::RouterMac);
+    let steps = traversal.steps();
+    let looked_up: Vec<&TableSpec> = match (template.sequential, steps.first(), steps.last()) {
+        (true, Some(first), Some(last)) => {
+            template.tables.iter().filter(|t| (first.table..=last.table).contains(&t.id)).collect()
+        }
+        _ => steps.iter().filter_map(|s| template.tables.iter().find(|t| t.id == s.table)).collect(),
+    };
+    for table in looked_up {
         let mut parts = table.parts.iter().copied().filter(|&p| p != Part::InPort);
         if let Some(first) = parts.next() {
             parts.for_each(|p| join(&mut group, first, p));
@@ -595,12 +610,20 @@ fn header_pool(
 ) -> Result<Vec<FlowKey>, TrafficError> {
     let mut rng = StdRng::seed_from_u64(config.seed ^ 0x666c_6f77_7321);
     let routed = routed(template);
-    let concrete: Vec<Concrete> = tuples.iter().map(|t| concrete(&mut rng, t)).collect();
+    if config.headers == 0 {
+        return Err(TrafficError::Parameter("--headers must be at least 1"));
+    }
     if config.locality == Locality::Low {
-        return Ok((0..tuples.len())
-            .map(|i| header(routed[tuples[i].traversal], tuples, &concrete, |_| i))
+        // Every tuple first, then uniformly drawn ones; each line its own host bits and ports.
+        return Ok((0..config.headers)
+            .map(|i| {
+                let t = if i < tuples.len() { i } else { rng.random_range(0..tuples.len()) };
+                let c = [concrete(&mut rng, &tuples[t])];
+                header(routed[tuples[t].traversal], &tuples[t..=t], &c, |_| 0)
+            })
             .collect());
     }
+    let concrete: Vec<Concrete> = tuples.iter().map(|t| concrete(&mut rng, t)).collect();
     let bad = TrafficError::Parameter("--zipf must be a non-negative exponent");
     let popularity = |n: usize| Zipf::new(n as f64, config.popularity).map_err(|_| bad.clone());
     let all = popularity(tuples.len())?;
@@ -612,7 +635,7 @@ fn header_pool(
         .collect::<Result<_, _>>()?;
     let groups: Vec<_> = template.traversals.iter().map(|tr| value_groups(template, tr)).collect();
     let draw = |rng: &mut StdRng, z: &Zipf<f64>, n: usize| (z.sample(rng) as usize).clamp(1, n) - 1;
-    Ok((0..tuples.len())
+    Ok((0..config.headers)
         .map(|_| {
             let t = tuples[draw(&mut rng, &all, tuples.len())].traversal;
             let (ids, zipf) =
@@ -720,8 +743,8 @@ mod tests {
     fn high_locality_pools_recombine_popular_values() {
         use crate::workload::pipelines::PSC;
         let distinct = |locality, f: fn(&FlowKey) -> u128| {
-            let w = pipebench(&PSC, &PipebenchConfig { rules: 2000, locality, popularity: 1.0, seed: 3 })
-                .unwrap();
+            let config = PipebenchConfig { rules: 2000, headers: 2000, locality, popularity: 1.0, seed: 3 };
+            let w = pipebench(&PSC, &config).unwrap();
             assert_eq!(w.pool.len(), 2000);
             let mut v: Vec<u128> = w.pool.iter().map(f).collect();
             v.sort_unstable();
