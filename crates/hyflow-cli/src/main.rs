@@ -207,7 +207,7 @@ enum GenCommand {
     Dynamic(GenDynamicArgs),
     /// A Pipebench-style workload for one of Gigaflow's reference pipelines: DIR/flows.txt
     /// (ClassBench-like tuples mapped onto the pipeline's traversals), DIR/traffic.txt (the
-    /// header pool: one header per tuple, high or low pipeline-aware locality) and
+    /// header pool: --headers fixed headers, high or low pipeline-aware locality) and
     /// DIR/trace.pcap (64-byte packets whose flows, numbered by first appearance, take pool
     /// headers modulo its size, timed by a CAIDA-like model or a capture); deterministic for
     /// a seed.
@@ -263,7 +263,7 @@ struct GenPipelineArgs {
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     headers: usize,
     /// high: pool headers combine popular values of each table group independently;
-    /// low: each pool header follows its own tuple.
+    /// low: each pool header follows one tuple, with its own host bits and ports.
     #[arg(long, value_enum, default_value = "high")]
     locality: LocalityArg,
     /// Zipf exponent of tuple popularity (high locality).
@@ -293,9 +293,9 @@ struct GenPipelineArgs {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LocalityArg {
-    /// Flows share per-table values (sub-traversals).
+    /// Headers share popular per-table values in new combinations (sub-traversals).
     High,
-    /// Flows rarely share them.
+    /// Headers share values only as their tuples do.
     Low,
 }
 
