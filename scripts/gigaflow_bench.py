@@ -12,8 +12,10 @@ Setups (both: Gigaflow K=4 tables with dp partitioning vs Megaflow as one table;
 packets the NIC completed / all packets, counted from the first packet):
 - artifact: `--preset gigaflow-paper` — 4 x 8,000 vs 1 x 32,000 entries, 63 masks per table,
   no expiry (fill-only), software megaflow cache behind the NIC, no microflow cache.
+  Whole mappings: a traversal one of whose pieces a table refuses installs nothing.
+- artifact, partial mappings: the same, but the pieces that fit stay installed (hyflow's way).
 - hyflow: hyflow's defaults — 4 x 8,192 vs 32,768 entries, 512 masks per table, 10 s idle
-  expiry, microflow and megaflow caches behind the NIC.
+  expiry, partial mappings, microflow and megaflow caches behind the NIC.
 
 Then, artifact setup, high locality: misses vs K = 1..5 tables of 100,000 entries (Figure 14;
 K = 1 is the artifact's Megaflow), partitioning schemes on OLS (Figure 16), the sharing
@@ -30,7 +32,11 @@ import tempfile
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 HYFLOW = os.path.join(ROOT, "target", "release", "hyflow")
 KINDS = ["ofd", "psc", "ols", "ant", "otl"]
-SETUPS = {"artifact": ["--preset", "gigaflow-paper"], "hyflow": []}
+SETUPS = {
+    "artifact": ["--preset", "gigaflow-paper"],
+    "artifact, partial mappings": ["--preset", "gigaflow-paper", "--mappings", "partial"],
+    "hyflow": [],
+}
 
 
 def sh(args):

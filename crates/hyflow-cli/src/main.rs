@@ -97,7 +97,7 @@ struct SwitchArgs {
     /// `gigaflow-paper`: the Gigaflow artifact's evaluation (docs/gigaflow-paper-setup.md) —
     /// 63 usable masks per NIC table for both schemes, 8,000 entries per Gigaflow stage and
     /// 32,000 for Megaflow, no idle expiry (fill-only tables: a full table refuses, nothing is
-    /// evicted), no microflow cache (EMC/SMC disabled); `replay`'s hit rates are cumulative
+    /// evicted), whole mappings, no microflow cache (EMC/SMC disabled); `replay`'s hit rates are cumulative
     /// from the first packet, as the artifact counted them.
     #[arg(long, value_enum)]
     preset: Option<PresetArg>,
@@ -113,6 +113,11 @@ struct SwitchArgs {
     /// Gigaflow partitioning: dp (disjoint partitioning), random, one-to-one.
     #[arg(long, value_enum, default_value = "dp")]
     partition: PartitionArg,
+    /// Gigaflow installs: partial (the pieces that fit; later traversals may complete the
+    /// chain; the default) or whole (all of a traversal's pieces or none, as the Gigaflow
+    /// artifact; the default with --preset gigaflow-paper).
+    #[arg(long, value_enum, value_name = "HOW")]
+    mappings: Option<MappingsArg>,
     /// No microflow cache (the default with --preset gigaflow-paper).
     #[arg(long)]
     no_microflow: bool,
@@ -164,6 +169,14 @@ struct ReplayArgs {
 enum PresetArg {
     /// The Gigaflow artifact's evaluation setup.
     GigaflowPaper,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MappingsArg {
+    /// Install the pieces that fit.
+    Partial,
+    /// Install all of a traversal's pieces or none.
+    Whole,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

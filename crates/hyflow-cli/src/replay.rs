@@ -21,7 +21,7 @@ use hyflow::workload::{
 
 use crate::{
     ConsistencyArg, GenDynamicArgs, GenGatewayArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs,
-    LocalityArg, NicArg, PartitionArg, PresetArg, ReplayArgs, SwitchArgs,
+    LocalityArg, MappingsArg, NicArg, PartitionArg, PresetArg, ReplayArgs, SwitchArgs,
 };
 
 fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
@@ -62,6 +62,7 @@ pub(crate) fn gigaflow_nic(a: &SwitchArgs) -> GigaflowConfig {
             PartitionArg::OneToOne => Partition::OneToOne,
         },
         seed: 1,
+        whole_mappings: a.mappings.map_or(paper(a), |m| m == MappingsArg::Whole),
     }
 }
 

@@ -161,11 +161,16 @@ fn the_reference_pipelines_forward_like_the_slow_path() {
             assert!(updates_applied > 10, "{}: {updates_applied} updates", template.name);
             // hyflow's setup (entries expire when idle) and the artifact's (no expiry, 63 masks
             // per stage), with few entries so that stages fill.
-            let setups = [("expiring", 512, 300_000_000), ("artifact", paper_setup::MASKS, 0)];
+            let setups = [("expiring", 512, 300_000_000, false), ("artifact", paper_setup::MASKS, 0, true)];
             for partition in [Partition::Disjoint, Partition::Random, Partition::OneToOne] {
-                for (setup, max_masks, max_idle_ns) in setups {
-                    let gf =
-                        GigaflowConfig { entries: 64, max_masks, partition, ..GigaflowConfig::default() };
+                for (setup, max_masks, max_idle_ns, whole_mappings) in setups {
+                    let gf = GigaflowConfig {
+                        entries: 64,
+                        max_masks,
+                        partition,
+                        whole_mappings,
+                        ..GigaflowConfig::default()
+                    };
                     let config = SwitchConfig {
                         nic: Some(NicConfig::Gigaflow(gf)),
                         max_idle_ns,
@@ -182,6 +187,41 @@ fn the_reference_pipelines_forward_like_the_slow_path() {
                 }
             }
         }
+    }
+}
+
+/// With whole mappings (the artifact's), a traversal one of whose pieces a stage refuses for
+/// its mask limit installs nothing; with partial ones, the pieces that fit stay installed.
+#[test]
+fn a_whole_mapping_is_installed_all_or_none() {
+    // A port range in table 2 gives the filter's piece a mask of its own.
+    let flows = format!("{FLOWS}table=2,priority=5,tcp,tp_dst=0x1000/0xf000 actions=goto_table:3\n");
+    let a = pkt(1, "10.0.3.4", 80);
+    // Routing like a's (same mask, new entry), filter through the range (a new mask).
+    let h = pkt(1, "10.1.5.5", 0x1234);
+    for (whole_mappings, stage0) in [(false, 2), (true, 1)] {
+        let gf = GigaflowConfig {
+            tables: 2,
+            entries: 64,
+            max_masks: 1,
+            whole_mappings,
+            ..GigaflowConfig::default()
+        };
+        let config = SwitchConfig { nic: Some(NicConfig::Gigaflow(gf)), ..SwitchConfig::no_cache() };
+        let p = Pipeline::from_rules(parse_flows(&flows, "flows").unwrap());
+        let reference = Pipeline::from_rules(parse_flows(&flows, "flows").unwrap());
+        let mut sw = Switch::new(p, config).unwrap();
+        let mut out = Vec::new();
+        for (i, k) in [a, h, h].iter().enumerate() {
+            sw.process(k, 100, i as u64 * 1000, &mut out);
+            let mut tr = hyflow::openflow::Traversal::new();
+            reference.process(k, &mut tr);
+            assert_eq!(out, tr.outputs, "packet {i} as the slow path forwards it");
+        }
+        let g = sw.nic_as::<Gigaflow>().unwrap();
+        let per_stage: Vec<usize> = g.stages.iter().map(|s| s.space().len()).collect();
+        assert_eq!(per_stage, [stage0, 1], "whole mappings {whole_mappings}");
+        assert_eq!(g.stages[1].stats.refused_masks, 2, "h's filter piece, refused twice");
     }
 }
 

@@ -127,6 +127,29 @@ impl<T> CacheTable<T> {
         self.space.len() < self.config.capacity
     }
 
+    /// Why an install of match `m` with `tag` would be refused now, if it would (nothing is
+    /// counted: an owner planning several installs checks them all first).
+    pub fn admits(&self, m: &Match, tag: u32) -> Result<(), Refused> {
+        if self.space.find(m, tag).is_some() {
+            Err(Refused::Duplicate)
+        } else if self.space.len() >= self.config.capacity {
+            Err(Refused::Full)
+        } else if !self.space.has_mask(&m.mask) && self.space.n_masks() >= self.config.max_masks {
+            Err(Refused::Masks)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Counts a refused install (one [`CacheTable::install`] refused, or one an owner's plan
+    /// found [`CacheTable::admits`] would refuse).
+    pub fn count_refusal(&mut self, r: Refused) {
+        if r != Refused::Duplicate {
+            self.stats.refused += 1;
+            self.stats.refused_masks += (r == Refused::Masks) as u64;
+        }
+    }
+
     /// Installs an entry if the hardware has room for it.
     pub fn install(
         &mut self,
@@ -136,19 +159,8 @@ impl<T> CacheTable<T> {
         data: T,
         now_ns: u64,
     ) -> Result<EntryId, Refused> {
-        if self.space.find(m, tag).is_some() {
-            return Err(Refused::Duplicate);
-        }
-        let refused = if self.space.len() >= self.config.capacity {
-            Some(Refused::Full)
-        } else if !self.space.has_mask(&m.mask) && self.space.n_masks() >= self.config.max_masks {
-            Some(Refused::Masks)
-        } else {
-            None
-        };
-        if let Some(r) = refused {
-            self.stats.refused += 1;
-            self.stats.refused_masks += (r == Refused::Masks) as u64;
+        if let Err(r) = self.admits(m, tag) {
+            self.count_refusal(r);
             return Err(r);
         }
         let id = self.space.insert(m, tag, priority, data, now_ns);

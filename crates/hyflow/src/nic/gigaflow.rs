@@ -100,6 +100,10 @@ pub struct GigaflowConfig {
     pub partition: Partition,
     /// Seed of the random partitioning.
     pub seed: u64,
+    /// Install a traversal's sub-traversals all or none: when one stage would refuse its
+    /// piece (mask limit), nothing is installed, as the published artifact does. Otherwise
+    /// the pieces that fit are installed and later traversals may complete the chain.
+    pub whole_mappings: bool,
 }
 
 impl Default for GigaflowConfig {
@@ -110,6 +114,7 @@ impl Default for GigaflowConfig {
             max_masks: DEFAULT_MASKS,
             partition: Partition::Disjoint,
             seed: 1,
+            whole_mappings: false,
         }
     }
 }
@@ -197,6 +202,8 @@ pub struct Gigaflow {
     pub stats: GigaflowStats,
     scratch: Vec<Effect>,
     fields: Vec<u8>,
+    /// A whole mapping being planned: stage, piece, the state it starts from.
+    planned: Vec<(usize, SubTraversal, FlowKey)>,
 }
 
 impl Gigaflow {
@@ -229,6 +236,7 @@ impl Gigaflow {
             stats: GigaflowStats::default(),
             scratch: Vec::new(),
             fields: Vec::new(),
+            planned: Vec::new(),
         })
     }
 
@@ -294,6 +302,19 @@ impl Gigaflow {
             let len = self.first_segment(&fields[i..n], avail);
             self.fields = fields;
             let Ok(st) = sub_traversal(tr, i, len) else { break };
+            if self.config.whole_mappings {
+                // Planned now, installed once every piece is known to fit.
+                let at = self.tags.intern(&st.point);
+                if let Err(r) = self.stages[s].admits(&st.matcher, at) {
+                    self.stages[s].count_refusal(r);
+                    self.planned.clear();
+                    return false;
+                }
+                i += len;
+                tag = st.effects.next.as_ref().map_or(END_TAG, |p| self.tags.intern(p));
+                self.planned.push((s, st, state));
+                continue;
+            }
             match self.install_segment(s, &st, &state, tables, now_ns) {
                 Ok((id, next)) => {
                     installed.push((s as u8, id));
@@ -301,6 +322,16 @@ impl Gigaflow {
                     tag = next;
                 }
                 Err(_) => continue,
+            }
+        }
+        if tag != END_TAG {
+            // An incomplete plan serves no packet: a whole mapping installs nothing.
+            self.planned.clear();
+        }
+        for (s, st, state) in std::mem::take(&mut self.planned) {
+            // Admitted above, into distinct stages: these installs fit.
+            if let Ok((id, _)) = self.install_segment(s, &st, &state, tables, now_ns) {
+                installed.push((s as u8, id));
             }
         }
         let complete = tag == END_TAG;
