@@ -766,18 +766,19 @@ fn coupling_bits(mask: &FlowMask) -> u8 {
 /// lookup of the longest coupled run from `a` (the artifact's `get_coupling`: walking from
 /// the first, each lookup either has no coupling bits, follows a run with none yet, or shares
 /// a bit with the union of the run so far). Every shorter run from `a` is coupled too.
-fn coupled_reach(fields: &[u8], reach: &mut Vec<usize>) {
-    reach.clear();
-    reach.extend((0..fields.len()).map(|a| {
-        let mut run = 0u8;
-        for (b, &f) in fields.iter().enumerate().skip(a) {
-            if run != 0 && f != 0 && run & f == 0 {
-                return b;
+fn coupled_reach(fields: &[u8]) -> Vec<usize> {
+    (0..fields.len())
+        .map(|a| {
+            let mut run = 0u8;
+            for (b, &f) in fields.iter().enumerate().skip(a) {
+                if run != 0 && f != 0 && run & f == 0 {
+                    return b;
+                }
+                run |= f;
             }
-            run |= f;
-        }
-        fields.len()
-    }));
+            fields.len()
+        })
+        .collect()
 }
 
 /// The paper's disjoint partitioning (§4.2.2) as the artifact scores it: cut lookups with
@@ -792,8 +793,7 @@ pub fn disjoint_partition(fields: &[u8], max_pieces: usize) -> Vec<usize> {
         return Vec::new();
     }
     let max_pieces = max_pieces.clamp(1, n);
-    let mut reach = Vec::with_capacity(n);
-    coupled_reach(fields, &mut reach);
+    let reach = coupled_reach(fields);
     let score = |a: usize, b: usize| if b <= reach[a] { (b - a - 1) as i64 } else { 0 };
     const NONE: i64 = i64::MIN;
     // best[m][j]: best score of the first j lookups in exactly m pieces; cut[m][j]: last cut.

@@ -601,8 +601,8 @@ fn header(routed: bool, tuples: &[Tuple], concrete: &[Concrete], source: impl Fn
 /// traffic generator sends.
 pub const FRAME_LEN: usize = 60;
 
-/// The header pool: one header per tuple (rule-mapping line), as the artifact's
-/// `ruleset.traffic` (see the module notes for how locality shapes it).
+/// The header pool: `config.headers` headers, as the artifact's `ruleset.traffic` (see the
+/// module notes for how locality shapes it).
 fn header_pool(
     template: &Template,
     tuples: &[Tuple],
@@ -683,7 +683,7 @@ fn pool_text(template: &Template, pool: &[FlowKey], locality: Locality) -> Strin
 pub struct Pipebench {
     /// The flow file's text.
     pub flows: String,
-    /// The header pool, one header per rule-mapping line.
+    /// The header pool, line by line.
     pub pool: Vec<FlowKey>,
     /// The pool as `traffic.txt`.
     pub traffic: String,
