@@ -353,23 +353,31 @@ pub fn gen_pipeline(a: GenPipelineArgs) -> Result<()> {
     let config =
         PipebenchConfig { rules: a.rules, headers: a.headers, locality, popularity: a.zipf, seed: a.seed };
     let workload = pipebench(template, &config)?;
+    /// Where the trace's flows and times come from.
+    enum Timing<'a> {
+        Model(FlowArrivals),
+        Capture(&'a Path, PacketSource),
+    }
+    // Every input is checked before anything is written.
+    let timing = match &a.locality_from {
+        None => Timing::Model(FlowArrivals::new(a.packets, a.flows_count, a.rate, a.seed)?),
+        Some(path) => Timing::Capture(path, PacketSource::capture(path, None)?),
+    };
     std::fs::create_dir_all(&a.out).with_context(|| format!("{}: cannot create", a.out.display()))?;
     for (name, text) in [("flows.txt", &workload.flows), ("traffic.txt", &workload.traffic)] {
         let path = a.out.join(name);
         std::fs::write(&path, text).with_context(|| format!("{}: cannot write", path.display()))?;
     }
     let trace = a.out.join("trace.pcap");
-    let (packets, flows) = match &a.locality_from {
-        None => {
-            let slots = FlowArrivals::new(a.packets, a.flows_count, a.rate, a.seed)?;
+    let (packets, flows) = match timing {
+        Timing::Model(slots) => {
             let mut flows = 0;
             let packets = write_trace(&trace, |sink| {
                 Ok(workload.fold(slots.inspect(|s| flows = flows.max(s.flow + 1)), sink))
             })?;
             (packets, flows)
         }
-        Some(capture) => {
-            let mut source = PacketSource::capture(capture, None)?;
+        Timing::Capture(capture, mut source) => {
             let mut slots = CaptureSlots::new(&mut source);
             let packets = write_trace(&trace, |sink| Ok(workload.fold(&mut slots, sink)))?;
             let (flows, error) = slots.finish();

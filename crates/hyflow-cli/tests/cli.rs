@@ -752,3 +752,28 @@ fn gen_pipeline_writes_a_header_pool_and_folds_a_capture_onto_it() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with '--packets"));
 }
+
+/// A capture that cannot be opened is named once, with the system's reason once (not
+/// repeated by the error's cause chain); `gen pipeline` checks it before writing anything.
+#[test]
+fn an_unopenable_capture_is_named_once_with_its_reason() {
+    let missing = "/nonexistent/hyflow-missing.pcap";
+    let flows = examples().join("l2l3acl.flows");
+    let out = hyflow(&["replay", "--flows", flows.to_str().unwrap(), "--trace", missing]);
+    fails_with(&out, &[missing, "cannot open"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    let dir = tmp("x", b"").parent().unwrap().join("never-written");
+    let out = hyflow(&[
+        "gen",
+        "pipeline",
+        "--kind",
+        "psc",
+        "--out",
+        dir.to_str().unwrap(),
+        "--locality-from",
+        missing,
+    ]);
+    fails_with(&out, &[missing, "cannot open"]);
+    assert!(!dir.exists(), "nothing written for a bad input");
+}

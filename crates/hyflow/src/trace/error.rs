@@ -12,25 +12,27 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum TraceError {
     /// The file could not be opened or created.
-    #[error("{file}: cannot open: {source}")]
+    #[error("{file}: cannot open: {cause}")]
     Open {
         /// File name as given by the caller.
         file: String,
         /// Underlying error.
-        #[source]
-        source: io::Error,
+        /// What the system said (in the message, not a separate cause: printing the error
+        /// with its causes would say it twice).
+        cause: io::Error,
     },
 
     /// Reading or writing failed at the given position.
-    #[error("{file}: byte {offset}: I/O error: {source}")]
+    #[error("{file}: byte {offset}: I/O error: {cause}")]
     Io {
         /// File name as given by the caller.
         file: String,
         /// Absolute byte position at which the operation failed.
         offset: u64,
         /// Underlying error.
-        #[source]
-        source: io::Error,
+        /// What the system said (in the message, not a separate cause: printing the error
+        /// with its causes would say it twice).
+        cause: io::Error,
     },
 
     /// The first four bytes are neither a pcap nor a pcapng magic number.
@@ -167,7 +169,7 @@ mod tests {
 
         let e = TraceError::Open {
             file: "/nonexistent/x.pcap".into(),
-            source: io::Error::from(io::ErrorKind::NotFound),
+            cause: io::Error::from(io::ErrorKind::NotFound),
         };
         assert!(e.to_string().starts_with("/nonexistent/x.pcap: cannot open: "));
         assert_eq!(e.offset(), None);

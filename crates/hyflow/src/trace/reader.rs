@@ -69,7 +69,7 @@ impl TraceReader<File> {
     /// the format. The path as displayed is used as the file name in errors.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
         let name = path.display().to_string();
-        let file = File::open(path).map_err(|source| TraceError::Open { file: name.clone(), source })?;
+        let file = File::open(path).map_err(|cause| TraceError::Open { file: name.clone(), cause })?;
         Self::new(file, name)
     }
 }
@@ -215,11 +215,11 @@ impl<R: Read> Input<R> {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(source) => {
+                Err(cause) => {
                     return Err(TraceError::Io {
                         file: self.name.clone(),
                         offset: self.base + self.end as u64,
-                        source,
+                        cause,
                     })
                 }
             }

@@ -41,7 +41,7 @@ impl PcapWriter<BufWriter<File>> {
     /// microseconds and their sub-microsecond part is dropped.
     pub fn create(path: &Path, link: LinkType, nanos: bool) -> Result<Self, TraceError> {
         let name = path.display().to_string();
-        let file = File::create(path).map_err(|source| TraceError::Open { file: name.clone(), source })?;
+        let file = File::create(path).map_err(|cause| TraceError::Open { file: name.clone(), cause })?;
         Self::new(BufWriter::with_capacity(256 * 1024, file), name, link, nanos)
     }
 }
@@ -63,7 +63,7 @@ impl<W: Write> PcapWriter<W> {
         header.write_to(&mut out).map_err(|e| TraceError::Io {
             file: name.clone(),
             offset: 0,
-            source: pcap_to_io(e),
+            cause: pcap_to_io(e),
         })?;
         Ok(PcapWriter { out, name, nanos, offset: FILE_HEADER_LEN, packets: 0 })
     }
@@ -99,7 +99,7 @@ impl<W: Write> PcapWriter<W> {
         header[12..16].copy_from_slice(&len.to_le_bytes());
 
         let result = self.out.write_all(&header).and_then(|()| self.out.write_all(data));
-        result.map_err(|source| TraceError::Io { file: self.name.clone(), offset: self.offset, source })?;
+        result.map_err(|cause| TraceError::Io { file: self.name.clone(), offset: self.offset, cause })?;
         self.offset += (RECORD_HEADER_LEN + data.len()) as u64;
         self.packets += 1;
         Ok(())
@@ -118,10 +118,10 @@ impl<W: Write> PcapWriter<W> {
     /// Pushes buffered data to the underlying writer, so that a reader (or a crash) sees
     /// every packet written so far.
     pub fn flush(&mut self) -> Result<(), TraceError> {
-        self.out.flush().map_err(|source| TraceError::Io {
+        self.out.flush().map_err(|cause| TraceError::Io {
             file: self.name.clone(),
             offset: self.offset,
-            source,
+            cause,
         })
     }
 
