@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, unit/integration/property tests (unit tests in
-# release and in debug), packaging of the engine crate, and the
+# The whole test suite: formatting, lints, documentation links, unit/integration/property
+# tests (unit tests in release and in debug), packaging of the engine crate, and the
 # independent Open vSwitch vector checker when ../shared/tools is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,8 @@ command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://ru
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
+# The engine's documentation builds without broken links.
+RUSTDOCFLAGS="-D warnings" cargo doc -p hyflow --no-deps --quiet
 cargo test --workspace --release
 # The unit tests again in debug, so that debug assertions run (the revalidator checks its
 # dependency index against a scan of every cache on every update).

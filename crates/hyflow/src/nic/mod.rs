@@ -1,6 +1,6 @@
-//! The SmartNIC model: caching schemes over bounded match+action tables ([`CacheTable`]s, the
-//! RMT stages FlexNIC builds on). A packet an entry matches is forwarded in hardware; one
-//! that misses goes to the host.
+//! The SmartNIC model: caching schemes over bounded match+action tables
+//! ([`CacheTable`](crate::cache::table::CacheTable)s, the RMT stages FlexNIC builds on). A
+//! packet an entry matches is forwarded in hardware; one that misses goes to the host.
 //!
 //! Every scheme implements [`NicScheme`] — lookup, install from an upcall's translation,
 //! occupancy, counters, its report — and exposes its entries to the revalidator through

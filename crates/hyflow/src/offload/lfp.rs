@@ -1,4 +1,4 @@
-//! LFP, the Large Flow Predictor Elixir compares against (§5.1, its reference [15]): a
+//! LFP, the Large Flow Predictor Elixir compares against (§5.1, its reference \[15\]): a
 //! decision tree predicts from a flow's first packet whether the flow will be large, and a
 //! flow predicted large is offloaded at once, while the table has room.
 //!
