@@ -64,6 +64,8 @@ struct Active {
     train_left: u64,
     /// Mean idle gap between its trains (ns).
     idle_ns: f64,
+    /// Its rank of first appearance in the kept packets (`u32::MAX`: none kept yet).
+    rank: u32,
 }
 
 /// The packets of the model, in time order.
@@ -81,8 +83,7 @@ pub struct FlowArrivals {
     /// Pending packets: (time since the start of the warm-up, flow number).
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     flows: Vec<Active>,
-    /// Per flow number, its rank of first appearance in the kept packets (`u32::MAX`: none yet).
-    rank: Vec<u32>,
+    /// Ranks given so far.
     ranked: u32,
     /// Length of the warm-up (ns): packets before it are not kept. Also the trace's expected
     /// duration.
@@ -116,7 +117,6 @@ impl FlowArrivals {
             size_scale: mean_size * (TAIL_INDEX - 1.0) / TAIL_INDEX,
             heap: BinaryHeap::new(),
             flows: Vec::new(),
-            rank: Vec::new(),
             ranked: 0,
             warmup_ns: duration_ns as u64,
         })
@@ -129,8 +129,7 @@ impl FlowArrivals {
         let n = self.flows.len() as u32;
         let train_left = (self.train.sample(&mut self.rng) + 1).min(size);
         let idle_ns = MEAN_IDLE_NS.min(self.warmup_ns as f64 * MEAN_TRAIN / size as f64);
-        self.flows.push(Active { left: size, train_left, idle_ns });
-        self.rank.push(u32::MAX);
+        self.flows.push(Active { left: size, train_left, idle_ns, rank: u32::MAX });
         self.heap.push(Reverse((self.next_arrival as u64, n)));
         self.next_arrival += self.arrival_gap.sample(&mut self.rng);
     }
@@ -170,7 +169,7 @@ impl Iterator for FlowArrivals {
             if t < self.warmup_ns {
                 continue;
             }
-            let rank = &mut self.rank[n as usize];
+            let rank = &mut self.flows[n as usize].rank;
             if *rank == u32::MAX {
                 *rank = self.ranked;
                 self.ranked += 1;
