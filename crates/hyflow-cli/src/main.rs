@@ -101,10 +101,11 @@ struct SwitchArgs {
     /// from the first packet, as the artifact counted them.
     #[arg(long, value_enum)]
     preset: Option<PresetArg>,
-    /// NIC entries: in total for megaflow (default 32768), per stage for gigaflow (default 8192).
+    /// NIC entries: in total for megaflow (default 32768), per stage for gigaflow (default 8192);
+    /// 32000 and 8000 with --preset gigaflow-paper.
     #[arg(long, value_name = "N")]
     nic_entries: Option<usize>,
-    /// Distinct masks per NIC stage (default 512).
+    /// Distinct masks per NIC stage (default 512; 63 with --preset gigaflow-paper).
     #[arg(long, value_name = "N")]
     nic_masks: Option<usize>,
     /// Gigaflow stages (K).
