@@ -138,7 +138,7 @@ pub fn run(a: TopkArgs) -> Result<()> {
     progress.finish();
     out.flush()?;
     eprintln!(
-        "hyflow topk: {} packets ({} malformed, {} without the key fields, not counted); {} uses {} B of {} B",
+        "hyflow topk: {} packets ({} malformed, {} without the key fields, not counted); {} used {} B of {} B",
         summary.packets,
         summary.malformed,
         summary.keyless,
@@ -195,6 +195,9 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
         writeln!(out, "|---|---|---|---|---|---|---|")?;
     }
     for r in &rows {
+        if let Some(w) = &r.warning {
+            eprintln!("hyflow eval topk: {} at {} B, k = {}: {w}", r.algo, r.memory_bytes, r.k);
+        }
         if a.json {
             writeln!(out, "{}", serde_json::to_string(r)?)?;
             continue;
@@ -206,6 +209,16 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
             (Some(used), Some(p), Some(are), Some(windows)) => writeln!(
                 out,
                 "| {} | {} KB | {used} | {} | {p:.3} | {are:.3} | {windows} |",
+                r.algo,
+                r.memory_bytes / 1024,
+                r.k
+            )?,
+            (Some(used), None, None, Some(windows)) if a.csv => {
+                writeln!(out, "{},{},{used},{},,,{windows}", r.algo, r.memory_bytes, r.k)?
+            }
+            (Some(used), None, None, Some(windows)) => writeln!(
+                out,
+                "| {} | {} KB | {used} | {} | no full window | | {windows} |",
                 r.algo,
                 r.memory_bytes / 1024,
                 r.k

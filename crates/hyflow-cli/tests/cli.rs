@@ -354,14 +354,34 @@ fn topk_reports_each_boundary_as_json() {
         assert_eq!(lines.len(), 2, "{algo}: boundaries at 1 s and 2 s");
         assert_eq!(lines[1]["t"], 2.0);
         let flows = lines[1]["flows"].as_array().unwrap();
-        assert_eq!(flows[0]["key"]["tp_src"], "40000", "{algo}");
+        assert_eq!(flows[0]["key"]["tp_src"], 40000, "{algo}: ports are numbers");
         assert_eq!(flows[0]["key"]["nw_dst"], "10.1.0.2", "{algo}");
-        assert_eq!(flows[1]["key"]["tp_src"], "40001", "{algo}");
+        assert_eq!(flows[1]["key"]["tp_src"], 40001, "{algo}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(" used "), "{algo}: memory after the run");
         if algo.starts_with("fastkeeper") || algo == "wcss" {
             // Sliding: the window holds both seconds.
             assert_eq!(flows[0]["count"], 100, "{algo}");
         }
     }
+    // A trace shorter than the window has no precision to give, and says so instead of 0.
+    let p = pcap.to_str().unwrap();
+    let eval = |extra: &[&str]| {
+        let mut args = vec!["eval", "topk", "--trace", p, "--algos", "cm", "--k", "2", "--memory", "64KB"];
+        args.extend_from_slice(extra);
+        hyflow(&args)
+    };
+    let short = eval(&["--window", "10s", "--block", "1s", "--json"]);
+    assert!(short.status.success(), "{}", String::from_utf8_lossy(&short.stderr));
+    let row: serde_json::Value = serde_json::from_slice(&short.stdout).unwrap();
+    assert_eq!(row["windows"], 0);
+    assert!(row.get("precision").is_none(), "{row}");
+    assert!(row["warning"].as_str().unwrap().contains("no full window"), "{row}");
+    assert!(String::from_utf8_lossy(&short.stderr).contains("no full window"));
+    let table = eval(&["--window", "10s", "--block", "1s"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("| no full window |"));
+    let scored: serde_json::Value =
+        serde_json::from_slice(&eval(&["--window", "1s", "--block", "1s", "--json"]).stdout).unwrap();
+    assert!(scored["windows"].as_u64().unwrap() >= 1 && scored["precision"].is_number(), "{scored}");
 }
 
 #[test]

@@ -30,7 +30,11 @@ impl Serialize for FlowFields {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;
         for (name, value) in &self.0 {
-            map.serialize_entry(name, value)?;
+            // Numbers as numbers (ports, protocols); addresses and hex values as text.
+            match value.parse::<u64>() {
+                Ok(n) if n.to_string() == *value => map.serialize_entry(name, &n)?,
+                _ => map.serialize_entry(name, value)?,
+            }
         }
         map.end()
     }
@@ -65,7 +69,7 @@ pub struct TopkSummary {
     pub malformed: u64,
     /// Of those, well-formed but without the key's fields (not counted).
     pub keyless: u64,
-    /// Bytes the detector uses.
+    /// Bytes the detector used, at the end of the run.
     pub memory_used: usize,
 }
 
@@ -95,7 +99,6 @@ pub fn topk(
     on_report: &mut dyn FnMut(&TopkReport) -> std::io::Result<()>,
 ) -> Result<TopkSummary, ExperimentError> {
     let detector = build(config.algo, &config.detector)?;
-    let memory_used = detector.memory_bytes();
     let mut monitor = Monitor::new(detector, config.key, config.block);
     let mut failed = Ok(());
     let key = &config.key;
@@ -113,7 +116,7 @@ pub fn topk(
         packets: monitor.packets(),
         malformed,
         keyless: monitor.keyless - malformed,
-        memory_used,
+        memory_used: monitor.detector().memory_bytes(),
     })
 }
 
@@ -165,6 +168,9 @@ pub struct EvalRow {
     /// Why it could not run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why it ran but has no score (no full window in the trace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// Scores every detector of the grid on `input` against the exact sliding-window top-k.
@@ -210,6 +216,7 @@ pub fn eval(
             windows: None,
             sample: detector.sample,
             error: None,
+            warning: None,
         };
         if let Err(e) = fits {
             rows.push(EvalRow { error: Some(e.to_string()), ..row });
@@ -224,9 +231,17 @@ pub fn eval(
         monitor.finish(&mut ignore);
         let scored = monitor.detector();
         row.memory_used = Some(scored.inner().memory_bytes());
-        row.precision = Some(scored.score.precision());
-        row.are = Some(scored.score.are());
         row.windows = Some(scored.score.windows);
+        if scored.score.windows == 0 {
+            // A precision over no window would read as 0: say why there is none.
+            row.warning = Some(format!(
+                "no full window: the trace is shorter than one window ({} blocks)",
+                config.blocks
+            ));
+        } else {
+            row.precision = Some(scored.score.precision());
+            row.are = Some(scored.score.are());
+        }
         rows.push(row);
     }
     Ok(rows)
