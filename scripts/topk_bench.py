@@ -33,7 +33,8 @@ def evaluate(trace, algos, memories, ks, window="5s", block="1s", sample=1.0):
 
 
 def cell(r):
-    return "—" if "error" in r else "%.3f" % r["precision"]
+    # No precision: the budget does not fit ("error"), or the trace has no full window ("warning").
+    return "%.3f" % r["precision"] if "precision" in r else "—"
 
 
 def table(title, rows, key, columns, label):
