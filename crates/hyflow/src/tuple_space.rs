@@ -41,7 +41,8 @@
 //! (never megaflow caches): such a tag indexes its entries by their value under the bits
 //! all of them match (the first lookup's always-examined fields: ingress port, VLAN,
 //! metadata, a prefix), and an insert or removal tests for overlap only the entries of its
-//! own bucket.
+//! own bucket. A tag whose bucket outgrows [`OVERLAP_SCAN_LIMIT`] gives the counts up; its
+//! hits then end the search only at its top priority.
 
 use hashbrown::{HashMap, HashTable};
 
