@@ -176,7 +176,7 @@ impl SparseMask {
 /// What a tag keeps of the overlaps between its entries of different priorities.
 enum Overlaps {
     /// It has held one priority only: no entry can be shadowed.
-    None,
+    OnePriority,
     /// Every entry's count is exact, kept through the index.
     Indexed(Box<OverlapIndex>),
     /// Given up, once a bucket outgrew [`OVERLAP_SCAN_LIMIT`]: counts are not kept, and a hit
@@ -364,7 +364,7 @@ impl<T> TupleSpace<T> {
             self.groups_of.resize_with(tag as usize + 1, Vec::new);
             self.orders.resize_with(tag as usize + 1, Vec::new);
             self.priorities.resize_with(tag as usize + 1, Vec::new);
-            self.overlaps.resize_with(tag as usize + 1, || Overlaps::None);
+            self.overlaps.resize_with(tag as usize + 1, || Overlaps::OnePriority);
         }
         let roomy = |gi: u32| self.bucket(gi, &m.value).nth(BUCKET_LIMIT - 1).is_none();
         let best = self.groups_of[tag as usize]
@@ -421,6 +421,21 @@ impl<T> TupleSpace<T> {
         mi
     }
 
+    /// Ids of every entry of group `gi`, bucket by bucket.
+    fn group_ids(&self, gi: u32) -> impl Iterator<Item = EntryId> + '_ {
+        self.groups[gi as usize].map.iter().flat_map(move |&head| {
+            std::iter::successors(Some(head), move |&id| {
+                let next = self.live(id).next;
+                (next != NONE).then_some(next)
+            })
+        })
+    }
+
+    /// Ids of every entry of tag `tag`.
+    fn tag_ids(&self, tag: u32) -> impl Iterator<Item = EntryId> + '_ {
+        self.groups_of[tag as usize].iter().flat_map(move |&gi| self.group_ids(gi))
+    }
+
     /// Builds tag `tag`'s overlap index, or narrows its common bits, so that they are bits
     /// of `mask` too (an entry of that mask is about to join).
     fn index_overlaps(&mut self, tag: u32, mask: &FlowMask) {
@@ -429,17 +444,10 @@ impl<T> TupleSpace<T> {
             Overlaps::Untracked => return,
             Overlaps::Indexed(ix) if ix.common.is_subset_of(mask) => return,
             Overlaps::Indexed(ix) => ix.common,
-            Overlaps::None => {
+            Overlaps::OnePriority => {
                 let mut c = *mask;
-                for &gi in &self.groups_of[t] {
-                    for &head in self.groups[gi as usize].map.iter() {
-                        let mut cur = head;
-                        while cur != NONE {
-                            let e = self.live(cur);
-                            c.intersect_with(&self.masks[e.mask as usize].mask);
-                            cur = e.next;
-                        }
-                    }
+                for id in self.tag_ids(tag) {
+                    c.intersect_with(&self.masks[self.live(id).mask as usize].mask);
                 }
                 c
             }
@@ -447,15 +455,9 @@ impl<T> TupleSpace<T> {
         common.intersect_with(mask);
         let sparse = SparseMask::new(&common);
         let mut buckets: HashMap<u64, Vec<(EntryId, u32)>> = HashMap::new();
-        for &gi in &self.groups_of[t] {
-            for &head in self.groups[gi as usize].map.iter() {
-                let mut cur = head;
-                while cur != NONE {
-                    let e = self.live(cur);
-                    buckets.entry(sparse.hash(&e.value)).or_default().push((cur, e.priority));
-                    cur = e.next;
-                }
-            }
+        for id in self.tag_ids(tag) {
+            let e = self.live(id);
+            buckets.entry(sparse.hash(&e.value)).or_default().push((id, e.priority));
         }
         self.overlaps[t] = Overlaps::Indexed(Box::new(OverlapIndex { common, sparse, buckets }));
     }
@@ -760,19 +762,13 @@ impl<T> TupleSpace<T> {
     fn rank(&mut self) {
         for gi in 0..self.groups.len() {
             if self.groups[gi].at_max == 0 && self.groups[gi].len > 0 {
-                let mut heads = Vec::new();
-                heads.extend(self.groups[gi].map.iter().copied());
                 let (mut max, mut at) = (0, 0);
-                for head in heads {
-                    let mut cur = head;
-                    while cur != NONE {
-                        let e = self.live(cur);
-                        if e.priority > max || at == 0 {
-                            (max, at) = (e.priority, 0);
-                        }
-                        at += (e.priority == max) as u32;
-                        cur = e.next;
+                for id in self.group_ids(gi as u32) {
+                    let e = self.live(id);
+                    if e.priority > max || at == 0 {
+                        (max, at) = (e.priority, 0);
                     }
+                    at += (e.priority == max) as u32;
                 }
                 let g = &mut self.groups[gi];
                 (g.max_priority, g.at_max) = (max, at);
