@@ -18,7 +18,7 @@ import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 HYFLOW = os.path.join(ROOT, "target", "release", "hyflow")
-ALGOS = ["fastkeeper-bitmap", "fastkeeper", "elixir", "wcss", "heavykeeper", "cm", "univmon", "spacesaving", "lossy"]
+ALGOS = ["fastkeeper-bitmap", "fastkeeper", "sl-hk", "elixir", "wcss", "heavykeeper", "cm", "univmon", "spacesaving", "lossy"]
 
 
 def sh(args):

@@ -17,8 +17,8 @@ pub struct TopkArgs {
     /// pcap/pcapng trace.
     #[arg(long, value_name = "FILE")]
     trace: PathBuf,
-    /// Detector: fastkeeper-bitmap, fastkeeper, elixir, wcss, heavykeeper, cm (Count-Min +
-    /// heap), univmon, spacesaving, lossy.
+    /// Detector: fastkeeper-bitmap, fastkeeper, sl-hk (sliding HeavyKeeper), elixir, wcss,
+    /// heavykeeper, cm (Count-Min + heap), univmon, spacesaving, lossy.
     #[arg(long, default_value = "fastkeeper-bitmap", value_name = "ALGO")]
     algo: String,
     #[command(flatten)]
@@ -73,7 +73,7 @@ pub struct EvalTopkArgs {
     /// Comma-separated detectors.
     #[arg(
         long,
-        default_value = "fastkeeper-bitmap,fastkeeper,elixir,wcss,heavykeeper,cm,univmon,spacesaving,lossy",
+        default_value = "fastkeeper-bitmap,fastkeeper,sl-hk,elixir,wcss,heavykeeper,cm,univmon,spacesaving,lossy",
         value_name = "ALGOS"
     )]
     algos: String,
@@ -127,6 +127,7 @@ pub fn run(a: TopkArgs) -> Result<()> {
         blocks,
         sample: a.common.sample,
         seed: a.common.seed,
+        key_bits: key.bits(),
     };
     let config = TopkConfig { algo: algo(&a.algo)?, detector, key, block };
     let stdout = std::io::stdout();

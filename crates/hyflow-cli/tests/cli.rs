@@ -324,6 +324,7 @@ fn topk_reports_each_boundary_as_json() {
     for algo in [
         "fastkeeper-bitmap",
         "fastkeeper",
+        "sl-hk",
         "elixir",
         "wcss",
         "heavykeeper",

@@ -28,7 +28,7 @@ fn main() {
     let mut group = c.benchmark_group("topk");
     group.throughput(Throughput::Elements(PACKETS as u64));
     group.sample_size(10);
-    let config = DetectorConfig { k: K, memory: MEMORY, blocks: 5, sample: 1.0, seed: 1 };
+    let config = DetectorConfig { k: K, memory: MEMORY, blocks: 5, sample: 1.0, seed: 1, key_bits: 104 };
     for algo in Algo::ALL {
         group.bench_function(BenchmarkId::new("insert", algo.name()), |b| {
             b.iter(|| {

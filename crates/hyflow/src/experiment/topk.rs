@@ -191,6 +191,7 @@ pub fn eval(
                     blocks: config.blocks,
                     sample: config.sample,
                     seed: config.seed,
+                    key_bits: config.key.bits(),
                 };
                 let fits = match build(algo, &detector) {
                     Ok(_) => Ok(()),

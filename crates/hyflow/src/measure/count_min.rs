@@ -26,7 +26,7 @@ impl CountMin {
         Ok(CountMin {
             w,
             counters: vec![0; ROWS * w],
-            heap: TopHeap::new(config.k),
+            heap: TopHeap::new(config.k, config.key_bits),
             window: Tumbling::new(config.blocks),
             seed: config.seed,
         })

@@ -55,8 +55,9 @@ impl ElixirLarge {
     /// flows come first; the rest holds the arrays).
     pub fn new(config: &DetectorConfig) -> Result<ElixirLarge, ConfigError> {
         let bloom_words = (config.k * BLOOM_BITS_PER_FLOW).div_ceil(64);
-        let fixed =
-            TopHeap::bytes_for(config.k) + bloom_words * 8 + config.k * std::mem::size_of::<(FlowId, u128)>();
+        let fixed = TopHeap::bytes_for_key(config.k, config.key_bits)
+            + bloom_words * 8
+            + config.k * std::mem::size_of::<(FlowId, u128)>();
         let per_column = config.blocks * ROWS * 4;
         let w = config.memory.saturating_sub(fixed) / per_column;
         if w == 0 {
@@ -72,7 +73,7 @@ impl ElixirLarge {
             arrays: config.blocks,
             counters: vec![0; config.blocks * ROWS * w],
             current: 0,
-            heap: TopHeap::new(config.k),
+            heap: TopHeap::new(config.k, config.key_bits),
             bloom: vec![0; bloom_words],
             offloaded: Vec::with_capacity(config.k),
             replacement: Replacement::default(),

@@ -124,6 +124,11 @@ impl KeySpec {
         Ok(KeySpec::of(&fields))
     }
 
+    /// Bits of a packed flow id (104 for the IPv4 5-tuple).
+    pub fn bits(&self) -> u32 {
+        self.fields().iter().map(|f| f.def().bits as u32).sum()
+    }
+
     /// The fields, in packing order.
     pub fn fields(&self) -> &[FieldId] {
         &self.fields[..self.len as usize]

@@ -43,7 +43,7 @@ impl HeavyKeeper {
             decay,
             // Only its draws are used (rate 1: keep() would always say yes).
             rng: Sampler::new(1.0, config.seed ^ 0x0068_6561_7679),
-            heap: TopHeap::new(config.k),
+            heap: TopHeap::new(config.k, config.key_bits),
             window: Tumbling::new(config.blocks),
             seed: config.seed,
         })

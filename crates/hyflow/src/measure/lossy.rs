@@ -7,11 +7,10 @@
 //! the bucket counter is advanced (pruning harder) until an entry frees up — the usual way
 //! to run it in fixed memory. Counts are since the start: here it restarts every window.
 
-use hashbrown::HashMap;
-
+use super::flow_table::FlowTable;
 use super::{keep_top, Algo, ConfigError, Detector, DetectorConfig, FlowId, Tumbling};
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Counted {
     f: u32,
     delta: u32,
@@ -20,8 +19,7 @@ struct Counted {
 /// Lossy Counting.
 pub struct LossyCounting {
     k: usize,
-    capacity: usize,
-    table: HashMap<FlowId, Counted>,
+    table: FlowTable<Counted>,
     bucket_width: u64,
     bucket: u32,
     seen: u64,
@@ -30,19 +28,14 @@ pub struct LossyCounting {
 }
 
 impl LossyCounting {
-    /// Sized from `config.memory`: the most entries m whose table fits (at least k). The
-    /// table is allocated for 2m so that it is never more than half full: the tombstones
-    /// pruning leaves are then cleared in place instead of growing the table.
+    /// Sized from `config.memory`: the most entries m whose table fits (at least k); the
+    /// bucket width is m.
     pub fn new(config: &DetectorConfig) -> Result<LossyCounting, ConfigError> {
-        let bytes = |m: usize| HashMap::<FlowId, Counted>::with_capacity(2 * m).allocation_size();
-        let lo = config.entries(Algo::Lossy, bytes)?;
-        let table = HashMap::with_capacity(2 * lo);
-        let capacity = table.capacity() / 2;
+        let m = config.entries(Algo::Lossy, FlowTable::<Counted>::bytes_for)?;
         Ok(LossyCounting {
             k: config.k,
-            capacity,
-            table,
-            bucket_width: capacity as u64,
+            table: FlowTable::new(m),
+            bucket_width: m as u64,
             bucket: 1,
             seen: 0,
             window: Tumbling::new(config.blocks),
@@ -58,15 +51,18 @@ impl LossyCounting {
 
 impl Detector for LossyCounting {
     #[inline]
-    fn insert(&mut self, flow: FlowId, _hash: u128) {
-        if let Some(c) = self.table.get_mut(&flow) {
+    fn insert(&mut self, flow: FlowId, hash: u128) {
+        let h = hash as u64;
+        if let Some(c) = self.table.get_mut(flow, h) {
             c.f += 1;
         } else {
-            while self.table.len() >= self.capacity {
+            while self.table.is_full() {
                 self.bucket += 1;
                 self.prune();
             }
-            self.table.insert(flow, Counted { f: 1, delta: self.bucket - 1 });
+            if let Some(c) = self.table.entry(flow, h) {
+                *c = Counted { f: 1, delta: self.bucket - 1 };
+            }
         }
         self.seen += 1;
         if self.seen.is_multiple_of(self.bucket_width) {
@@ -77,12 +73,12 @@ impl Detector for LossyCounting {
 
     fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
         out.clear();
-        out.extend(self.table.iter().map(|(f, c)| (*f, c.f as u64)));
+        out.extend(self.table.iter().map(|(f, c)| (f, c.f as u64)));
         keep_top(out, self.k);
     }
 
-    fn estimate(&self, flow: FlowId, _hash: u128) -> u64 {
-        self.table.get(&flow).map_or(0, |c| c.f as u64)
+    fn estimate(&self, flow: FlowId, hash: u128) -> u64 {
+        self.table.get(flow, hash as u64).map_or(0, |c| c.f as u64)
     }
 
     fn end_block(&mut self) {
@@ -94,7 +90,7 @@ impl Detector for LossyCounting {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.table.allocation_size()
+        self.table.memory_bytes()
     }
 
     fn hash_seed(&self) -> u64 {

@@ -16,8 +16,8 @@
 //! **Memory.** Every detector is sized from a byte budget and reports the bytes its counters,
 //! fingerprints and heap actually occupy ([`Detector::memory_bytes`]), heap index included.
 //!
-//! **Sliding vs tumbling.** FastKeeper, its bitmap variant, Elixir and WCSS slide their
-//! windows by design. Count-Min, HeavyKeeper, Space-Saving, Lossy Counting and UnivMon count
+//! **Sliding vs tumbling.** FastKeeper, its bitmap variant, Sliding HeavyKeeper, Elixir and
+//! WCSS slide their windows by design. Count-Min, HeavyKeeper, Space-Saving, Lossy Counting and UnivMon count
 //! from a start: here they restart every W (aligned at t0), the usual way to get periodic
 //! reports from them, so a report in the middle of their period covers less than W.
 
@@ -26,9 +26,11 @@ pub mod elixir;
 pub mod exact;
 pub mod fastkeeper;
 pub mod flow_id;
+pub mod flow_table;
 pub mod heap;
 pub mod heavykeeper;
 pub mod lossy;
+pub mod sliding_heavykeeper;
 pub mod space_saving;
 pub mod univmon;
 pub mod wcss;
@@ -61,12 +63,14 @@ pub trait Detector {
 pub enum Algo {
     /// FastKeeper with collision counters (Algorithms 1–3).
     FastKeeper,
-    /// FastKeeper with bitmap voting and block-major counters.
+    /// FastKeeper with bitmap voting and 16-bit block counters.
     FastKeeperBitmap,
     /// Count-Min sketch + min-heap.
     CountMin,
     /// HeavyKeeper (exponential decay, b = 1.08) + min-heap.
     HeavyKeeper,
+    /// Sliding HeavyKeeper (Sliding Sketches, KDD 2020) + min-heap.
+    SlidingHeavyKeeper,
     /// Space-Saving (Stream-Summary).
     SpaceSaving,
     /// Elixir's sampled large-flow identifier (sub-window count-min arrays + heap).
@@ -81,9 +85,10 @@ pub enum Algo {
 
 impl Algo {
     /// All, in the order tables list them.
-    pub const ALL: [Algo; 9] = [
+    pub const ALL: [Algo; 10] = [
         Algo::FastKeeperBitmap,
         Algo::FastKeeper,
+        Algo::SlidingHeavyKeeper,
         Algo::Elixir,
         Algo::Wcss,
         Algo::HeavyKeeper,
@@ -100,6 +105,7 @@ impl Algo {
             Algo::FastKeeperBitmap => "fastkeeper-bitmap",
             Algo::CountMin => "cm",
             Algo::HeavyKeeper => "heavykeeper",
+            Algo::SlidingHeavyKeeper => "sl-hk",
             Algo::SpaceSaving => "spacesaving",
             Algo::Elixir => "elixir",
             Algo::Lossy => "lossy",
@@ -128,6 +134,9 @@ pub struct DetectorConfig {
     pub sample: f64,
     /// Seed of hashes and sampling.
     pub seed: u64,
+    /// Bits of the flow key ([`KeySpec::bits`]): detectors store the ids they report packed
+    /// at this width, and charge it to the budget.
+    pub key_bits: u32,
 }
 
 /// Why a detector cannot be built.
@@ -173,7 +182,7 @@ impl DetectorConfig {
     /// Buckets per row for `rows` rows of `bucket` bytes beside a heap of k, or the error
     /// saying how much memory one bucket per row needs.
     fn width(&self, algo: Algo, rows: usize, bucket: usize) -> Result<usize, ConfigError> {
-        let fixed = heap::TopHeap::bytes_for(self.k);
+        let fixed = heap::TopHeap::bytes_for_key(self.k, self.key_bits);
         let w = self.memory.saturating_sub(fixed) / (rows * bucket);
         if w == 0 {
             return Err(ConfigError::TooSmall {
@@ -235,6 +244,7 @@ pub fn build(algo: Algo, config: &DetectorConfig) -> Result<Box<dyn Detector>, C
         Algo::FastKeeperBitmap => Box::new(fastkeeper::FastKeeperBitmap::new(config)?),
         Algo::CountMin => sampled(count_min::CountMin::new(config)?, config),
         Algo::HeavyKeeper => sampled(heavykeeper::HeavyKeeper::new(config)?, config),
+        Algo::SlidingHeavyKeeper => sampled(sliding_heavykeeper::SlidingHeavyKeeper::new(config)?, config),
         Algo::SpaceSaving => sampled(space_saving::SpaceSaving::new(config)?, config),
         Algo::Elixir => sampled(elixir::ElixirLarge::new(config)?, config),
         Algo::Lossy => sampled(lossy::LossyCounting::new(config)?, config),

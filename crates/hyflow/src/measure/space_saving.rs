@@ -20,10 +20,10 @@ pub struct SpaceSaving {
 impl SpaceSaving {
     /// Sized from `config.memory`: the most counters whose summary fits (at least k).
     pub fn new(config: &DetectorConfig) -> Result<SpaceSaving, ConfigError> {
-        let lo = config.entries(Algo::SpaceSaving, TopHeap::bytes_for)?;
+        let lo = config.entries(Algo::SpaceSaving, |m| TopHeap::bytes_for_key(m, config.key_bits))?;
         Ok(SpaceSaving {
             k: config.k,
-            summary: TopHeap::new(lo),
+            summary: TopHeap::new(lo, config.key_bits),
             window: Tumbling::new(config.blocks),
             seed: config.seed,
         })

@@ -31,7 +31,7 @@ pub struct UnivMon {
 impl UnivMon {
     /// Sized from `config.memory`, split over [`LEVELS`] levels.
     pub fn new(config: &DetectorConfig) -> Result<UnivMon, ConfigError> {
-        let heap = TopHeap::bytes_for(config.k);
+        let heap = TopHeap::bytes_for_key(config.k, config.key_bits);
         let per_level = config.memory / LEVELS;
         let w = per_level.saturating_sub(heap) / (ROWS * 4);
         if w == 0 {
@@ -43,7 +43,7 @@ impl UnivMon {
             });
         }
         let levels = (0..LEVELS)
-            .map(|_| Level { counters: vec![0; ROWS * w], heap: TopHeap::new(config.k) })
+            .map(|_| Level { counters: vec![0; ROWS * w], heap: TopHeap::new(config.k, config.key_bits) })
             .collect();
         Ok(UnivMon { w, levels, window: Tumbling::new(config.blocks), seed: config.seed })
     }

@@ -14,8 +14,7 @@
 
 use std::collections::VecDeque;
 
-use hashbrown::HashMap;
-
+use super::flow_table::FlowTable;
 use super::heap::TopHeap;
 use super::{keep_top, Algo, ConfigError, Detector, DetectorConfig, FlowId};
 
@@ -25,7 +24,7 @@ pub struct Wcss {
     blocks: usize,
     y: TopHeap,
     /// Packet-equivalents of each flow's overflows in the window.
-    b: HashMap<FlowId, u64>,
+    b: FlowTable<u64>,
     /// Overflow records, oldest first: (flow, quantum it stood for).
     ring: VecDeque<(FlowId, u32)>,
     ring_capacity: usize,
@@ -41,29 +40,36 @@ pub struct Wcss {
     pub dropped: u64,
 }
 
-fn bytes_for(m: usize, blocks: usize) -> usize {
-    TopHeap::bytes_for(m)
-        + HashMap::<FlowId, u64>::with_capacity(2 * m).allocation_size()
+fn bytes_for(m: usize, blocks: usize, key_bits: u32) -> usize {
+    TopHeap::bytes_for_key(m, key_bits)
+        + FlowTable::<u64>::bytes_for(2 * m)
         + 2 * m * std::mem::size_of::<(FlowId, u32)>()
         + 2 * blocks * 8
+}
+
+/// A per-block queue holding one 0, with room for a window of `blocks` blocks.
+fn one_zero<T: Default>(blocks: usize) -> VecDeque<T> {
+    let mut q = VecDeque::with_capacity(blocks);
+    q.push_back(T::default());
+    q
 }
 
 impl Wcss {
     /// Sized from `config.memory`: the most counters m whose structures fit (at least k).
     pub fn new(config: &DetectorConfig) -> Result<Wcss, ConfigError> {
-        let m = config.entries(Algo::Wcss, |m| bytes_for(m, config.blocks))?;
+        let m = config.entries(Algo::Wcss, |m| bytes_for(m, config.blocks, config.key_bits))?;
         Ok(Wcss {
             k: config.k,
             blocks: config.blocks,
-            y: TopHeap::new(m),
-            b: HashMap::with_capacity(2 * m),
+            y: TopHeap::new(m, config.key_bits),
+            b: FlowTable::new(2 * m),
             ring: VecDeque::with_capacity(2 * m),
             ring_capacity: 2 * m,
-            per_block: VecDeque::from([0]),
+            per_block: one_zero(config.blocks),
             // No overflows until a first block has shown the rate.
             quantum: u64::MAX,
             m,
-            packets: VecDeque::from([0]),
+            packets: one_zero(config.blocks),
             block_in_frame: 0,
             seed: config.seed,
             dropped: 0,
@@ -76,7 +82,7 @@ impl Wcss {
             (Some(c), q) => c % q,
             (None, _) => 0,
         };
-        self.b.get(&flow).copied().unwrap_or(0) + residual
+        self.b.get(flow, hash).unwrap_or(0) + residual
     }
 }
 
@@ -94,7 +100,10 @@ impl Detector for Wcss {
             if self.ring.len() < self.ring_capacity {
                 self.ring.push_back((flow, self.quantum as u32));
                 *self.per_block.back_mut().expect("a current block") += 1;
-                *self.b.entry(flow).or_insert(0) += self.quantum;
+                // At most 2m records, so at most 2m flows: there is room.
+                if let Some(b) = self.b.entry(flow, h) {
+                    *b += self.quantum;
+                }
             } else {
                 self.dropped += 1;
             }
@@ -104,7 +113,7 @@ impl Detector for Wcss {
     fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
         let mut candidates = Vec::new();
         self.y.sorted(&mut candidates);
-        candidates.extend(self.b.keys().map(|&f| (f, 0)));
+        candidates.extend(self.b.iter().map(|(f, _)| (f, 0)));
         candidates.sort_unstable_by_key(|e| e.0);
         candidates.dedup_by_key(|e| e.0);
         out.clear();
@@ -137,17 +146,20 @@ impl Detector for Wcss {
                 if whole > 0 && self.ring.len() < self.ring_capacity {
                     self.ring.push_back((flow, whole.min(u32::MAX as u64) as u32));
                     *self.per_block.back_mut().expect("a current block") += 1;
-                    *self.b.entry(flow).or_insert(0) += whole;
+                    if let Some(b) = self.b.entry(flow, flow.hash(self.seed) as u64) {
+                        *b += whole;
+                    }
                 }
             }
         }
         if self.per_block.len() == self.blocks {
             let expired = self.per_block.pop_front().unwrap_or(0);
             for (flow, q) in self.ring.drain(..expired) {
-                if let hashbrown::hash_map::Entry::Occupied(mut e) = self.b.entry(flow) {
-                    *e.get_mut() -= q as u64;
-                    if *e.get() == 0 {
-                        e.remove();
+                let h = flow.hash(self.seed) as u64;
+                if let Some(b) = self.b.get_mut(flow, h) {
+                    *b -= q as u64;
+                    if *b == 0 {
+                        self.b.remove(flow, h);
                     }
                 }
             }
@@ -165,7 +177,7 @@ impl Detector for Wcss {
 
     fn memory_bytes(&self) -> usize {
         self.y.memory_bytes()
-            + self.b.allocation_size()
+            + self.b.memory_bytes()
             + self.ring.capacity() * std::mem::size_of::<(FlowId, u32)>()
             + (self.per_block.capacity() + self.packets.capacity()) * 8
     }

@@ -184,7 +184,7 @@ impl ElixirConfig {
 
     fn detector(&self) -> DetectorConfig {
         let arrays = self.arrays();
-        let fixed = crate::measure::heap::TopHeap::bytes_for(self.large_entries)
+        let fixed = crate::measure::heap::TopHeap::bytes_for_key(self.large_entries, self.key.bits())
             + (self.large_entries * crate::measure::elixir::BLOOM_BITS_PER_FLOW).div_ceil(64) * 8
             + self.large_entries * std::mem::size_of::<(FlowId, u128)>();
         DetectorConfig {
@@ -193,6 +193,7 @@ impl ElixirConfig {
             blocks: arrays,
             sample: self.sample_rate,
             seed: self.seed,
+            key_bits: self.key.bits(),
         }
     }
 }

@@ -185,8 +185,14 @@ pub fn calibrate() -> CostModel {
     let upcall_ns = upcalls(host);
     let gigaflow = NicConfig::Gigaflow(crate::nic::gigaflow::GigaflowConfig::default());
     let gigaflow_install_ns = (upcalls(SwitchConfig { nic: Some(gigaflow), ..host }) - upcall_ns).max(0.0);
-    let config =
-        crate::measure::DetectorConfig { k: 100, memory: 30 * 1024, blocks: 5, sample: 1.0, seed: 1 };
+    let config = crate::measure::DetectorConfig {
+        k: 100,
+        memory: 30 * 1024,
+        blocks: 5,
+        sample: 1.0,
+        seed: 1,
+        key_bits: 104,
+    };
     let mut detector =
         crate::measure::build(crate::measure::Algo::FastKeeperBitmap, &config).expect("fits 30 KB");
     let spec = crate::measure::KeySpec::five_tuple();

@@ -1,0 +1,213 @@
+//! A fixed-capacity hash table from flow ids to small values, for the counter-based
+//! detectors (Lossy Counting, WCSS).
+//!
+//! A detector's table is charged to its byte budget, so it is allocated once at the size the
+//! budget allows and never grows: general hash maps allocate in powers of two (spending as
+//! little as half of a budget) and may grow when deletions leave tombstones. Open addressing
+//! with linear probing, at most 80% full, and backward-shift deletion (no tombstones); each
+//! slot keeps 32 bits of the flow's hash (never 0: 0 marks an empty slot), so probes rarely
+//! compare ids.
+
+use super::FlowId;
+
+/// A table of at most `max_len` flows, each with a `V`.
+#[derive(Clone, Debug)]
+pub struct FlowTable<V> {
+    tags: Vec<u32>,
+    entries: Vec<(FlowId, V)>,
+    len: usize,
+    max_len: usize,
+}
+
+impl<V: Copy + Default> FlowTable<V> {
+    /// A table for `max_len` flows (at least 1).
+    pub fn new(max_len: usize) -> FlowTable<V> {
+        let max_len = max_len.max(1);
+        let slots = Self::slots(max_len);
+        FlowTable {
+            tags: vec![0; slots],
+            entries: vec![(FlowId::default(), V::default()); slots],
+            len: 0,
+            max_len,
+        }
+    }
+
+    fn slots(max_len: usize) -> usize {
+        max_len + max_len.div_ceil(4) + 1
+    }
+
+    /// Bytes a table for `max_len` flows holds.
+    pub fn bytes_for(max_len: usize) -> usize {
+        Self::slots(max_len.max(1)) * (4 + std::mem::size_of::<(FlowId, V)>())
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        Self::bytes_for(self.max_len)
+    }
+
+    /// Flows held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no flow is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether another flow fits.
+    pub fn is_full(&self) -> bool {
+        self.len == self.max_len
+    }
+
+    fn tag(hash: u64) -> u32 {
+        hash as u32 | 1
+    }
+
+    fn home(&self, tag: u32) -> usize {
+        ((tag as u64 * self.tags.len() as u64) >> 32) as usize
+    }
+
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.tags.len() {
+            0
+        } else {
+            i + 1
+        }
+    }
+
+    fn find(&self, flow: FlowId, hash: u64) -> Option<usize> {
+        let tag = Self::tag(hash);
+        let mut i = self.home(tag);
+        loop {
+            match self.tags[i] {
+                0 => return None,
+                t if t == tag && self.entries[i].0 == flow => return Some(i),
+                _ => i = self.next(i),
+            }
+        }
+    }
+
+    /// The value of `flow` (`hash`: its 64-bit hash), if held.
+    pub fn get(&self, flow: FlowId, hash: u64) -> Option<V> {
+        self.find(flow, hash).map(|i| self.entries[i].1)
+    }
+
+    /// The value of `flow`, if held, to change.
+    pub fn get_mut(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
+        self.find(flow, hash).map(|i| &mut self.entries[i].1)
+    }
+
+    /// The value of `flow`, inserted as `V::default()` if absent; `None` if absent and the
+    /// table is full.
+    pub fn entry(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
+        let tag = Self::tag(hash);
+        let mut i = self.home(tag);
+        loop {
+            match self.tags[i] {
+                0 => {
+                    if self.is_full() {
+                        return None;
+                    }
+                    self.tags[i] = tag;
+                    self.entries[i] = (flow, V::default());
+                    self.len += 1;
+                    return Some(&mut self.entries[i].1);
+                }
+                t if t == tag && self.entries[i].0 == flow => return Some(&mut self.entries[i].1),
+                _ => i = self.next(i),
+            }
+        }
+    }
+
+    /// Removes `flow`, if held.
+    pub fn remove(&mut self, flow: FlowId, hash: u64) {
+        if let Some(i) = self.find(flow, hash) {
+            self.remove_at(i);
+        }
+    }
+
+    /// Empties slot `i`, shifting later entries of its probe run back.
+    fn remove_at(&mut self, mut i: usize) {
+        let n = self.tags.len();
+        let mut j = i;
+        loop {
+            j = self.next(j);
+            let t = self.tags[j];
+            if t == 0 {
+                break;
+            }
+            let home = self.home(t);
+            // The entry at j may fill the hole at i if its home is not in (i, j].
+            if (j + n - home) % n >= (j + n - i) % n {
+                self.tags[i] = t;
+                self.entries[i] = self.entries[j];
+                i = j;
+            }
+        }
+        self.tags[i] = 0;
+        self.len -= 1;
+    }
+
+    /// Keeps only the flows for which `keep` holds.
+    pub fn retain(&mut self, mut keep: impl FnMut(FlowId, &V) -> bool) {
+        let mut i = 0;
+        while i < self.tags.len() {
+            // A removal may shift a later entry into slot i: look at it again.
+            if self.tags[i] != 0 && !keep(self.entries[i].0, &self.entries[i].1) {
+                self.remove_at(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Forgets every flow.
+    pub fn clear(&mut self) {
+        self.tags.fill(0);
+        self.len = 0;
+    }
+
+    /// The flows held with their values, in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (FlowId, V)> + '_ {
+        self.tags.iter().zip(&self.entries).filter(|(&t, _)| t != 0).map(|(_, &e)| e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        /// Against a std HashMap under random inserts, increments, removals and pruning,
+        /// with hashes that collide often (8 distinct values).
+        #[test]
+        fn behaves_as_a_bounded_map(ops in proptest::collection::vec((0u8..4, 0u64..40), 1..400), max in 1usize..30) {
+            let mut table = FlowTable::<u32>::new(max);
+            let mut model: HashMap<u64, u32> = HashMap::new();
+            let hash = |f: u64| f % 8 * 0x9e37_79b9_7f4a_7c15;
+            for (op, f) in ops {
+                let id = FlowId([0, f]);
+                match op {
+                    0 | 1 => {
+                        let full = model.len() == max && !model.contains_key(&f);
+                        match table.entry(id, hash(f)) {
+                            Some(v) => { *v += 1; *model.entry(f).or_default() += 1; }
+                            None => prop_assert!(full),
+                        }
+                    }
+                    2 => { table.remove(id, hash(f)); model.remove(&f); }
+                    _ => { table.retain(|g, v| !(g.0[1] + *v as u64).is_multiple_of(3)); model.retain(|g, v| !(g + *v as u64).is_multiple_of(3)); }
+                }
+                prop_assert_eq!(table.len(), model.len());
+                for (g, v) in &model {
+                    prop_assert_eq!(table.get(FlowId([0, *g]), hash(*g)), Some(*v));
+                }
+                prop_assert_eq!(table.iter().count(), model.len());
+            }
+        }
+    }
+}
