@@ -188,7 +188,7 @@ mod tests {
         fn behaves_as_a_bounded_map(ops in proptest::collection::vec((0u8..4, 0u64..40), 1..400), max in 1usize..30) {
             let mut table = FlowTable::<u32>::new(max);
             let mut model: HashMap<u64, u32> = HashMap::new();
-            let hash = |f: u64| f % 8 * 0x9e37_79b9_7f4a_7c15;
+            let hash = |f: u64| (f % 8).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             for (op, f) in ops {
                 let id = FlowId([0, f]);
                 match op {
