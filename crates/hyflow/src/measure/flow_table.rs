@@ -66,15 +66,11 @@ impl<V: Copy + Default> FlowTable<V> {
     }
 
     fn home(&self, tag: u32) -> usize {
-        ((tag as u64 * self.tags.len() as u64) >> 32) as usize
+        home(tag, self.tags.len())
     }
 
     fn next(&self, i: usize) -> usize {
-        if i + 1 == self.tags.len() {
-            0
-        } else {
-            i + 1
-        }
+        next(i, self.tags.len())
     }
 
     fn find(&self, flow: FlowId, hash: u64) -> Option<usize> {
@@ -138,9 +134,7 @@ impl<V: Copy + Default> FlowTable<V> {
             if t == 0 {
                 break;
             }
-            let home = self.home(t);
-            // The entry at j may fill the hole at i if its home is not in (i, j].
-            if (j + n - home) % n >= (j + n - i) % n {
+            if fills_hole(i, j, self.home(t), n) {
                 self.tags[i] = t;
                 self.entries[i] = self.entries[j];
                 i = j;
@@ -173,6 +167,26 @@ impl<V: Copy + Default> FlowTable<V> {
     pub fn iter(&self) -> impl Iterator<Item = (FlowId, V)> + '_ {
         self.tags.iter().zip(&self.entries).filter(|(&t, _)| t != 0).map(|(_, &e)| e)
     }
+}
+
+/// Where a probe for a 32-bit tag starts in a table of `len` slots (multiply-shift).
+pub(crate) fn home(tag: u32, len: usize) -> usize {
+    ((tag as u64 * len as u64) >> 32) as usize
+}
+
+/// The slot after `i` in a table of `len`, wrapping.
+pub(crate) fn next(i: usize, len: usize) -> usize {
+    if i + 1 == len {
+        0
+    } else {
+        i + 1
+    }
+}
+
+/// Backward-shift deletion: whether the entry at `j`, whose probe starts at `home`, may move
+/// into the hole at `i` (its home is not in (i, j], cyclically, in a table of `n`).
+pub(crate) fn fills_hole(i: usize, j: usize, home: usize, n: usize) -> bool {
+    (j + n - home) % n >= (j + n - i) % n
 }
 
 #[cfg(test)]

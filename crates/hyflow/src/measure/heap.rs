@@ -11,7 +11,7 @@
 //! bits of the hash above the position, so a probe rarely reads an id it does not want. Storage
 //! is fixed at k entries; [`TopHeap::memory_bytes`] reports it.
 
-use super::FlowId;
+use super::{flow_table, FlowId};
 
 /// A min-heap of at most `k` flows by count, indexed by flow.
 #[derive(Clone, Debug)]
@@ -121,17 +121,12 @@ impl TopHeap {
         FlowId([(v >> 64) as u64, v as u64])
     }
 
-    /// Where a tag's probe starts (multiply-shift onto the index).
     fn home(&self, tag: u32) -> usize {
-        ((tag as u64 * self.index.len() as u64) >> 32) as usize
+        flow_table::home(tag, self.index.len())
     }
 
     fn next(&self, i: usize) -> usize {
-        if i + 1 == self.index.len() {
-            0
-        } else {
-            i + 1
-        }
+        flow_table::next(i, self.index.len())
     }
 
     fn find(&self, flow: FlowId, hash: u64) -> Option<usize> {
@@ -187,8 +182,7 @@ impl TopHeap {
                 break;
             }
             let home = self.home(self.tags[(e & self.pos_mask) as usize - 1]);
-            // The entry at j may fill the hole at i if its home is not in (i, j].
-            if (j + n - home) % n >= (j + n - i) % n {
+            if flow_table::fills_hole(i, j, home, n) {
                 self.index[i] = e;
                 i = j;
             }

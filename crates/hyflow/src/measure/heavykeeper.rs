@@ -20,6 +20,12 @@ struct Bucket {
     count: u32,
 }
 
+/// Decay thresholds: a u64 draw below entry c decays a count of c (probability b^−c; counts
+/// beyond the table never decay). Shared with the sliding variant.
+pub(crate) fn decay_thresholds() -> Vec<u64> {
+    (0..1024).map(|c| (DECAY_BASE.powi(-c) * u64::MAX as f64) as u64).collect()
+}
+
 /// HeavyKeeper + heap.
 pub struct HeavyKeeper {
     w: usize,
@@ -36,7 +42,7 @@ impl HeavyKeeper {
     /// Sized from `config.memory`.
     pub fn new(config: &DetectorConfig) -> Result<HeavyKeeper, ConfigError> {
         let w = config.width(Algo::HeavyKeeper, ROWS, std::mem::size_of::<Bucket>())?;
-        let decay = (0..1024).map(|c| (DECAY_BASE.powi(-c) * u64::MAX as f64) as u64).collect();
+        let decay = decay_thresholds();
         Ok(HeavyKeeper {
             w,
             buckets: vec![Bucket::default(); ROWS * w],

@@ -24,8 +24,8 @@
 //! at 30 KB, k = 100.
 
 use super::heap::TopHeap;
+use super::heavykeeper::decay_thresholds;
 use super::{bucket_of, fingerprint, Algo, ConfigError, Detector, DetectorConfig, FlowId, Sampler};
-use crate::measure::heavykeeper::DECAY_BASE;
 
 /// Rows (d).
 pub const ROWS: usize = 3;
@@ -72,7 +72,7 @@ impl SlidingHeavyKeeper {
             w,
             blocks: config.blocks,
             buckets: vec![Bucket::default(); ROWS * w],
-            decay: (0..1024).map(|c| (DECAY_BASE.powi(-c) * u64::MAX as f64) as u64).collect(),
+            decay: decay_thresholds(),
             rng: Sampler::new(1.0, config.seed ^ 0x736c_686b),
             heap: TopHeap::new(config.k, config.key_bits),
             scanned: 0,
