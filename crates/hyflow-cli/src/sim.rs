@@ -67,8 +67,8 @@ struct PolicyArgs {
     /// [default: 10].
     #[arg(long, value_name = "SECONDS")]
     lfp_train: Option<f64>,
-    /// Fields the exact-match table keys flows by: 5tuple or comma-separated field names
-    /// [default: 5tuple].
+    /// Fields the exact-match table keys flows by: 5tuple (IPv4), 5tuple46 (IPv4 and IPv6)
+    /// or comma-separated field names [default: 5tuple].
     #[arg(long, value_name = "FIELDS")]
     flow_key: Option<String>,
     /// Identification window L, seconds: large flows are ranked over it [default: 30].

@@ -47,7 +47,9 @@ struct Common {
     /// Sampling rate in (0, 1]; counts are scaled back by 1 / rate.
     #[arg(long, default_value_t = 1.0, value_name = "R")]
     sample: f64,
-    /// Flow key: 5tuple, or comma-separated ovs-ofctl fields (e.g. nw_src,nw_dst).
+    /// Flow key: 5tuple (IPv4, 13-byte ids, the papers' key), 5tuple46 (IPv4 and IPv6,
+    /// 37-byte ids; IPv4 addresses shown as ::ffff:a.b.c.d), or comma-separated ovs-ofctl
+    /// fields of at most 384 bits in all (e.g. nw_src,nw_dst or ipv6_src,ipv6_dst).
     #[arg(long, default_value = "5tuple", value_name = "FIELDS")]
     key: String,
     /// Seed of hashes and sampling.
@@ -147,6 +149,11 @@ pub fn run(a: TopkArgs) -> Result<()> {
         summary.memory_used,
         config.detector.memory
     );
+    if summary.keyless > 0 && config.key.is_ipv4_five_tuple() {
+        eprintln!(
+            "hyflow topk: the 5tuple key is IPv4's (the papers'); --key 5tuple46 counts IPv6 packets too"
+        );
+    }
     Ok(())
 }
 
@@ -159,7 +166,16 @@ fn write_report(out: &mut impl Write, as_json: bool, r: &TopkReport) -> std::io:
         serde_json::to_writer(&mut *out, r)?;
         return writeln!(out);
     }
-    writeln!(out, "t = {:.3} s ({} packets): {} flows", r.t, r.packets, r.flows.len())?;
+    match &r.short {
+        None => writeln!(out, "t = {:.3} s ({} packets): {} flows", r.t, r.packets, r.flows.len())?,
+        Some(why) => writeln!(
+            out,
+            "t = {:.3} s ({} packets): {} flows, fewer than k: {why}",
+            r.t,
+            r.packets,
+            r.flows.len()
+        )?,
+    }
     for (rank, f) in r.flows.iter().enumerate() {
         let fields: Vec<String> = f.key.0.iter().map(|(n, v)| format!("{n}={v}")).collect();
         writeln!(out, "  {:>4} {:>10}  {}", rank + 1, f.count, fields.join(","))?;

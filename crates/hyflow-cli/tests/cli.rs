@@ -385,6 +385,65 @@ fn topk_reports_each_boundary_as_json() {
     assert!(scored["windows"].as_u64().unwrap() >= 1 && scored["precision"].is_number(), "{scored}");
 }
 
+/// A TCP/IPv6 frame: 2001:db8::1:40000 → 2001:db8::2:443.
+fn tcp6_frame() -> Vec<u8> {
+    let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x86, 0xdd];
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 20, 6, 64]);
+    for last in [1, 2] {
+        f.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]);
+    }
+    f.extend_from_slice(&[
+        0x9c, 0x40, 0x01, 0xbb, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0,
+    ]);
+    f
+}
+
+/// IPv6 is measured under the dual-stack key (and the IPv4 key says it skipped it); a report
+/// with fewer than k flows says why.
+#[test]
+fn topk_measures_ipv6_and_explains_short_reports() {
+    // One second, one packet every 10 ms: IPv6 flow 3 of every 4 packets, IPv4 flow 0 the
+    // rest; then a second of IPv4 flow 1 alone.
+    let mut w = PcapWriter::new(Vec::new(), "mem".into(), LinkType::Ethernet, true).unwrap();
+    for i in 0..200u64 {
+        let frame = match (i < 100, i % 4) {
+            (true, 0) => tcp_frame_port(0),
+            (true, _) => tcp6_frame(),
+            (false, _) => tcp_frame_port(1),
+        };
+        w.write_packet(1_000_000_000 + i * 10_000_000, &frame).unwrap();
+    }
+    let pcap = tmp("dual.pcap", &w.finish().unwrap());
+    let run = |key: &str, k: &str| {
+        let p = pcap.to_str().unwrap();
+        let args = ["topk", "--trace", p, "--algo", "fastkeeper-bitmap", "--k", k, "--memory", "64KB"];
+        let out = hyflow(&[&args[..], &["--window", "1s", "--block", "1s", "--key", key, "--json"]].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (lines, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (v4, err) = run("5tuple", "2");
+    assert_eq!(v4[0]["flows"].as_array().unwrap().len(), 1, "{v4:?}");
+    assert!(err.contains("75 without the key fields") && err.contains("--key 5tuple46"), "{err}");
+    assert_eq!(v4[0]["short"], serde_json::json!({"reason": "fewer_flows_seen", "held": 1}));
+
+    let (dual, err) = run("5tuple46", "2");
+    assert!(err.contains("0 without the key fields") && !err.contains("--key 5tuple46"), "{err}");
+    let first = dual[0]["flows"].as_array().unwrap();
+    assert_eq!(first[0]["key"]["ipv6_src"], "2001:db8::1");
+    assert_eq!(first[0]["key"]["tp_dst"], 443);
+    assert_eq!(first[0]["count"], 75);
+    assert_eq!(first[1]["key"]["ipv6_dst"], "::ffff:10.1.0.2");
+    assert_eq!(first[1]["count"], 25);
+    assert!(dual[0].get("short").is_none(), "k flows: no shortfall");
+    // The second window holds flow 1 only; the first second's two flows are still held.
+    let second = dual[1]["flows"].as_array().unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0]["count"], 100);
+    assert_eq!(dual[1]["short"]["reason"], "estimates_at_zero", "{}", dual[1]);
+}
+
 #[test]
 fn topk_bad_input_is_one_clear_message() {
     let pcap = tmp("one.pcap", &pcap_with(&[tcp_frame()]));

@@ -20,7 +20,7 @@ fn stream() -> Vec<FlowId> {
     let mut rng = StdRng::seed_from_u64(7);
     let zipf = Zipf::new(100_000.0, 1.1).expect("valid Zipf");
     // Ids within the 104 bits of the 5-tuple the config declares (heaps store ids packed).
-    (0..PACKETS).map(|_| FlowId([0x0a00_0a01, zipf.sample(&mut rng) as u64])).collect()
+    (0..PACKETS).map(|_| FlowId::from_u128(0x0a00_0a01 << 64 | zipf.sample(&mut rng) as u128)).collect()
 }
 
 fn main() {

@@ -334,7 +334,7 @@ impl Iterator for CaptureSlots<'_> {
     fn next(&mut self) -> Option<PacketSlot> {
         match self.source.next_packet() {
             Ok(Some(p)) => {
-                let id = self.five_tuple.flow_id(&p.key).unwrap_or(FlowId([0, 0]));
+                let id = self.five_tuple.flow_id(&p.key).unwrap_or_default();
                 let next = self.ids.len();
                 let flow = *self.ids.entry(id).or_insert(next);
                 Some(PacketSlot { ts_ns: p.ts_ns, flow })

@@ -10,7 +10,7 @@ use hyflow::measure::{build, Algo, ConfigError, Detector, DetectorConfig, FlowId
 const SEED: u64 = 7;
 
 fn flow(n: u64) -> FlowId {
-    FlowId([0, n])
+    FlowId::from_u128(n as u128)
 }
 
 fn send(d: &mut impl Detector, n: u64, packets: usize) {

@@ -58,6 +58,50 @@ pub struct TopkReport {
     pub packets: u64,
     /// The flows, largest first.
     pub flows: Vec<TopFlow>,
+    /// Why there are fewer than k flows; absent when there are k.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short: Option<Shortfall>,
+}
+
+/// Why a report names fewer than k flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Shortfall {
+    /// The detector holds only `held` flows, fewer than k: fewer distinct flows came by
+    /// since it started counting (or since its last restart, for the tumbling detectors).
+    FewerFlowsSeen {
+        /// Flows the detector holds.
+        held: usize,
+    },
+    /// The detector holds `held` flows (at least k), but the others' window estimates are 0:
+    /// their packets have left the window.
+    EstimatesAtZero {
+        /// Flows the detector holds.
+        held: usize,
+    },
+}
+
+impl Shortfall {
+    /// Why `reported` flows and not k, given the flows the detector held; `None` if there
+    /// are k.
+    pub fn of(reported: usize, k: usize, held: usize) -> Option<Shortfall> {
+        match () {
+            _ if reported >= k => None,
+            _ if held < k => Some(Shortfall::FewerFlowsSeen { held }),
+            _ => Some(Shortfall::EstimatesAtZero { held }),
+        }
+    }
+}
+
+impl std::fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shortfall::FewerFlowsSeen { held } => write!(f, "the detector has seen only {held} flows"),
+            Shortfall::EstimatesAtZero { held } => {
+                write!(f, "of the {held} flows it holds, the others have no packets left in the window")
+            }
+        }
+    }
 }
 
 /// What a top-k run read and used.
@@ -105,7 +149,9 @@ pub fn topk(
     let mut report = |at: Boundary, top: &[(FlowId, u64)]| {
         if failed.is_ok() {
             let flows = top.iter().map(|&(f, count)| TopFlow { key: FlowFields(key.fields_of(f)), count });
-            let r = TopkReport { t: at.t_ns as f64 / 1e9, packets: at.packets, flows: flows.collect() };
+            let flows: Vec<TopFlow> = flows.collect();
+            let short = Shortfall::of(flows.len(), config.detector.k, at.held);
+            let r = TopkReport { t: at.t_ns as f64 / 1e9, packets: at.packets, flows, short };
             failed = on_report(&r);
         }
     };

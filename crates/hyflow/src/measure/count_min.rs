@@ -63,6 +63,9 @@ impl Detector for CountMin {
     fn memory_bytes(&self) -> usize {
         self.counters.len() * 4 + self.heap.memory_bytes()
     }
+    fn held(&self) -> usize {
+        self.heap.len()
+    }
 
     fn hash_seed(&self) -> u64 {
         self.seed

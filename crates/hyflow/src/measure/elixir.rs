@@ -17,6 +17,7 @@
 
 use hashbrown::HashMap;
 
+use super::flow_id::PackedIds;
 use super::heap::TopHeap;
 use super::{bucket_of, Algo, ConfigError, Detector, DetectorConfig, FlowId};
 
@@ -45,7 +46,8 @@ pub struct ElixirLarge {
     heap: TopHeap,
     /// Offloaded flows: the Bloom filter the data path checks, and the list it was built from.
     bloom: Vec<u64>,
-    offloaded: Vec<(FlowId, u128)>,
+    offloaded: PackedIds,
+    offloaded_len: usize,
     replacement: Replacement,
     seed: u64,
 }
@@ -57,7 +59,7 @@ impl ElixirLarge {
         let bloom_words = (config.k * BLOOM_BITS_PER_FLOW).div_ceil(64);
         let fixed = TopHeap::bytes_for_key(config.k, config.key_bits)
             + bloom_words * 8
-            + config.k * std::mem::size_of::<(FlowId, u128)>();
+            + PackedIds::bytes_for(config.k, config.key_bits);
         let per_column = config.blocks * ROWS * 4;
         let w = config.memory.saturating_sub(fixed) / per_column;
         if w == 0 {
@@ -75,7 +77,8 @@ impl ElixirLarge {
             current: 0,
             heap: TopHeap::new(config.k, config.key_bits),
             bloom: vec![0; bloom_words],
-            offloaded: Vec::with_capacity(config.k),
+            offloaded: PackedIds::new(config.k, config.key_bits),
+            offloaded_len: 0,
             replacement: Replacement::default(),
             seed: config.seed,
         })
@@ -88,7 +91,7 @@ impl ElixirLarge {
 
     /// The large set chosen at the last replacement, largest first.
     pub fn large_set(&self) -> impl Iterator<Item = FlowId> + '_ {
-        self.offloaded.iter().map(|&(f, _)| f)
+        (0..self.offloaded_len).map(|i| self.offloaded.get(i))
     }
 
     /// Whether `flow` is among the largest seen since the last replacement (in the heap).
@@ -150,16 +153,20 @@ impl ElixirLarge {
                 self.replacement.offload.push(flow);
             }
         }
-        for &(flow, _) in &self.offloaded {
+        for flow in (0..self.offloaded_len).map(|i| self.offloaded.get(i)) {
             if !large.iter().any(|l| l.0 == flow) {
                 self.replacement.evict.push(flow);
             }
         }
-        self.offloaded.clear();
-        self.offloaded.extend(large.iter().map(|&(f, _)| (f, f.hash(seed))));
+        // The heap holds at most k flows: they fit.
+        for (i, &(flow, _)) in large.iter().enumerate() {
+            self.offloaded.set(i, flow);
+        }
+        self.offloaded_len = large.len();
         self.bloom.fill(0);
         let bits = self.bloom.len() * 64;
-        for &(_, hash) in &self.offloaded {
+        for &(flow, _) in &large {
+            let hash = flow.hash(seed);
             for i in 0..BLOOM_HASHES {
                 let b = bucket_of(hash, 16 + i, bits);
                 self.bloom[b / 64] |= 1 << (b % 64);
@@ -202,7 +209,10 @@ impl Detector for ElixirLarge {
         self.counters.len() * 4
             + self.heap.memory_bytes()
             + self.bloom.len() * 8
-            + self.offloaded.capacity() * std::mem::size_of::<(FlowId, u128)>()
+            + self.offloaded.memory_bytes()
+    }
+    fn held(&self) -> usize {
+        self.heap.len()
     }
 
     fn hash_seed(&self) -> u64 {

@@ -78,6 +78,10 @@ impl Detector for ExactWindow {
         self.window.allocation_size() + self.blocks.iter().map(|b| b.allocation_size()).sum::<usize>()
     }
 
+    fn held(&self) -> usize {
+        self.window.len()
+    }
+
     /// Exact counts need no hashing: any seed.
     fn hash_seed(&self) -> u64 {
         0

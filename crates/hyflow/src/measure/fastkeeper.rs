@@ -202,6 +202,9 @@ impl Detector for FastKeeper {
     fn memory_bytes(&self) -> usize {
         self.meta.len() * std::mem::size_of::<Meta>() + self.counts.len() * 4 + self.heap.memory_bytes()
     }
+    fn held(&self) -> usize {
+        self.heap.len()
+    }
 
     fn hash_seed(&self) -> u64 {
         self.seed
@@ -453,6 +456,9 @@ impl Detector for FastKeeperBitmap {
     fn memory_bytes(&self) -> usize {
         self.cells.len() * 2 + self.heap.memory_bytes()
     }
+    fn held(&self) -> usize {
+        self.heap.len()
+    }
 
     fn hash_seed(&self) -> u64 {
         self.seed
@@ -466,7 +472,7 @@ mod tests {
     const SEED: u64 = 7;
 
     fn flow(n: u64) -> FlowId {
-        FlowId([0, n])
+        FlowId::from_u128(n as u128)
     }
 
     /// A bitmap FastKeeper reporting k flows with two buckets per row and a 5-block window.

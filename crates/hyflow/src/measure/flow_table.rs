@@ -6,27 +6,30 @@
 //! little as half of a budget) and may grow when deletions leave tombstones. Open addressing
 //! with linear probing, at most 80% full, and backward-shift deletion (no tombstones); each
 //! slot keeps 32 bits of the flow's hash (never 0: 0 marks an empty slot), so probes rarely
-//! compare ids.
+//! compare ids, and its id packed at the key's width.
 
+use super::flow_id::{PackedIds, FLOW_ID_BYTES};
 use super::FlowId;
 
 /// A table of at most `max_len` flows, each with a `V`.
 #[derive(Clone, Debug)]
 pub struct FlowTable<V> {
     tags: Vec<u32>,
-    entries: Vec<(FlowId, V)>,
+    ids: PackedIds,
+    values: Vec<V>,
     len: usize,
     max_len: usize,
 }
 
 impl<V: Copy + Default> FlowTable<V> {
-    /// A table for `max_len` flows (at least 1).
-    pub fn new(max_len: usize) -> FlowTable<V> {
+    /// A table for `max_len` flows (at least 1) whose ids take `key_bits` bits.
+    pub fn new(max_len: usize, key_bits: u32) -> FlowTable<V> {
         let max_len = max_len.max(1);
         let slots = Self::slots(max_len);
         FlowTable {
             tags: vec![0; slots],
-            entries: vec![(FlowId::default(), V::default()); slots],
+            ids: PackedIds::new(slots, key_bits),
+            values: vec![V::default(); slots],
             len: 0,
             max_len,
         }
@@ -36,14 +39,15 @@ impl<V: Copy + Default> FlowTable<V> {
         max_len + max_len.div_ceil(4) + 1
     }
 
-    /// Bytes a table for `max_len` flows holds.
-    pub fn bytes_for(max_len: usize) -> usize {
-        Self::slots(max_len.max(1)) * (4 + std::mem::size_of::<(FlowId, V)>())
+    /// Bytes a table for `max_len` flows of `key_bits`-bit ids holds.
+    pub fn bytes_for(max_len: usize, key_bits: u32) -> usize {
+        let slots = Self::slots(max_len.max(1));
+        slots * (4 + std::mem::size_of::<V>()) + PackedIds::bytes_for(slots, key_bits)
     }
 
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
-        Self::bytes_for(self.max_len)
+        self.tags.len() * 4 + self.values.len() * std::mem::size_of::<V>() + self.ids.memory_bytes()
     }
 
     /// Flows held.
@@ -74,12 +78,16 @@ impl<V: Copy + Default> FlowTable<V> {
     }
 
     fn find(&self, flow: FlowId, hash: u64) -> Option<usize> {
+        self.find_packed(&self.ids.pack(flow), hash)
+    }
+
+    fn find_packed(&self, packed: &[u8; FLOW_ID_BYTES], hash: u64) -> Option<usize> {
         let tag = Self::tag(hash);
         let mut i = self.home(tag);
         loop {
             match self.tags[i] {
                 0 => return None,
-                t if t == tag && self.entries[i].0 == flow => return Some(i),
+                t if t == tag && self.ids.holds(i, packed) => return Some(i),
                 _ => i = self.next(i),
             }
         }
@@ -87,18 +95,19 @@ impl<V: Copy + Default> FlowTable<V> {
 
     /// The value of `flow` (`hash`: its 64-bit hash), if held.
     pub fn get(&self, flow: FlowId, hash: u64) -> Option<V> {
-        self.find(flow, hash).map(|i| self.entries[i].1)
+        self.find(flow, hash).map(|i| self.values[i])
     }
 
     /// The value of `flow`, if held, to change.
     pub fn get_mut(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
-        self.find(flow, hash).map(|i| &mut self.entries[i].1)
+        self.find(flow, hash).map(|i| &mut self.values[i])
     }
 
     /// The value of `flow`, inserted as `V::default()` if absent; `None` if absent and the
     /// table is full.
     pub fn entry(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
         let tag = Self::tag(hash);
+        let packed = self.ids.pack(flow);
         let mut i = self.home(tag);
         loop {
             match self.tags[i] {
@@ -107,11 +116,12 @@ impl<V: Copy + Default> FlowTable<V> {
                         return None;
                     }
                     self.tags[i] = tag;
-                    self.entries[i] = (flow, V::default());
+                    self.ids.set(i, flow);
+                    self.values[i] = V::default();
                     self.len += 1;
-                    return Some(&mut self.entries[i].1);
+                    return Some(&mut self.values[i]);
                 }
-                t if t == tag && self.entries[i].0 == flow => return Some(&mut self.entries[i].1),
+                t if t == tag && self.ids.holds(i, &packed) => return Some(&mut self.values[i]),
                 _ => i = self.next(i),
             }
         }
@@ -136,7 +146,8 @@ impl<V: Copy + Default> FlowTable<V> {
             }
             if fills_hole(i, j, self.home(t), n) {
                 self.tags[i] = t;
-                self.entries[i] = self.entries[j];
+                self.ids.copy(j, i);
+                self.values[i] = self.values[j];
                 i = j;
             }
         }
@@ -149,7 +160,7 @@ impl<V: Copy + Default> FlowTable<V> {
         let mut i = 0;
         while i < self.tags.len() {
             // A removal may shift a later entry into slot i: look at it again.
-            if self.tags[i] != 0 && !keep(self.entries[i].0, &self.entries[i].1) {
+            if self.tags[i] != 0 && !keep(self.ids.get(i), &self.values[i]) {
                 self.remove_at(i);
             } else {
                 i += 1;
@@ -165,7 +176,7 @@ impl<V: Copy + Default> FlowTable<V> {
 
     /// The flows held with their values, in table order.
     pub fn iter(&self) -> impl Iterator<Item = (FlowId, V)> + '_ {
-        self.tags.iter().zip(&self.entries).filter(|(&t, _)| t != 0).map(|(_, &e)| e)
+        (0..self.tags.len()).filter(|&i| self.tags[i] != 0).map(|i| (self.ids.get(i), self.values[i]))
     }
 }
 
@@ -197,14 +208,21 @@ mod tests {
 
     proptest! {
         /// Against a std HashMap under random inserts, increments, removals and pruning,
-        /// with hashes that collide often (8 distinct values).
+        /// with hashes that collide often (8 distinct values) and ids as wide as IPv6 keys
+        /// (bytes at both ends of a 300-bit id).
         #[test]
         fn behaves_as_a_bounded_map(ops in proptest::collection::vec((0u8..4, 0u64..40), 1..400), max in 1usize..30) {
-            let mut table = FlowTable::<u32>::new(max);
+            let mut table = FlowTable::<u32>::new(max, 300);
             let mut model: HashMap<u64, u32> = HashMap::new();
             let hash = |f: u64| (f % 8).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let wide = |f: u64| {
+                let mut bytes = [0u8; 38];
+                bytes[0] = f as u8;
+                bytes[37] = (f * 7) as u8;
+                FlowId::from_le_bytes(&bytes)
+            };
             for (op, f) in ops {
-                let id = FlowId([0, f]);
+                let id = wide(f);
                 match op {
                     0 | 1 => {
                         let full = model.len() == max && !model.contains_key(&f);
@@ -214,11 +232,11 @@ mod tests {
                         }
                     }
                     2 => { table.remove(id, hash(f)); model.remove(&f); }
-                    _ => { table.retain(|g, v| !(g.0[1] + *v as u64).is_multiple_of(3)); model.retain(|g, v| !(g + *v as u64).is_multiple_of(3)); }
+                    _ => { table.retain(|g, v| !(g.to_le_bytes()[0] as u64 + *v as u64).is_multiple_of(3)); model.retain(|g, v| !(g + *v as u64).is_multiple_of(3)); }
                 }
                 prop_assert_eq!(table.len(), model.len());
                 for (g, v) in &model {
-                    prop_assert_eq!(table.get(FlowId([0, *g]), hash(*g)), Some(*v));
+                    prop_assert_eq!(table.get(wide(*g), hash(*g)), Some(*v));
                 }
                 prop_assert_eq!(table.iter().count(), model.len());
             }

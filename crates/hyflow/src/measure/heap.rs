@@ -11,16 +11,16 @@
 //! bits of the hash above the position, so a probe rarely reads an id it does not want. Storage
 //! is fixed at k entries; [`TopHeap::memory_bytes`] reports it.
 
+use super::flow_id::PackedIds;
 use super::{flow_table, FlowId};
 
 /// A min-heap of at most `k` flows by count, indexed by flow.
 #[derive(Clone, Debug)]
 pub struct TopHeap {
     k: usize,
-    /// Bytes of a packed id.
-    width: usize,
-    /// Heap order from here on: slot 0 holds the smallest count.
-    ids: Vec<u8>,
+    /// Heap order from here on: slot 0 holds the smallest count. Room for k ids; the first
+    /// `counts.len()` are held.
+    ids: PackedIds,
     tags: Vec<u32>,
     /// Counts saturate at u32::MAX (4 billion packets in one window).
     counts: Vec<u32>,
@@ -36,8 +36,7 @@ impl Default for TopHeap {
     fn default() -> Self {
         TopHeap {
             k: 1,
-            width: 16,
-            ids: Vec::new(),
+            ids: PackedIds::new(0, 8),
             tags: Vec::new(),
             counts: Vec::new(),
             index: Vec::new(),
@@ -46,22 +45,15 @@ impl Default for TopHeap {
     }
 }
 
-/// Bytes of a flow id of `key_bits` bits.
-pub fn id_bytes(key_bits: u32) -> usize {
-    (key_bits as usize).div_ceil(8).clamp(1, 16)
-}
-
 impl TopHeap {
     /// An empty heap for `k` flows (at least 1) whose ids take `key_bits` bits.
     pub fn new(k: usize, key_bits: u32) -> TopHeap {
         let k = k.clamp(1, u32::MAX as usize / 2);
-        let width = id_bytes(key_bits);
         // Positions 1..=k under the mask; the tag's bits above it.
         let pos_mask = (u32::MAX >> (k as u32 + 1).leading_zeros()).max(1);
         TopHeap {
             k,
-            width,
-            ids: Vec::with_capacity(k * width),
+            ids: PackedIds::new(k, key_bits),
             tags: Vec::with_capacity(k),
             counts: Vec::with_capacity(k),
             index: vec![0; Self::index_len(k)],
@@ -78,17 +70,13 @@ impl TopHeap {
 
     /// Bytes held: ids, tags, counts and index, at their reserved sizes.
     pub fn memory_bytes(&self) -> usize {
-        Self::bytes_for(self.k, self.width)
-    }
-
-    /// Bytes [`TopHeap::new`] holds for `k` flows of `width`-byte ids.
-    fn bytes_for(k: usize, width: usize) -> usize {
-        k * (width + 8) + Self::index_len(k) * 4
+        self.ids.memory_bytes() + self.k * 8 + Self::index_len(self.k) * 4
     }
 
     /// Bytes [`TopHeap::new`] would hold for `k` flows whose ids take `key_bits` bits.
     pub fn bytes_for_key(k: usize, key_bits: u32) -> usize {
-        Self::bytes_for(k.max(1), id_bytes(key_bits))
+        let k = k.max(1);
+        PackedIds::bytes_for(k, key_bits) + k * 8 + Self::index_len(k) * 4
     }
 
     /// Flows held.
@@ -110,15 +98,8 @@ impl TopHeap {
         }
     }
 
-    fn pack(&self, flow: FlowId) -> [u8; 16] {
-        ((flow.0[0] as u128) << 64 | flow.0[1] as u128).to_le_bytes()
-    }
-
     fn id_at(&self, pos: usize) -> FlowId {
-        let mut bytes = [0u8; 16];
-        bytes[..self.width].copy_from_slice(&self.ids[pos * self.width..(pos + 1) * self.width]);
-        let v = u128::from_le_bytes(bytes);
-        FlowId([(v >> 64) as u64, v as u64])
+        self.ids.get(pos)
     }
 
     fn home(&self, tag: u32) -> usize {
@@ -134,8 +115,7 @@ impl TopHeap {
             return None;
         }
         let tag = hash as u32;
-        let packed = self.pack(flow);
-        let id = &packed[..self.width];
+        let packed = self.ids.pack(flow);
         let mut i = self.home(tag);
         loop {
             let e = self.index[i];
@@ -144,7 +124,7 @@ impl TopHeap {
             }
             if e & !self.pos_mask == tag & !self.pos_mask {
                 let pos = (e & self.pos_mask) as usize - 1;
-                if &self.ids[pos * self.width..(pos + 1) * self.width] == id {
+                if self.ids.holds(pos, &packed) {
                     return Some(pos);
                 }
             }
@@ -210,15 +190,10 @@ impl TopHeap {
             }
             return None;
         }
-        let packed = self.pack(flow);
-        debug_assert!(
-            packed[self.width..].iter().all(|&b| b == 0),
-            "{flow:?} is wider than {} bytes",
-            self.width
-        );
+        debug_assert!(self.ids.fits(flow), "{flow:?} is wider than the key");
         if self.counts.len() < self.k {
             let pos = self.counts.len();
-            self.ids.extend_from_slice(&packed[..self.width]);
+            self.ids.set(pos, flow);
             self.tags.push(hash as u32);
             self.counts.push(count);
             self.index_insert(pos);
@@ -227,7 +202,7 @@ impl TopHeap {
         } else if count > self.counts[0] {
             let old = self.id_at(0);
             self.index_remove(self.entry_of(0));
-            self.ids[..self.width].copy_from_slice(&packed[..self.width]);
+            self.ids.set(0, flow);
             self.tags[0] = hash as u32;
             self.counts[0] = count;
             self.index_insert(0);
@@ -272,7 +247,6 @@ impl TopHeap {
 
     /// Forgets every flow.
     pub fn clear(&mut self) {
-        self.ids.clear();
         self.tags.clear();
         self.counts.clear();
         self.index.fill(0);
@@ -292,10 +266,7 @@ impl TopHeap {
         self.index[eb] = self.index[eb] & !self.pos_mask | (a as u32 + 1);
         self.counts.swap(a, b);
         self.tags.swap(a, b);
-        let w = self.width;
-        let (lo, hi) = (a.min(b), a.max(b));
-        let (left, right) = self.ids.split_at_mut(hi * w);
-        left[lo * w..(lo + 1) * w].swap_with_slice(&mut right[..w]);
+        self.ids.swap(a, b);
     }
 
     fn sift_up(&mut self, mut pos: usize) {
@@ -334,8 +305,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A 300-bit id (an IPv6 key's width) with `n` at both ends.
     fn id(n: u64) -> FlowId {
-        FlowId([0, n])
+        let mut bytes = [0u8; 38];
+        bytes[..8].copy_from_slice(&n.to_le_bytes());
+        bytes[37] = n as u8;
+        FlowId::from_le_bytes(&bytes)
+    }
+
+    fn number(f: FlowId) -> u64 {
+        u64::from_le_bytes(f.to_le_bytes()[..8].try_into().unwrap())
     }
 
     proptest! {
@@ -343,7 +322,7 @@ mod tests {
         /// holds the k flows with the largest last offers.
         #[test]
         fn keeps_the_k_largest(offers in proptest::collection::vec((0u64..120, 1u64..5), 1..600), k in 1usize..40) {
-            let mut heap = TopHeap::new(k, 128);
+            let mut heap = TopHeap::new(k, 300);
             let mut truth = std::collections::HashMap::new();
             for (f, inc) in offers {
                 let c = truth.entry(f).or_insert(0u64);
@@ -354,7 +333,7 @@ mod tests {
             heap.sorted(&mut got);
             prop_assert_eq!(got.len(), k.min(truth.len()));
             for (f, c) in &got {
-                prop_assert_eq!(truth[&f.0[1]], *c, "held counts are current");
+                prop_assert_eq!(truth[&number(*f)], *c, "held counts are current");
             }
             // Counts only grow, so the smallest held only grows: whatever was evicted or
             // refused is no larger than it.
@@ -370,7 +349,7 @@ mod tests {
 
     #[test]
     fn refresh_reorders_and_evicts_the_new_smallest() {
-        let mut heap = TopHeap::new(2, 128);
+        let mut heap = TopHeap::new(2, 300);
         heap.offer(id(1), 1, 10);
         heap.offer(id(2), 2, 20);
         heap.offer(id(3), 3, 5);
@@ -380,7 +359,8 @@ mod tests {
         let mut out = Vec::new();
         heap.sorted(&mut out);
         assert_eq!(out, [(id(1), 10), (id(3), 5)]);
-        // Two 16-byte ids with tags and counts, and an index of 5 entries.
-        assert_eq!(heap.memory_bytes(), 2 * (16 + 8) + 5 * 4);
+        // Two 38-byte ids (300 bits) with tags and counts, and an index of 5 entries.
+        assert_eq!(heap.memory_bytes(), 2 * (38 + 8) + 5 * 4);
+        assert_eq!(TopHeap::bytes_for_key(2, 104), 2 * (13 + 8) + 5 * 4, "an IPv4 5-tuple: 13 bytes");
     }
 }

@@ -109,6 +109,9 @@ impl Detector for HeavyKeeper {
     fn memory_bytes(&self) -> usize {
         self.buckets.len() * std::mem::size_of::<Bucket>() + self.heap.memory_bytes()
     }
+    fn held(&self) -> usize {
+        self.heap.len()
+    }
 
     fn hash_seed(&self) -> u64 {
         self.seed

@@ -31,10 +31,10 @@ impl LossyCounting {
     /// Sized from `config.memory`: the most entries m whose table fits (at least k); the
     /// bucket width is m.
     pub fn new(config: &DetectorConfig) -> Result<LossyCounting, ConfigError> {
-        let m = config.entries(Algo::Lossy, FlowTable::<Counted>::bytes_for)?;
+        let m = config.entries(Algo::Lossy, |m| FlowTable::<Counted>::bytes_for(m, config.key_bits))?;
         Ok(LossyCounting {
             k: config.k,
-            table: FlowTable::new(m),
+            table: FlowTable::new(m, config.key_bits),
             bucket_width: m as u64,
             bucket: 1,
             seen: 0,
@@ -91,6 +91,9 @@ impl Detector for LossyCounting {
 
     fn memory_bytes(&self) -> usize {
         self.table.memory_bytes()
+    }
+    fn held(&self) -> usize {
+        self.table.len()
     }
 
     fn hash_seed(&self) -> u64 {

@@ -53,6 +53,10 @@ pub trait Detector {
     fn end_block(&mut self);
     /// Bytes of state held.
     fn memory_bytes(&self) -> usize;
+    /// Flows held as candidates for the report (heap, summary or table entries): when a
+    /// report names fewer than k flows, this tells whether the detector saw fewer flows
+    /// (held < k) or holds flows whose window estimates are 0.
+    fn held(&self) -> usize;
     /// The seed of [`Detector::insert`]'s hashes (its config's): a [`Monitor`] hashes flows
     /// with it, so detectors that re-hash flows they hold agree with it by construction.
     fn hash_seed(&self) -> u64;
@@ -289,6 +293,9 @@ impl<D: Detector> Detector for Sampled<D> {
     fn memory_bytes(&self) -> usize {
         self.inner.memory_bytes()
     }
+    fn held(&self) -> usize {
+        self.inner.held()
+    }
     fn hash_seed(&self) -> u64 {
         self.inner.hash_seed()
     }
@@ -346,6 +353,9 @@ impl<D: Detector> Detector for Scored<D> {
     }
     fn memory_bytes(&self) -> usize {
         self.inner.memory_bytes()
+    }
+    fn held(&self) -> usize {
+        self.inner.held()
     }
     fn hash_seed(&self) -> u64 {
         self.inner.hash_seed()
@@ -493,6 +503,8 @@ pub struct Boundary {
     pub t_ns: u64,
     /// Packets before the boundary.
     pub packets: u64,
+    /// Flows the detector held when it reported ([`Detector::held`]).
+    pub held: usize,
 }
 
 /// Drives a detector over a packet stream: extracts flow ids, finds block boundaries and
@@ -548,8 +560,9 @@ impl<D: Detector> Monitor<D> {
         self.packets
     }
 
-    fn boundary(&mut self, at: Boundary, report: &mut impl FnMut(Boundary, &[(FlowId, u64)])) {
+    fn boundary(&mut self, t_ns: u64, report: &mut impl FnMut(Boundary, &[(FlowId, u64)])) {
         self.detector.top(&mut self.top);
+        let at = Boundary { t_ns, packets: self.packets, held: self.detector.held() };
         report(at, &self.top);
         self.detector.end_block();
     }
@@ -576,14 +589,13 @@ impl<D: Detector> Monitor<D> {
         match self.block {
             Span::Nanos(b) => {
                 while t >= self.next {
-                    let at = Boundary { t_ns: self.next, packets: self.packets };
-                    self.boundary(at, report);
+                    self.boundary(self.next, report);
                     self.next += b;
                 }
             }
             Span::Packets(b) => {
                 if self.packets == self.next {
-                    self.boundary(Boundary { t_ns: t, packets: self.packets }, report);
+                    self.boundary(t, report);
                     self.next += b;
                 }
             }
@@ -604,7 +616,7 @@ impl<D: Detector> Monitor<D> {
             Span::Nanos(_) => self.next,
             Span::Packets(_) => self.last_t,
         };
-        self.boundary(Boundary { t_ns, packets: self.packets }, report);
+        self.boundary(t_ns, report);
     }
 }
 
@@ -623,6 +635,9 @@ impl Detector for Box<dyn Detector> {
     }
     fn memory_bytes(&self) -> usize {
         (**self).memory_bytes()
+    }
+    fn held(&self) -> usize {
+        (**self).held()
     }
     fn hash_seed(&self) -> u64 {
         (**self).hash_seed()
@@ -669,6 +684,9 @@ mod tests {
                 self.1 = 0;
             }
             fn memory_bytes(&self) -> usize {
+                0
+            }
+            fn held(&self) -> usize {
                 0
             }
             fn hash_seed(&self) -> u64 {

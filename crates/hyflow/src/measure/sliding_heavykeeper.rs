@@ -181,6 +181,9 @@ impl Detector for SlidingHeavyKeeper {
     fn memory_bytes(&self) -> usize {
         self.buckets.len() * std::mem::size_of::<Bucket>() + self.heap.memory_bytes()
     }
+    fn held(&self) -> usize {
+        self.heap.len()
+    }
 
     fn hash_seed(&self) -> u64 {
         self.seed
@@ -192,7 +195,7 @@ mod tests {
     use super::*;
 
     fn flow(n: u64) -> FlowId {
-        FlowId([0, n])
+        FlowId::from_u128(n as u128)
     }
 
     #[test]

@@ -59,6 +59,9 @@ impl Detector for SpaceSaving {
     fn memory_bytes(&self) -> usize {
         self.summary.memory_bytes()
     }
+    fn held(&self) -> usize {
+        self.summary.len()
+    }
 
     fn hash_seed(&self) -> u64 {
         self.seed

@@ -107,6 +107,9 @@ impl Detector for UnivMon {
     fn memory_bytes(&self) -> usize {
         self.levels.iter().map(|l| l.counters.len() * 4 + l.heap.memory_bytes()).sum()
     }
+    fn held(&self) -> usize {
+        self.levels[0].heap.len()
+    }
 
     fn hash_seed(&self) -> u64 {
         self.seed

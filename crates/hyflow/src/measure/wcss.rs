@@ -14,6 +14,7 @@
 
 use std::collections::VecDeque;
 
+use super::flow_id::PackedIds;
 use super::flow_table::FlowTable;
 use super::heap::TopHeap;
 use super::{keep_top, Algo, ConfigError, Detector, DetectorConfig, FlowId};
@@ -26,8 +27,7 @@ pub struct Wcss {
     /// Packet-equivalents of each flow's overflows in the window.
     b: FlowTable<u64>,
     /// Overflow records, oldest first: (flow, quantum it stood for).
-    ring: VecDeque<(FlowId, u32)>,
-    ring_capacity: usize,
+    ring: Records,
     /// Records per block still in the window, oldest first.
     per_block: VecDeque<usize>,
     quantum: u64,
@@ -42,9 +42,54 @@ pub struct Wcss {
 
 fn bytes_for(m: usize, blocks: usize, key_bits: u32) -> usize {
     TopHeap::bytes_for_key(m, key_bits)
-        + FlowTable::<u64>::bytes_for(2 * m)
-        + 2 * m * std::mem::size_of::<(FlowId, u32)>()
+        + FlowTable::<u64>::bytes_for(2 * m, key_bits)
+        + Records::bytes_for(2 * m, key_bits)
         + 2 * blocks * 8
+}
+
+/// A fixed-capacity queue of overflow records (flow, quantum), ids packed at the key's width.
+struct Records {
+    ids: PackedIds,
+    quanta: Vec<u32>,
+    head: usize,
+    len: usize,
+}
+
+impl Records {
+    fn new(capacity: usize, key_bits: u32) -> Records {
+        Records { ids: PackedIds::new(capacity, key_bits), quanta: vec![0; capacity], head: 0, len: 0 }
+    }
+
+    fn bytes_for(capacity: usize, key_bits: u32) -> usize {
+        PackedIds::bytes_for(capacity, key_bits) + capacity * 4
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.ids.memory_bytes() + self.quanta.len() * 4
+    }
+
+    /// Appends a record, or returns false if the queue is full.
+    fn push(&mut self, flow: FlowId, quantum: u32) -> bool {
+        if self.len == self.quanta.len() {
+            return false;
+        }
+        let slot = (self.head + self.len) % self.quanta.len();
+        self.ids.set(slot, flow);
+        self.quanta[slot] = quantum;
+        self.len += 1;
+        true
+    }
+
+    /// Removes the oldest record.
+    fn pop(&mut self) -> Option<(FlowId, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        let record = (self.ids.get(self.head), self.quanta[self.head]);
+        self.head = (self.head + 1) % self.quanta.len();
+        self.len -= 1;
+        Some(record)
+    }
 }
 
 /// A per-block queue holding one 0, with room for a window of `blocks` blocks.
@@ -62,9 +107,8 @@ impl Wcss {
             k: config.k,
             blocks: config.blocks,
             y: TopHeap::new(m, config.key_bits),
-            b: FlowTable::new(2 * m),
-            ring: VecDeque::with_capacity(2 * m),
-            ring_capacity: 2 * m,
+            b: FlowTable::new(2 * m, config.key_bits),
+            ring: Records::new(2 * m, config.key_bits),
             per_block: one_zero(config.blocks),
             // No overflows until a first block has shown the rate.
             quantum: u64::MAX,
@@ -97,8 +141,7 @@ impl Detector for Wcss {
         self.y.offer(flow, h, count);
         *self.packets.back_mut().expect("a current block") += 1;
         if self.quantum != u64::MAX && count.is_multiple_of(self.quantum) {
-            if self.ring.len() < self.ring_capacity {
-                self.ring.push_back((flow, self.quantum as u32));
+            if self.ring.push(flow, self.quantum as u32) {
                 *self.per_block.back_mut().expect("a current block") += 1;
                 // At most 2m records, so at most 2m flows: there is room.
                 if let Some(b) = self.b.entry(flow, h) {
@@ -143,8 +186,7 @@ impl Detector for Wcss {
             self.y.sorted(&mut counted);
             for (flow, c) in counted {
                 let whole = c / quantum * quantum;
-                if whole > 0 && self.ring.len() < self.ring_capacity {
-                    self.ring.push_back((flow, whole.min(u32::MAX as u64) as u32));
+                if whole > 0 && self.ring.push(flow, whole.min(u32::MAX as u64) as u32) {
                     *self.per_block.back_mut().expect("a current block") += 1;
                     if let Some(b) = self.b.entry(flow, flow.hash(self.seed) as u64) {
                         *b += whole;
@@ -154,7 +196,7 @@ impl Detector for Wcss {
         }
         if self.per_block.len() == self.blocks {
             let expired = self.per_block.pop_front().unwrap_or(0);
-            for (flow, q) in self.ring.drain(..expired) {
+            for (flow, q) in std::iter::from_fn(|| self.ring.pop()).take(expired) {
                 let h = flow.hash(self.seed) as u64;
                 if let Some(b) = self.b.get_mut(flow, h) {
                     *b -= q as u64;
@@ -178,8 +220,11 @@ impl Detector for Wcss {
     fn memory_bytes(&self) -> usize {
         self.y.memory_bytes()
             + self.b.memory_bytes()
-            + self.ring.capacity() * std::mem::size_of::<(FlowId, u32)>()
+            + self.ring.memory_bytes()
             + (self.per_block.capacity() + self.packets.capacity()) * 8
+    }
+    fn held(&self) -> usize {
+        self.y.len() + self.b.len()
     }
 
     fn hash_seed(&self) -> u64 {
