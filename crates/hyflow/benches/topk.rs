@@ -23,38 +23,71 @@ fn stream() -> Vec<FlowId> {
     (0..PACKETS).map(|_| FlowId::from_u128(0x0a00_0a01 << 64 | zipf.sample(&mut rng) as u128)).collect()
 }
 
+/// The same flows as the crate is given them: the 5-tuple packed in a `u128` (a `FlowId` is
+/// 48 bytes wide to hold IPv6 keys; the crate would hash all of them).
+fn crate_ids(flows: &[FlowId]) -> Vec<u128> {
+    flows.iter().map(|f| u128::from_le_bytes(f.to_le_bytes()[..16].try_into().expect("16 bytes"))).collect()
+}
+
+fn config() -> DetectorConfig {
+    DetectorConfig { k: K, memory: MEMORY, blocks: 5, sample: 1.0, seed: 1, key_bits: 104 }
+}
+
+/// One pass of a detector over the stream, per-packet hashing and block ends included: what
+/// criterion times, and what `--once` runs under callgrind (`scripts/topk_instructions.sh`
+/// counts the instructions inside this function).
+#[inline(never)]
+fn measured_pass(algo: Algo, flows: &[FlowId]) -> usize {
+    let mut d = build(algo, &config()).expect("fits 30 KB");
+    for (i, &f) in flows.iter().enumerate() {
+        d.insert(black_box(f), f.hash(1));
+        if i % BLOCK == BLOCK - 1 {
+            d.end_block();
+        }
+    }
+    d.memory_bytes()
+}
+
+/// [`measured_pass`] for the `heavykeeper` crate, at the same memory: a bucket is a 64-bit
+/// fingerprint and a 64-bit count, and its heap of k ids is charged 48 B per flow.
+#[inline(never)]
+fn measured_pass_crate(ids: &[u128]) -> usize {
+    let (depth, entry) = (3, 16);
+    let width = (MEMORY - K * 48) / (depth * entry);
+    let mut hk: heavykeeper::TopK<u128> = heavykeeper::TopK::new(K, width, depth, 0.925);
+    for id in ids {
+        hk.add(black_box(id), 1);
+    }
+    hk.list().len()
+}
+
+const CRATE: &str = "heavykeeper-crate";
+
 fn main() {
-    let mut c = Criterion::default().configure_from_args();
     let flows = stream();
+    let ids = crate_ids(&flows);
+    // `--once NAME`: one pass of one detector, for callgrind.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--once") {
+        let name = args.get(i + 1).map(String::as_str).unwrap_or_default();
+        let kept = match Algo::from_name(name) {
+            Some(algo) => measured_pass(algo, &flows),
+            None if name == CRATE => measured_pass_crate(&ids),
+            None => panic!("--once takes a detector name or {CRATE}, not {name:?}"),
+        };
+        println!("{name}: {PACKETS} packets ({kept})");
+        return;
+    }
+    let mut c = Criterion::default().configure_from_args();
     let mut group = c.benchmark_group("topk");
     group.throughput(Throughput::Elements(PACKETS as u64));
     group.sample_size(10);
-    let config = DetectorConfig { k: K, memory: MEMORY, blocks: 5, sample: 1.0, seed: 1, key_bits: 104 };
     for algo in Algo::ALL {
         group.bench_function(BenchmarkId::new("insert", algo.name()), |b| {
-            b.iter(|| {
-                let mut d = build(algo, &config).expect("fits 30 KB");
-                for (i, &f) in flows.iter().enumerate() {
-                    d.insert(black_box(f), f.hash(1));
-                    if i % BLOCK == BLOCK - 1 {
-                        d.end_block();
-                    }
-                }
-                d.memory_bytes()
-            })
+            b.iter(|| measured_pass(algo, &flows))
         });
     }
-    let (depth, entry) = (3, 16);
-    let width = (MEMORY - K * 48) / (depth * entry);
-    group.bench_function(BenchmarkId::new("insert", "heavykeeper-crate"), |b| {
-        b.iter(|| {
-            let mut hk: heavykeeper::TopK<FlowId> = heavykeeper::TopK::new(K, width, depth, 0.925);
-            for &f in &flows {
-                hk.add(&black_box(f), 1);
-            }
-            hk.list().len()
-        })
-    });
+    group.bench_function(BenchmarkId::new("insert", CRATE), |b| b.iter(|| measured_pass_crate(&ids)));
     group.finish();
     c.final_summary();
 }

@@ -243,12 +243,21 @@ const BALANCE: usize = 3;
 /// majority vote may not take its bucket while it is still large.
 const IN_HEAP: u16 = 1 << 15;
 
+/// Bitmap flag: zeros hold the majority of the window's closed blocks, so the vote gives the
+/// bucket to the next colliding flow. Set when the bitmap shifts at a block's end (once per
+/// bucket per block), so that a collision reads a bit instead of counting the bitmap's ones.
+const OUTVOTED: u16 = 1 << 14;
+
+/// Most blocks per window: one bitmap bit each, below the two flags.
+const MAX_BLOCKS: usize = 14;
+
 /// FastKeeper with bitmap voting.
 pub struct FastKeeperBitmap {
     w: usize,
     blocks: usize,
     /// Bucket-major, `HEAD + blocks` cells per bucket: fingerprint (low, high), bitmap (one
-    /// bit per closed block, newest lowest, 1 = the owner led it; top bit [`IN_HEAP`]),
+    /// bit per closed block, newest lowest, 1 = the owner led it; flags [`IN_HEAP`] and
+    /// [`OUTVOTED`] on top),
     /// this block's balance (an i16: λ per owner packet, −1 per colliding one), then the
     /// saturating block counters, block n in counter n % blocks.
     cells: Vec<u16>,
@@ -261,11 +270,11 @@ pub struct FastKeeperBitmap {
 }
 
 impl FastKeeperBitmap {
-    /// Sized from `config.memory`; at most 15 blocks per window (one bit each).
+    /// Sized from `config.memory`; at most 14 blocks per window (one bit each).
     pub fn new(config: &DetectorConfig) -> Result<FastKeeperBitmap, ConfigError> {
-        if config.blocks > 15 {
+        if config.blocks > MAX_BLOCKS {
             return Err(ConfigError::BadWindow(format!(
-                "fastkeeper-bitmap keeps one bit per block: at most 15 blocks per window, got {}",
+                "fastkeeper-bitmap keeps one bit per block: at most {MAX_BLOCKS} blocks per window, got {}",
                 config.blocks
             )));
         }
@@ -349,29 +358,41 @@ impl FastKeeperBitmap {
         }
     }
 
-    /// A colliding packet at bucket `b`. An owner still among the top k (in the heap, its
-    /// count at least the heap's smallest) keeps the bucket; any other loses it on a majority
-    /// of zeros in its bitmap, or at once when this block's colliders lead it by λ times its
-    /// average block.
+    /// A colliding packet at bucket `b`; whether the flow of `fp` took the bucket. An owner
+    /// still among the top k (in the heap, its count at least the heap's smallest) keeps the
+    /// bucket; any other loses it on a majority of zeros in its bitmap, or at once when this
+    /// block's colliders lead it by λ times its average block.
     #[inline]
-    fn collide(&mut self, b: usize, fp: u32) {
+    fn collide(&mut self, b: usize, fp: u32) -> bool {
         let (blocks, slot, fresh) = (self.blocks, self.slot, self.all_ones());
         let admission = self.heap.admission().max(1);
         let cells = self.bucket_mut(b);
         let balance = (cells[BALANCE] as i16).saturating_sub(1);
         cells[BALANCE] = balance as u16;
-        let count = window_count(cells);
-        if cells[BITMAP] & IN_HEAP != 0 && count >= admission {
-            return;
-        }
-        let ones = (cells[BITMAP] & !IN_HEAP).count_ones() as usize;
-        let vote = blocks - ones > ones;
-        // behind ≥ λ · max(1, count / blocks), without a division.
+        let in_heap = cells[BITMAP] & IN_HEAP != 0;
+        let vote = cells[BITMAP] & OUTVOTED != 0;
+        // A burst needs behind ≥ λ · max(1, count / blocks), so at least λ.
         let behind = (-(balance as i64)).max(0) as u64;
+        if !vote && behind < LAMBDA {
+            return false;
+        }
+        // The count is needed only to spare a top-k owner or to see a burst: most collisions
+        // (against a large owner that leads its block, or a mouse's majority of zeros)
+        // decide without summing the counters.
+        if vote && !in_heap {
+            take(cells, fp, fresh, slot);
+            return true;
+        }
+        let count = window_count(cells);
+        if in_heap && count >= admission {
+            return false;
+        }
+        // behind ≥ λ · max(1, count / blocks), without a division.
         let burst = behind * blocks as u64 >= LAMBDA * count.max(blocks as u64);
         if vote || burst {
             take(cells, fp, fresh, slot);
         }
+        vote || burst
     }
 }
 
@@ -403,29 +424,41 @@ impl Detector for FastKeeperBitmap {
     fn insert(&mut self, flow: FlowId, hash: u128) {
         let fp = fingerprint(hash);
         let (slot, fresh) = (self.slot, self.all_ones());
-        let (mut best, mut held) = (0u64, false);
-        for j in 0..ROWS {
+        let mut owned = [usize::MAX; ROWS];
+        let mut held = false;
+        for (j, owned) in owned.iter_mut().enumerate() {
             let b = j * self.w + bucket_of(hash, j, self.w);
-            if self.sampler.keep() {
+            let owns = if self.sampler.keep() {
                 let cells = self.bucket_mut(b);
                 match owner(cells) {
                     o if o == fp => {
                         cells[HEAD + slot] = cells[HEAD + slot].saturating_add(1);
                         cells[BALANCE] = (cells[BALANCE] as i16).saturating_add(LAMBDA as i16) as u16;
+                        true
                     }
-                    0 => take(cells, fp, fresh, slot),
+                    0 => {
+                        take(cells, fp, fresh, slot);
+                        true
+                    }
                     _ => self.collide(b, fp),
                 }
-            }
-            let cells = self.bucket(b);
-            if owner(cells) == fp {
-                best = best.max(window_count(cells));
-                held |= cells[BITMAP] & IN_HEAP != 0;
+            } else {
+                owner(self.bucket(b)) == fp
+            };
+            if owns {
+                *owned = b;
+                held |= self.cells[b * (HEAD + self.blocks) + BITMAP] & IN_HEAP != 0;
             }
         }
+        // A heap member's packets skip the heap, and need no estimate (most packets: the
+        // large flows are the heap's).
+        if held {
+            return;
+        }
+        let best = owned.iter().filter(|&&b| b != usize::MAX).map(|&b| window_count(self.bucket(b))).max();
         // Estimates only grow within a block: a flow below the heap's smallest is not in
         // it, and need not be looked up.
-        if best > 0 && !held && best >= self.heap.admission() {
+        if let Some(best) = best.filter(|&c| c > 0 && c >= self.heap.admission()) {
             self.admit(flow, hash, best);
         }
     }
@@ -444,9 +477,12 @@ impl Detector for FastKeeperBitmap {
         // The oldest block leaves the window: its counter becomes the new block's.
         self.slot = (self.slot + 1) % self.blocks;
         let (n, slot) = (HEAD + self.blocks, self.slot);
+        let blocks = self.blocks as u32;
         for cells in self.cells.chunks_exact_mut(n).filter(|c| owner(c) != 0) {
             let led = (cells[BALANCE] as i16 > 0) as u16;
-            cells[BITMAP] = (cells[BITMAP] << 1 | led) & mask | cells[BITMAP] & IN_HEAP;
+            let bitmap = (cells[BITMAP] << 1 | led) & mask;
+            let outvoted = if blocks - bitmap.count_ones() > bitmap.count_ones() { OUTVOTED } else { 0 };
+            cells[BITMAP] = bitmap | outvoted | cells[BITMAP] & IN_HEAP;
             cells[BALANCE] = 0;
             cells[HEAD + slot] = 0;
         }
@@ -513,7 +549,7 @@ mod tests {
     }
 
     fn bitmap(d: &FastKeeperBitmap, n: u64) -> Vec<u16> {
-        buckets(d, n).iter().map(|&b| d.bucket(b)[BITMAP] & !IN_HEAP).collect()
+        buckets(d, n).iter().map(|&b| d.bucket(b)[BITMAP] & !(IN_HEAP | OUTVOTED)).collect()
     }
 
     fn top(d: &mut FastKeeperBitmap) -> Vec<(FlowId, u64)> {

@@ -106,8 +106,14 @@ impl FlowId {
     /// one (at least two, most significant first), so a narrow key hashes 16 bytes however
     /// wide an id may be.
     pub fn hash(self, seed: u64) -> u128 {
+        if self.0[2..].iter().all(|&w| w == 0) {
+            // Keys of at most 128 bits, the common case: no length to find.
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&self.0[1].to_le_bytes());
+            bytes[8..].copy_from_slice(&self.0[0].to_le_bytes());
+            return xxh3_128_with_seed(&bytes, seed);
+        }
         let used = WORDS - self.0.iter().rev().take_while(|&&w| w == 0).count();
-        let used = used.max(2);
         let mut bytes = [0u8; FLOW_ID_BYTES];
         for (chunk, w) in bytes.chunks_exact_mut(8).zip(self.0[..used].iter().rev()) {
             chunk.copy_from_slice(&w.to_le_bytes());
