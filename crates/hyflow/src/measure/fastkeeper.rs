@@ -232,12 +232,6 @@ fn top_scaled(heap: &TopHeap, scale: f64, out: &mut Vec<(FlowId, u64)>) {
     }
 }
 
-/// Cells of a bitmap bucket before its block counters: fingerprint (two cells), bitmap and
-/// block balance.
-const HEAD: usize = 4;
-const BITMAP: usize = 2;
-const BALANCE: usize = 3;
-
 /// Bitmap flag: the owner is in the top-k heap, so its packets skip the heap (its held
 /// count lags and is brought up to date when it is challenged and at boundaries), and the
 /// majority vote may not take its bucket while it is still large.
@@ -249,19 +243,61 @@ const IN_HEAP: u16 = 1 << 15;
 const OUTVOTED: u16 = 1 << 14;
 
 /// Most blocks per window: one bitmap bit each, below the two flags.
-const MAX_BLOCKS: usize = 14;
+pub const MAX_BLOCKS: usize = 14;
 
-/// FastKeeper with bitmap voting.
-pub struct FastKeeperBitmap {
+/// A bitmap bucket for a window of `B` blocks: 8 + 2·B bytes (18 at B = 5), one cache line
+/// for its whole state. The window's length is a type parameter so that the block counters
+/// are a fixed-size array: summing them unrolls, and indexing needs no run-time bounds.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+struct Bucket<const B: usize> {
+    /// The owner's fingerprint, low and high half (0: empty).
+    fp: [u16; 2],
+    /// One bit per closed block, newest lowest, 1 = the owner led it; flags [`IN_HEAP`] and
+    /// [`OUTVOTED`] on top.
+    bitmap: u16,
+    /// This block's balance: λ per owner packet, −1 per colliding one.
+    balance: i16,
+    /// Saturating block counters, block n in counter n % B.
+    counters: [u16; B],
+}
+
+impl<const B: usize> Bucket<B> {
+    const EMPTY: Bucket<B> = Bucket { fp: [0; 2], bitmap: 0, balance: 0, counters: [0; B] };
+    /// One bit per block of the window, all set: the bitmap of a flow that takes a bucket.
+    const ALL_ONES: u16 = ((1u32 << B) - 1) as u16;
+
+    #[inline]
+    fn owner(&self) -> u32 {
+        self.fp[0] as u32 | (self.fp[1] as u32) << 16
+    }
+
+    /// The count over the window: the sum of the block counters.
+    #[inline]
+    fn count(&self) -> u64 {
+        self.counters.iter().map(|&c| c as u64).sum()
+    }
+
+    /// Gives the bucket to the flow of `fp`, with one packet in block counter `slot` and all
+    /// ones in its bitmap.
+    #[inline]
+    fn take(&mut self, fp: u32, slot: usize) {
+        *self = Bucket {
+            fp: [fp as u16, (fp >> 16) as u16],
+            bitmap: Self::ALL_ONES,
+            balance: LAMBDA as i16,
+            ..Self::EMPTY
+        };
+        self.counters[slot] = 1;
+    }
+}
+
+/// FastKeeper with bitmap voting, for windows of `B` blocks ([`build_bitmap`] picks `B`).
+pub struct FastKeeperBitmap<const B: usize> {
     w: usize,
-    blocks: usize,
-    /// Bucket-major, `HEAD + blocks` cells per bucket: fingerprint (low, high), bitmap (one
-    /// bit per closed block, newest lowest, 1 = the owner led it; flags [`IN_HEAP`] and
-    /// [`OUTVOTED`] on top),
-    /// this block's balance (an i16: λ per owner packet, −1 per colliding one), then the
-    /// saturating block counters, block n in counter n % blocks.
-    cells: Vec<u16>,
-    /// The counter of the block being filled (block % blocks).
+    /// Row-major: bucket i of row j at j · w + i.
+    buckets: Vec<Bucket<B>>,
+    /// The counter of the block being filled (block % B).
     slot: usize,
     heap: TopHeap,
     sampler: Sampler,
@@ -269,20 +305,37 @@ pub struct FastKeeperBitmap {
     seed: u64,
 }
 
-impl FastKeeperBitmap {
-    /// Sized from `config.memory`; at most 14 blocks per window (one bit each).
-    pub fn new(config: &DetectorConfig) -> Result<FastKeeperBitmap, ConfigError> {
-        if config.blocks > MAX_BLOCKS {
-            return Err(ConfigError::BadWindow(format!(
-                "fastkeeper-bitmap keeps one bit per block: at most {MAX_BLOCKS} blocks per window, got {}",
-                config.blocks
-            )));
+/// A bitmap FastKeeper for `config.blocks` blocks per window (1 to [`MAX_BLOCKS`]).
+pub fn build_bitmap(config: &DetectorConfig) -> Result<Box<dyn Detector>, ConfigError> {
+    macro_rules! by_blocks {
+        ($($b:literal)*) => {
+            match config.blocks {
+                $($b => Ok(Box::new(FastKeeperBitmap::<$b>::new(config)?)),)*
+                n => Err(ConfigError::BadWindow(format!(
+                    "fastkeeper-bitmap keeps one bit per block: at most {MAX_BLOCKS} blocks per window, got {n}"
+                ))),
+            }
+        };
+    }
+    by_blocks!(1 2 3 4 5 6 7 8 9 10 11 12 13 14)
+}
+
+/// Bytes of one bitmap bucket for a window of `blocks` blocks (18 B for 5).
+pub fn bitmap_bucket_bytes(blocks: usize) -> usize {
+    8 + 2 * blocks
+}
+
+impl<const B: usize> FastKeeperBitmap<B> {
+    /// Sized from `config.memory`, for `config.blocks == B`.
+    pub fn new(config: &DetectorConfig) -> Result<FastKeeperBitmap<B>, ConfigError> {
+        debug_assert_eq!(std::mem::size_of::<Bucket<B>>(), bitmap_bucket_bytes(B));
+        if config.blocks != B {
+            return Err(ConfigError::BadWindow(format!("{} blocks per window, not {B}", config.blocks)));
         }
-        let w = config.width(Algo::FastKeeperBitmap, ROWS, Self::bucket_bytes(config.blocks))?;
+        let w = config.width(Algo::FastKeeperBitmap, ROWS, bitmap_bucket_bytes(B))?;
         Ok(FastKeeperBitmap {
             w,
-            blocks: config.blocks,
-            cells: vec![0; ROWS * w * (HEAD + config.blocks)],
+            buckets: vec![Bucket::EMPTY; ROWS * w],
             slot: 0,
             heap: TopHeap::new(config.k, config.key_bits),
             sampler: Sampler::new(config.sample, config.seed),
@@ -291,31 +344,11 @@ impl FastKeeperBitmap {
         })
     }
 
-    /// Bytes of one bucket for a window of `blocks` blocks (18 B for 5).
-    pub fn bucket_bytes(blocks: usize) -> usize {
-        2 * (HEAD + blocks)
-    }
-
-    /// One bit per block of the window, all set: the bitmap of a flow that takes a bucket.
-    fn all_ones(&self) -> u16 {
-        ((1u32 << self.blocks) - 1) as u16
-    }
-
-    fn bucket(&self, b: usize) -> &[u16] {
-        let n = HEAD + self.blocks;
-        &self.cells[b * n..(b + 1) * n]
-    }
-
-    fn bucket_mut(&mut self, b: usize) -> &mut [u16] {
-        let n = HEAD + self.blocks;
-        &mut self.cells[b * n..(b + 1) * n]
-    }
-
     fn estimate_fp(&self, fp: u32, hash: u128) -> u64 {
         (0..ROWS)
-            .map(|j| self.bucket(j * self.w + bucket_of(hash, j, self.w)))
-            .filter(|c| owner(c) == fp)
-            .map(window_count)
+            .map(|j| &self.buckets[j * self.w + bucket_of(hash, j, self.w)])
+            .filter(|b| b.owner() == fp)
+            .map(Bucket::count)
             .max()
             .unwrap_or(0)
     }
@@ -350,104 +383,78 @@ impl FastKeeperBitmap {
     fn flag(&mut self, hash: u128, on: bool) {
         let fp = fingerprint(hash);
         for j in 0..ROWS {
-            let b = j * self.w + bucket_of(hash, j, self.w);
-            let cells = self.bucket_mut(b);
-            if owner(cells) == fp {
-                cells[BITMAP] = if on { cells[BITMAP] | IN_HEAP } else { cells[BITMAP] & !IN_HEAP };
+            let b = &mut self.buckets[j * self.w + bucket_of(hash, j, self.w)];
+            if b.owner() == fp {
+                b.bitmap = if on { b.bitmap | IN_HEAP } else { b.bitmap & !IN_HEAP };
             }
         }
     }
+}
 
-    /// A colliding packet at bucket `b`; whether the flow of `fp` took the bucket. An owner
-    /// still among the top k (in the heap, its count at least the heap's smallest) keeps the
-    /// bucket; any other loses it on a majority of zeros in its bitmap, or at once when this
-    /// block's colliders lead it by λ times its average block.
-    #[inline]
-    fn collide(&mut self, b: usize, fp: u32) -> bool {
-        let (blocks, slot, fresh) = (self.blocks, self.slot, self.all_ones());
-        let admission = self.heap.admission().max(1);
-        let cells = self.bucket_mut(b);
-        let balance = (cells[BALANCE] as i16).saturating_sub(1);
-        cells[BALANCE] = balance as u16;
-        let in_heap = cells[BITMAP] & IN_HEAP != 0;
-        let vote = cells[BITMAP] & OUTVOTED != 0;
-        // A burst needs behind ≥ λ · max(1, count / blocks), so at least λ.
-        let behind = (-(balance as i64)).max(0) as u64;
-        if !vote && behind < LAMBDA {
-            return false;
-        }
-        // The count is needed only to spare a top-k owner or to see a burst: most collisions
-        // (against a large owner that leads its block, or a mouse's majority of zeros)
-        // decide without summing the counters.
-        if vote && !in_heap {
-            take(cells, fp, fresh, slot);
-            return true;
-        }
-        let count = window_count(cells);
-        if in_heap && count >= admission {
-            return false;
-        }
-        // behind ≥ λ · max(1, count / blocks), without a division.
-        let burst = behind * blocks as u64 >= LAMBDA * count.max(blocks as u64);
-        if vote || burst {
-            take(cells, fp, fresh, slot);
-        }
-        vote || burst
+/// A colliding packet of the flow of `fp` at `bucket`; whether it took the bucket. An owner
+/// still among the top k (in the heap, its count at least `admission`, the heap's smallest
+/// or 1) keeps the bucket; any other loses it on a majority of zeros in its bitmap, or at
+/// once when this block's colliders lead it by λ times its average block.
+#[inline]
+fn collide<const B: usize>(bucket: &mut Bucket<B>, fp: u32, slot: usize, admission: u64) -> bool {
+    bucket.balance = bucket.balance.saturating_sub(1);
+    let in_heap = bucket.bitmap & IN_HEAP != 0;
+    let vote = bucket.bitmap & OUTVOTED != 0;
+    // A burst needs behind ≥ λ · max(1, count / blocks), so at least λ.
+    let behind = (-(bucket.balance as i64)).max(0) as u64;
+    if !vote && behind < LAMBDA {
+        return false;
     }
+    // The count is needed only to spare a top-k owner or to see a burst: most collisions
+    // (against a large owner that leads its block, or a mouse's majority of zeros) decide
+    // without summing the counters.
+    if vote && !in_heap {
+        bucket.take(fp, slot);
+        return true;
+    }
+    let count = bucket.count();
+    if in_heap && count >= admission {
+        return false;
+    }
+    // behind ≥ λ · max(1, count / blocks), without a division.
+    let burst = behind * B as u64 >= LAMBDA * count.max(B as u64);
+    if vote || burst {
+        bucket.take(fp, slot);
+    }
+    vote || burst
 }
 
-/// The fingerprint of a bucket's owner (0: empty).
-#[inline]
-fn owner(cells: &[u16]) -> u32 {
-    cells[0] as u32 | (cells[1] as u32) << 16
-}
-
-/// A bucket's count over the window: the sum of its block counters.
-#[inline]
-fn window_count(cells: &[u16]) -> u64 {
-    cells[HEAD..].iter().map(|&c| c as u64).sum()
-}
-
-/// Gives a bucket to the flow of `fp` with one packet in block counter `slot` and the
-/// bitmap `bitmap`.
-fn take(cells: &mut [u16], fp: u32, bitmap: u16, slot: usize) {
-    cells[0] = fp as u16;
-    cells[1] = (fp >> 16) as u16;
-    cells[BITMAP] = bitmap;
-    cells[BALANCE] = LAMBDA as u16;
-    cells[HEAD..].fill(0);
-    cells[HEAD + slot] = 1;
-}
-
-impl Detector for FastKeeperBitmap {
+impl<const B: usize> Detector for FastKeeperBitmap<B> {
     #[inline]
     fn insert(&mut self, flow: FlowId, hash: u128) {
         let fp = fingerprint(hash);
-        let (slot, fresh) = (self.slot, self.all_ones());
+        let slot = self.slot;
+        // Changes only when a flow is admitted, after the rows.
+        let admission = self.heap.admission().max(1);
         let mut owned = [usize::MAX; ROWS];
         let mut held = false;
         for (j, owned) in owned.iter_mut().enumerate() {
             let b = j * self.w + bucket_of(hash, j, self.w);
-            let owns = if self.sampler.keep() {
-                let cells = self.bucket_mut(b);
-                match owner(cells) {
-                    o if o == fp => {
-                        cells[HEAD + slot] = cells[HEAD + slot].saturating_add(1);
-                        cells[BALANCE] = (cells[BALANCE] as i16).saturating_add(LAMBDA as i16) as u16;
-                        true
+            let sampled = self.sampler.keep();
+            let bucket = &mut self.buckets[b];
+            let owns = match bucket.owner() {
+                o if o == fp => {
+                    if sampled {
+                        bucket.counters[slot] = bucket.counters[slot].saturating_add(1);
+                        bucket.balance = bucket.balance.saturating_add(LAMBDA as i16);
                     }
-                    0 => {
-                        take(cells, fp, fresh, slot);
-                        true
-                    }
-                    _ => self.collide(b, fp),
+                    true
                 }
-            } else {
-                owner(self.bucket(b)) == fp
+                _ if !sampled => false,
+                0 => {
+                    bucket.take(fp, slot);
+                    true
+                }
+                _ => collide(bucket, fp, slot, admission),
             };
             if owns {
                 *owned = b;
-                held |= self.cells[b * (HEAD + self.blocks) + BITMAP] & IN_HEAP != 0;
+                held |= bucket.bitmap & IN_HEAP != 0;
             }
         }
         // A heap member's packets skip the heap, and need no estimate (most packets: the
@@ -455,7 +462,7 @@ impl Detector for FastKeeperBitmap {
         if held {
             return;
         }
-        let best = owned.iter().filter(|&&b| b != usize::MAX).map(|&b| window_count(self.bucket(b))).max();
+        let best = owned.iter().filter(|&&b| b != usize::MAX).map(|&b| self.buckets[b].count()).max();
         // Estimates only grow within a block: a flow below the heap's smallest is not in
         // it, and need not be looked up.
         if let Some(best) = best.filter(|&c| c > 0 && c >= self.heap.admission()) {
@@ -473,25 +480,25 @@ impl Detector for FastKeeperBitmap {
     }
 
     fn end_block(&mut self) {
-        let mask = self.all_ones();
         // The oldest block leaves the window: its counter becomes the new block's.
-        self.slot = (self.slot + 1) % self.blocks;
-        let (n, slot) = (HEAD + self.blocks, self.slot);
-        let blocks = self.blocks as u32;
-        for cells in self.cells.chunks_exact_mut(n).filter(|c| owner(c) != 0) {
-            let led = (cells[BALANCE] as i16 > 0) as u16;
-            let bitmap = (cells[BITMAP] << 1 | led) & mask;
-            let outvoted = if blocks - bitmap.count_ones() > bitmap.count_ones() { OUTVOTED } else { 0 };
-            cells[BITMAP] = bitmap | outvoted | cells[BITMAP] & IN_HEAP;
-            cells[BALANCE] = 0;
-            cells[HEAD + slot] = 0;
+        self.slot = (self.slot + 1) % B;
+        let slot = self.slot;
+        for bucket in self.buckets.iter_mut().filter(|b| b.owner() != 0) {
+            let led = (bucket.balance > 0) as u16;
+            let bitmap = (bucket.bitmap << 1 | led) & Bucket::<B>::ALL_ONES;
+            let ones = bitmap.count_ones() as usize;
+            let outvoted = if B - ones > ones { OUTVOTED } else { 0 };
+            bucket.bitmap = bitmap | outvoted | bucket.bitmap & IN_HEAP;
+            bucket.balance = 0;
+            bucket.counters[slot] = 0;
         }
         self.refresh_heap();
     }
 
     fn memory_bytes(&self) -> usize {
-        self.cells.len() * 2 + self.heap.memory_bytes()
+        self.buckets.len() * std::mem::size_of::<Bucket<B>>() + self.heap.memory_bytes()
     }
+
     fn held(&self) -> usize {
         self.heap.len()
     }
@@ -507,34 +514,37 @@ mod tests {
 
     const SEED: u64 = 7;
 
+    /// The detector over a 5-block window.
+    type Bitmap5 = FastKeeperBitmap<5>;
+
     fn flow(n: u64) -> FlowId {
         FlowId::from_u128(n as u128)
     }
 
     /// A bitmap FastKeeper reporting k flows with two buckets per row and a 5-block window.
-    fn two_buckets(k: usize) -> FastKeeperBitmap {
-        let memory = TopHeap::bytes_for_key(k, 104) + ROWS * 2 * FastKeeperBitmap::bucket_bytes(5);
+    fn two_buckets(k: usize) -> Bitmap5 {
+        let memory = TopHeap::bytes_for_key(k, 104) + ROWS * 2 * bitmap_bucket_bytes(5);
         let config = DetectorConfig { k, memory, blocks: 5, sample: 1.0, seed: SEED, key_bits: 104 };
-        let d = FastKeeperBitmap::new(&config).unwrap();
+        let d = Bitmap5::new(&config).unwrap();
         assert_eq!(d.w, 2);
         d
     }
 
-    fn send(d: &mut FastKeeperBitmap, n: u64, packets: usize) {
+    fn send(d: &mut Bitmap5, n: u64, packets: usize) {
         let f = flow(n);
         for _ in 0..packets {
             d.insert(f, f.hash(SEED));
         }
     }
 
-    fn buckets(d: &FastKeeperBitmap, n: u64) -> [usize; ROWS] {
+    fn buckets(d: &Bitmap5, n: u64) -> [usize; ROWS] {
         let h = flow(n).hash(SEED);
         std::array::from_fn(|j| j * d.w + bucket_of(h, j, d.w))
     }
 
     /// The first flow after `from` whose buckets are (`same`) or share none with (`!same`)
     /// those of flow `of`.
-    fn find(d: &FastKeeperBitmap, of: u64, same: bool, from: u64) -> u64 {
+    fn find(d: &Bitmap5, of: u64, same: bool, from: u64) -> u64 {
         let target = buckets(d, of);
         (from..)
             .find(|&n| {
@@ -548,11 +558,11 @@ mod tests {
             .unwrap()
     }
 
-    fn bitmap(d: &FastKeeperBitmap, n: u64) -> Vec<u16> {
-        buckets(d, n).iter().map(|&b| d.bucket(b)[BITMAP] & !(IN_HEAP | OUTVOTED)).collect()
+    fn bitmap(d: &Bitmap5, n: u64) -> Vec<u16> {
+        buckets(d, n).iter().map(|&b| d.buckets[b].bitmap & !(IN_HEAP | OUTVOTED)).collect()
     }
 
-    fn top(d: &mut FastKeeperBitmap) -> Vec<(FlowId, u64)> {
+    fn top(d: &mut Bitmap5) -> Vec<(FlowId, u64)> {
         let mut out = Vec::new();
         d.top(&mut out);
         out
@@ -560,7 +570,7 @@ mod tests {
 
     /// Owner `a` sends one packet and the colliding `c` two in each of three blocks: `a`
     /// trails (balance 2 − 2 = 0 is not a lead) without a burst (never behind at all).
-    fn trail_three_blocks(d: &mut FastKeeperBitmap, a: u64, c: u64) {
+    fn trail_three_blocks(d: &mut Bitmap5, a: u64, c: u64) {
         for _ in 0..3 {
             send(d, a, 1);
             send(d, c, 2);
@@ -650,9 +660,9 @@ mod tests {
     fn memory_is_the_budget_less_what_a_bucket_cannot_fill() {
         let config =
             DetectorConfig { k: 1000, memory: 100 * 1024, blocks: 5, sample: 1.0, seed: 1, key_bits: 104 };
-        let d = FastKeeperBitmap::new(&config).unwrap();
+        let d = Bitmap5::new(&config).unwrap();
         let used = d.memory_bytes();
-        assert!(used <= config.memory && config.memory - used < ROWS * FastKeeperBitmap::bucket_bytes(5));
+        assert!(used <= config.memory && config.memory - used < ROWS * bitmap_bucket_bytes(5));
         // The heap of 1,000 5-tuples takes 29 B per flow, under a third; buckets the rest.
         assert_eq!(d.heap.memory_bytes(), 29_004);
     }

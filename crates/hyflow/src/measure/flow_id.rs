@@ -39,6 +39,7 @@ impl PartialOrd for FlowId {
 
 impl FlowId {
     /// The id whose packed value is `v` (keys of at most 128 bits).
+    #[inline]
     pub fn from_u128(v: u128) -> FlowId {
         let mut words = [0; WORDS];
         words[0] = v as u64;
@@ -105,13 +106,12 @@ impl FlowId {
     /// indices and fingerprints from it. Hashes the value's words up to its highest non-zero
     /// one (at least two, most significant first), so a narrow key hashes 16 bytes however
     /// wide an id may be.
+    #[inline]
     pub fn hash(self, seed: u64) -> u128 {
         if self.0[2..].iter().all(|&w| w == 0) {
             // Keys of at most 128 bits, the common case: no length to find.
-            let mut bytes = [0u8; 16];
-            bytes[..8].copy_from_slice(&self.0[1].to_le_bytes());
-            bytes[8..].copy_from_slice(&self.0[0].to_le_bytes());
-            return xxh3_128_with_seed(&bytes, seed);
+            let v = (self.0[0] as u128) << 64 | self.0[1] as u128;
+            return xxh3_128_with_seed(&v.to_le_bytes(), seed);
         }
         let used = WORDS - self.0.iter().rev().take_while(|&&w| w == 0).count();
         let mut bytes = [0u8; FLOW_ID_BYTES];

@@ -245,7 +245,7 @@ pub fn build(algo: Algo, config: &DetectorConfig) -> Result<Box<dyn Detector>, C
     }
     Ok(match algo {
         Algo::FastKeeper => Box::new(fastkeeper::FastKeeper::new(config)?),
-        Algo::FastKeeperBitmap => Box::new(fastkeeper::FastKeeperBitmap::new(config)?),
+        Algo::FastKeeperBitmap => fastkeeper::build_bitmap(config)?,
         Algo::CountMin => sampled(count_min::CountMin::new(config)?, config),
         Algo::HeavyKeeper => sampled(heavykeeper::HeavyKeeper::new(config)?, config),
         Algo::SlidingHeavyKeeper => sampled(sliding_heavykeeper::SlidingHeavyKeeper::new(config)?, config),
