@@ -666,4 +666,33 @@ mod tests {
         // The heap of 1,000 5-tuples takes 29 B per flow, under a third; buckets the rest.
         assert_eq!(d.heap.memory_bytes(), 29_004);
     }
+
+    /// Every window length from 1 to 14 blocks builds its own bucket size and slides
+    /// exactly (one flow alone: its estimate is its packets in the last B blocks); 15 is
+    /// refused by name.
+    #[test]
+    fn every_window_length_builds_and_slides_exactly() {
+        for blocks in 1..=MAX_BLOCKS {
+            let config =
+                DetectorConfig { k: 4, memory: 8_192, blocks, sample: 1.0, seed: SEED, key_bits: 104 };
+            let mut d = build_bitmap(&config).unwrap();
+            assert!(
+                d.memory_bytes() <= 8_192 && d.memory_bytes() > 8_192 - ROWS * bitmap_bucket_bytes(blocks)
+            );
+            let f = flow(9);
+            for block in 0..2 * blocks as u64 + 3 {
+                for _ in 0..block + 1 {
+                    d.insert(f, f.hash(SEED));
+                }
+                let first = (block + 1).saturating_sub(blocks as u64);
+                let window: u64 = (first..=block).map(|b| b + 1).sum();
+                assert_eq!(d.estimate(f, f.hash(SEED)), window, "{blocks} blocks, block {block}");
+                d.end_block();
+            }
+        }
+        let config =
+            DetectorConfig { k: 4, memory: 8_192, blocks: 15, sample: 1.0, seed: SEED, key_bits: 104 };
+        let err = build_bitmap(&config).err().unwrap().to_string();
+        assert!(err.contains("at most 14 blocks per window, got 15"), "{err}");
+    }
 }
