@@ -268,7 +268,7 @@ fn bench_replay(c: &mut Criterion) {
                         let len = frame.len() as u64 + 4;
                         black_box(hyflow::input::parse(
                             black_box(frame),
-                            Some(LinkKind::Ethernet),
+                            LinkKind::Ethernet,
                             1,
                             &mut key,
                         ));

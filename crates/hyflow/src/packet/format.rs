@@ -254,6 +254,102 @@ pub fn format_packet(key: &FlowKey) -> String {
     format_match_opts(key, &exact, false)
 }
 
+/// Network Service Header's EtherType.
+const ETH_NSH: u16 = 0x894f;
+
+/// TCP flag names in bit order, as Open vSwitch prints `tcp_flags`.
+const TCP_FLAG_NAMES: [&str; 12] =
+    ["fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns", "[200]", "[400]", "[800]"];
+
+/// A packet's flow as `ovs-ofctl parse-pcap` prints it (OVS's `flow_format` of an exact
+/// match): the protocol shorthand, `tun_id` when set, the VLAN tags as `dl_vlan`/`dl_vlan_pcp`
+/// (and `dl_vlan1`/`dl_vlan_pcp1` for an inner tag) or `vlan_tci=0x0000`, the Ethernet
+/// addresses, `dl_type` when no shorthand names it, then every L3 field of the EtherType and
+/// every L4 field of the protocol (zero when the header was cut), but no L4 field for a later
+/// fragment. `in_port` is left out (a capture has none).
+pub fn format_flow(key: &FlowKey) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let (dl, nw) = (key.dl_type(), key.nw_proto());
+    let later = key.nw_frag() & proto::FRAG_LATER != 0;
+    let (ipv4, ipv6) = (dl == proto::ETH_IPV4, dl == proto::ETH_IPV6);
+    let shorthand = match (dl, nw) {
+        (proto::ETH_IPV4, proto::IP_TCP) => Some("tcp"),
+        (proto::ETH_IPV4, proto::IP_UDP) => Some("udp"),
+        (proto::ETH_IPV4, proto::IP_SCTP) => Some("sctp"),
+        (proto::ETH_IPV4, proto::IP_ICMP) => Some("icmp"),
+        (proto::ETH_IPV4, _) => Some("ip"),
+        (proto::ETH_IPV6, proto::IP_TCP) => Some("tcp6"),
+        (proto::ETH_IPV6, proto::IP_UDP) => Some("udp6"),
+        (proto::ETH_IPV6, proto::IP_SCTP) => Some("sctp6"),
+        (proto::ETH_IPV6, proto::IP_ICMPV6) => Some("icmp6"),
+        (proto::ETH_IPV6, _) => Some("ipv6"),
+        (proto::ETH_ARP, _) => Some("arp"),
+        (proto::ETH_RARP, _) => Some("rarp"),
+        _ => None,
+    };
+    let names_proto = shorthand.is_some_and(|s| !matches!(s, "ip" | "ipv6" | "arp" | "rarp"));
+    out.extend(shorthand.map(str::to_string));
+    if key.tun_id() != 0 {
+        out.push(format!("tun_id={:#x}", key.tun_id()));
+    }
+    if key.has_vlan() {
+        let tag = |tci: u16, suffix: &str| format!("dl_vlan{suffix}={},dl_vlan_pcp{suffix}={}", tci & 0xfff, tci >> 13);
+        out.push(tag(key.vlan_tci(), ""));
+        if key.vlan_tci2() & proto::VLAN_CFI != 0 {
+            out.push(tag(key.vlan_tci2(), "1"));
+        }
+    } else {
+        out.push("vlan_tci=0x0000".to_string());
+    }
+    let value = |f: FieldId| format!("{}={}", f.def().name, format_value(f, key.get(f)));
+    out.push(value(id::DL_SRC));
+    out.push(value(id::DL_DST));
+    if shorthand.is_none() {
+        out.push(format!("dl_type={dl:#06x}"));
+    }
+    if ipv4 || ipv6 {
+        let addresses: &[FieldId] =
+            if ipv4 { &[id::NW_SRC, id::NW_DST] } else { &[id::IPV6_SRC, id::IPV6_DST, id::IPV6_LABEL] };
+        out.extend(addresses.iter().map(|&f| value(f)));
+        if !names_proto {
+            out.push(format!("nw_proto={nw}"));
+        }
+        let tos = key.nw_tos();
+        out.push(format!("nw_tos={},nw_ecn={},nw_ttl={}", tos & 0xfc, tos & 3, key.nw_ttl()));
+        let frag = match key.nw_frag() {
+            0 => "no",
+            f if f & proto::FRAG_LATER != 0 => "later",
+            _ => "first",
+        };
+        out.push(format!("nw_frag={frag}"));
+        if !later {
+            let ports = format!("tp_src={},tp_dst={}", key.tp_src(), key.tp_dst());
+            let icmp = format!("icmp_type={},icmp_code={}", key.tp_src(), key.tp_dst());
+            match nw {
+                proto::IP_TCP => {
+                    let flags = key.get(id::TCP_FLAGS) as u16;
+                    let names: Vec<&str> =
+                        (0..12).filter(|b| flags >> b & 1 != 0).map(|b| TCP_FLAG_NAMES[b]).collect();
+                    let flags = if names.is_empty() { "0".to_string() } else { names.join("|") };
+                    out.push(format!("{ports},tcp_flags={flags}"));
+                }
+                proto::IP_UDP | proto::IP_SCTP => out.push(ports),
+                proto::IP_ICMP => out.push(icmp),
+                proto::IP_ICMPV6 if ipv6 => out.push(icmp),
+                2 if ipv4 => out.push(ports),
+                _ => {}
+            }
+        }
+    } else if matches!(dl, proto::ETH_ARP | proto::ETH_RARP) {
+        out.extend([id::ARP_SPA, id::ARP_TPA, id::ARP_OP, id::ARP_SHA, id::ARP_THA].map(value));
+    } else if dl == ETH_NSH {
+        // OVS prints the IP fields of an NSH packet's flow too (its payload may be IP); the
+        // NSH fields themselves are not modelled.
+        out.push(format!("nw_proto={nw},nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no"));
+    }
+    out.join(",")
+}
+
 /// A match (value + mask) in ovs-ofctl syntax, with `ip`/`tcp`/... shorthands, as
 /// `ovs-ofctl dump-flows` and `ofproto/trace`'s `Megaflow:` line print them.
 pub fn format_match(value: &FlowKey, mask: &FlowMask) -> String {

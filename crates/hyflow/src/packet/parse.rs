@@ -1,10 +1,13 @@
-//! Frame parsing: bytes on the wire to a [`FlowKey`], as OVS's `flow_extract` does.
+//! Frame parsing: bytes on the wire to a [`FlowKey`], exactly as Open vSwitch's
+//! `flow_extract` (`miniflow_extract` in lib/flow.c) does, the reference hyflow promises.
 //!
 //! Parsing never fails outright: like OVS, it fills the key as far as the headers go and
 //! reports *why* it stopped early, so callers can count malformed packets per reason while
-//! still forwarding them on what was parsed.
-
-use etherparse::{Ethernet2HeaderSlice, Ipv4HeaderSlice, Ipv6HeaderSlice, SingleVlanHeaderSlice};
+//! still forwarding them on what was parsed. The headers are read by hand rather than through
+//! a validating parser, because OVS validates little and differently: it ignores the IP
+//! version nibble, keeps L3 fields while dropping unreadable L4 ones, bounds IPv6 by its
+//! payload length, and so on; each such rule is noted where it is applied. Checked against
+//! `ovs-ofctl parse-pcap` on tcpdump's test captures (`tests/pcap_corpus.rs`).
 
 use super::field::{id, proto};
 use super::key::FlowKey;
@@ -12,33 +15,49 @@ use super::key::FlowKey;
 /// How a trace's frames start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkKind {
-    /// Ethernet II frames.
+    /// Ethernet II / 802.3 frames.
     Ethernet,
     /// Bare IPv4 or IPv6 packets (no link header); the version nibble decides.
     RawIp,
+    /// Linux cooked capture v1 (`tcpdump -i any`, LINKTYPE_LINUX_SLL): a 16-byte header with
+    /// the protocol in its last two bytes.
+    LinuxSll,
+    /// Linux cooked capture v2 (LINKTYPE_LINUX_SLL2): a 20-byte header with the protocol
+    /// first.
+    LinuxSll2,
+    /// BSD loopback (LINKTYPE_NULL, LINKTYPE_LOOP): a 4-byte address family, in the capturing
+    /// host's byte order for NULL and network order for LOOP (both accepted).
+    Null,
 }
 
 /// Why a frame could not be parsed completely. Each is counted separately.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Malformed {
-    /// Shorter than an Ethernet header.
+    /// Shorter than an Ethernet header (or a cooked/loopback header).
     TruncatedEthernet,
-    /// A VLAN tag was cut off.
+    /// A VLAN tag was cut off (OVS then reads its TPID as the EtherType).
     TruncatedVlan,
-    /// More than two VLAN tags (OVS parses two).
+    /// More than two VLAN tags (OVS parses two; the third TPID becomes the EtherType).
     TooManyVlans,
-    /// IPv4 header cut off or invalid (version, IHL).
+    /// IPv4 header cut off or inconsistent (IHL, total length): no L3 fields, as OVS.
     BadIpv4,
-    /// IPv6 header or an extension header cut off or invalid.
+    /// IPv6 header cut off or its payload length beyond the bytes present: no L3 fields.
     BadIpv6,
+    /// An IPv6 extension header cut off: addresses kept, the rest of L3 left zero, as OVS.
+    BadIpv6Extension,
     /// Raw-IP frame whose version nibble is neither 4 nor 6.
     BadIpVersion,
     /// ARP packet shorter than its Ethernet/IPv4 body.
     TruncatedArp,
-    /// TCP/UDP/SCTP/ICMP header cut off.
+    /// TCP/UDP/SCTP/ICMP/IGMP header cut off: no L4 fields.
     TruncatedL4,
+    /// TCP data offset below 5 words or beyond the segment: no L4 fields, as OVS.
+    BadTcpOffset,
     /// VXLAN header cut off or inner frame malformed.
     BadVxlan,
+    /// A cooked or loopback header naming a link-layer type or address family hyflow does not
+    /// read (Open vSwitch extracts no flow from it either): the key stays empty.
+    UnsupportedLinkLayer,
 }
 
 impl Malformed {
@@ -50,16 +69,41 @@ impl Malformed {
             Malformed::TooManyVlans => "too_many_vlans",
             Malformed::BadIpv4 => "bad_ipv4",
             Malformed::BadIpv6 => "bad_ipv6",
+            Malformed::BadIpv6Extension => "bad_ipv6_extension",
             Malformed::BadIpVersion => "bad_ip_version",
             Malformed::TruncatedArp => "truncated_arp",
             Malformed::TruncatedL4 => "truncated_l4",
+            Malformed::BadTcpOffset => "bad_tcp_offset",
             Malformed::BadVxlan => "bad_vxlan",
+            Malformed::UnsupportedLinkLayer => "unsupported_link_layer",
         }
     }
 }
 
 /// The UDP port VXLAN arrives on (IANA).
 pub const VXLAN_PORT: u16 = 4789;
+
+/// IGMP's IP protocol number.
+const IP_IGMP: u8 = 2;
+
+/// Linux ARPHRD types whose cooked frames carry an EtherType payload as an Ethernet frame
+/// would (Ethernet and loopback devices). Frames from other devices (PPP, IP-in-GRE, tun)
+/// get no flow, as Open vSwitch's reading of such captures gives none.
+const ARPHRD_ETHER: u16 = 1;
+const ARPHRD_LOOPBACK: u16 = 772;
+
+/// Address families of BSD loopback headers: IPv4 everywhere, IPv6 as Linux, the BSDs and
+/// Darwin number it.
+const AF_INET: u32 = 2;
+const AF_INET6: [u32; 4] = [10, 24, 28, 30];
+
+fn be16(b: &[u8], i: usize) -> u16 {
+    u16::from_be_bytes([b[i], b[i + 1]])
+}
+
+fn be32(b: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
 
 /// Parses `frame` into `key` (reset first); `in_port` is where it arrived.
 ///
@@ -80,49 +124,112 @@ pub fn parse_frame(frame: &[u8], link: LinkKind, in_port: u32, key: &mut FlowKey
             }
             _ => Err(Malformed::BadIpVersion),
         },
+        LinkKind::LinuxSll => {
+            // pkttype(2) hatype(2) halen(2) addr(8) protocol(2).
+            let header = frame.get(..16).ok_or(Malformed::TruncatedEthernet)?;
+            cooked(be16(header, 2), be16(header, 4), &header[6..14], be16(header, 14), &frame[16..], key)
+        }
+        LinkKind::LinuxSll2 => {
+            // protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) halen(1) addr(8).
+            let header = frame.get(..20).ok_or(Malformed::TruncatedEthernet)?;
+            cooked(be16(header, 8), header[11] as u16, &header[12..20], be16(header, 0), &frame[20..], key)
+        }
+        LinkKind::Null => {
+            let header = frame.get(..4).ok_or(Malformed::TruncatedEthernet)?;
+            let little = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+            // The family is small: whichever byte order makes it so is the writer's.
+            let family = if little > 0xffff { little.swap_bytes() } else { little };
+            let payload = &frame[4..];
+            if family == AF_INET {
+                key.set_dl_type(proto::ETH_IPV4);
+                parse_ipv4(payload, key, true)
+            } else if AF_INET6.contains(&family) {
+                key.set_dl_type(proto::ETH_IPV6);
+                parse_ipv6(payload, key, true)
+            } else {
+                Err(Malformed::UnsupportedLinkLayer)
+            }
+        }
     }
 }
 
+/// A cooked frame from a device of ARPHRD type `hatype`, whose link-layer address field
+/// holds `halen` bytes of `address`, protocol field is `ether_type` and payload `after`. It is
+/// read as the Ethernet frame Open vSwitch sees in it: the sender's address (an Ethernet
+/// address on these devices) as `dl_src`, no destination, the protocol as EtherType.
+fn cooked(
+    hatype: u16,
+    halen: u16,
+    address: &[u8],
+    ether_type: u16,
+    after: &[u8],
+    key: &mut FlowKey,
+) -> Result<(), Malformed> {
+    if !matches!(hatype, ARPHRD_ETHER | ARPHRD_LOOPBACK) {
+        return Err(Malformed::UnsupportedLinkLayer);
+    }
+    if halen >= 6 {
+        key.set_dl_src(mac(&address[..6]));
+    }
+    parse_l2(ether_type, after, key, true)
+}
+
 fn parse_ethernet(frame: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
-    let eth = Ethernet2HeaderSlice::from_slice(frame).map_err(|_| Malformed::TruncatedEthernet)?;
-    key.set_dl_dst(mac(eth.destination()));
-    key.set_dl_src(mac(eth.source()));
-    let mut ether_type = eth.ether_type().0;
-    let mut rest = &frame[eth.slice().len()..];
+    // OVS: shorter than an Ethernet header, nothing is extracted at all.
+    if frame.len() < 14 {
+        return Err(Malformed::TruncatedEthernet);
+    }
+    key.set_dl_dst(mac(&frame[0..6]));
+    key.set_dl_src(mac(&frame[6..12]));
+    parse_l2(be16(frame, 12), &frame[14..], key, allow_vxlan)
+}
+
+/// Everything after the MAC addresses, given the first EtherType (or TPID) and the bytes
+/// after it: OVS's `parse_vlan`, `parse_ethertype` and the rest of `miniflow_extract`.
+fn parse_l2(mut ether_type: u16, mut rest: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+    let mut status = Ok(());
     let mut tags = 0;
     while matches!(ether_type, proto::ETH_VLAN | proto::ETH_QINQ) {
-        let tag = SingleVlanHeaderSlice::from_slice(rest).map_err(|_| Malformed::TruncatedVlan)?;
-        let tci = u16::from_be_bytes([tag.slice()[0], tag.slice()[1]]) | proto::VLAN_CFI;
-        match tags {
-            0 => {
-                key.set_vlan_tpid(ether_type);
-                key.set_vlan_tci(tci);
-            }
-            1 => {
-                key.set_vlan_tpid2(ether_type);
-                key.set_vlan_tci2(tci);
-            }
-            _ => return Err(Malformed::TooManyVlans),
+        if tags == 2 {
+            // OVS parses two tags (its default vlan-limit); the third TPID is the EtherType.
+            status = Err(Malformed::TooManyVlans);
+            break;
+        }
+        if rest.len() < 4 {
+            // OVS stops at a cut tag and reads its TPID as the EtherType.
+            status = Err(Malformed::TruncatedVlan);
+            break;
+        }
+        let tci = be16(rest, 0) | proto::VLAN_CFI;
+        if tags == 0 {
+            key.set_vlan_tpid(ether_type);
+            key.set_vlan_tci(tci);
+        } else {
+            key.set_vlan_tpid2(ether_type);
+            key.set_vlan_tci2(tci);
         }
         tags += 1;
-        ether_type = tag.ether_type().0;
-        rest = &rest[tag.slice().len()..];
+        ether_type = be16(rest, 2);
+        rest = &rest[4..];
     }
     if ether_type < 0x0600 {
-        // 802.3 length field: LLC/SNAP with a zero OUI carries an EtherType; anything else is
-        // OVS's FLOW_DL_TYPE_NONE.
-        match rest.get(..8) {
+        // 802.3 length field: LLC/SNAP with a zero OUI carries an EtherType (if it is one);
+        // anything else is OVS's FLOW_DL_TYPE_NONE.
+        ether_type = match rest.get(..8) {
             Some([0xaa, 0xaa, 0x03, 0, 0, 0, hi, lo]) => {
-                ether_type = u16::from_be_bytes([*hi, *lo]);
+                let snap = u16::from_be_bytes([*hi, *lo]);
                 rest = &rest[8..];
+                if snap >= 0x0600 {
+                    snap
+                } else {
+                    proto::ETH_NONE
+                }
             }
-            _ => {
-                key.set_dl_type(proto::ETH_NONE);
-                return Ok(());
-            }
-        }
+            _ => proto::ETH_NONE,
+        };
     }
     key.set_dl_type(ether_type);
+    status?;
     match ether_type {
         proto::ETH_IPV4 => parse_ipv4(rest, key, allow_vxlan),
         proto::ETH_IPV6 => parse_ipv6(rest, key, allow_vxlan),
@@ -131,137 +238,162 @@ fn parse_ethernet(frame: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<
     }
 }
 
-fn mac(b: [u8; 6]) -> u64 {
+fn mac(b: &[u8]) -> u64 {
     u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]])
 }
 
+/// OVS's `ipv4_sanity_check` and IPv4 branch. The version nibble is not looked at (OVS trusts
+/// the EtherType); a header or total length that does not fit leaves no L3 fields; bytes past
+/// the total length are padding, never transport header.
 fn parse_ipv4(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
-    let ip = Ipv4HeaderSlice::from_slice(data).map_err(|_| Malformed::BadIpv4)?;
-    // OVS's ipv4_sanity_check: a header or total length that does not fit leaves no L3 fields.
-    let total = ip.total_len() as usize;
-    if total < ip.slice().len() || total > data.len() {
+    if data.len() < 20 {
         return Err(Malformed::BadIpv4);
     }
-    key.set_nw_src(u32::from_be_bytes(ip.source()));
-    key.set_nw_dst(u32::from_be_bytes(ip.destination()));
-    let nw_proto = ip.protocol().0;
+    let ihl = (data[0] & 0x0f) as usize * 4;
+    let total = be16(data, 2) as usize;
+    if ihl < 20 || data.len() < ihl || total > data.len() || ihl > total {
+        return Err(Malformed::BadIpv4);
+    }
+    key.set_nw_src(be32(data, 12));
+    key.set_nw_dst(be32(data, 16));
+    let nw_proto = data[9];
     key.set_nw_proto(nw_proto);
     key.set_nw_tos(data[1]);
-    key.set_nw_ttl(ip.ttl());
-    let offset = ip.fragments_offset().value();
-    key.set_nw_frag(frag_bits(ip.more_fragments(), offset));
-    if offset != 0 {
-        return Ok(());
-    }
-    // Trailing padding beyond total_len is not transport header.
-    parse_l4(nw_proto, &data[ip.slice().len()..total], key, allow_vxlan)
-}
-
-/// `nw_frag` for a fragment with the MF flag and offset given.
-fn frag_bits(more: bool, offset: u16) -> u8 {
-    match (more, offset) {
-        (false, 0) => 0,
-        (true, 0) => proto::FRAG_ANY,
-        _ => proto::FRAG_ANY | proto::FRAG_LATER,
-    }
-}
-
-fn parse_ipv6(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
-    let ip = Ipv6HeaderSlice::from_slice(data).map_err(|_| Malformed::BadIpv6)?;
-    key.set(id::IPV6_SRC, u128::from_be_bytes(ip.source()));
-    key.set(id::IPV6_DST, u128::from_be_bytes(ip.destination()));
-    key.set(id::IPV6_LABEL, ip.flow_label().value() as u128);
-    key.set_nw_tos(ip.traffic_class());
-    key.set_nw_ttl(ip.hop_limit());
-    let mut next = ip.next_header().0;
-    let mut rest = &data[ip.slice().len()..];
-    let mut frag = 0u8;
-    // Walk extension headers to the upper-layer protocol, noting fragmentation.
-    loop {
-        match next {
-            0 | 43 | 60 => {
-                let hdr = rest.get(..2).ok_or(Malformed::BadIpv6)?;
-                let len = (hdr[1] as usize + 1) * 8;
-                next = hdr[0];
-                rest = rest.get(len..).ok_or(Malformed::BadIpv6)?;
-            }
-            51 => {
-                let hdr = rest.get(..2).ok_or(Malformed::BadIpv6)?;
-                let len = (hdr[1] as usize + 2) * 4;
-                next = hdr[0];
-                rest = rest.get(len..).ok_or(Malformed::BadIpv6)?;
-            }
-            44 => {
-                let hdr = rest.get(..8).ok_or(Malformed::BadIpv6)?;
-                let off_flags = u16::from_be_bytes([hdr[2], hdr[3]]);
-                frag = frag_bits(off_flags & 1 != 0, off_flags >> 3);
-                if frag & proto::FRAG_LATER != 0 {
-                    // A later fragment's payload is not headers: OVS stops at the fragment header.
-                    key.set_nw_proto(44);
-                    key.set_nw_frag(frag);
-                    return Ok(());
-                }
-                next = hdr[0];
-                rest = &rest[8..];
-            }
-            _ => break,
+    key.set_nw_ttl(data[8]);
+    let frag_off = be16(data, 6);
+    let mut frag = 0;
+    if frag_off & 0x3fff != 0 {
+        frag = proto::FRAG_ANY;
+        if frag_off & 0x1fff != 0 {
+            frag |= proto::FRAG_LATER;
         }
     }
+    key.set_nw_frag(frag);
+    if frag & proto::FRAG_LATER != 0 {
+        return Ok(());
+    }
+    parse_l4(nw_proto, proto::ETH_IPV4, &data[ihl..total], key, allow_vxlan)
+}
+
+/// OVS's `ipv6_sanity_check`, IPv6 branch and `parse_ipv6_ext_hdrs__`. The payload length
+/// bounds everything after the fixed header (a payload length beyond the bytes present leaves
+/// no L3 fields; bytes past it are padding); the version nibble is not looked at.
+fn parse_ipv6(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+    if data.len() < 40 {
+        return Err(Malformed::BadIpv6);
+    }
+    let payload_len = be16(data, 4) as usize;
+    if 40 + payload_len > data.len() {
+        return Err(Malformed::BadIpv6);
+    }
+    key.set(id::IPV6_SRC, u128::from_be_bytes(data[8..24].try_into().expect("16 bytes")));
+    key.set(id::IPV6_DST, u128::from_be_bytes(data[24..40].try_into().expect("16 bytes")));
+    let mut rest = &data[40..40 + payload_len];
+    let mut next = data[6];
+    let mut frag = 0u8;
+    loop {
+        if !matches!(next, 0 | 43 | 60 | 51 | 44) {
+            break;
+        }
+        // OVS: an extension header needs 8 bytes; a cut one leaves only the addresses.
+        if rest.len() < 8 {
+            return Err(Malformed::BadIpv6Extension);
+        }
+        let len = match next {
+            51 => (rest[1] as usize + 2) * 4,
+            44 => 8,
+            _ => (rest[1] as usize + 1) * 8,
+        };
+        let header = next;
+        next = rest[0];
+        let offlg = be16(rest, 2);
+        rest = rest.get(len..).ok_or(Malformed::BadIpv6Extension)?;
+        // OVS reads on past the first fragment only: any bit of the offset/flags word (even
+        // a reserved one) makes a fragment; an offset makes a later one, whose nw_proto is
+        // the fragment header's own number.
+        if header == 44 && offlg != 0 {
+            frag = proto::FRAG_ANY;
+            if offlg & 0xfff8 != 0 {
+                frag |= proto::FRAG_LATER;
+                next = 44;
+                break;
+            }
+        }
+    }
+    let flow = be32(data, 0);
+    key.set(id::IPV6_LABEL, (flow & 0x000f_ffff) as u128);
+    key.set_nw_tos((flow >> 20) as u8);
+    key.set_nw_ttl(data[7]);
     key.set_nw_proto(next);
     key.set_nw_frag(frag);
-    parse_l4(next, rest, key, allow_vxlan)
+    if frag & proto::FRAG_LATER != 0 {
+        return Ok(());
+    }
+    parse_l4(next, proto::ETH_IPV6, rest, key, allow_vxlan)
 }
 
 fn parse_arp(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
     // Ethernet/IPv4 ARP only, as OVS: htype 1, ptype 0x0800, hlen 6, plen 4.
     let body = data.get(..28).ok_or(Malformed::TruncatedArp)?;
-    let op = u16::from_be_bytes([body[6], body[7]]);
+    let op = be16(body, 6);
     let is_eth_ipv4 = body[0..2] == [0, 1] && body[2..4] == [8, 0] && body[4] == 6 && body[5] == 4;
     if !is_eth_ipv4 {
         return Ok(());
     }
+    // OVS keeps the opcode only when it fits its 8-bit field.
     if op <= 0xff {
         key.set(id::ARP_OP, op as u128);
     }
-    let six = |b: &[u8]| mac([b[0], b[1], b[2], b[3], b[4], b[5]]) as u128;
-    key.set(id::ARP_SHA, six(&body[8..14]));
-    key.set(id::ARP_SPA, u32::from_be_bytes([body[14], body[15], body[16], body[17]]) as u128);
-    key.set(id::ARP_THA, six(&body[18..24]));
-    key.set(id::ARP_TPA, u32::from_be_bytes([body[24], body[25], body[26], body[27]]) as u128);
+    key.set(id::ARP_SHA, mac(&body[8..14]) as u128);
+    key.set(id::ARP_SPA, be32(body, 14) as u128);
+    key.set(id::ARP_THA, mac(&body[18..24]) as u128);
+    key.set(id::ARP_TPA, be32(body, 24) as u128);
     Ok(())
 }
 
-fn parse_l4(nw_proto: u8, data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
-    let be16 = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+/// The transport header of a first (or only) fragment, as OVS reads it: each kind needs its
+/// fixed header present or contributes nothing.
+fn parse_l4(nw_proto: u8, dl_type: u16, data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+    let need = match nw_proto {
+        proto::IP_TCP => 20,
+        proto::IP_SCTP => 12,
+        proto::IP_UDP | proto::IP_ICMP => 8,
+        IP_IGMP if dl_type == proto::ETH_IPV4 => 8,
+        proto::IP_ICMPV6 if dl_type == proto::ETH_IPV6 => 8,
+        _ => return Ok(()),
+    };
+    if data.len() < need {
+        return Err(Malformed::TruncatedL4);
+    }
     match nw_proto {
         proto::IP_TCP => {
-            let h = data.get(..20).ok_or(Malformed::TruncatedL4)?;
-            key.set_tp_src(be16(h, 0));
-            key.set_tp_dst(be16(h, 2));
-            // 12 flag bits: NS from the data-offset byte, then CWR..FIN.
-            let flags = ((h[12] as u16 & 0x01) << 8) | h[13] as u16;
-            key.set(id::TCP_FLAGS, flags as u128);
+            // OVS: a data offset below 5 words or beyond the segment gives no TCP fields.
+            let offset = (data[12] >> 4) as usize * 4;
+            if offset < 20 || offset > data.len() {
+                return Err(Malformed::BadTcpOffset);
+            }
+            key.set_tp_src(be16(data, 0));
+            key.set_tp_dst(be16(data, 2));
+            // 12 flag bits, as OVS's TCP_FLAGS: the 3 reserved bits, NS, then CWR..FIN.
+            key.set(id::TCP_FLAGS, (be16(data, 12) & 0x0fff) as u128);
         }
         proto::IP_UDP => {
-            let h = data.get(..8).ok_or(Malformed::TruncatedL4)?;
-            let dport = be16(h, 2);
-            key.set_tp_src(be16(h, 0));
+            let dport = be16(data, 2);
+            key.set_tp_src(be16(data, 0));
             key.set_tp_dst(dport);
             if allow_vxlan && dport == VXLAN_PORT {
                 return parse_vxlan(&data[8..], key);
             }
         }
         proto::IP_SCTP => {
-            let h = data.get(..12).ok_or(Malformed::TruncatedL4)?;
-            key.set_tp_src(be16(h, 0));
-            key.set_tp_dst(be16(h, 2));
+            key.set_tp_src(be16(data, 0));
+            key.set_tp_dst(be16(data, 2));
         }
-        proto::IP_ICMP | proto::IP_ICMPV6 => {
-            let h = data.get(..8).ok_or(Malformed::TruncatedL4)?;
-            key.set_tp_src(h[0] as u16);
-            key.set_tp_dst(h[1] as u16);
+        // ICMP, ICMPv6 and IGMP: type and code in the port fields, as OVS keeps them.
+        _ => {
+            key.set_tp_src(data[0] as u16);
+            key.set_tp_dst(data[1] as u16);
         }
-        _ => {}
     }
     Ok(())
 }

@@ -48,9 +48,8 @@ pub enum TraceFormat {
 
 /// The link-layer framing of a packet's bytes.
 ///
-/// The simulator only needs to know whether a packet starts with an Ethernet header or directly
-/// with an IP header; every other link type is kept as its raw number so that callers can skip
-/// or reject such packets with a meaningful message.
+/// Every link type hyflow parses has a variant; every other one is kept as its number, so that
+/// a packet of it is refused with a message naming it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinkType {
     /// `LINKTYPE_ETHERNET` (1): an Ethernet II / 802.3 header comes first.
@@ -59,6 +58,12 @@ pub enum LinkType {
     /// (228), `LINKTYPE_IPV6` (229), and the historical `DLT_RAW` values 12 and 14 that old
     /// captures still carry.
     RawIp,
+    /// `LINKTYPE_LINUX_SLL` (113), what `tcpdump -i any` writes.
+    LinuxSll,
+    /// `LINKTYPE_LINUX_SLL2` (276).
+    LinuxSll2,
+    /// BSD loopback: `LINKTYPE_NULL` (0) and `LINKTYPE_LOOP` (108).
+    Null,
     /// Any other `LINKTYPE_*` value, unchanged.
     Other(u32),
 }
@@ -69,28 +74,59 @@ impl LinkType {
         match value {
             1 => LinkType::Ethernet,
             12 | 14 | 101 | 228 | 229 => LinkType::RawIp,
+            113 => LinkType::LinuxSll,
+            276 => LinkType::LinuxSll2,
+            0 | 108 => LinkType::Null,
             other => LinkType::Other(other),
         }
     }
 
     /// How frames of this link type are parsed, or `None` if hyflow cannot parse them.
     pub fn frame_kind(self) -> Option<crate::packet::LinkKind> {
+        use crate::packet::LinkKind;
         match self {
-            LinkType::Ethernet => Some(crate::packet::LinkKind::Ethernet),
-            LinkType::RawIp => Some(crate::packet::LinkKind::RawIp),
+            LinkType::Ethernet => Some(LinkKind::Ethernet),
+            LinkType::RawIp => Some(LinkKind::RawIp),
+            LinkType::LinuxSll => Some(LinkKind::LinuxSll),
+            LinkType::LinuxSll2 => Some(LinkKind::LinuxSll2),
+            LinkType::Null => Some(LinkKind::Null),
             LinkType::Other(_) => None,
         }
     }
 
     /// The `LINKTYPE_*` number written to files: 1 for Ethernet, 101 (`LINKTYPE_RAW`, which
-    /// carries both IPv4 and IPv6) for raw IP.
+    /// carries both IPv4 and IPv6) for raw IP, 0 for BSD loopback.
     pub fn to_linktype(self) -> u32 {
         match self {
             LinkType::Ethernet => 1,
             LinkType::RawIp => 101,
+            LinkType::LinuxSll => 113,
+            LinkType::LinuxSll2 => 276,
+            LinkType::Null => 0,
             LinkType::Other(value) => value,
         }
     }
+}
+
+/// The name of a `LINKTYPE_*` number hyflow does not read, for error messages (the common
+/// ones by name, as tcpdump lists them).
+pub fn link_type_name(value: u32) -> String {
+    let name = match value {
+        6 => "IEEE 802.5 Token Ring",
+        9 => "PPP",
+        10 => "FDDI",
+        50 => "PPP in HDLC framing",
+        104 => "Cisco HDLC",
+        105 => "IEEE 802.11",
+        127 => "IEEE 802.11 with radiotap",
+        147..=162 => "user-defined (DLT_USER)",
+        187 => "Bluetooth HCI",
+        195 => "IEEE 802.15.4",
+        220 => "USB (Linux, memory-mapped)",
+        249 => "netlink",
+        _ => return format!("link type {value}"),
+    };
+    format!("link type {value} ({name})")
 }
 
 /// One packet from a trace, borrowing the reader's buffer.

@@ -5,10 +5,6 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use pcap_file::pcap::PcapParser;
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
-use pcap_file::pcapng::PcapNgParser;
 use pcap_file::{Endianness, TsResolution};
 
 use super::error::TraceError;
@@ -25,6 +21,14 @@ const BLOCK_OVERHEAD: usize = 12;
 const EPB_FIXED_LEN: usize = 20;
 /// Fixed part of a Simple Packet Block body.
 const SPB_FIXED_LEN: usize = 4;
+/// Fixed part of an Interface Description Block body.
+const IDB_FIXED_LEN: usize = 8;
+/// Fixed part of a Section Header Block body: byte-order magic, versions, section length.
+const SHB_FIXED_LEN: usize = 16;
+/// Option codes.
+const OPT_ENDOFOPT: u16 = 0;
+const IF_TSRESOL: u16 = 9;
+const IF_TSOFFSET: u16 = 14;
 
 const PCAP_MAGIC_US_BE: u32 = 0xA1B2_C3D4;
 const PCAP_MAGIC_NS_BE: u32 = 0xA1B2_3C4D;
@@ -370,27 +374,32 @@ struct Interface {
 }
 
 impl Interface {
-    fn from_idb(idb: &InterfaceDescriptionBlock<'_>) -> Self {
+    /// An Interface Description Block's body: link type (16 bits), reserved (16), snapshot
+    /// length (32), then options, of which `if_tsresol` (9) and `if_tsoffset` (14) matter.
+    fn from_body(body: &[u8], big_endian: bool) -> Self {
+        let linktype = read16(body, big_endian);
+        let snaplen = read32(&body[4..8], big_endian);
         let mut tsresol = None;
         let mut tsoffset = None;
-        for option in &idb.options {
-            match option {
-                InterfaceDescriptionOption::IfTsResol(v) => {
-                    tsresol.get_or_insert(*v);
+        for (code, value) in options(&body[8..], big_endian) {
+            match (code, value.len()) {
+                (IF_TSRESOL, 1..) => {
+                    tsresol.get_or_insert(value[0]);
                 }
-                InterfaceDescriptionOption::IfTsOffset(v) => {
-                    tsoffset.get_or_insert(*v);
+                (IF_TSOFFSET, 8..) => {
+                    let bytes: [u8; 8] = value[..8].try_into().expect("8 bytes");
+                    let v = if big_endian { i64::from_be_bytes(bytes) } else { i64::from_le_bytes(bytes) };
+                    tsoffset.get_or_insert(v);
                 }
                 _ => {}
             }
         }
         Interface {
-            link: LinkType::from_linktype(u32::from(idb.linktype)),
-            snaplen: idb.snaplen,
-            limit: capture_limit(idb.snaplen),
+            link: LinkType::from_linktype(u32::from(linktype)),
+            snaplen,
+            limit: capture_limit(snaplen),
             units_per_sec: units_per_sec(tsresol.unwrap_or(6)),
-            // pcap-file exposes the option as u64; the pcapng draft defines it as signed.
-            offset_secs: tsoffset.unwrap_or(0) as i64,
+            offset_secs: tsoffset.unwrap_or(0),
         }
     }
 
@@ -420,7 +429,8 @@ fn units_per_sec(tsresol: u8) -> u128 {
 }
 
 struct PcapNgState {
-    parser: PcapNgParser,
+    /// The current section's byte order.
+    big_endian: bool,
     /// Interfaces of the current section, in description order.
     interfaces: Vec<Interface>,
     /// File-wide index of the current section's interface 0.
@@ -433,40 +443,39 @@ impl PcapNgState {
     fn read_header<R: Read>(input: &mut Input<R>) -> Result<Self, TraceError> {
         const WHAT: &str = "pcapng section header block";
         let total = block_len(input, WHAT, None)?;
-        let (_, parser) =
-            PcapNgParser::new(&input.avail()[..total]).map_err(|e| input.corrupt(0, WHAT, e))?;
+        let big_endian = section_header(input, 0, &input.avail()[..total])?;
         input.consume(total);
-        Ok(PcapNgState { parser, interfaces: Vec::new(), first_interface: 0, last_ts_ns: 0 })
+        Ok(PcapNgState { big_endian, interfaces: Vec::new(), first_interface: 0, last_ts_ns: 0 })
     }
 
+    /// Blocks are read as libpcap and Wireshark read them: options are walked leniently
+    /// (an option list without its end-of-options marker, or cut short, simply ends), and
+    /// blocks of types hyflow does not use (statistics, name resolution, custom, ...) are
+    /// skipped. A block whose lengths disagree, or a packet block that does not fit, is
+    /// damage: reported with its offset after every packet before it.
     fn next<R: Read>(&mut self, input: &mut Input<R>) -> Result<Option<Meta>, TraceError> {
         loop {
             let offset = input.offset();
             if input.len() == 0 && !input.ensure(1)? {
                 return Ok(None);
             }
-            let big_endian = self.parser.section().endianness == Endianness::Big;
-            let total = block_len(input, "pcapng block", Some(big_endian))?;
+            let total = block_len(input, "pcapng block", Some(self.big_endian))?;
             let block = &input.avail()[..total];
+            let head_type = be32(block);
+            let big_endian = if head_type == SHB_TYPE { section_header(input, offset, block)? } else { self.big_endian };
             let block_type = read32(block, big_endian);
-            let what = block_name(block_type);
-
-            // The parser checks the trailing length and parses section and interface
-            // headers (keeping its own per-section state, including byte order).
-            self.parser.next_raw_block(block).map_err(|e| input.corrupt(offset, what, e))?;
-
             let body = &block[8..total - 4];
             let meta = match block_type {
                 SHB_TYPE => {
+                    self.big_endian = big_endian;
                     let count = u32::try_from(self.interfaces.len()).unwrap_or(u32::MAX);
                     self.first_interface = self.first_interface.saturating_add(count);
                     self.interfaces.clear();
                     None
                 }
                 IDB_TYPE => {
-                    if let Some(idb) = self.parser.interfaces().last() {
-                        self.interfaces.push(Interface::from_idb(idb));
-                    }
+                    require_fixed(input, offset, "interface description block", body, IDB_FIXED_LEN)?;
+                    self.interfaces.push(Interface::from_body(body, big_endian));
                     None
                 }
                 EPB_TYPE => Some(self.enhanced(input, offset, body, big_endian)?),
@@ -625,7 +634,44 @@ fn block_len<R: Read>(
     if !input.ensure(total)? {
         return Err(input.truncated(offset, what, total, input.len(), true));
     }
+    let trailer = read32(&input.avail()[total - 4..total], big_endian);
+    if trailer != len {
+        return Err(input.corrupt(
+            offset,
+            what,
+            format!("trailing block length {trailer} differs from the leading {len}"),
+        ));
+    }
     Ok(total)
+}
+
+/// A Section Header Block (the whole block, at `offset`): its byte order, from the byte-order
+/// magic [`block_len`] checked, and its major version, which must be 1 (libpcap refuses
+/// others: their layout is unknown). The section length and options are not needed.
+fn section_header<R>(input: &Input<R>, offset: u64, block: &[u8]) -> Result<bool, TraceError> {
+    const WHAT: &str = "pcapng section header block";
+    require_fixed(input, offset, WHAT, &block[8..block.len() - 4], SHB_FIXED_LEN)?;
+    let big_endian = be32(&block[8..12]) == BYTE_ORDER_MAGIC;
+    let major = read16(&block[12..14], big_endian);
+    if major != 1 {
+        return Err(input.corrupt(offset, WHAT, format!("pcapng version {major} is not supported (only 1)")));
+    }
+    Ok(big_endian)
+}
+
+/// The options of a block (code, value), up to the end-of-options marker, the end of the
+/// data, or an option that does not fit, whichever comes first.
+fn options(mut data: &[u8], big_endian: bool) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        let code = read16(data.get(..4)?, big_endian);
+        let len = read16(&data[2..4], big_endian) as usize;
+        if code == OPT_ENDOFOPT {
+            return None;
+        }
+        let value = data.get(4..4 + len)?;
+        data = data.get(4 + len.next_multiple_of(4)..).unwrap_or_default();
+        Some((code, value))
+    })
 }
 
 fn block_name(block_type: u32) -> &'static str {
@@ -646,6 +692,16 @@ fn capture_limit(snaplen: u32) -> u32 {
 /// Reads a big-endian u32 from the first four bytes (callers check the length).
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// Reads a u16 in the given byte order from the first two bytes.
+fn read16(b: &[u8], big_endian: bool) -> u16 {
+    let bytes = [b[0], b[1]];
+    if big_endian {
+        u16::from_be_bytes(bytes)
+    } else {
+        u16::from_le_bytes(bytes)
+    }
 }
 
 /// Reads a u32 in the given byte order from the first four bytes.
