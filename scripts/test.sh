@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, documentation links, unit/integration/property
 # tests (unit tests in release and in debug), packaging of the engine crate, and the
-# independent Open vSwitch vector checker when ../shared/tools is present.
+# independent checkers (Open vSwitch vectors, flow extraction on real captures) when
+# ../shared/tools is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
@@ -18,4 +19,7 @@ cargo test --workspace --lib --bins
 cargo package -p hyflow --allow-dirty --quiet
 if [ -f ../shared/tools/ovsvec.py ] && [ -f ../shared/ovs-vectors/sample.json ]; then
   python3 ../shared/tools/ovsvec.py check --cases ../shared/ovs-vectors/sample.json --hyflow target/release/hyflow
+fi
+if [ -f ../shared/tools/pcapcheck.py ]; then
+  python3 ../shared/tools/pcapcheck.py --corpus crates/hyflow/tests/data/pcap-corpus --hyflow target/release/hyflow
 fi

@@ -27,9 +27,16 @@ pub fn run(a: ParsePcapArgs) -> Result<()> {
     let written = (|| -> Result<()> {
         let mut i = 0;
         while let Some(p) = source.next_packet()? {
-            let flow = if p.malformed == Some("unsupported_link_layer") { String::new() } else { format_flow(&p.key) };
+            let flow = if p.malformed == Some("unsupported_link_layer") {
+                String::new()
+            } else {
+                format_flow(&p.key)
+            };
             if a.json {
-                serde_json::to_writer(&mut out, &serde_json::json!({"i": i, "flow": flow, "malformed": p.malformed}))?;
+                serde_json::to_writer(
+                    &mut out,
+                    &serde_json::json!({"i": i, "flow": flow, "malformed": p.malformed}),
+                )?;
                 writeln!(out)?;
             } else {
                 match p.malformed {
@@ -44,7 +51,8 @@ pub fn run(a: ParsePcapArgs) -> Result<()> {
     })();
     if let Err(e) = written {
         let closed = e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe)
-            || e.downcast_ref::<serde_json::Error>().and_then(|j| j.io_error_kind()) == Some(ErrorKind::BrokenPipe);
+            || e.downcast_ref::<serde_json::Error>().and_then(|j| j.io_error_kind())
+                == Some(ErrorKind::BrokenPipe);
         return if closed { Ok(()) } else { Err(e) };
     }
     let malformed = source.malformed();

@@ -266,12 +266,7 @@ fn bench_replay(c: &mut Criterion) {
                     for (ts, range) in &frames {
                         let frame = &bytes[range.clone()];
                         let len = frame.len() as u64 + 4;
-                        black_box(hyflow::input::parse(
-                            black_box(frame),
-                            LinkKind::Ethernet,
-                            1,
-                            &mut key,
-                        ));
+                        black_box(hyflow::input::parse(black_box(frame), LinkKind::Ethernet, 1, &mut key));
                         replay.packet(*ts, &key, len, &mut outputs);
                     }
                     // Returned, so that freeing the switch is not timed.

@@ -205,7 +205,11 @@ impl PacketSource {
                 let port = in_port.unwrap_or(pkt.interface + 1);
                 let Some(link) = pkt.link.frame_kind() else {
                     let (offset, link) = (pkt.offset, pkt.link.to_linktype());
-                    return Err(InputError::UnsupportedLinkType { file: reader.name().to_string(), offset, link });
+                    return Err(InputError::UnsupportedLinkType {
+                        file: reader.name().to_string(),
+                        offset,
+                        link,
+                    });
                 };
                 let bad = parse(pkt.data, link, port, key);
                 (pkt.ts_ns, pkt.orig_len, bad)

@@ -256,17 +256,22 @@ pub fn format_packet(key: &FlowKey) -> String {
 
 /// Network Service Header's EtherType.
 const ETH_NSH: u16 = 0x894f;
+/// MPLS EtherTypes, unicast and multicast.
+const ETH_MPLS: u16 = 0x8847;
+const ETH_MPLS_MCAST: u16 = 0x8848;
 
 /// TCP flag names in bit order, as Open vSwitch prints `tcp_flags`.
 const TCP_FLAG_NAMES: [&str; 12] =
     ["fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns", "[200]", "[400]", "[800]"];
 
 /// A packet's flow as `ovs-ofctl parse-pcap` prints it (OVS's `flow_format` of an exact
-/// match): the protocol shorthand, `tun_id` when set, the VLAN tags as `dl_vlan`/`dl_vlan_pcp`
-/// (and `dl_vlan1`/`dl_vlan_pcp1` for an inner tag) or `vlan_tci=0x0000`, the Ethernet
-/// addresses, `dl_type` when no shorthand names it, then every L3 field of the EtherType and
-/// every L4 field of the protocol (zero when the header was cut), but no L4 field for a later
-/// fragment. `in_port` is left out (a capture has none).
+/// match): the protocol shorthand, `tun_id` when set, `in_port=ANY` (a capture has no port),
+/// the VLAN tags as `dl_vlan`/`dl_vlan_pcp` (and `dl_vlan1`/`dl_vlan_pcp1`, or
+/// `vlan_tci1=0x0000`, for the inner one) or `vlan_tci=0x0000`, the Ethernet addresses,
+/// `dl_type` when no shorthand names it, then every L3 field of the EtherType and every L4
+/// field of the protocol (zero when the header was cut), but no L4 field for a later
+/// fragment. Fields hyflow does not model (MPLS labels, NSH, IPv6 neighbour discovery) are
+/// not printed.
 pub fn format_flow(key: &FlowKey) -> String {
     let mut out: Vec<String> = Vec::new();
     let (dl, nw) = (key.dl_type(), key.nw_proto());
@@ -285,18 +290,27 @@ pub fn format_flow(key: &FlowKey) -> String {
         (proto::ETH_IPV6, _) => Some("ipv6"),
         (proto::ETH_ARP, _) => Some("arp"),
         (proto::ETH_RARP, _) => Some("rarp"),
+        (ETH_MPLS, _) => Some("mpls"),
+        (ETH_MPLS_MCAST, _) => Some("mplsm"),
         _ => None,
     };
-    let names_proto = shorthand.is_some_and(|s| !matches!(s, "ip" | "ipv6" | "arp" | "rarp"));
+    let names_proto =
+        shorthand.is_some_and(|s| !matches!(s, "ip" | "ipv6" | "arp" | "rarp" | "mpls" | "mplsm"));
     out.extend(shorthand.map(str::to_string));
     if key.tun_id() != 0 {
         out.push(format!("tun_id={:#x}", key.tun_id()));
     }
+    out.push("in_port=ANY".to_string());
     if key.has_vlan() {
-        let tag = |tci: u16, suffix: &str| format!("dl_vlan{suffix}={},dl_vlan_pcp{suffix}={}", tci & 0xfff, tci >> 13);
+        let tag = |tci: u16, suffix: &str| {
+            format!("dl_vlan{suffix}={},dl_vlan_pcp{suffix}={}", tci & 0xfff, tci >> 13)
+        };
         out.push(tag(key.vlan_tci(), ""));
+        // OVS shows the inner tag, or its absence, once there is an outer one.
         if key.vlan_tci2() & proto::VLAN_CFI != 0 {
             out.push(tag(key.vlan_tci2(), "1"));
+        } else {
+            out.push("vlan_tci1=0x0000".to_string());
         }
     } else {
         out.push("vlan_tci=0x0000".to_string());
@@ -308,9 +322,12 @@ pub fn format_flow(key: &FlowKey) -> String {
         out.push(format!("dl_type={dl:#06x}"));
     }
     if ipv4 || ipv6 {
-        let addresses: &[FieldId] =
-            if ipv4 { &[id::NW_SRC, id::NW_DST] } else { &[id::IPV6_SRC, id::IPV6_DST, id::IPV6_LABEL] };
-        out.extend(addresses.iter().map(|&f| value(f)));
+        if ipv4 {
+            out.extend([id::NW_SRC, id::NW_DST].map(value));
+        } else {
+            out.extend([id::IPV6_SRC, id::IPV6_DST].map(value));
+            out.push(format!("ipv6_label={:#07x}", key.get(id::IPV6_LABEL)));
+        }
         if !names_proto {
             out.push(format!("nw_proto={nw}"));
         }
@@ -345,7 +362,13 @@ pub fn format_flow(key: &FlowKey) -> String {
     } else if dl == ETH_NSH {
         // OVS prints the IP fields of an NSH packet's flow too (its payload may be IP); the
         // NSH fields themselves are not modelled.
-        out.push(format!("nw_proto={nw},nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no"));
+        let tos = key.nw_tos();
+        out.push(format!(
+            "nw_proto={nw},nw_tos={},nw_ecn={},nw_ttl={},nw_frag=no",
+            tos & 0xfc,
+            tos & 3,
+            key.nw_ttl()
+        ));
     }
     out.join(",")
 }

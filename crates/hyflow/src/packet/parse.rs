@@ -186,7 +186,12 @@ fn parse_ethernet(frame: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<
 
 /// Everything after the MAC addresses, given the first EtherType (or TPID) and the bytes
 /// after it: OVS's `parse_vlan`, `parse_ethertype` and the rest of `miniflow_extract`.
-fn parse_l2(mut ether_type: u16, mut rest: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+fn parse_l2(
+    mut ether_type: u16,
+    mut rest: &[u8],
+    key: &mut FlowKey,
+    allow_vxlan: bool,
+) -> Result<(), Malformed> {
     let mut status = Ok(());
     let mut tags = 0;
     while matches!(ether_type, proto::ETH_VLAN | proto::ETH_QINQ) {
@@ -353,7 +358,13 @@ fn parse_arp(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
 
 /// The transport header of a first (or only) fragment, as OVS reads it: each kind needs its
 /// fixed header present or contributes nothing.
-fn parse_l4(nw_proto: u8, dl_type: u16, data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+fn parse_l4(
+    nw_proto: u8,
+    dl_type: u16,
+    data: &[u8],
+    key: &mut FlowKey,
+    allow_vxlan: bool,
+) -> Result<(), Malformed> {
     let need = match nw_proto {
         proto::IP_TCP => 20,
         proto::IP_SCTP => 12,

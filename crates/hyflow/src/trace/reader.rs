@@ -462,7 +462,8 @@ impl PcapNgState {
             let total = block_len(input, "pcapng block", Some(self.big_endian))?;
             let block = &input.avail()[..total];
             let head_type = be32(block);
-            let big_endian = if head_type == SHB_TYPE { section_header(input, offset, block)? } else { self.big_endian };
+            let big_endian =
+                if head_type == SHB_TYPE { section_header(input, offset, block)? } else { self.big_endian };
             let block_type = read32(block, big_endian);
             let body = &block[8..total - 4];
             let meta = match block_type {
