@@ -566,4 +566,162 @@ mod tests {
         assert_eq!(k.get(id::ARP_SHA), 0x0200_0000_0009);
         assert_eq!(parse_frame(&f[..30], LinkKind::Ethernet, 1, &mut k), Err(Malformed::TruncatedArp));
     }
+
+    /// An Ethernet frame of `ether_type` carrying `payload`.
+    fn eth(ether_type: u16, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        f.extend_from_slice(&ether_type.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// An IPv4 packet 10.0.0.1 → 10.0.0.2 of `nw_proto` carrying `l4`.
+    fn ipv4(nw_proto: u8, l4: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).write(&mut out, nw_proto.into(), l4).unwrap();
+        out
+    }
+
+    /// An IPv6 packet 0::0 → 101::101 with next header `next`, hop limit 9 and `payload`
+    /// (by hand: the builder interprets extension headers).
+    fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![0x60, 0, 0, 0];
+        out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        out.extend_from_slice(&[next, 9]);
+        out.extend_from_slice(&[0; 16]);
+        out.extend_from_slice(&[1; 16]);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn parse(frame: &[u8], link: LinkKind) -> (Result<(), Malformed>, FlowKey) {
+        let mut k = FlowKey::default();
+        (parse_frame(frame, link, 1, &mut k), k)
+    }
+
+    #[test]
+    fn igmp_type_and_code_are_the_ports() {
+        let (r, k) = parse(&eth(0x0800, &ipv4(2, &[0x11, 0x64, 0, 0, 224, 0, 0, 1])), LinkKind::Ethernet);
+        assert_eq!(r, Ok(()));
+        assert_eq!((k.nw_proto(), k.tp_src(), k.tp_dst()), (2, 0x11, 0x64));
+        let (r, k) = parse(&eth(0x0800, &ipv4(2, &[0x11, 0x64, 0, 0])), LinkKind::Ethernet);
+        assert_eq!((r, k.tp_src()), (Err(Malformed::TruncatedL4), 0), "an 8-byte header or nothing");
+    }
+
+    /// OVS trusts the EtherType: an IPv4 header whose version nibble says 6 is still IPv4.
+    #[test]
+    fn the_ip_version_nibble_is_not_checked() {
+        let mut ip = ipv4(17, &[0, 53, 0, 54, 0, 8, 0, 0]);
+        ip[0] = 0x65;
+        let (r, k) = parse(&eth(0x0800, &ip), LinkKind::Ethernet);
+        assert_eq!(r, Ok(()));
+        assert_eq!((k.nw_src(), k.tp_src(), k.tp_dst()), (0x0a00_0001, 53, 54));
+    }
+
+    #[test]
+    fn the_ipv6_payload_length_bounds_the_packet() {
+        let udp = [0, 53, 0, 54, 0, 8, 0, 0];
+        let mut ip = ipv6(17, &udp);
+        // Longer than the bytes present: no L3 at all.
+        ip[5] = 9;
+        let (r, k) = parse(&eth(0x86dd, &ip), LinkKind::Ethernet);
+        assert_eq!((r, k.get(id::IPV6_SRC), k.nw_ttl()), (Err(Malformed::BadIpv6), 0, 0));
+        // Shorter: the UDP header past it is padding, not transport.
+        ip[5] = 4;
+        let (r, k) = parse(&eth(0x86dd, &ip), LinkKind::Ethernet);
+        assert_eq!((r, k.nw_proto(), k.nw_ttl(), k.tp_src()), (Err(Malformed::TruncatedL4), 17, 9, 0));
+    }
+
+    #[test]
+    fn ipv6_extension_headers_as_ovs_walks_them() {
+        let udp = [0, 53, 0, 54, 0, 8, 0, 0];
+        // Hop-by-hop (8 bytes) then UDP.
+        let mut hbh = vec![17, 0, 0, 0, 0, 0, 0, 0];
+        hbh.extend_from_slice(&udp);
+        let (r, k) = parse(&eth(0x86dd, &ipv6(0, &hbh)), LinkKind::Ethernet);
+        assert_eq!((r, k.nw_proto(), k.tp_dst()), (Ok(()), 17, 54));
+        // Cut inside the extension header: the addresses stay, the rest of L3 does not.
+        let (r, k) = parse(&eth(0x86dd, &ipv6(0, &hbh[..6])), LinkKind::Ethernet);
+        assert_eq!(r, Err(Malformed::BadIpv6Extension));
+        assert_eq!((k.get(id::IPV6_DST) != 0, k.nw_ttl(), k.nw_proto()), (true, 0, 0));
+        // A fragment header with only a reserved bit set is a (first) fragment.
+        let mut frag = vec![17, 0, 0, 0b0000_0110, 0, 0, 0, 1];
+        frag.extend_from_slice(&udp);
+        let (_, k) = parse(&eth(0x86dd, &ipv6(44, &frag)), LinkKind::Ethernet);
+        assert_eq!((k.nw_frag(), k.nw_proto(), k.tp_src()), (proto::FRAG_ANY, 17, 53));
+        // A later fragment: nw_proto is the fragment header's number, no L4.
+        frag[2] = 1;
+        let (_, k) = parse(&eth(0x86dd, &ipv6(44, &frag)), LinkKind::Ethernet);
+        assert_eq!((k.nw_frag(), k.nw_proto(), k.tp_src()), (proto::FRAG_ANY | proto::FRAG_LATER, 44, 0));
+    }
+
+    #[test]
+    fn tcp_flags_keep_twelve_bits_and_bad_offsets_give_no_l4() {
+        let mut tcp = [0u8; 20];
+        tcp[..4].copy_from_slice(&[0x04, 0xd2, 0, 80]);
+        tcp[12] = 0x5f; // data offset 5, the three reserved bits and NS
+        tcp[13] = 0x12; // SYN|ACK
+        let (r, k) = parse(&eth(0x0800, &ipv4(6, &tcp)), LinkKind::Ethernet);
+        assert_eq!((r, k.get(id::TCP_FLAGS), k.tp_src()), (Ok(()), 0xf12, 1234));
+        for offset in [0x40, 0x60] {
+            // 4 words (below the minimum) and 6 words (beyond the 20 bytes present).
+            tcp[12] = offset;
+            let (r, k) = parse(&eth(0x0800, &ipv4(6, &tcp)), LinkKind::Ethernet);
+            assert_eq!((r, k.tp_src(), k.get(id::TCP_FLAGS)), (Err(Malformed::BadTcpOffset), 0, 0));
+            assert_eq!(k.nw_proto(), 6, "L3 stays");
+        }
+    }
+
+    #[test]
+    fn two_vlan_tags_then_the_tpid_is_the_ethertype() {
+        let tag = |tpid: u16, vid: u16| [tpid.to_be_bytes(), vid.to_be_bytes()].concat();
+        let mut body = [tag(0x88a8, 10), tag(0x8100, 20), tag(0x8100, 30)].concat();
+        body.extend_from_slice(&[0x08, 0x00]);
+        body.extend_from_slice(&ipv4(17, &[0; 8]));
+        let mut frame = eth(0, &[]);
+        frame.truncate(12);
+        frame.extend_from_slice(&body);
+        let (r, k) = parse(&frame, LinkKind::Ethernet);
+        assert_eq!(r, Err(Malformed::TooManyVlans));
+        assert_eq!((k.vlan_tci(), k.vlan_tci2(), k.dl_type(), k.nw_src()), (0x100a, 0x1014, 0x8100, 0));
+        // A tag cut short: its TPID is the EtherType.
+        let (r, k) = parse(&frame[..15], LinkKind::Ethernet);
+        assert_eq!((r, k.dl_type(), k.has_vlan()), (Err(Malformed::TruncatedVlan), 0x88a8, false));
+    }
+
+    #[test]
+    fn every_link_type() {
+        let ip = ipv4(17, &[0, 53, 0, 54, 0, 8, 0, 0]);
+        // Linux cooked v1 from an Ethernet device: the sender's address is dl_src.
+        let mut sll = vec![0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 7, 0, 0, 0x08, 0x00];
+        sll.extend_from_slice(&ip);
+        let (r, k) = parse(&sll, LinkKind::LinuxSll);
+        assert_eq!((r, k.dl_src(), k.dl_dst(), k.tp_dst()), (Ok(()), 0x0200_0000_0007, 0, 54));
+        // From a PPP device (ARPHRD 512): no flow, as OVS gives none.
+        sll[2..4].copy_from_slice(&512u16.to_be_bytes());
+        let (r, k) = parse(&sll, LinkKind::LinuxSll);
+        assert_eq!((r, k.dl_type()), (Err(Malformed::UnsupportedLinkLayer), 0));
+        // Linux cooked v2: protocol first, ARPHRD at 8, address length at 11.
+        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 9, 0, 0];
+        sll2.extend_from_slice(&ip);
+        let (r, k) = parse(&sll2, LinkKind::LinuxSll2);
+        assert_eq!((r, k.dl_src(), k.nw_dst(), k.tp_src()), (Ok(()), 0x0200_0000_0009, 0x0a00_0002, 53));
+        // BSD loopback: AF_INET in little-endian (NULL), AF_INET6 = 30 in big-endian (LOOP).
+        let (r, k) = parse(&[&2u32.to_le_bytes()[..], &ip].concat(), LinkKind::Null);
+        assert_eq!((r, k.dl_type(), k.tp_dst()), (Ok(()), 0x0800, 54));
+        let v6 = ipv6(17, &[0, 53, 0, 54, 0, 8, 0, 0]);
+        let (r, k) = parse(&[&30u32.to_be_bytes()[..], &v6].concat(), LinkKind::Null);
+        assert_eq!((r, k.dl_type(), k.tp_dst()), (Ok(()), 0x86dd, 54));
+        let (r, _) = parse(&[&7u32.to_le_bytes()[..], &ip].concat(), LinkKind::Null);
+        assert_eq!(r, Err(Malformed::UnsupportedLinkLayer));
+        // Raw IP.
+        let (r, k) = parse(&v6, LinkKind::RawIp);
+        assert_eq!((r, k.dl_type(), k.nw_ttl()), (Ok(()), 0x86dd, 9));
+        // Each header cut short.
+        for (frame, link) in
+            [(&sll[..15], LinkKind::LinuxSll), (&sll2[..19], LinkKind::LinuxSll2), (&ip[..0], LinkKind::Null)]
+        {
+            assert_eq!(parse(frame, link).0, Err(Malformed::TruncatedEthernet));
+        }
+    }
 }

@@ -736,6 +736,9 @@ mod tests {
     use std::time::Duration;
 
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::{
+        InterfaceDescriptionBlock, InterfaceDescriptionOption,
+    };
     use pcap_file::pcapng::blocks::interface_statistics::InterfaceStatisticsBlock;
     use pcap_file::pcapng::blocks::section_header::SectionHeaderBlock;
     use pcap_file::pcapng::blocks::simple_packet::SimplePacketBlock;
@@ -871,7 +874,7 @@ mod tests {
         let bytes = pcap_bytes(false, true, 0x0400_0071, 65535, &[(0, 0, vec![1], 1)]);
         let (pkts, _) = read_bytes(&bytes, "x").unwrap();
         // FCS bits in the upper half are not part of the link type (113 = LINUX_SLL).
-        assert_eq!(pkts[0].link, LinkType::Other(113));
+        assert_eq!(pkts[0].link, LinkType::LinuxSll);
     }
 
     #[test]
@@ -1193,6 +1196,40 @@ mod tests {
         w.into_inner()
     }
 
+    /// Read as libpcap and Wireshark read them: a section header whose options lack the
+    /// end-of-options marker (tcpdump's ospf-sr.pcapng), an interface whose option list is
+    /// cut inside an option, and blocks of unknown types are all fine.
+    #[test]
+    fn lenient_pcapng_options_and_blocks() {
+        let mut v = Vec::new();
+        // Section header: magic, version 1.0, section length -1, one comment option (code 1,
+        // 4 bytes) and no end-of-options.
+        let mut shb = vec![0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0];
+        shb.extend_from_slice(&[0xff; 8]);
+        shb.extend_from_slice(&[1, 0, 4, 0, b'o', b's', b'p', b'f']);
+        raw_block(&mut v, SHB_TYPE, 12 + shb.len() as u32, &shb, 12 + shb.len() as u32);
+        // Interface: Ethernet, snaplen 0, if_tsresol 9 (ns), then an option claiming 200 bytes.
+        let mut idb = vec![1, 0, 0, 0, 0, 0, 0, 0];
+        idb.extend_from_slice(&[9, 0, 1, 0, 9, 0, 0, 0]);
+        idb.extend_from_slice(&[2, 0, 200, 0]);
+        raw_block(&mut v, IDB_TYPE, 12 + idb.len() as u32, &idb, 12 + idb.len() as u32);
+        // A custom block (type 0xBAD) and a name-resolution block (4) to skip.
+        raw_block(&mut v, 0xBAD, 16, &[0; 4], 16);
+        raw_block(&mut v, 4, 16, &[0; 4], 16);
+        // One packet: interface 0, timestamp 1,500 ns, 4 bytes.
+        let mut epb = vec![0, 0, 0, 0, 0, 0, 0, 0, 0xdc, 0x05, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0];
+        epb.extend_from_slice(&[1, 2, 3, 4]);
+        raw_block(&mut v, EPB_TYPE, 12 + epb.len() as u32, &epb, 12 + epb.len() as u32);
+        let (pkts, err) = read_bytes(&v, "lenient.pcapng").unwrap();
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(pkts.len(), 1);
+        assert_eq!((pkts[0].ts_ns, pkts[0].data.as_slice()), (1_500, &[1u8, 2, 3, 4][..]));
+        // Version 2 is refused by name.
+        v[12] = 2;
+        let e = read_bytes(&v, "v2.pcapng").unwrap_err().to_string();
+        assert!(e.contains("pcapng version 2 is not supported"), "{e}");
+    }
+
     #[test]
     fn corrupt_pcapng_blocks() {
         let base = le_section_with_interface();
@@ -1229,7 +1266,7 @@ mod tests {
                     raw_block(&mut v, 6, 36, &body, 40);
                     v
                 },
-                "initial_length != trailer_length",
+                "trailing block length 40 differs from the leading 36",
             ),
             (
                 {
