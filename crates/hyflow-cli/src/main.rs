@@ -425,6 +425,7 @@ struct TraceArgs {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Trace(args) => run_trace(args),
@@ -446,6 +447,18 @@ fn main() -> ExitCode {
             eprintln!("hyflow: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so a write to a closed pipe (`hyflow replay | head`) fails, and
+/// `println!` panics on it. A command-line tool should end there as `cat` does: killed by the
+/// signal, quietly, with the shell's conventional status 141.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -1,7 +1,7 @@
 //! `hyflow parse-pcap`: the flow of every packet of a capture, as `ovs-ofctl parse-pcap`
-//! prints it, streamed.
+//! prints it, streamed (one packet in memory at a time).
 
-use std::io::{BufWriter, ErrorKind, Write};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -19,42 +19,31 @@ pub struct ParsePcapArgs {
     json: bool,
 }
 
-/// Prints each packet's flow; a closed pipe (`| head`) ends the run quietly.
+/// Prints each packet's flow, then a summary on stderr.
 pub fn run(a: ParsePcapArgs) -> Result<()> {
     let mut source = PacketSource::capture(&a.file, None)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let written = (|| -> Result<()> {
-        let mut i = 0;
-        while let Some(p) = source.next_packet()? {
-            let flow = if p.malformed == Some("unsupported_link_layer") {
-                String::new()
-            } else {
-                format_flow(&p.key)
-            };
-            if a.json {
-                serde_json::to_writer(
-                    &mut out,
-                    &serde_json::json!({"i": i, "flow": flow, "malformed": p.malformed}),
-                )?;
-                writeln!(out)?;
-            } else {
-                match p.malformed {
-                    Some(reason) => writeln!(out, "{flow}  # malformed: {reason}")?,
-                    None => writeln!(out, "{flow}")?,
-                }
+    let mut i = 0;
+    while let Some(p) = source.next_packet()? {
+        // Nothing was extracted from a frame of a link layer hyflow does not read.
+        let flow =
+            if p.malformed == Some("unsupported_link_layer") { String::new() } else { format_flow(&p.key) };
+        if a.json {
+            serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({"i": i, "flow": flow, "malformed": p.malformed}),
+            )?;
+            writeln!(out)?;
+        } else {
+            match p.malformed {
+                Some(reason) => writeln!(out, "{flow}  # malformed: {reason}")?,
+                None => writeln!(out, "{flow}")?,
             }
-            i += 1;
         }
-        out.flush()?;
-        Ok(())
-    })();
-    if let Err(e) = written {
-        let closed = e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe)
-            || e.downcast_ref::<serde_json::Error>().and_then(|j| j.io_error_kind())
-                == Some(ErrorKind::BrokenPipe);
-        return if closed { Ok(()) } else { Err(e) };
+        i += 1;
     }
+    out.flush()?;
     let malformed = source.malformed();
     let reasons: Vec<String> = malformed.by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
     eprintln!(

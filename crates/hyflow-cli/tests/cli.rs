@@ -857,3 +857,72 @@ fn an_unopenable_capture_is_named_once_with_its_reason() {
     fails_with(&out, &[missing, "cannot open"]);
     assert!(!dir.exists(), "nothing written for a bad input");
 }
+
+/// `parse-pcap`: one line per packet in OVS's notation, JSON with the index and malformed
+/// reason; a link type hyflow does not read is one clear error naming it.
+#[test]
+fn parse_pcap_prints_every_packet() {
+    let mut short = tcp_frame();
+    short.truncate(40); // IPv4 total length beyond the bytes present
+    let pcap = tmp("p.pcap", &pcap_with(&[tcp_frame(), tcp6_frame(), short]));
+    let out = hyflow(&["parse-pcap", pcap.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "tcp,in_port=ANY,vlan_tci=0x0000,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:02,\
+         nw_src=10.1.0.1,nw_dst=10.1.0.2,nw_tos=0,nw_ecn=0,nw_ttl=64,nw_frag=no,tp_src=40000,tp_dst=80,tcp_flags=syn"
+    );
+    assert!(
+        lines[1].starts_with("tcp6,")
+            && lines[1].contains("ipv6_src=2001:db8::1,")
+            && lines[1].contains("tp_dst=443")
+    );
+    assert!(lines[2].ends_with("nw_src=0.0.0.0,nw_dst=0.0.0.0,nw_proto=0,nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no  # malformed: bad_ipv4"), "{}", lines[2]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3 packets, 1 malformed (bad_ipv4 1)"));
+
+    let json = hyflow(&["parse-pcap", pcap.to_str().unwrap(), "--json"]);
+    let rows: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&json.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 3);
+    assert_eq!((rows[2]["i"].as_u64(), rows[2]["malformed"].as_str()), (Some(2), Some("bad_ipv4")));
+    assert_eq!(rows[0]["malformed"], serde_json::Value::Null);
+    assert_eq!(rows[0]["flow"].as_str(), Some(lines[0]));
+
+    // 802.11 (link type 105): refused by name, once.
+    let mut w = PcapWriter::new(Vec::new(), "mem".into(), LinkType::from_linktype(105), true).unwrap();
+    w.write_packet(0, &[0; 30]).unwrap();
+    let wifi = tmp("wifi.pcap", &w.finish().unwrap());
+    fails_with(
+        &hyflow(&["parse-pcap", wifi.to_str().unwrap()]),
+        &["wifi.pcap", "link type 105 (IEEE 802.11) is not supported"],
+    );
+}
+
+/// A reader that goes away (`| head`) ends the run quietly: no panic, killed by SIGPIPE or
+/// exit 0.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let frames: Vec<Vec<u8>> = (0..20_000).map(|i| tcp_frame_port(i % 500)).collect();
+    let pcap = tmp("many.pcap", &pcap_with(&frames));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hyflow"))
+        .args(["parse-pcap", pcap.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("tcp,"));
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert!(out.status.success() || out.status.signal() == Some(13), "{:?}: {err}", out.status);
+    }
+}
