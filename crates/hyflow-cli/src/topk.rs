@@ -149,6 +149,12 @@ pub fn run(a: TopkArgs) -> Result<()> {
         summary.memory_used,
         config.detector.memory
     );
+    if summary.snaplen_truncated > 0 {
+        eprintln!(
+            "hyflow topk: {} packets were cut to the capture's snapshot length; read from their headers",
+            summary.snaplen_truncated
+        );
+    }
     if summary.keyless > 0 && config.key.is_ipv4_five_tuple() {
         eprintln!(
             "hyflow topk: the 5tuple key is IPv4's (the papers'); --key 5tuple46 counts IPv6 packets too"

@@ -926,3 +926,82 @@ fn a_closed_pipe_ends_quietly() {
         assert!(out.status.success() || out.status.signal() == Some(13), "{:?}: {err}", out.status);
     }
 }
+
+/// `pcap` with every packet cut to `snaplen` bytes, the original lengths kept (what
+/// `tcpdump -s SNAPLEN` writes). Little-endian pcap, as hyflow writes it.
+fn cut_to_snaplen(pcap: &[u8], snaplen: u32) -> (Vec<u8>, usize) {
+    let mut out = pcap[..24].to_vec();
+    out[16..20].copy_from_slice(&snaplen.to_le_bytes());
+    let (mut at, mut cut) = (24, 0);
+    while at < pcap.len() {
+        let incl = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        let kept = incl.min(snaplen as usize);
+        cut += usize::from(kept < incl);
+        out.extend_from_slice(&pcap[at..at + 8]);
+        out.extend_from_slice(&(kept as u32).to_le_bytes());
+        out.extend_from_slice(&pcap[at + 12..at + 16]);
+        out.extend_from_slice(&pcap[at + 16..at + 16 + kept]);
+        at += 16 + incl;
+    }
+    (out, cut)
+}
+
+/// A capture taken with `-s 96` has every header: the same forwarding decisions and the same
+/// top-k as the full capture, and the report says how many packets were cut.
+#[test]
+fn a_snaplen_96_capture_decides_as_the_full_one() {
+    let flows = examples().join("l2l3acl.flows");
+    let full = tmp("full.pcap", b"");
+    let gen = hyflow(&[
+        "gen",
+        "traffic",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--out",
+        full.to_str().unwrap(),
+        "--packets",
+        "20000",
+        "--flows-count",
+        "500",
+    ]);
+    assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
+    let (cut_bytes, cut) = cut_to_snaplen(&std::fs::read(&full).unwrap(), 96);
+    assert!(cut > 5_000, "{cut} packets cut: the test needs many");
+    let short = tmp("cut.pcap", &cut_bytes);
+    let run = |trace: &Path, extra: &[&str]| {
+        let decisions = trace.with_extension("decisions");
+        let mut args = vec!["replay", "--flows", flows.to_str().unwrap(), "--trace", trace.to_str().unwrap()];
+        args.extend_from_slice(&["--decisions", decisions.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (std::fs::read_to_string(decisions).unwrap(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (full_decisions, full_report) = run(&full, &[]);
+    let (cut_decisions, cut_report) = run(&short, &[]);
+    assert_eq!(full_decisions.lines().count(), 20_000);
+    assert!(full_decisions == cut_decisions, "decisions differ");
+    assert!(!full_report.contains("snaplen-truncated"), "{full_report}");
+    assert!(
+        cut_report.contains(&format!("snaplen-truncated packets {cut} (read from their captured headers)")),
+        "{cut_report}"
+    );
+    assert!(cut_report.contains("malformed packets 0"), "{cut_report}");
+    let topk = |trace: &Path| {
+        let out = hyflow(&[
+            "topk",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--window",
+            "100ms",
+            "--block",
+            "20ms",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let full_top = topk(&full);
+    assert!(full_top.len() > 1_000);
+    assert!(full_top == topk(&short), "top-k differs");
+}

@@ -12,7 +12,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
-use crate::packet::{parse_frame, FlowKey, LinkKind, Malformed};
+use crate::packet::{parse_captured, parse_frame, FlowKey, LinkKind, Malformed};
 use crate::trace::{link_type_name, TraceError, TraceReader};
 use crate::workload::flow_arrivals::PacketSlot;
 use crate::workload::gateway::{Gateway, GatewayConfig};
@@ -153,6 +153,7 @@ pub struct PacketSource {
     first_ts: Option<u64>,
     packets: u64,
     malformed: MalformedCounts,
+    snaplen_truncated: u64,
 }
 
 impl PacketSource {
@@ -186,6 +187,7 @@ impl PacketSource {
             first_ts: None,
             packets: 0,
             malformed: MalformedCounts::default(),
+            snaplen_truncated: 0,
         })
     }
 
@@ -211,7 +213,12 @@ impl PacketSource {
                         link,
                     });
                 };
-                let bad = parse(pkt.data, link, port, key);
+                // A capture cut to a snapshot length still has the headers: read them, with
+                // lengths checked against the wire (only a cut inside a header is malformed).
+                let bad = parse_captured(pkt.data, pkt.orig_len, link, port, key).err().map(Malformed::name);
+                if (pkt.data.len() as u64) < u64::from(pkt.orig_len) {
+                    self.snaplen_truncated += 1;
+                }
                 (pkt.ts_ns, pkt.orig_len, bad)
             }
             Reader::Generated { traffic, in_port, .. } => {
@@ -294,7 +301,12 @@ impl PacketSource {
         self.packets
     }
 
-    /// Malformed packets read so far.
+    /// Packets of the capture cut to its snapshot length so far (read from their headers).
+    pub fn snaplen_truncated(&self) -> u64 {
+        self.snaplen_truncated
+    }
+
+    /// Malformed packets by reason so far.
     pub fn malformed(&self) -> &MalformedCounts {
         &self.malformed
     }

@@ -166,6 +166,7 @@ pub struct ReplayReport {
     pub controller: u64,
     pub malformed: u64,
     pub malformed_reasons: MalformedCounts,
+    pub snaplen_truncated: u64,
     pub nic_scheme: &'static str,
     pub gigaflow: Option<GigaflowReport>,
     /// Shares over the packets after a warm-up, if one was asked for (the figures above
@@ -223,7 +224,12 @@ pub struct Layers {
 
 impl ReplayReport {
     /// The report of a switch after `elapsed_ns` of trace.
-    pub fn new(sw: &Switch, malformed: &MalformedCounts, elapsed_ns: u64) -> ReplayReport {
+    pub fn new(
+        sw: &Switch,
+        malformed: &MalformedCounts,
+        snaplen_truncated: u64,
+        elapsed_ns: u64,
+    ) -> ReplayReport {
         let s = sw.stats();
         let host = sw.host_timings();
         let nic = sw.nic_report().unwrap_or_default();
@@ -283,6 +289,7 @@ impl ReplayReport {
             controller: s.controller,
             malformed: malformed.total(),
             malformed_reasons: malformed.clone(),
+            snaplen_truncated,
             nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
             gigaflow,
             steady: None,
@@ -399,6 +406,12 @@ impl ReplayReport {
             out.push_str(&format!(" ({})", parts.join(", ")));
         }
         out.push('\n');
+        if r.snaplen_truncated > 0 {
+            out.push_str(&format!(
+                "snaplen-truncated packets {} (read from their captured headers)\n",
+                r.snaplen_truncated
+            ));
+        }
         out
     }
 }

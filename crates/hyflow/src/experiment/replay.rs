@@ -110,7 +110,7 @@ pub fn run(
         index += 1;
     }
     let (switch, elapsed_ns) = replay.finish();
-    let mut report = ReplayReport::new(&switch, source.malformed(), elapsed_ns);
+    let mut report = ReplayReport::new(&switch, source.malformed(), source.snaplen_truncated(), elapsed_ns);
     report.steady = config.warmup_ns.map(|w| SteadyShares::new(w, steady));
     Ok(ReplayOutcome { report, switch })
 }

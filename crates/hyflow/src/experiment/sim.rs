@@ -158,6 +158,8 @@ pub struct SimSummary {
     pub rule_updates: u64,
     /// Malformed frames (forwarded on what was parsed).
     pub malformed: u64,
+    /// Packets cut to the capture's snapshot length (read from their headers).
+    pub snaplen_truncated: u64,
     /// Packets forwarded by an entry awaiting a revalidation verdict.
     pub stale: u64,
     /// The cost model used.
@@ -322,6 +324,7 @@ fn simulate_at(
         },
         rule_updates: stats.rule_updates,
         malformed: source.malformed().total(),
+        snaplen_truncated: source.snaplen_truncated(),
         stale: sw.stats().stale,
         costs_ns: exp.costs,
         min_cores: None,

@@ -113,25 +113,27 @@ pub struct TopkSummary {
     pub malformed: u64,
     /// Of those, well-formed but without the key's fields (not counted).
     pub keyless: u64,
+    /// Packets cut to the capture's snapshot length (read from their headers, counted).
+    pub snaplen_truncated: u64,
     /// Bytes the detector used, at the end of the run.
     pub memory_used: usize,
 }
 
 /// Each packet of `input` as (ns since the first packet, flow id under `key`; none for a
-/// malformed frame or one without the key's fields), reporting progress. Returns the number
-/// of malformed packets.
+/// malformed frame or one without the key's fields), reporting progress. Returns the numbers
+/// of malformed and of snaplen-truncated packets.
 fn for_each_flow(
     input: &Input,
     key: &KeySpec,
     progress: &mut dyn FnMut(u64, Progress),
     mut f: impl FnMut(u64, Option<FlowId>),
-) -> Result<u64, ExperimentError> {
+) -> Result<(u64, u64), ExperimentError> {
     let mut source = PacketSource::open(input, &[])?;
     while let Some(p) = source.next_packet()? {
         f(p.ts_ns, if p.malformed.is_some() { None } else { key.flow_id(&p.key) });
         progress(source.packets(), source.progress());
     }
-    Ok(source.malformed().total())
+    Ok((source.malformed().total(), source.snaplen_truncated()))
 }
 
 /// Runs the detector over `input`, calling `on_report` at every block boundary (an error from
@@ -155,13 +157,15 @@ pub fn topk(
             failed = on_report(&r);
         }
     };
-    let malformed = for_each_flow(input, key, progress, |ts, flow| monitor.flow(ts, flow, &mut report))?;
+    let (malformed, snaplen_truncated) =
+        for_each_flow(input, key, progress, |ts, flow| monitor.flow(ts, flow, &mut report))?;
     monitor.finish(&mut report);
     failed?;
     Ok(TopkSummary {
         packets: monitor.packets(),
         malformed,
         keyless: monitor.keyless - malformed,
+        snaplen_truncated,
         memory_used: monitor.detector().memory_bytes(),
     })
 }

@@ -9,4 +9,4 @@ pub mod parse;
 
 pub use field::{FieldId, KEY_WORDS};
 pub use key::{FlowKey, FlowMask};
-pub use parse::{parse_frame, LinkKind, Malformed};
+pub use parse::{parse_captured, parse_frame, LinkKind, Malformed};

@@ -58,6 +58,9 @@ pub enum Malformed {
     /// A cooked or loopback header naming a link-layer type or address family hyflow does not
     /// read (Open vSwitch extracts no flow from it either): the key stays empty.
     UnsupportedLinkLayer,
+    /// The capture's snapshot length cut the frame inside a header that was on the wire
+    /// ([`parse_captured`]): the key holds the headers before it.
+    SnaplenCut,
 }
 
 impl Malformed {
@@ -76,6 +79,7 @@ impl Malformed {
             Malformed::BadTcpOffset => "bad_tcp_offset",
             Malformed::BadVxlan => "bad_vxlan",
             Malformed::UnsupportedLinkLayer => "unsupported_link_layer",
+            Malformed::SnaplenCut => "snaplen_cut_header",
         }
     }
 }
@@ -105,47 +109,90 @@ fn be32(b: &[u8], i: usize) -> u32 {
     u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
 }
 
-/// Parses `frame` into `key` (reset first); `in_port` is where it arrived.
+/// Parses `frame` into `key` (reset first); `in_port` is where it arrived. The bytes given
+/// are the whole packet, as Open vSwitch sees a packet (and as `ovs-ofctl parse-pcap` reads a
+/// capture).
 ///
 /// On `Err` the key still holds every header parsed before the problem.
 pub fn parse_frame(frame: &[u8], link: LinkKind, in_port: u32, key: &mut FlowKey) -> Result<(), Malformed> {
+    parse_cut(frame, 0, link, in_port, key)
+}
+
+/// [`parse_frame`] for a captured frame that was `wire_len` bytes on the wire, of which the
+/// capture kept `frame.len()` (a snapshot length, the norm for header captures). Lengths are
+/// checked against the wire: a packet whose headers were captured parses as the whole packet
+/// would; only a cut inside a header is malformed ([`Malformed::SnaplenCut`]).
+pub fn parse_captured(
+    frame: &[u8],
+    wire_len: u32,
+    link: LinkKind,
+    in_port: u32,
+    key: &mut FlowKey,
+) -> Result<(), Malformed> {
+    let missing = (wire_len as usize).saturating_sub(frame.len());
+    parse_cut(frame, missing, link, in_port, key)
+}
+
+/// The error for a header of `need` bytes of which `have` were captured and `missing` more
+/// were on the wire after them: cut by the snapshot length, or `short` if it was never there.
+fn cut(have: usize, missing: usize, need: usize, short: Malformed) -> Malformed {
+    if have + missing >= need {
+        Malformed::SnaplenCut
+    } else {
+        short
+    }
+}
+
+/// Parsing with `missing` bytes of the frame on the wire but not captured.
+fn parse_cut(
+    frame: &[u8],
+    missing: usize,
+    link: LinkKind,
+    in_port: u32,
+    key: &mut FlowKey,
+) -> Result<(), Malformed> {
     *key = FlowKey::default();
     key.set_in_port(in_port);
+    let m = missing;
     match link {
-        LinkKind::Ethernet => parse_ethernet(frame, key, true),
+        LinkKind::Ethernet => parse_ethernet(frame, m, key, true),
         LinkKind::RawIp => match frame.first().map(|b| b >> 4) {
             Some(4) => {
                 key.set_dl_type(proto::ETH_IPV4);
-                parse_ipv4(frame, key, true)
+                parse_ipv4(frame, m, key, true)
             }
             Some(6) => {
                 key.set_dl_type(proto::ETH_IPV6);
-                parse_ipv6(frame, key, true)
+                parse_ipv6(frame, m, key, true)
             }
+            None if m > 0 => Err(Malformed::SnaplenCut),
             _ => Err(Malformed::BadIpVersion),
         },
         LinkKind::LinuxSll => {
             // pkttype(2) hatype(2) halen(2) addr(8) protocol(2).
-            let header = frame.get(..16).ok_or(Malformed::TruncatedEthernet)?;
-            cooked(be16(header, 2), be16(header, 4), &header[6..14], be16(header, 14), &frame[16..], key)
+            let header =
+                frame.get(..16).ok_or_else(|| cut(frame.len(), m, 16, Malformed::TruncatedEthernet))?;
+            cooked(be16(header, 2), be16(header, 4), &header[6..14], be16(header, 14), &frame[16..], m, key)
         }
         LinkKind::LinuxSll2 => {
             // protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) halen(1) addr(8).
-            let header = frame.get(..20).ok_or(Malformed::TruncatedEthernet)?;
-            cooked(be16(header, 8), header[11] as u16, &header[12..20], be16(header, 0), &frame[20..], key)
+            let header =
+                frame.get(..20).ok_or_else(|| cut(frame.len(), m, 20, Malformed::TruncatedEthernet))?;
+            cooked(be16(header, 8), header[11] as u16, &header[12..20], be16(header, 0), &frame[20..], m, key)
         }
         LinkKind::Null => {
-            let header = frame.get(..4).ok_or(Malformed::TruncatedEthernet)?;
+            let header =
+                frame.get(..4).ok_or_else(|| cut(frame.len(), m, 4, Malformed::TruncatedEthernet))?;
             let little = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
             // The family is small: whichever byte order makes it so is the writer's.
             let family = if little > 0xffff { little.swap_bytes() } else { little };
             let payload = &frame[4..];
             if family == AF_INET {
                 key.set_dl_type(proto::ETH_IPV4);
-                parse_ipv4(payload, key, true)
+                parse_ipv4(payload, m, key, true)
             } else if AF_INET6.contains(&family) {
                 key.set_dl_type(proto::ETH_IPV6);
-                parse_ipv6(payload, key, true)
+                parse_ipv6(payload, m, key, true)
             } else {
                 Err(Malformed::UnsupportedLinkLayer)
             }
@@ -163,6 +210,7 @@ fn cooked(
     address: &[u8],
     ether_type: u16,
     after: &[u8],
+    missing: usize,
     key: &mut FlowKey,
 ) -> Result<(), Malformed> {
     if !matches!(hatype, ARPHRD_ETHER | ARPHRD_LOOPBACK) {
@@ -171,17 +219,22 @@ fn cooked(
     if halen >= 6 {
         key.set_dl_src(mac(&address[..6]));
     }
-    parse_l2(ether_type, after, key, true)
+    parse_l2(ether_type, after, missing, key, true)
 }
 
-fn parse_ethernet(frame: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+fn parse_ethernet(
+    frame: &[u8],
+    missing: usize,
+    key: &mut FlowKey,
+    allow_vxlan: bool,
+) -> Result<(), Malformed> {
     // OVS: shorter than an Ethernet header, nothing is extracted at all.
     if frame.len() < 14 {
-        return Err(Malformed::TruncatedEthernet);
+        return Err(cut(frame.len(), missing, 14, Malformed::TruncatedEthernet));
     }
     key.set_dl_dst(mac(&frame[0..6]));
     key.set_dl_src(mac(&frame[6..12]));
-    parse_l2(be16(frame, 12), &frame[14..], key, allow_vxlan)
+    parse_l2(be16(frame, 12), &frame[14..], missing, key, allow_vxlan)
 }
 
 /// Everything after the MAC addresses, given the first EtherType (or TPID) and the bytes
@@ -189,6 +242,7 @@ fn parse_ethernet(frame: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<
 fn parse_l2(
     mut ether_type: u16,
     mut rest: &[u8],
+    missing: usize,
     key: &mut FlowKey,
     allow_vxlan: bool,
 ) -> Result<(), Malformed> {
@@ -202,7 +256,7 @@ fn parse_l2(
         }
         if rest.len() < 4 {
             // OVS stops at a cut tag and reads its TPID as the EtherType.
-            status = Err(Malformed::TruncatedVlan);
+            status = Err(cut(rest.len(), missing, 4, Malformed::TruncatedVlan));
             break;
         }
         let tci = be16(rest, 0) | proto::VLAN_CFI;
@@ -230,15 +284,19 @@ fn parse_l2(
                     proto::ETH_NONE
                 }
             }
+            _ if status.is_ok() && rest.len() < 8 && rest.len() + missing >= 8 => {
+                status = Err(Malformed::SnaplenCut);
+                proto::ETH_NONE
+            }
             _ => proto::ETH_NONE,
         };
     }
     key.set_dl_type(ether_type);
     status?;
     match ether_type {
-        proto::ETH_IPV4 => parse_ipv4(rest, key, allow_vxlan),
-        proto::ETH_IPV6 => parse_ipv6(rest, key, allow_vxlan),
-        proto::ETH_ARP | proto::ETH_RARP => parse_arp(rest, key),
+        proto::ETH_IPV4 => parse_ipv4(rest, missing, key, allow_vxlan),
+        proto::ETH_IPV6 => parse_ipv6(rest, missing, key, allow_vxlan),
+        proto::ETH_ARP | proto::ETH_RARP => parse_arp(rest, missing, key),
         _ => Ok(()),
     }
 }
@@ -250,14 +308,18 @@ fn mac(b: &[u8]) -> u64 {
 /// OVS's `ipv4_sanity_check` and IPv4 branch. The version nibble is not looked at (OVS trusts
 /// the EtherType); a header or total length that does not fit leaves no L3 fields; bytes past
 /// the total length are padding, never transport header.
-fn parse_ipv4(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+fn parse_ipv4(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
     if data.len() < 20 {
-        return Err(Malformed::BadIpv4);
+        return Err(cut(data.len(), missing, 20, Malformed::BadIpv4));
     }
     let ihl = (data[0] & 0x0f) as usize * 4;
     let total = be16(data, 2) as usize;
-    if ihl < 20 || data.len() < ihl || total > data.len() || ihl > total {
+    let wire = data.len() + missing;
+    if ihl < 20 || total > wire || ihl > total {
         return Err(Malformed::BadIpv4);
+    }
+    if data.len() < ihl {
+        return Err(Malformed::SnaplenCut);
     }
     key.set_nw_src(be32(data, 12));
     key.set_nw_dst(be32(data, 16));
@@ -277,23 +339,28 @@ fn parse_ipv4(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), M
     if frag & proto::FRAG_LATER != 0 {
         return Ok(());
     }
-    parse_l4(nw_proto, proto::ETH_IPV4, &data[ihl..total], key, allow_vxlan)
+    let end = total.min(data.len());
+    parse_l4(nw_proto, proto::ETH_IPV4, &data[ihl..end], total - end, key, allow_vxlan)
 }
 
 /// OVS's `ipv6_sanity_check`, IPv6 branch and `parse_ipv6_ext_hdrs__`. The payload length
 /// bounds everything after the fixed header (a payload length beyond the bytes present leaves
 /// no L3 fields; bytes past it are padding); the version nibble is not looked at.
-fn parse_ipv6(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+fn parse_ipv6(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
     if data.len() < 40 {
-        return Err(Malformed::BadIpv6);
+        return Err(cut(data.len(), missing, 40, Malformed::BadIpv6));
     }
     let payload_len = be16(data, 4) as usize;
-    if 40 + payload_len > data.len() {
+    if 40 + payload_len > data.len() + missing {
         return Err(Malformed::BadIpv6);
     }
     key.set(id::IPV6_SRC, u128::from_be_bytes(data[8..24].try_into().expect("16 bytes")));
     key.set(id::IPV6_DST, u128::from_be_bytes(data[24..40].try_into().expect("16 bytes")));
-    let mut rest = &data[40..40 + payload_len];
+    let end = (40 + payload_len).min(data.len());
+    let mut rest = &data[40..end];
+    // Bytes of the payload on the wire past the captured ones.
+    let missing = 40 + payload_len - end;
+    let mut snaplen_cut = false;
     let mut next = data[6];
     let mut frag = 0u8;
     loop {
@@ -302,7 +369,7 @@ fn parse_ipv6(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), M
         }
         // OVS: an extension header needs 8 bytes; a cut one leaves only the addresses.
         if rest.len() < 8 {
-            return Err(Malformed::BadIpv6Extension);
+            return Err(cut(rest.len(), missing, 8, Malformed::BadIpv6Extension));
         }
         let len = match next {
             51 => (rest[1] as usize + 2) * 4,
@@ -312,7 +379,15 @@ fn parse_ipv6(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), M
         let header = next;
         next = rest[0];
         let offlg = be16(rest, 2);
-        rest = rest.get(len..).ok_or(Malformed::BadIpv6Extension)?;
+        match rest.get(len..) {
+            Some(after) => rest = after,
+            // The header after this one is past the capture: L3 is known, L4 is not.
+            None if rest.len() + missing >= len => {
+                snaplen_cut = true;
+                break;
+            }
+            None => return Err(Malformed::BadIpv6Extension),
+        }
         // OVS reads on past the first fragment only: any bit of the offset/flags word (even
         // a reserved one) makes a fragment; an offset makes a later one, whose nw_proto is
         // the fragment header's own number.
@@ -334,12 +409,15 @@ fn parse_ipv6(data: &[u8], key: &mut FlowKey, allow_vxlan: bool) -> Result<(), M
     if frag & proto::FRAG_LATER != 0 {
         return Ok(());
     }
-    parse_l4(next, proto::ETH_IPV6, rest, key, allow_vxlan)
+    if snaplen_cut {
+        return Err(Malformed::SnaplenCut);
+    }
+    parse_l4(next, proto::ETH_IPV6, rest, missing, key, allow_vxlan)
 }
 
-fn parse_arp(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
+fn parse_arp(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malformed> {
     // Ethernet/IPv4 ARP only, as OVS: htype 1, ptype 0x0800, hlen 6, plen 4.
-    let body = data.get(..28).ok_or(Malformed::TruncatedArp)?;
+    let body = data.get(..28).ok_or_else(|| cut(data.len(), missing, 28, Malformed::TruncatedArp))?;
     let op = be16(body, 6);
     let is_eth_ipv4 = body[0..2] == [0, 1] && body[2..4] == [8, 0] && body[4] == 6 && body[5] == 4;
     if !is_eth_ipv4 {
@@ -362,6 +440,7 @@ fn parse_l4(
     nw_proto: u8,
     dl_type: u16,
     data: &[u8],
+    missing: usize,
     key: &mut FlowKey,
     allow_vxlan: bool,
 ) -> Result<(), Malformed> {
@@ -374,13 +453,13 @@ fn parse_l4(
         _ => return Ok(()),
     };
     if data.len() < need {
-        return Err(Malformed::TruncatedL4);
+        return Err(cut(data.len(), missing, need, Malformed::TruncatedL4));
     }
     match nw_proto {
         proto::IP_TCP => {
             // OVS: a data offset below 5 words or beyond the segment gives no TCP fields.
             let offset = (data[12] >> 4) as usize * 4;
-            if offset < 20 || offset > data.len() {
+            if offset < 20 || offset > data.len() + missing {
                 return Err(Malformed::BadTcpOffset);
             }
             key.set_tp_src(be16(data, 0));
@@ -393,7 +472,7 @@ fn parse_l4(
             key.set_tp_src(be16(data, 0));
             key.set_tp_dst(dport);
             if allow_vxlan && dport == VXLAN_PORT {
-                return parse_vxlan(&data[8..], key);
+                return parse_vxlan(&data[8..], missing, key);
             }
         }
         proto::IP_SCTP => {
@@ -411,8 +490,8 @@ fn parse_l4(
 
 /// VXLAN (RFC 7348): the VNI becomes `tun_id` and the inner frame becomes the packet, as
 /// when OVS receives on a VXLAN tunnel port. Nested VXLAN is not decapsulated again.
-fn parse_vxlan(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
-    let h = data.get(..8).ok_or(Malformed::BadVxlan)?;
+fn parse_vxlan(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malformed> {
+    let h = data.get(..8).ok_or_else(|| cut(data.len(), missing, 8, Malformed::BadVxlan))?;
     if h[0] & 0x08 == 0 {
         return Err(Malformed::BadVxlan);
     }
@@ -421,7 +500,10 @@ fn parse_vxlan(data: &[u8], key: &mut FlowKey) -> Result<(), Malformed> {
     *key = FlowKey::default();
     key.set_in_port(in_port);
     key.set_tun_id(vni as u64);
-    parse_ethernet(&data[8..], key, false).map_err(|_| Malformed::BadVxlan)
+    parse_ethernet(&data[8..], missing, key, false).map_err(|e| match e {
+        Malformed::SnaplenCut => e,
+        _ => Malformed::BadVxlan,
+    })
 }
 
 #[cfg(test)]
@@ -723,5 +805,50 @@ mod tests {
         {
             assert_eq!(parse(frame, link).0, Err(Malformed::TruncatedEthernet));
         }
+    }
+
+    /// Against the wire length, a capture cut after its headers parses as the whole packet;
+    /// a cut inside a header is [`Malformed::SnaplenCut`], never the damage OVS would see.
+    #[test]
+    fn snaplen_cuts_are_read_against_the_wire_length() {
+        let mut tcp = [0u8; 20];
+        tcp[..4].copy_from_slice(&[0x04, 0xd2, 0, 80]);
+        tcp[12] = 0x50;
+        let frame = eth(0x0800, &ipv4(6, &[&tcp[..], &[7; 400]].concat()));
+        let (_, whole) = parse(&frame, LinkKind::Ethernet);
+        let wire = frame.len() as u32;
+        let mut k = FlowKey::default();
+        for keep in [54, 60, 96] {
+            assert_eq!(parse_captured(&frame[..keep], wire, LinkKind::Ethernet, 1, &mut k), Ok(()));
+            assert_eq!(k, whole, "cut at {keep}");
+            // OVS, seeing only the captured bytes, finds the IPv4 total length too long.
+            assert_eq!(parse_frame(&frame[..keep], LinkKind::Ethernet, 1, &mut k), Err(Malformed::BadIpv4));
+        }
+        // Inside the TCP header: L3 kept, L4 cut; inside the IPv4 header; inside Ethernet.
+        for (keep, nw_src) in [(40, 0x0a00_0001), (30, 0), (10, 0)] {
+            assert_eq!(
+                parse_captured(&frame[..keep], wire, LinkKind::Ethernet, 1, &mut k),
+                Err(Malformed::SnaplenCut)
+            );
+            assert_eq!((k.nw_src(), k.tp_src()), (nw_src, 0), "cut at {keep}");
+        }
+        // A packet shorter than its own headers on the wire is damage, not a cut.
+        assert_eq!(parse_captured(&frame[..40], 40, LinkKind::Ethernet, 1, &mut k), Err(Malformed::BadIpv4));
+        // IPv6 with a hop-by-hop header: cut after it, and inside the UDP header after it.
+        let mut hbh = vec![17, 0, 0, 0, 0, 0, 0, 0, 0, 53, 0, 54, 0, 8, 0, 0];
+        hbh.extend_from_slice(&[0; 100]);
+        let v6 = eth(0x86dd, &ipv6(0, &hbh));
+        let wire = v6.len() as u32;
+        assert_eq!(parse_captured(&v6[..14 + 40 + 16], wire, LinkKind::Ethernet, 1, &mut k), Ok(()));
+        assert_eq!((k.nw_proto(), k.tp_dst()), (17, 54));
+        assert_eq!(
+            parse_captured(&v6[..14 + 40 + 12], wire, LinkKind::Ethernet, 1, &mut k),
+            Err(Malformed::SnaplenCut)
+        );
+        assert_eq!((k.nw_proto(), k.nw_ttl(), k.tp_dst()), (17, 9, 0));
+        assert_eq!(
+            parse_captured(&v6[..14 + 40 + 4], wire, LinkKind::Ethernet, 1, &mut k),
+            Err(Malformed::SnaplenCut)
+        );
     }
 }
