@@ -17,11 +17,19 @@ pub struct ParsePcapArgs {
     /// (i counts from 0; flow is empty for a frame nothing could be extracted from).
     #[arg(long)]
     json: bool,
+    /// Check lengths against each packet's original (wire) length, as replay, sim and topk
+    /// do, so that a capture cut to a snapshot length is read from its headers. Without it,
+    /// the captured bytes are the packet, as Open vSwitch reads a capture.
+    #[arg(long)]
+    wire_lengths: bool,
 }
 
 /// Prints each packet's flow, then a summary on stderr.
 pub fn run(a: ParsePcapArgs) -> Result<()> {
     let mut source = PacketSource::capture(&a.file, None)?;
+    if !a.wire_lengths {
+        source = source.captured_bytes_only();
+    }
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut i = 0;
@@ -47,10 +55,11 @@ pub fn run(a: ParsePcapArgs) -> Result<()> {
     let malformed = source.malformed();
     let reasons: Vec<String> = malformed.by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
     eprintln!(
-        "hyflow parse-pcap: {} packets, {} malformed{}",
+        "hyflow parse-pcap: {} packets, {} malformed{}, {} cut to the snapshot length",
         source.packets(),
         malformed.total(),
-        if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join(", ")) }
+        if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join(", ")) },
+        source.snaplen_truncated()
     );
     Ok(())
 }

@@ -880,7 +880,7 @@ fn parse_pcap_prints_every_packet() {
             && lines[1].contains("tp_dst=443")
     );
     assert!(lines[2].ends_with("nw_src=0.0.0.0,nw_dst=0.0.0.0,nw_proto=0,nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no  # malformed: bad_ipv4"), "{}", lines[2]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("3 packets, 1 malformed (bad_ipv4 1)"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3 packets, 1 malformed (bad_ipv4 1), 0 cut"));
 
     let json = hyflow(&["parse-pcap", pcap.to_str().unwrap(), "--json"]);
     let rows: Vec<serde_json::Value> =
@@ -1004,4 +1004,13 @@ fn a_snaplen_96_capture_decides_as_the_full_one() {
     let full_top = topk(&full);
     assert!(full_top.len() > 1_000);
     assert!(full_top == topk(&short), "top-k differs");
+    // parse-pcap reads the cut capture as OVS does, unless asked for the wire lengths.
+    let parse = |extra: &[&str]| {
+        let mut args = vec!["parse-pcap", short.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        String::from_utf8(hyflow(&args).stdout).unwrap()
+    };
+    assert!(parse(&[]).contains("# malformed: bad_ipv4"));
+    let wire = parse(&["--wire-lengths"]);
+    assert!(!wire.contains("malformed") && wire.lines().count() == 20_000);
 }

@@ -154,6 +154,9 @@ pub struct PacketSource {
     packets: u64,
     malformed: MalformedCounts,
     snaplen_truncated: u64,
+    /// Whether capture lengths are checked against the wire (the default) or the captured
+    /// bytes are taken as the whole packet, as Open vSwitch reads a capture.
+    wire_lengths: bool,
 }
 
 impl PacketSource {
@@ -188,7 +191,15 @@ impl PacketSource {
             packets: 0,
             malformed: MalformedCounts::default(),
             snaplen_truncated: 0,
+            wire_lengths: true,
         })
+    }
+
+    /// Takes a capture's bytes as the whole packet, as `ovs-ofctl parse-pcap` does: a packet
+    /// cut to the snapshot length then fails OVS's length checks.
+    pub fn captured_bytes_only(mut self) -> PacketSource {
+        self.wire_lengths = false;
+        self
     }
 
     /// The capture at `path`, on `in_port` (see [`Input::Capture`]).
@@ -215,7 +226,8 @@ impl PacketSource {
                 };
                 // A capture cut to a snapshot length still has the headers: read them, with
                 // lengths checked against the wire (only a cut inside a header is malformed).
-                let bad = parse_captured(pkt.data, pkt.orig_len, link, port, key).err().map(Malformed::name);
+                let wire_len = if self.wire_lengths { pkt.orig_len } else { pkt.data.len() as u32 };
+                let bad = parse_captured(pkt.data, wire_len, link, port, key).err().map(Malformed::name);
                 if (pkt.data.len() as u64) < u64::from(pkt.orig_len) {
                     self.snaplen_truncated += 1;
                 }
