@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use hyflow::input::PacketSource;
 use hyflow::openflow::report::{trace_text, TraceRecord};
@@ -426,7 +426,8 @@ struct TraceArgs {
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&negative_numbers_are_values(Cli::command()).get_matches())
+        .unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Trace(args) => run_trace(args),
         Command::Replay(args) => replay::run(*args),
@@ -448,6 +449,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--rate -1` is the value -1 (to be refused with its range), not an unknown option `-1`:
+/// on every subcommand, as clap sets it per command.
+fn negative_numbers_are_values(cmd: clap::Command) -> clap::Command {
+    cmd.allow_negative_numbers(true).mut_subcommands(negative_numbers_are_values)
 }
 
 /// Rust ignores SIGPIPE, so a write to a closed pipe (`hyflow replay | head`) fails, and

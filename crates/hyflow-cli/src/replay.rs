@@ -159,13 +159,20 @@ pub(crate) fn workload(a: &SwitchArgs) -> Result<Workload> {
     if a.trace.is_some() && a.flows.is_none() {
         bail!("--trace needs --flows (the pipeline the capture goes through), unless it is {SPEC_PREFIX}");
     }
-    Ok(match (&a.flows, &a.trace) {
+    let w = match (&a.flows, &a.trace) {
         (Some(flows), Some(trace)) => Workload::from_files(flows, trace, a.updates.as_deref(), a.in_port)?,
         _ => match &a.updates {
             Some(u) => Workload::builtin(a.in_port).with_updates_file(u)?,
             None => Workload::builtin(a.in_port),
         },
-    })
+    };
+    if let (Some(flows), true) = (&a.flows, w.rules.is_empty()) {
+        eprintln!(
+            "hyflow: warning: {} has no rules: every packet misses table 0 and is dropped",
+            flows.display()
+        );
+    }
+    Ok(w)
 }
 
 pub fn run(r: ReplayArgs) -> Result<()> {
@@ -173,15 +180,20 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     let warmup_ns = r.warmup.map(|s| seconds_to_ns("--warmup", s)).transpose()?;
     let config = ReplayConfig { switch: switch_config(a)?, time_host: true, warmup_ns };
     let workload = workload(a)?;
+    // With a machine-readable output on stdout, the human text goes to stderr.
+    let stdout_taken = [&r.json, &r.decisions].iter().any(|p| p.as_deref() == Some(Path::new("-")));
+    let mut human: Box<dyn Write> =
+        if stdout_taken { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout().lock()) };
     if a.flows.is_none() && a.trace.is_none() {
-        println!(
+        writeln!(
+            human,
             "built-in workload: {} ({} rules), {} generated packets of {} flows, {}% of rules updated per second\n",
             builtin::FLOWS_NAME,
             workload.rules.len(),
             builtin::TRAFFIC.packets,
             builtin::TRAFFIC.flows,
             builtin::UPDATE_RATE * 100.0
-        );
+        )?;
     }
     let mut log = r.decisions.as_deref().map(create).transpose()?;
     let progress = Progress::new("replay");
@@ -199,10 +211,11 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     if let Some(mut out) = log {
         out.flush()?;
     }
-    print!("{}", outcome.report.text());
+    write!(human, "{}", outcome.report.text())?;
     if r.rule_stats {
-        println!("\n{}", rule_stats(outcome.switch.pipeline()));
+        writeln!(human, "\n{}", rule_stats(outcome.switch.pipeline()))?;
     }
+    human.flush()?;
     if let Some(p) = &r.json {
         let mut out = create(p)?;
         writeln!(out, "{}", serde_json::to_string(&outcome.report)?)?;

@@ -310,10 +310,11 @@ pub fn run_calibrate(a: CalibrateArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_text(s: &SimSummary) {
+fn print_text(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()> {
     let m = &s.metrics;
     let l = &m.latency_us;
-    println!(
+    writeln!(
+        out,
         "{} packets at {} pkt/s, policy {}: {:.1}% in hardware; lost {} ({:.3}%)",
         m.packets,
         m.rate_pps,
@@ -321,74 +322,87 @@ fn print_text(s: &SimSummary) {
         m.hw_share * 100.0,
         m.lost,
         m.loss_rate * 100.0
-    );
-    println!("latency µs: mean {} p50 {} p99 {} p99.9 {} max {}", l.mean, l.p50, l.p99, l.p999, l.max);
-    println!("  software path: mean {} p99 {}", m.latency_sw_us.mean, m.latency_sw_us.p99);
-    println!("ring occupancy: mean {} p99 {} max {}", m.ring.mean, m.ring.p99, m.ring.max);
-    println!("cores {} utilisation {:?}", m.cores, m.core_utilisation);
+    )?;
+    writeln!(out, "latency µs: mean {} p50 {} p99 {} p99.9 {} max {}", l.mean, l.p50, l.p99, l.p999, l.max)?;
+    writeln!(out, "  software path: mean {} p99 {}", m.latency_sw_us.mean, m.latency_sw_us.p99)?;
+    writeln!(out, "ring occupancy: mean {} p99 {} max {}", m.ring.mean, m.ring.p99, m.ring.max)?;
+    writeln!(out, "cores {} utilisation {:?}", m.cores, m.core_utilisation)?;
     if !m.steady {
-        println!(
+        writeln!(
+        out,
+
             "warning: the host was still catching up when the input ended (rings emptied {:.3} ms after the \
              last arrival, over {:.0}% of the input's span): these figures describe a transient, not a rate the \
              host sustains; use a longer input or a lower rate",
             m.drain_ms,
             hyflow::sim::STEADY_DRAIN_SHARE * 100.0
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
+
         "host: {} microflow hits, {} megaflow hits, {} upcalls; NIC installs {} ({} refused for the update cap)",
         s.host.microflow_hits, s.host.megaflow_hits, s.host.upcalls, s.nic.installs, s.nic.installs_refused_rate_cap
-    );
-    println!("NIC: {} entries at the end, {} at most", s.nic.entries, s.nic.entries_peak);
+    )?;
+    writeln!(out, "NIC: {} entries at the end, {} at most", s.nic.entries, s.nic.entries_peak)?;
     if s.nic.installs_refused_rate_cap > 0 {
-        println!(
+        writeln!(
+        out,
+
             "  it holds fewer than `replay` would: {} upcalls found the NIC's update budget ({}/s) spent, and \
              their megaflows stay in software (by default OVS never retries a refused offload)",
             s.nic.installs_refused_rate_cap, s.nic.updates_per_s_cap
-        );
+        )?;
     }
     let p = &s.policy_report;
     if let (Some(k), Some(repl), Some(trig), Some(bursty)) =
         (p.queue_threshold, p.replacements, p.burst_triggers, p.bursty_offloads)
     {
-        println!(
+        writeln!(
+        out,
+
             "{}: K = {k}; {repl} large-flow replacements, {trig} ring crossings of K, {bursty} flows moved into \
              the bursty area",
             s.policy
-        );
+        )?;
     }
     if p.installs + p.removals + p.counter_reads > 0 || p.work_ms > 0.0 {
-        println!(
+        writeln!(
+        out,
+
             "policy: {} installs ({} refused by the NIC), {} removals, {} counters read, update queue peak {}; \
              host work {} ms (on the forwarding cores)",
             p.installs, p.installs_refused, p.removals, p.counter_reads, p.update_queue_peak, p.work_ms
-        );
+        )?;
     }
     if let Some(b) = &s.bursts {
         let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.2}"));
-        print!(
+        write!(
+            out,
             "bursts (the generator's, started and ended while measuring): {}; {} already in the NIC at their \
              start, {} moved into it during the burst (mean {} ms after it began)",
             b.bursts,
             b.held_at_start,
             b.offloaded,
             ms(b.offload_ms_mean)
-        );
+        )?;
         match (b.overloaded, b.overloaded_offloaded) {
-            (Some(o), Some(oo)) => println!(
+            (Some(o), Some(oo)) => writeln!(
+                out,
                 "; {o} filled their core's ring to K (detected a mean {} ms after they began), {oo} of them \
                  moved into the NIC",
                 ms(b.detection_ms_mean)
-            ),
-            _ => println!(),
+            )?,
+            _ => writeln!(out)?,
         }
     }
     if let Some(c) = s.min_cores {
-        println!("min cores without loss: {c}");
+        writeln!(out, "min cores without loss: {c}")?;
     }
     if let Some(r) = s.max_rate_pps {
-        println!("max rate without loss: {r} pkt/s");
+        writeln!(out, "max rate without loss: {r} pkt/s")?;
     }
+    Ok(())
 }
 
 fn write_series(path: &Path, m: &Metrics, interval_ns: u64) -> Result<()> {
@@ -548,7 +562,14 @@ pub fn run(a: SimArgs) -> Result<()> {
         Some(FindArg::MinCores) => search(&workload, &exp, Search::MinCores { max_cores: a.max_cores })?,
         Some(FindArg::MaxRate) => search(&workload, &exp, Search::MaxRate)?,
     };
-    print_text(&outcome.summary);
+    // With a machine-readable output on stdout, the human text goes to stderr.
+    let stdout_taken =
+        [&a.json, &a.decisions, &a.timeseries].iter().any(|p| p.as_deref() == Some(Path::new("-")));
+    if stdout_taken {
+        print_text(&mut std::io::stderr().lock(), &outcome.summary)?;
+    } else {
+        print_text(&mut std::io::stdout().lock(), &outcome.summary)?;
+    }
     if let Some(p) = &a.json {
         let mut out = crate::replay::create(p)?;
         writeln!(out, "{}", serde_json::to_string(&outcome.summary)?)?;

@@ -1014,3 +1014,48 @@ fn a_snaplen_96_capture_decides_as_the_full_one() {
     let wire = parse(&["--wire-lengths"]);
     assert!(!wire.contains("malformed") && wire.lines().count() == 20_000);
 }
+
+/// Ordinary abuse, each ending in one clear message (or a warning) and never a panic or an
+/// out-of-memory kill.
+#[test]
+fn the_cli_under_abuse() {
+    // A file that is not there: its name and the system's reason, once, no position.
+    let out = hyflow(&["trace", "--flows", "/nonexistent/x.flows", "in_port=1"]);
+    fails_with(&out, &["/nonexistent/x.flows: cannot read: No such file or directory"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains(":0:0") && !err.contains("os error"), "{err}");
+    let out = hyflow(&["topk", "--trace", "/nonexistent/t.pcap"]);
+    fails_with(&out, &["/nonexistent/t.pcap: cannot open: No such file or directory"]);
+    // A cache size that would not fit in memory: refused before allocating.
+    let out = hyflow(&["replay", "--microflow-entries", "4000000000"]);
+    fails_with(&out, &["--microflow-entries 4000000000", "at most 16777216 entries"]);
+    // A generator count beyond what the traffic can hold.
+    let pcap = tmp("b.pcap", b"");
+    let out = hyflow(&["gen", "dynamic", "--out", pcap.to_str().unwrap(), "--bursts", "100000000"]);
+    fails_with(&out, &["--bursts 100000000: at most 6000 for 600000 packets"]);
+    // A negative number is a value to refuse with its range, not an unknown option.
+    fails_with(&hyflow(&["sim", "--rate", "-1"]), &["--rate must be a positive number", "not -1"]);
+    // `#-1` is a bad packet index, not a comment.
+    let updates = tmp("u.txt", b"#-1 add priority=1,actions=drop\n");
+    let out = hyflow(&["replay", "--updates", updates.to_str().unwrap()]);
+    fails_with(&out, &["u.txt:1:1", "'#N' needs a packet index", "not '-1'"]);
+    // An empty flow file runs, with a warning.
+    let empty = tmp("empty.flows", b"# nothing\n");
+    let trace = tmp("one.pcap", &pcap_with(&[tcp_frame()]));
+    let out = hyflow(&["replay", "--flows", empty.to_str().unwrap(), "--trace", trace.to_str().unwrap()]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("empty.flows has no rules: every packet misses table 0"));
+    // `--json -`: stdout is the JSON alone, the human report on stderr.
+    for cmd in [&["replay", "--json", "-"][..], &["sim", "--json", "-", "--cores", "2"][..]] {
+        let out = hyflow(cmd);
+        assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(json.is_object());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("packets"),
+            "{cmd:?}: the report went to stderr"
+        );
+    }
+}

@@ -22,3 +22,13 @@ pub mod switch;
 pub mod trace;
 pub mod tuple_space;
 pub mod workload;
+
+/// An I/O error's reason as a person reads it, without Rust's ` (os error N)` suffix: every
+/// message about a file names the file and says this once.
+pub fn os_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}

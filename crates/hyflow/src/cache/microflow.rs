@@ -135,7 +135,24 @@ pub enum MicroflowConfigError {
     /// Unsupported associativity.
     #[error("microflow buckets hold 1, 2 or 4 entries, not {0}")]
     Ways(usize),
+    /// More entries than the memory a cache may take.
+    #[error(
+        "--microflow-entries {entries} would take {} MiB (entries rounded up to a power of two); at most {max} entries fit the {} MiB a cache may take",
+        *bytes >> 20, MAX_CACHE_BYTES >> 20
+    )]
+    TooLarge {
+        /// Entries asked for.
+        entries: usize,
+        /// Bytes they would take.
+        bytes: usize,
+        /// Most entries allowed.
+        max: usize,
+    },
 }
+
+/// Most bytes the microflow cache may allocate (it allocates every slot up front): 4 GiB, a
+/// cache 100 times OVS's 8,192-entry EMC per core on a host of 64 cores and more.
+pub const MAX_CACHE_BYTES: usize = 4 << 30;
 
 impl MicroflowCache {
     /// A cache of about `entries` entries (rounded up to a power-of-two number of buckets)
@@ -151,7 +168,15 @@ impl MicroflowCache {
         if !matches!(ways, 1 | 2 | 4) {
             return Err(MicroflowConfigError::Ways(ways));
         }
-        let buckets = entries.div_ceil(ways).next_power_of_two();
+        // Slots, their metadata and a pseudo-LRU byte per bucket, for a power-of-two number
+        // of buckets.
+        let per_entry = std::mem::size_of::<Meta>() + std::mem::size_of::<Slot>() + 1;
+        let max_buckets = 1usize << (MAX_CACHE_BYTES / per_entry / ways).ilog2();
+        let buckets = entries.div_ceil(ways).checked_next_power_of_two().unwrap_or(usize::MAX);
+        if buckets > max_buckets {
+            let bytes = buckets.saturating_mul(ways).saturating_mul(per_entry);
+            return Err(MicroflowConfigError::TooLarge { entries, bytes, max: max_buckets * ways });
+        }
         let n = buckets * ways;
         let empty = Slot { key: FlowKey::default(), decision: Decision { actions: 0, path: 0 } };
         Ok(MicroflowCache {

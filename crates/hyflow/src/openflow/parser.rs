@@ -25,13 +25,13 @@ pub struct SpecError {
     pub message: String,
 }
 
-/// A flow-file error with its location.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message} (at '{token}')")]
+/// A flow-file error with its location: `file:line:column: message (at 'token')`, or
+/// `file: message` for the file as a whole (one that cannot be read: line 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowFileError {
     /// File name as given.
     pub file: String,
-    /// 1-based line.
+    /// 1-based line; 0 for the file as a whole.
     pub line: usize,
     /// 1-based column.
     pub column: usize,
@@ -40,6 +40,17 @@ pub struct FlowFileError {
     /// What is wrong.
     pub message: String,
 }
+
+impl std::fmt::Display for FlowFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}: {}", self.file, self.message);
+        }
+        write!(f, "{}:{}:{}: {} (at '{}')", self.file, self.line, self.column, self.message, self.token)
+    }
+}
+
+impl std::error::Error for FlowFileError {}
 
 /// What a flow spec must contain: `add-flows` lines need actions; `del-flows` specs have none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -774,7 +785,7 @@ pub fn read_text(path: &Path) -> Result<(String, String), FlowFileError> {
             line: 0,
             column: 0,
             token: String::new(),
-            message: format!("cannot read: {e}"),
+            message: format!("cannot read: {}", crate::os_reason(&e)),
         }),
     }
 }

@@ -116,11 +116,12 @@ pub fn parse_updates(text: &str, file: &str) -> Result<Vec<Update>, FlowFileErro
     Ok(out)
 }
 
-/// Like [`strip_comment`], except that a leading `#` followed by a digit is a `#N` time.
+/// Like [`strip_comment`], except that a leading `#` followed by a digit or a sign is a `#N`
+/// time (so that `#-1` is refused as a packet index, not silently taken for a comment).
 fn strip_update_comment(line: &str) -> Option<&str> {
     let trimmed = line.trim_start();
     match trimmed.strip_prefix('#') {
-        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+') => {
             let lead = line.len() - rest.len();
             strip_comment(rest).map(|body| &line[..lead + body.len()])
         }

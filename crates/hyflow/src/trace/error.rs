@@ -12,7 +12,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum TraceError {
     /// The file could not be opened or created.
-    #[error("{file}: cannot open: {cause}")]
+    #[error("{file}: cannot open: {}", crate::os_reason(cause))]
     Open {
         /// File name as given by the caller.
         file: String,
@@ -23,7 +23,7 @@ pub enum TraceError {
     },
 
     /// Reading or writing failed at the given position.
-    #[error("{file}: byte {offset}: I/O error: {cause}")]
+    #[error("{file}: byte {offset}: I/O error: {}", crate::os_reason(cause))]
     Io {
         /// File name as given by the caller.
         file: String,

@@ -83,6 +83,15 @@ pub fn generate_dynamic(
             "--churn-period must be positive and --churn-fraction in [0, 1]",
         ));
     }
+    // Each burst is a crowd of packets over a fraction of a second, and every packet looks at
+    // the bursts under way: more bursts than one per 100 packets is no longer bursts.
+    let max_bursts = (traffic.packets / 100).max(1);
+    if dynamics.bursts > max_bursts {
+        return Err(TrafficError::Range(format!(
+            "--bursts {}: at most {max_bursts} for {} packets (one per 100 packets)",
+            dynamics.bursts, traffic.packets
+        )));
+    }
     let mut rng = StdRng::seed_from_u64(traffic.seed ^ 0x6479_6e61_6d69_6373);
     let mut weights: Vec<f64> = (0..n).map(|i| 1.0 / ((i + 1) as f64).powf(traffic.zipf)).collect();
     for i in (1..n).rev() {

@@ -49,6 +49,9 @@ pub enum TrafficError {
     /// A parameter out of range.
     #[error("{0}")]
     Parameter(&'static str),
+    /// A parameter out of range, with its value and the range allowed.
+    #[error("{0}")]
+    Range(String),
 }
 
 /// One generated packet.
