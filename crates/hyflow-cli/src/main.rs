@@ -479,11 +479,8 @@ fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<Flo
     let Some(p) = source.nth_packet(index)? else {
         bail!("{}: has {} packets, no packet at index {index}", path.display(), source.packets());
     };
-    match p.malformed {
-        Some(reason) => {
-            eprintln!("hyflow: warning: packet {index} is malformed ({reason}); tracing what was parsed")
-        }
-        None => {}
+    if let Some(reason) = p.malformed {
+        eprintln!("hyflow: warning: packet {index} is malformed ({reason}); tracing what was parsed");
     }
     Ok(p.key)
 }
