@@ -1046,6 +1046,35 @@ fn the_cli_under_abuse() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("empty.flows has no rules: every packet misses table 0"));
+    // Hostile sizes end in one message without allocating them: a flow-file line of 2 MiB, a
+    // pcapng block and a pcap record each claiming about 4 GB.
+    let long = tmp("long.flows", format!("priority=1,{}actions=drop\n", "tcp,".repeat(600_000)).as_bytes());
+    fails_with(
+        &hyflow(&["trace", "--flows", long.to_str().unwrap(), "in_port=1"]),
+        &["long.flows:1:1: line longer than 1048576 bytes"],
+    );
+    let mut ng = Vec::new();
+    for word in
+        [0x0A0D_0D0Au32, 28, 0x1A2B_3C4D, 1, 0xffff_ffff, 0xffff_ffff, 28, 1, 20, 1, 0, 20, 6, 0xffff_fffc]
+    {
+        ng.extend_from_slice(&word.to_le_bytes());
+    }
+    ng.extend_from_slice(&[0; 64]);
+    let ng = tmp("big.pcapng", &ng);
+    fails_with(
+        &hyflow(&["parse-pcap", ng.to_str().unwrap()]),
+        &["big.pcapng: byte 48", "block length 4294967292 exceeds the limit"],
+    );
+    let mut snap = pcap_with(&[]);
+    snap[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    for word in [0u32, 0, 0xffff_fff0, 0xffff_fff0] {
+        snap.extend_from_slice(&word.to_le_bytes());
+    }
+    let snap = tmp("snap.pcap", &snap);
+    fails_with(
+        &hyflow(&["parse-pcap", snap.to_str().unwrap()]),
+        &["snap.pcap: byte 24", "captured length 4294967280 exceeds the limit"],
+    );
     // `--json -`: stdout is the JSON alone, the human report on stderr.
     for cmd in [&["replay", "--json", "-"][..], &["sim", "--json", "-", "--cores", "2"][..]] {
         let out = hyflow(cmd);

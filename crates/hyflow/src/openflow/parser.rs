@@ -46,7 +46,11 @@ impl std::fmt::Display for FlowFileError {
         if self.line == 0 {
             return write!(f, "{}: {}", self.file, self.message);
         }
-        write!(f, "{}:{}:{}: {} (at '{}')", self.file, self.line, self.column, self.message, self.token)
+        write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)?;
+        if !self.token.is_empty() {
+            write!(f, " (at '{}')", self.token)?;
+        }
+        Ok(())
     }
 }
 
@@ -758,42 +762,82 @@ pub fn strip_comment(line: &str) -> Option<&str> {
 pub fn parse_flows(text: &str, file: &str) -> Result<Vec<Rule>, FlowFileError> {
     let mut rules = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let Some(body) = strip_comment(line) else { continue };
-        match parse_flow_spec(body, SpecKind::Add) {
-            Ok(spec) => rules.push(spec.rule),
-            Err(e) => {
-                return Err(FlowFileError {
-                    file: file.to_string(),
-                    line: i + 1,
-                    column: e.column,
-                    token: e.token,
-                    message: e.message,
-                })
-            }
-        }
+        rules.extend(parse_flow_line(line, i + 1, file)?);
     }
     Ok(rules)
 }
 
-/// Reads a text file, naming it in the error: `(name, text)`.
-pub fn read_text(path: &Path) -> Result<(String, String), FlowFileError> {
-    let name = path.display().to_string();
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok((name, text)),
-        Err(e) => Err(FlowFileError {
-            file: name,
-            line: 0,
-            column: 0,
-            token: String::new(),
-            message: format!("cannot read: {}", crate::os_reason(&e)),
-        }),
-    }
+/// One line of a flow file (`line`: its 1-based number): a rule, or nothing for a blank line
+/// or a comment.
+fn parse_flow_line(line: &str, number: usize, file: &str) -> Result<Option<Rule>, FlowFileError> {
+    let Some(body) = strip_comment(line) else { return Ok(None) };
+    parse_flow_spec(body, SpecKind::Add).map(|spec| Some(spec.rule)).map_err(|e| FlowFileError {
+        file: file.to_string(),
+        line: number,
+        column: e.column,
+        token: e.token,
+        message: e.message,
+    })
 }
 
-/// Reads and parses a flow file.
+/// Longest line a flow or updates file may have: far beyond any real rule (OVS's own are a
+/// few hundred bytes), and small enough that a damaged file cannot make the reader hold
+/// hundreds of megabytes for one line.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Reads the text file at `path` line by line, never holding more than one line of at most
+/// [`MAX_LINE_BYTES`], and calls `each(line, number, name)`. Errors name the file (and the
+/// line): one that cannot be read, a line too long, a line that is not UTF-8.
+pub fn read_lines(
+    path: &Path,
+    mut each: impl FnMut(&str, usize, &str) -> Result<(), FlowFileError>,
+) -> Result<(), FlowFileError> {
+    use std::io::{BufRead, Read};
+    let name = path.display().to_string();
+    let whole = |message: String| FlowFileError {
+        file: name.clone(),
+        line: 0,
+        column: 0,
+        token: String::new(),
+        message,
+    };
+    let file =
+        std::fs::File::open(path).map_err(|e| whole(format!("cannot read: {}", crate::os_reason(&e))))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut buf = Vec::new();
+    for number in 1.. {
+        buf.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| whole(format!("cannot read: {}", crate::os_reason(&e))))?;
+        if n == 0 {
+            return Ok(());
+        }
+        let at_line = |message: String| FlowFileError {
+            file: name.clone(),
+            line: number,
+            column: 1,
+            token: String::new(),
+            message,
+        };
+        if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
+            return Err(at_line(format!("line longer than {MAX_LINE_BYTES} bytes")));
+        }
+        let text = std::str::from_utf8(&buf).map_err(|e| at_line(format!("not UTF-8 text ({e})")))?;
+        each(text.trim_end_matches(['\n', '\r']), number, &name)?;
+    }
+    Ok(())
+}
+
+/// Reads and parses a flow file, one line at a time.
 pub fn read_flow_file(path: &Path) -> Result<Vec<Rule>, FlowFileError> {
-    let (name, text) = read_text(path)?;
-    parse_flows(&text, &name)
+    let mut rules = Vec::new();
+    read_lines(path, |line, number, name| {
+        rules.extend(parse_flow_line(line, number, name)?);
+        Ok(())
+    })?;
+    Ok(rules)
 }
 
 /// Parses a packet given as a match-style string (`in_port=1,tcp,nw_src=..`): every field

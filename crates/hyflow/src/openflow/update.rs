@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::parser::{parse_flow_spec, read_text, strip_comment, FlowFileError, FlowSpec, SpecKind};
+use super::parser::{parse_flow_spec, read_lines, strip_comment, FlowFileError, FlowSpec, SpecKind};
 use super::pipeline::{Pipeline, N_TABLES};
 use super::rule::Rule;
 use super::traversal::LookupRef;
@@ -79,41 +79,47 @@ pub struct Update {
 pub fn parse_updates(text: &str, file: &str) -> Result<Vec<Update>, FlowFileError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let Some(body) = strip_update_comment(line) else { continue };
-        let fail = |column: usize, token: &str, message: String| FlowFileError {
-            file: file.to_string(),
-            line: i + 1,
-            column,
-            token: token.to_string(),
-            message,
-        };
-        let mut words = Vec::with_capacity(2);
-        let mut rest = body;
-        let mut offset = 0;
-        while words.len() < 2 {
-            let trimmed = rest.trim_start();
-            offset += rest.len() - trimmed.len();
-            let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
-            words.push((&trimmed[..end], offset));
-            offset += end;
-            rest = &trimmed[end..];
-        }
-        let (time_tok, time_at) = words[0];
-        let (cmd_tok, cmd_at) = words[1];
-        let when = parse_when(time_tok).map_err(|m| fail(time_at + 1, time_tok, m))?;
-        let command = Command::parse(cmd_tok).ok_or_else(|| {
-            let msg = if cmd_tok.is_empty() {
-                "missing command (add, modify, modify-strict, delete, delete-strict)".to_string()
-            } else {
-                format!("unknown command '{cmd_tok}' (add, modify, modify-strict, delete, delete-strict)")
-            };
-            fail(cmd_at + 1, cmd_tok, msg)
-        })?;
-        let spec = parse_flow_spec(rest, command.spec_kind())
-            .map_err(|e| fail(offset + e.column, &e.token, e.message))?;
-        out.push(Update { when, command, spec, line: i + 1 });
+        out.extend(parse_update_line(line, i + 1, file)?);
     }
     Ok(out)
+}
+
+/// One line of an updates file (`number`: 1-based): an update, or nothing for a blank line or
+/// a comment.
+fn parse_update_line(line: &str, number: usize, file: &str) -> Result<Option<Update>, FlowFileError> {
+    let Some(body) = strip_update_comment(line) else { return Ok(None) };
+    let fail = |column: usize, token: &str, message: String| FlowFileError {
+        file: file.to_string(),
+        line: number,
+        column,
+        token: token.to_string(),
+        message,
+    };
+    let mut words = Vec::with_capacity(2);
+    let mut rest = body;
+    let mut offset = 0;
+    while words.len() < 2 {
+        let trimmed = rest.trim_start();
+        offset += rest.len() - trimmed.len();
+        let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
+        words.push((&trimmed[..end], offset));
+        offset += end;
+        rest = &trimmed[end..];
+    }
+    let (time_tok, time_at) = words[0];
+    let (cmd_tok, cmd_at) = words[1];
+    let when = parse_when(time_tok).map_err(|m| fail(time_at + 1, time_tok, m))?;
+    let command = Command::parse(cmd_tok).ok_or_else(|| {
+        let msg = if cmd_tok.is_empty() {
+            "missing command (add, modify, modify-strict, delete, delete-strict)".to_string()
+        } else {
+            format!("unknown command '{cmd_tok}' (add, modify, modify-strict, delete, delete-strict)")
+        };
+        fail(cmd_at + 1, cmd_tok, msg)
+    })?;
+    let spec = parse_flow_spec(rest, command.spec_kind())
+        .map_err(|e| fail(offset + e.column, &e.token, e.message))?;
+    Ok(Some(Update { when, command, spec, line: number }))
 }
 
 /// Like [`strip_comment`], except that a leading `#` followed by a digit or a sign is a `#N`
@@ -145,8 +151,12 @@ fn parse_when(tok: &str) -> Result<When, String> {
 
 /// Reads and parses an updates file.
 pub fn read_updates_file(path: &Path) -> Result<Vec<Update>, FlowFileError> {
-    let (name, text) = read_text(path)?;
-    parse_updates(&text, &name)
+    let mut out = Vec::new();
+    read_lines(path, |line, number, name| {
+        out.extend(parse_update_line(line, number, name)?);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Applies `command` with `spec` to the pipeline, appending to `changed` every lookup outcome
