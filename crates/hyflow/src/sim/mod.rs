@@ -141,7 +141,13 @@ pub enum SimConfigError {
     /// A ring that holds nothing.
     #[error("--ring must be at least 1 packet")]
     EmptyRing,
+    /// More cores than a host has.
+    #[error("--cores {0}: at most {MAX_CORES} (each core's ring is allocated up front)")]
+    TooManyCores(usize),
 }
+
+/// Most forwarding cores a simulated host may have.
+pub const MAX_CORES: usize = 256;
 
 #[derive(Clone, Copy, Debug)]
 struct Queued {
@@ -481,6 +487,9 @@ impl<D: Datapath> Simulator<D> {
         }
         if config.ring == 0 {
             return Err(SimConfigError::EmptyRing);
+        }
+        if config.cores > MAX_CORES {
+            return Err(SimConfigError::TooManyCores(config.cores));
         }
         let cores = (0..config.cores)
             .map(|_| Core {

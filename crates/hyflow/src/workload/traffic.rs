@@ -177,6 +177,7 @@ pub fn make_flows(rules: &[Rule], flows: usize, seed: u64) -> Result<Vec<FlowKey
     if rules.is_empty() {
         return Err(TrafficError::NoRules);
     }
+    check_flow_count(flows)?;
     let mut rng = StdRng::seed_from_u64(seed);
     Ok((0..flows)
         .map(|_| {
@@ -197,10 +198,25 @@ pub fn generate(
     generate_flows(&keys, config, sink)
 }
 
+/// Most distinct flows a generator keeps: every flow's key is held for the whole run.
+pub const MAX_FLOWS: usize = 20_000_000;
+
+fn check_flow_count(flows: usize) -> Result<(), TrafficError> {
+    if flows > MAX_FLOWS {
+        let bytes = std::mem::size_of::<FlowKey>();
+        return Err(TrafficError::Range(format!(
+            "--flows-count {flows}: at most {MAX_FLOWS} (the generator keeps every flow's {bytes}-byte key: {} MiB)",
+            MAX_FLOWS * bytes >> 20
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn check(config: &TrafficConfig) -> Result<(), TrafficError> {
     if config.flows == 0 {
         return Err(TrafficError::Parameter("--flows-count must be at least 1"));
     }
+    check_flow_count(config.flows)?;
     if !(config.rate.is_finite() && config.rate > 0.0) {
         return Err(TrafficError::Parameter("--rate must be a positive number of packets per second"));
     }

@@ -54,6 +54,9 @@ fn add_live(live: &mut Vec<Rule>, r: Rule) {
     live.push(r);
 }
 
+/// Most updates a generated stream holds (its lines are kept in memory).
+pub const MAX_UPDATES: usize = 100_000_000;
+
 /// The update lines (`<seconds> <command> <spec>`), in time order.
 pub fn generate_updates(rules: &[Rule], config: &UpdatesConfig) -> Result<Vec<String>, &'static str> {
     if rules.is_empty() {
@@ -64,6 +67,9 @@ pub fn generate_updates(rules: &[Rule], config: &UpdatesConfig) -> Result<Vec<St
     }
     if !(config.seconds.is_finite() && config.seconds > 0.0) {
         return Err("--seconds must be positive");
+    }
+    if config.rate * rules.len() as f64 * config.seconds > MAX_UPDATES as f64 {
+        return Err("--rate x rules x --seconds asks for more than 100,000,000 updates");
     }
     let mut rng = StdRng::seed_from_u64(config.seed);
     let gap = Exp::new(config.rate * rules.len() as f64).map_err(|_| "bad --rate")?;
