@@ -206,7 +206,7 @@ fn check_flow_count(flows: usize) -> Result<(), TrafficError> {
         let bytes = std::mem::size_of::<FlowKey>();
         return Err(TrafficError::Range(format!(
             "--flows-count {flows}: at most {MAX_FLOWS} (the generator keeps every flow's {bytes}-byte key: {} MiB)",
-            MAX_FLOWS * bytes >> 20
+            (MAX_FLOWS * bytes) >> 20
         )));
     }
     Ok(())
