@@ -284,7 +284,7 @@ pub fn gen_dynamic(a: GenDynamicArgs) -> Result<()> {
         DynamicsConfig { churn_period: a.churn_period, churn_fraction: a.churn_fraction, bursts: a.bursts };
     let keys = match &a.flows {
         Some(f) => hyflow::workload::make_flows(&read_flow_file(f)?, a.flows_count, a.seed)?,
-        None => hyflow::workload::random_flows(a.flows_count, a.seed),
+        None => hyflow::workload::random_flows(a.flows_count, a.seed)?,
     };
     let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
     println!(

@@ -1058,6 +1058,11 @@ fn the_cli_under_abuse() {
         "1e12",
     ]);
     fails_with(&out, &["more than 100,000,000 updates"]);
+    let trace = tmp("t.pcap", &pcap_with(&[tcp_frame()]));
+    let out = hyflow(&["topk", "--trace", trace.to_str().unwrap(), "--memory", "99999999999"]);
+    fails_with(&out, &["--memory 99999999999 B: at most 1073741824 B"]);
+    let out = hyflow(&["gen", "dynamic", "--out", pcap.to_str().unwrap(), "--flows-count", "99999999999"]);
+    fails_with(&out, &["--flows-count 99999999999: at most 20000000"]);
     // A negative number is a value to refuse with its range, not an unknown option.
     fails_with(&hyflow(&["sim", "--rate", "-1"]), &["--rate must be a positive number", "not -1"]);
     // `#-1` is a bad packet index, not a comment.

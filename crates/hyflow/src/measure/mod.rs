@@ -124,6 +124,9 @@ impl Algo {
     }
 }
 
+/// Largest byte budget a detector may be given: detectors allocate it up front.
+pub const MAX_MEMORY: usize = 1 << 30;
+
 /// How a detector is sized and windowed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DetectorConfig {
@@ -161,6 +164,9 @@ pub enum ConfigError {
     /// k = 0.
     #[error("--k must be at least 1")]
     ZeroK,
+    /// A budget beyond what a detector may allocate.
+    #[error("--memory {0} B: at most {MAX_MEMORY} B (1 GiB; the papers' detectors take 10 KB to 1 MB)")]
+    MemoryTooLarge(usize),
     /// Sampling rate outside (0, 1].
     #[error("--sample must be in (0, 1], got {0}")]
     BadSample(f64),
@@ -173,6 +179,9 @@ impl DetectorConfig {
     fn check(&self) -> Result<(), ConfigError> {
         if self.k == 0 {
             return Err(ConfigError::ZeroK);
+        }
+        if self.memory > MAX_MEMORY {
+            return Err(ConfigError::MemoryTooLarge(self.memory));
         }
         if !(self.sample > 0.0 && self.sample <= 1.0) {
             return Err(ConfigError::BadSample(self.sample));

@@ -171,7 +171,7 @@ mod tests {
     use crate::workload::traffic::random_flows;
 
     fn run(seed: u64, churn_fraction: f64) -> Vec<(u64, usize)> {
-        let keys = random_flows(2000, 3);
+        let keys = random_flows(2000, 3).unwrap();
         let traffic = TrafficConfig { flows: 2000, packets: 200_000, zipf: 1.2, rate: 20_000.0, seed };
         let dynamics = DynamicsConfig { churn_fraction, ..DynamicsConfig::default() };
         let mut out = Vec::new();

@@ -158,6 +158,13 @@ impl GatewayConfig {
         if self.flows < 10 {
             return Err(format!("flows must be at least 10, not {}", self.flows));
         }
+        let most = super::traffic::MAX_FLOWS;
+        if self.flows.saturating_add(self.bursty_flows) > most {
+            return Err(format!(
+                "flows and bursty flows come to at most {most}, not {}",
+                self.flows.saturating_add(self.bursty_flows)
+            ));
+        }
         if !(self.rate.is_finite() && self.rate > 0.0) {
             return Err(format!("rate must be a positive packet rate, not {}", self.rate));
         }

@@ -159,9 +159,10 @@ pub(crate) fn frame_len(rng: &mut StdRng) -> usize {
 
 /// `flows` random IPv4 flows (TCP 70%, UDP 25%, ICMP 5%; addresses in 10.0.0.0/8), for
 /// workloads that need no flow table (measurement); canonical, deterministic for a seed.
-pub fn random_flows(flows: usize, seed: u64) -> Vec<FlowKey> {
+pub fn random_flows(flows: usize, seed: u64) -> Result<Vec<FlowKey>, TrafficError> {
+    check_flow_count(flows)?;
     let mut rng = StdRng::seed_from_u64(seed);
-    (0..flows)
+    Ok((0..flows)
         .map(|_| {
             let k = random_key(&mut rng, proto::ETH_IPV4, None);
             let frame = build_frame(&k, 60);
@@ -169,7 +170,7 @@ pub fn random_flows(flows: usize, seed: u64) -> Vec<FlowKey> {
             let _ = parse_frame(&frame, LinkKind::Ethernet, k.in_port(), &mut canonical);
             canonical
         })
-        .collect()
+        .collect())
 }
 
 /// The flows of a workload: one per flow index, most popular first.
