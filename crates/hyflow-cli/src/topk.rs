@@ -155,7 +155,7 @@ pub fn run(a: TopkArgs) -> Result<()> {
             summary.snaplen_truncated
         );
     }
-    if summary.keyless > 0 && config.key.is_ipv4_five_tuple() {
+    if summary.keyless_ipv6 > 0 && config.key.is_ipv4_five_tuple() {
         eprintln!(
             "hyflow topk: the 5tuple key is IPv4's (the papers'); --key 5tuple46 counts IPv6 packets too"
         );

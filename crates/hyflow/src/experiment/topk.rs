@@ -113,6 +113,8 @@ pub struct TopkSummary {
     pub malformed: u64,
     /// Of those, well-formed but without the key's fields (not counted).
     pub keyless: u64,
+    /// Of those, IPv6 packets (an IPv4 key skips them).
+    pub keyless_ipv6: u64,
     /// Packets cut to the capture's snapshot length (read from their headers, counted).
     pub snaplen_truncated: u64,
     /// Bytes the detector used, at the end of the run.
@@ -121,19 +123,25 @@ pub struct TopkSummary {
 
 /// Each packet of `input` as (ns since the first packet, flow id under `key`; none for a
 /// malformed frame or one without the key's fields), reporting progress. Returns the numbers
-/// of malformed and of snaplen-truncated packets.
+/// of malformed, of snaplen-truncated and of well-formed IPv6 packets without a flow id.
 fn for_each_flow(
     input: &Input,
     key: &KeySpec,
     progress: &mut dyn FnMut(u64, Progress),
     mut f: impl FnMut(u64, Option<FlowId>),
-) -> Result<(u64, u64), ExperimentError> {
+) -> Result<(u64, u64, u64), ExperimentError> {
     let mut source = PacketSource::open(input, &[])?;
+    let mut ipv6_keyless = 0;
     while let Some(p) = source.next_packet()? {
-        f(p.ts_ns, if p.malformed.is_some() { None } else { key.flow_id(&p.key) });
+        let flow = if p.malformed.is_some() { None } else { key.flow_id(&p.key) };
+        if flow.is_none() && p.malformed.is_none() && p.key.dl_type() == crate::packet::field::proto::ETH_IPV6
+        {
+            ipv6_keyless += 1;
+        }
+        f(p.ts_ns, flow);
         progress(source.packets(), source.progress());
     }
-    Ok((source.malformed().total(), source.snaplen_truncated()))
+    Ok((source.malformed().total(), source.snaplen_truncated(), ipv6_keyless))
 }
 
 /// Runs the detector over `input`, calling `on_report` at every block boundary (an error from
@@ -157,7 +165,7 @@ pub fn topk(
             failed = on_report(&r);
         }
     };
-    let (malformed, snaplen_truncated) =
+    let (malformed, snaplen_truncated, keyless_ipv6) =
         for_each_flow(input, key, progress, |ts, flow| monitor.flow(ts, flow, &mut report))?;
     monitor.finish(&mut report);
     failed?;
@@ -165,6 +173,7 @@ pub fn topk(
         packets: monitor.packets(),
         malformed,
         keyless: monitor.keyless - malformed,
+        keyless_ipv6,
         snaplen_truncated,
         memory_used: monitor.detector().memory_bytes(),
     })

@@ -53,13 +53,19 @@ pub struct ElixirLarge {
 }
 
 impl ElixirLarge {
+    /// Bytes taken before the sub-window arrays, for k flows of `key_bits`-bit ids: the heap,
+    /// the Bloom filter of offloaded flows and the offloaded list.
+    pub fn fixed_bytes(k: usize, key_bits: u32) -> usize {
+        TopHeap::bytes_for_key(k, key_bits)
+            + (k * BLOOM_BITS_PER_FLOW).div_ceil(64) * 8
+            + PackedIds::bytes_for(k, key_bits)
+    }
+
     /// Sized from `config.memory` (the heap, the Bloom filter and the offloaded list for k
     /// flows come first; the rest holds the arrays).
     pub fn new(config: &DetectorConfig) -> Result<ElixirLarge, ConfigError> {
         let bloom_words = (config.k * BLOOM_BITS_PER_FLOW).div_ceil(64);
-        let fixed = TopHeap::bytes_for_key(config.k, config.key_bits)
-            + bloom_words * 8
-            + PackedIds::bytes_for(config.k, config.key_bits);
+        let fixed = Self::fixed_bytes(config.k, config.key_bits);
         let per_column = config.blocks * ROWS * 4;
         let w = config.memory.saturating_sub(fixed) / per_column;
         if w == 0 {

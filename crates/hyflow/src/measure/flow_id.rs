@@ -272,7 +272,7 @@ fn five_tuple_46_id(key: &FlowKey) -> Option<FlowId> {
     Some(v)
 }
 
-/// Most fields in a flow key (a flow id holds 128 bits; real keys use a handful of fields).
+/// Most fields in a flow key (real keys use a handful of fields).
 pub const MAX_KEY_FIELDS: usize = 12;
 
 /// The fields that identify a flow. Fixed-size, so configurations holding one stay `Copy`.
@@ -354,6 +354,11 @@ impl KeySpec {
         let mut mask = FlowMask::default();
         for &f in self.fields() {
             mask.unwildcard_all(f);
+        }
+        if self.dual_stack {
+            // IPv4 packets keep their addresses in nw_src/nw_dst, not the IPv6 fields.
+            mask.unwildcard_all(id::NW_SRC);
+            mask.unwildcard_all(id::NW_DST);
         }
         mask
     }
@@ -514,6 +519,10 @@ mod tests {
             ]
         );
         assert_eq!(dual.flow_id(&parse_packet("arp").unwrap()), None);
+        // Exact on the bits the ids read: IPv4 addresses live in nw_src/nw_dst.
+        assert!(
+            dual.mask().get(id::NW_SRC) == u32::MAX as u128 && dual.mask().get(id::IPV6_DST) == u128::MAX
+        );
 
         // Every bit of a wide id reaches the hash: addresses differing in their top bit only.
         let mut other = v6;

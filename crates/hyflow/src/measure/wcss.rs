@@ -224,7 +224,9 @@ impl Detector for Wcss {
             + (self.per_block.capacity() + self.packets.capacity()) * 8
     }
     fn held(&self) -> usize {
-        self.y.len() + self.b.len()
+        // A flow that overflowed is in both.
+        let seed = self.seed;
+        self.y.len() + self.b.iter().filter(|&(f, _)| self.y.get(f, f.hash(seed) as u64).is_none()).count()
     }
 
     fn hash_seed(&self) -> u64 {

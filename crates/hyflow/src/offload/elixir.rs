@@ -184,9 +184,7 @@ impl ElixirConfig {
 
     fn detector(&self) -> DetectorConfig {
         let arrays = self.arrays();
-        let fixed = crate::measure::heap::TopHeap::bytes_for_key(self.large_entries, self.key.bits())
-            + (self.large_entries * crate::measure::elixir::BLOOM_BITS_PER_FLOW).div_ceil(64) * 8
-            + self.large_entries * std::mem::size_of::<(FlowId, u128)>();
+        let fixed = ElixirLarge::fixed_bytes(self.large_entries, self.key.bits());
         DetectorConfig {
             k: self.large_entries,
             memory: fixed + arrays * crate::measure::elixir::ROWS * 4 * self.sketch_width,

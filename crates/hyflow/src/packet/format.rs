@@ -350,10 +350,10 @@ pub fn format_flow(key: &FlowKey) -> String {
                     let flags = if names.is_empty() { "0".to_string() } else { names.join("|") };
                     out.push(format!("{ports},tcp_flags={flags}"));
                 }
-                proto::IP_UDP | proto::IP_SCTP => out.push(ports),
-                proto::IP_ICMP => out.push(icmp),
+                // OVS names type and code icmp_* only for ICMP over IPv4 and ICMPv6 over IPv6.
+                proto::IP_ICMP if ipv4 => out.push(icmp),
                 proto::IP_ICMPV6 if ipv6 => out.push(icmp),
-                2 if ipv4 => out.push(ports),
+                proto::IP_UDP | proto::IP_SCTP | proto::IP_ICMP | proto::IP_ICMPV6 | 2 => out.push(ports),
                 _ => {}
             }
         }

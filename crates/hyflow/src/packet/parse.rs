@@ -340,7 +340,7 @@ fn parse_ipv4(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool)
         return Ok(());
     }
     let end = total.min(data.len());
-    parse_l4(nw_proto, proto::ETH_IPV4, &data[ihl..end], total - end, key, allow_vxlan)
+    parse_l4(nw_proto, &data[ihl..end], total - end, key, allow_vxlan)
 }
 
 /// OVS's `ipv6_sanity_check`, IPv6 branch and `parse_ipv6_ext_hdrs__`. The payload length
@@ -381,9 +381,13 @@ fn parse_ipv6(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool)
         let offlg = be16(rest, 2);
         match rest.get(len..) {
             Some(after) => rest = after,
-            // The header after this one is past the capture: L3 is known, L4 is not.
+            // The header after this one is past the capture: L3 is known, L4 is not, and
+            // neither is the protocol if that header is another extension header.
             None if rest.len() + missing >= len => {
                 snaplen_cut = true;
+                if matches!(next, 0 | 43 | 60 | 51 | 44) {
+                    next = 0;
+                }
                 break;
             }
             None => return Err(Malformed::BadIpv6Extension),
@@ -412,7 +416,7 @@ fn parse_ipv6(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool)
     if snaplen_cut {
         return Err(Malformed::SnaplenCut);
     }
-    parse_l4(next, proto::ETH_IPV6, rest, missing, key, allow_vxlan)
+    parse_l4(next, rest, missing, key, allow_vxlan)
 }
 
 fn parse_arp(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malformed> {
@@ -438,7 +442,6 @@ fn parse_arp(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malfo
 /// fixed header present or contributes nothing.
 fn parse_l4(
     nw_proto: u8,
-    dl_type: u16,
     data: &[u8],
     missing: usize,
     key: &mut FlowKey,
@@ -448,8 +451,8 @@ fn parse_l4(
         proto::IP_TCP => 20,
         proto::IP_SCTP => 12,
         proto::IP_UDP | proto::IP_ICMP => 8,
-        IP_IGMP if dl_type == proto::ETH_IPV4 => 8,
-        proto::IP_ICMPV6 if dl_type == proto::ETH_IPV6 => 8,
+        // OVS picks the transport parser by protocol number alone, whatever the IP version.
+        IP_IGMP | proto::IP_ICMPV6 => 8,
         _ => return Ok(()),
     };
     if data.len() < need {
@@ -850,5 +853,21 @@ mod tests {
             parse_captured(&v6[..14 + 40 + 4], wire, LinkKind::Ethernet, 1, &mut k),
             Err(Malformed::SnaplenCut)
         );
+    }
+
+    /// OVS picks the transport parser by protocol number alone: IGMP over IPv6 and ICMPv6
+    /// over IPv4 still give type and code, printed as ports (OVS names them icmp_* only for
+    /// ICMP over IPv4 and ICMPv6 over IPv6).
+    #[test]
+    fn transport_parsers_follow_the_protocol_number_alone() {
+        let (r, k) = parse(&eth(0x86dd, &ipv6(2, &[0x11, 0x64, 0, 0, 0, 0, 0, 0])), LinkKind::Ethernet);
+        assert_eq!((r, k.tp_src(), k.tp_dst()), (Ok(()), 0x11, 0x64));
+        assert!(crate::packet::format::format_flow(&k)
+            .ends_with("nw_proto=2,nw_tos=0,nw_ecn=0,nw_ttl=9,nw_frag=no,tp_src=17,tp_dst=100"));
+        let (r, k) = parse(&eth(0x0800, &ipv4(58, &[128, 0, 0, 0, 0, 0, 0, 0])), LinkKind::Ethernet);
+        assert_eq!((r, k.tp_src()), (Ok(()), 128));
+        assert!(crate::packet::format::format_flow(&k).ends_with("tp_src=128,tp_dst=0"));
+        let (_, k) = parse(&eth(0x86dd, &ipv6(58, &[128, 0, 0, 0, 0, 0, 0, 0])), LinkKind::Ethernet);
+        assert!(crate::packet::format::format_flow(&k).ends_with("icmp_type=128,icmp_code=0"));
     }
 }
