@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use hyflow::input::PacketSource;
 use hyflow::packet::format::format_flow;
+use hyflow::packet::Malformed;
 
 #[derive(Args)]
 pub struct ParsePcapArgs {
@@ -35,8 +36,8 @@ pub fn run(a: ParsePcapArgs) -> Result<()> {
     let mut i = 0;
     while let Some(p) = source.next_packet()? {
         // Nothing was extracted from a frame of a link layer hyflow does not read.
-        let flow =
-            if p.malformed == Some("unsupported_link_layer") { String::new() } else { format_flow(&p.key) };
+        let nothing = Some(Malformed::UnsupportedLinkLayer.name());
+        let flow = if p.malformed == nothing { String::new() } else { format_flow(&p.key) };
         if a.json {
             serde_json::to_writer(
                 &mut out,

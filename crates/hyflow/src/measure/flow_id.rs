@@ -417,6 +417,16 @@ mod tests {
     use super::*;
     use crate::openflow::parse_packet;
 
+    /// A deterministic stream of random words (xorshift64).
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     #[test]
     fn packs_and_prints_back_the_fields() {
         let k = parse_packet("tcp,nw_src=10.1.2.3,nw_dst=192.168.0.1,tp_src=1234,tp_dst=80").unwrap();
@@ -441,13 +451,7 @@ mod tests {
     #[test]
     fn the_five_tuple_fast_path_agrees_with_the_general_one() {
         let spec = KeySpec::five_tuple();
-        let mut state = 0x1234_5678_9abc_def1u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def1u64);
         let (mut ids, mut nones) = (0, 0);
         for _ in 0..20_000 {
             let mut k = FlowKey::default();
@@ -537,13 +541,7 @@ mod tests {
     /// a narrow id hashes as the 16 bytes it always did (results pinned before wide ids exist).
     #[test]
     fn shifting_in_and_out_round_trips() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..2_000 {
             let mut fields = Vec::new();
             let mut total = 0;
