@@ -1,0 +1,336 @@
+//! `gen`'s options and generators: each writes its files and returns the line saying what it
+//! wrote.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+
+use hyflow::openflow::read_flow_file;
+use hyflow::trace::{LinkType, PcapWriter};
+use hyflow::workload::gateway::GatewayConfig;
+use hyflow::workload::{generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig};
+
+use crate::create;
+
+#[derive(Args)]
+pub struct GenGatewayArgs {
+    /// Output pcap.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Steady flows.
+    #[arg(long, value_name = "N", default_value_t = 500_000)]
+    pub flows_count: usize,
+    /// Bursty flows.
+    #[arg(long, value_name = "N", default_value_t = 300)]
+    pub bursty: usize,
+    /// Mean packets per second.
+    #[arg(long, value_name = "PPS", default_value_t = 56e6)]
+    pub rate: f64,
+    /// Seconds of traffic.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub duration: f64,
+    /// Share of the steady packets carried by the top 10% of steady flows.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.91)]
+    pub top_share: f64,
+    /// Zipf–Mandelbrot offset of the steady flows' ranks, as a share of the flows: flattens
+    /// the largest flows (0 = pure Zipf, whose largest flow carries over 10% of the packets).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.001)]
+    pub head: f64,
+    /// Seconds between churns of the large flows.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub churn: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Args)]
+pub struct GenPipelineArgs {
+    /// Pipeline template: ofd, psc, ols, ant or otl.
+    #[arg(long, value_name = "KIND")]
+    pub kind: String,
+    /// ClassBench-like tuples to map onto the pipeline (rules before range expansion).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub rules: usize,
+    /// Header pool lines (DIR/traffic.txt): the trace's distinct headers at most.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub headers: usize,
+    /// high: pool headers combine popular values of each table group independently;
+    /// low: each pool header follows one tuple, with its own host bits and ports.
+    #[arg(long, value_enum, default_value = "high")]
+    pub locality: LocalityArg,
+    /// Zipf exponent of tuple popularity (high locality).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub zipf: f64,
+    /// Output directory (created if needed).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Take the trace's timing and flows from this capture (pcap/pcapng) instead of the
+    /// CAIDA-like model: each packet keeps its time and gets the pool header of its 5-tuple's
+    /// order of first appearance, modulo the pool size.
+    #[arg(long, value_name = "PCAP", conflicts_with_all = ["flows_count", "packets", "rate"])]
+    pub locality_from: Option<PathBuf>,
+    /// Flows starting in the trace (about; CAIDA-like model).
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub flows_count: usize,
+    /// Packets in the trace (CAIDA-like model).
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub packets: usize,
+    /// Mean packets per second (CAIDA-like model).
+    #[arg(long, value_name = "PPS", default_value_t = 100_000.0)]
+    pub rate: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum LocalityArg {
+    /// Headers share popular per-table values in new combinations (sub-traversals).
+    High,
+    /// Headers share values only as their tuples do.
+    Low,
+}
+
+#[derive(Args)]
+pub struct GenTrafficArgs {
+    /// Flow file the traffic should exercise.
+    #[arg(long, value_name = "FILE")]
+    pub flows: PathBuf,
+    /// Output pcap.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Distinct flows.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub flows_count: usize,
+    /// Packets.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub packets: usize,
+    /// Zipf exponent of flow popularity.
+    #[arg(long, value_name = "S", default_value_t = 1.1)]
+    pub zipf: f64,
+    /// Mean packets per second.
+    #[arg(long, value_name = "PPS", default_value_t = 100_000.0)]
+    pub rate: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Args)]
+pub struct GenDynamicArgs {
+    /// Output pcap.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Make the flows exercise this flow table's rules (as `gen traffic` does) instead of
+    /// random IPv4 flows: bursty traffic for `hyflow sim`.
+    #[arg(long, value_name = "FILE")]
+    pub flows: Option<PathBuf>,
+    /// Distinct flows.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub flows_count: usize,
+    /// Packets.
+    #[arg(long, value_name = "N", default_value_t = 600_000)]
+    pub packets: usize,
+    /// Zipf exponent of flow rates.
+    #[arg(long, value_name = "S", default_value_t = 1.2)]
+    pub zipf: f64,
+    /// Mean packets per second.
+    #[arg(long, value_name = "PPS", default_value_t = 20_000.0)]
+    pub rate: f64,
+    /// Seconds between churns of the large flows.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3.0)]
+    pub churn_period: f64,
+    /// Share of the top 10% of flows replaced at each churn.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.15)]
+    pub churn_fraction: f64,
+    /// Bursts over the trace.
+    #[arg(long, value_name = "N", default_value_t = 60)]
+    pub bursts: usize,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Args)]
+pub struct GenUpdatesArgs {
+    /// Flow file to update.
+    #[arg(long, value_name = "FILE")]
+    pub flows: PathBuf,
+    /// Output updates file.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Fraction of the rules updated per second (FlowShadow used 0.1).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.1)]
+    pub rate: f64,
+    /// Seconds the stream covers.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub seconds: f64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Writes the packets `generate` hands its sink to a nanosecond pcap at `path`, and returns
+/// what `generate` returns; a write error is reported as such, not as the generator's.
+fn write_trace<T>(
+    path: &Path,
+    generate: impl FnOnce(&mut dyn FnMut(GenPacket) -> std::io::Result<()>) -> Result<T, TrafficError>,
+) -> Result<T> {
+    let mut writer = PcapWriter::create(path, LinkType::Ethernet, true)?;
+    let mut failed = Ok(());
+    let out = generate(&mut |p| {
+        writer.write_packet(p.ts_ns, &p.frame).map_err(|e| {
+            let msg = e.to_string();
+            failed = Err(e);
+            std::io::Error::other(msg)
+        })
+    })?;
+    failed?;
+    writer.finish()?;
+    Ok(out)
+}
+
+pub fn traffic(a: GenTrafficArgs) -> Result<String> {
+    let rules = read_flow_file(&a.flows)?;
+    let config =
+        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
+    // The inner result only repeats a write error, which `write_trace` already reported.
+    let _ = write_trace(&a.out, |sink| generate(&rules, &config, sink))?;
+    Ok(format!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, a.out.display()))
+}
+
+pub fn dynamic(a: GenDynamicArgs) -> Result<String> {
+    use hyflow::workload::dynamics::{generate_dynamic, DynamicsConfig};
+    let traffic =
+        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
+    let dynamics =
+        DynamicsConfig { churn_period: a.churn_period, churn_fraction: a.churn_fraction, bursts: a.bursts };
+    let keys = match &a.flows {
+        Some(f) => hyflow::workload::make_flows(&read_flow_file(f)?, a.flows_count, a.seed)?,
+        None => hyflow::workload::random_flows(a.flows_count, a.seed)?,
+    };
+    let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
+    Ok(format!(
+        "wrote {} packets of {} flows over {:.1} s to {}",
+        a.packets,
+        a.flows_count,
+        a.packets as f64 / a.rate,
+        a.out.display()
+    ))
+}
+
+pub fn gateway(a: GenGatewayArgs) -> Result<String> {
+    use hyflow::packet::build::build_frame;
+    use hyflow::workload::gateway::Gateway;
+    let seconds = |flag: &str, s: f64| -> Result<u64> {
+        if s.is_finite() && s > 0.0 {
+            Ok((s * 1e9).round().max(1.0) as u64)
+        } else {
+            bail!("{flag} must be a positive number of seconds, not {s}")
+        }
+    };
+    let config = GatewayConfig {
+        flows: a.flows_count,
+        bursty_flows: a.bursty,
+        rate: a.rate,
+        duration_ns: seconds("--duration", a.duration)?,
+        top_share: a.top_share,
+        head: a.head,
+        churn_period_ns: seconds("--churn", a.churn)?,
+        seed: a.seed,
+        ..GatewayConfig::default()
+    };
+    let mut traffic = Gateway::new(config).map_err(|e| anyhow!("gen gateway: {e}"))?;
+    let mut writer = PcapWriter::create(&a.out, LinkType::Ethernet, true)?;
+    let mut n = 0u64;
+    while let Some(p) = traffic.next() {
+        // The frame check sequence is on the wire but not in the capture.
+        writer.write_packet(p.ts_ns, &build_frame(traffic.key(p.flow), p.bytes as usize - 4))?;
+        n += 1;
+    }
+    writer.finish()?;
+    Ok(format!(
+        "wrote {n} packets of {} flows ({} bursty, {} bursts) over {} s to {}",
+        a.flows_count + a.bursty,
+        a.bursty,
+        traffic.bursts(),
+        a.duration,
+        a.out.display()
+    ))
+}
+
+pub fn updates(a: GenUpdatesArgs) -> Result<String> {
+    let rules = read_flow_file(&a.flows)?;
+    let lines = generate_updates(&rules, &UpdatesConfig { rate: a.rate, seconds: a.seconds, seed: a.seed })
+        .map_err(anyhow::Error::msg)?;
+    let mut out = create(&a.out)?;
+    for l in &lines {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    Ok(format!("wrote {} updates over {} s to {}", lines.len(), a.seconds, a.out.display()))
+}
+
+pub fn pipeline(a: GenPipelineArgs) -> Result<String> {
+    use hyflow::input::{CaptureSlots, PacketSource};
+    use hyflow::workload::flow_arrivals::FlowArrivals;
+    use hyflow::workload::pipebench::{pipebench, Locality, PipebenchConfig};
+    let names: Vec<&str> = hyflow::workload::pipelines::ALL.iter().map(|t| t.name).collect();
+    let Some(template) = hyflow::workload::pipelines::by_name(&a.kind) else {
+        bail!("unknown pipeline '{}' (one of: {})", a.kind, names.join(", "));
+    };
+    let locality = match a.locality {
+        LocalityArg::High => Locality::High,
+        LocalityArg::Low => Locality::Low,
+    };
+    let config =
+        PipebenchConfig { rules: a.rules, headers: a.headers, locality, popularity: a.zipf, seed: a.seed };
+    let workload = pipebench(template, &config)?;
+    /// Where the trace's flows and times come from.
+    enum Timing<'a> {
+        Model(FlowArrivals),
+        Capture(&'a Path, PacketSource),
+    }
+    // Every input is checked before anything is written.
+    let timing = match &a.locality_from {
+        None => Timing::Model(FlowArrivals::new(a.packets, a.flows_count, a.rate, a.seed)?),
+        Some(path) => Timing::Capture(path, PacketSource::capture(path, None)?),
+    };
+    std::fs::create_dir_all(&a.out).with_context(|| format!("{}: cannot create", a.out.display()))?;
+    for (name, text) in [("flows.txt", &workload.flows), ("traffic.txt", &workload.traffic)] {
+        let path = a.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+    }
+    let trace = a.out.join("trace.pcap");
+    let (packets, flows) = match timing {
+        Timing::Model(slots) => {
+            let mut flows = 0;
+            let packets = write_trace(&trace, |sink| {
+                Ok(workload.fold(slots.inspect(|s| flows = flows.max(s.flow + 1)), sink))
+            })?;
+            (packets, flows)
+        }
+        Timing::Capture(capture, mut source) => {
+            let mut slots = CaptureSlots::new(&mut source);
+            let packets = write_trace(&trace, |sink| Ok(workload.fold(&mut slots, sink)))?;
+            let (flows, error) = slots.finish();
+            if let Some(e) = error {
+                return Err(e).with_context(|| format!("{}: reading the locality source", capture.display()));
+            }
+            (packets, flows)
+        }
+    };
+    // The inner result only repeats a write error, which `write_trace` already reported.
+    let packets = packets.unwrap_or(0);
+    let n_rules = workload.flows.lines().filter(|l| !l.starts_with('#')).count();
+    Ok(format!(
+        "wrote {} ({n_rules} rules for {} tuples), {} ({} headers) and {} ({packets} packets of {flows} flows)",
+        a.out.join("flows.txt").display(),
+        a.rules,
+        a.out.join("traffic.txt").display(),
+        workload.pool.len(),
+        trace.display(),
+    ))
+}

@@ -1,0 +1,82 @@
+//! What the `hyflow` command line and the Python package share: every command's options
+//! (names, defaults, help, ranges) and their meaning as the engine's workloads and configs,
+//! the text of summaries and the plots. One definition, so that a keyword argument in
+//! Python and a long option on the command line cannot drift apart: Python's keywords are
+//! parsed here as the CLI's options ([`parse_args`]), with the CLI's messages.
+
+pub mod gen;
+pub mod plot;
+pub mod replay;
+pub mod sim;
+pub mod switch;
+pub mod topk;
+pub mod trace;
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use clap::{Args, Command, FromArgMatches};
+
+/// Opens `path` for writing (`-`: standard output), buffered.
+pub fn create(path: &Path) -> Result<Box<dyn Write>> {
+    if path == Path::new("-") {
+        return Ok(Box::new(BufWriter::new(std::io::stdout())));
+    }
+    let f = File::create(path).with_context(|| format!("{}: cannot create", path.display()))?;
+    Ok(Box::new(BufWriter::new(f)))
+}
+
+/// `--rate -1` is the value -1 (to be refused with its range), not an unknown option `-1`:
+/// on every subcommand, as clap sets it per command.
+pub fn negative_numbers_are_values(cmd: Command) -> Command {
+    cmd.allow_negative_numbers(true).mut_subcommands(negative_numbers_are_values)
+}
+
+/// The command `name` whose options are `A`, as the CLI defines it.
+pub fn command<A: Args>(name: &'static str) -> Command {
+    negative_numbers_are_values(A::augment_args(Command::new(name)))
+}
+
+/// Parses `argv` (options only, no program name) as command `name`'s options `A`.
+pub fn parse_args<A: Args + FromArgMatches>(name: &'static str, argv: &[String]) -> Result<A, clap::Error> {
+    let matches = command::<A>(name).no_binary_name(true).try_get_matches_from(argv)?;
+    A::from_arg_matches(&matches)
+}
+
+/// One option of a command, as a front that takes keywords needs to know it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct OptionInfo {
+    /// The long option without dashes (`microflow-entries`); positionals by their id.
+    pub long: String,
+    /// A flag (present or not) rather than an option with a value.
+    pub flag: bool,
+    /// A positional argument.
+    pub positional: bool,
+    /// The value's name in help (`N`, `FILE`).
+    pub value_name: Option<String>,
+    /// The default, as the CLI shows it.
+    pub default: Option<String>,
+    /// The allowed values, for an option with a fixed set.
+    pub choices: Vec<String>,
+    /// The help text.
+    pub help: String,
+}
+
+/// Every option of command `name` whose options are `A`, in help order.
+pub fn options<A: Args>(name: &'static str) -> Vec<OptionInfo> {
+    command::<A>(name)
+        .get_arguments()
+        .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+        .map(|a| OptionInfo {
+            long: a.get_long().map_or_else(|| a.get_id().to_string(), str::to_string),
+            flag: !a.get_action().takes_values(),
+            positional: a.is_positional(),
+            value_name: a.get_value_names().and_then(|v| v.first()).map(|v| v.to_string()),
+            default: a.get_default_values().first().map(|v| v.to_string_lossy().into_owned()),
+            choices: a.get_possible_values().iter().map(|v| v.get_name().to_string()).collect(),
+            help: a.get_long_help().or(a.get_help()).map(|h| h.to_string()).unwrap_or_default(),
+        })
+        .collect()
+}

@@ -1,0 +1,86 @@
+//! `replay`'s options and their meaning: the [`ReplayConfig`], the built-in workload's
+//! banner and the per-rule counters as `ovs-ofctl dump-flows` prints them.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use hyflow::experiment::replay::ReplayConfig;
+use hyflow::experiment::Workload;
+use hyflow::openflow::{Pipeline, Rule};
+use hyflow::workload::builtin;
+
+use crate::switch::{seconds_to_ns, switch_config, SwitchArgs};
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub switch: SwitchArgs,
+    /// Write the report as one JSON object to FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write one JSON line per packet: {"i", "layer", "outputs", "drop"}.
+    #[arg(long, value_name = "FILE")]
+    pub decisions: Option<PathBuf>,
+    /// Print per-rule packet and byte counters, like `ovs-ofctl dump-flows`.
+    #[arg(long)]
+    pub rule_stats: bool,
+    /// Also report where packets went from SECONDS of trace time on (the steady state); the
+    /// main figures count from the first packet, the cold start included (as the Gigaflow
+    /// artifact counted its hit rates).
+    #[arg(long, value_name = "SECONDS")]
+    pub warmup: Option<f64>,
+}
+
+impl ReplayArgs {
+    /// The replay these options describe (host timings on, as the CLI reports them).
+    pub fn config(&self) -> Result<ReplayConfig> {
+        let warmup_ns = self.warmup.map(|s| seconds_to_ns("--warmup", s)).transpose()?;
+        Ok(ReplayConfig { switch: switch_config(&self.switch)?, time_host: true, warmup_ns })
+    }
+
+    /// Whether the options name no files: the built-in workload runs.
+    pub fn builtin(&self) -> bool {
+        self.switch.flows.is_none() && self.switch.trace.is_none()
+    }
+}
+
+/// What the built-in workload is, in one line (printed before its report).
+pub fn builtin_banner(workload: &Workload) -> String {
+    format!(
+        "built-in workload: {} ({} rules), {} generated packets of {} flows, {}% of rules updated per second",
+        builtin::FLOWS_NAME,
+        workload.rules.len(),
+        builtin::TRAFFIC.packets,
+        builtin::TRAFFIC.flows,
+        builtin::UPDATE_RATE * 100.0
+    )
+}
+
+/// Rules in `ovs-ofctl dump-flows` order: by table, then priority (highest first), then age.
+pub fn rules_in_dump_order(p: &Pipeline) -> Vec<(u32, &Rule)> {
+    let mut rules: Vec<(u32, &Rule)> = p.rules().collect();
+    rules.sort_by_key(|(id, r)| (r.table, std::cmp::Reverse(r.priority), *id));
+    rules
+}
+
+/// Per-rule counters in the shape of `ovs-ofctl dump-flows`.
+pub fn rule_stats(p: &Pipeline) -> String {
+    let mut out = String::new();
+    for (id, r) in rules_in_dump_order(p) {
+        let s = p.stats(id);
+        let m = r.matcher.to_string();
+        let sep = if m.is_empty() { "" } else { "," };
+        out.push_str(&format!(
+            " cookie={:#x}, table={}, n_packets={}, n_bytes={}, priority={}{sep}{m} actions={}\n",
+            r.cookie,
+            r.table,
+            s.packets,
+            s.bytes,
+            r.priority,
+            hyflow::openflow::action::format_actions(&r.actions)
+        ));
+    }
+    out
+}

@@ -1,0 +1,247 @@
+//! The workload and switch options `replay` and `sim` share, and their meaning: the files
+//! or built-in workload they name, and the [`SwitchConfig`] they describe.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+
+use hyflow::cache::Consistency;
+use hyflow::experiment::Workload;
+use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
+use hyflow::nic::paper_setup;
+use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
+use hyflow::workload::gateway::{GatewayConfig, SPEC_PREFIX};
+
+/// Workload and cache options shared by `replay` and `sim`.
+#[derive(Args)]
+pub struct SwitchArgs {
+    /// Flow file in `ovs-ofctl add-flows` syntax.
+    #[arg(long, value_name = "FILE", requires = "trace")]
+    pub flows: Option<PathBuf>,
+    /// pcap/pcapng trace to replay, or `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
+    /// streamed in process (keys: flows, bursty, rate, duration, top-share, head, churn, seed,
+    /// in-port; through examples/gateway.flows unless --flows is given). With it, `sim` also
+    /// reports how the generated bursts fared: already in the NIC, moved in during the burst
+    /// and how soon, and (elixir) how soon the flow's core's ring reached K.
+    #[arg(long, value_name = "FILE|gen:gateway,...")]
+    pub trace: Option<PathBuf>,
+    /// Rule updates: `<seconds|#N> add|modify|modify-strict|delete|delete-strict <flow spec>` per line.
+    #[arg(long, value_name = "FILE")]
+    pub updates: Option<PathBuf>,
+    /// Input port of trace packets (pcapng: interface i arrives on port i+1 when not given).
+    #[arg(long, value_name = "PORT")]
+    pub in_port: Option<u32>,
+    /// Every packet through the slow path (the reference for the caches).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// No NIC (`sim` takes --policy psf instead).
+    #[arg(long)]
+    pub no_nic: bool,
+    /// NIC caching scheme: megaflow (one stage of whole traversals, OVS offload) or gigaflow
+    /// (sub-traversals in --nic-tables tagged stages, Longest Traversal Match).
+    /// Default megaflow; `sim` takes --policy instead.
+    #[arg(long, value_enum)]
+    pub nic: Option<NicArg>,
+    /// Defaults of a published setup; options given explicitly override them.
+    /// `gigaflow-paper`: the Gigaflow artifact's evaluation (docs/gigaflow-paper-setup.md) —
+    /// 63 usable masks per NIC table for both schemes, 8,000 entries per Gigaflow stage and
+    /// 32,000 for Megaflow, no idle expiry (fill-only tables: a full table refuses, nothing is
+    /// evicted), whole mappings, no microflow cache (EMC/SMC disabled); `replay`'s hit rates are cumulative
+    /// from the first packet, as the artifact counted them.
+    #[arg(long, value_enum)]
+    pub preset: Option<PresetArg>,
+    /// NIC entries: in total for megaflow (default 32768), per stage for gigaflow (default 8192);
+    /// 32000 and 8000 with --preset gigaflow-paper.
+    #[arg(long, value_name = "N")]
+    pub nic_entries: Option<usize>,
+    /// Distinct masks per NIC stage (default 512; 63 with --preset gigaflow-paper).
+    #[arg(long, value_name = "N")]
+    pub nic_masks: Option<usize>,
+    /// Gigaflow stages (K).
+    #[arg(long, value_name = "K", default_value_t = hyflow::nic::gigaflow::DEFAULT_TABLES)]
+    pub nic_tables: usize,
+    /// Gigaflow partitioning: dp (disjoint partitioning), random, one-to-one.
+    #[arg(long, value_enum, default_value = "dp")]
+    pub partition: PartitionArg,
+    /// Gigaflow installs: partial (the pieces that fit; later traversals may complete the
+    /// chain; the default) or whole (all of a traversal's pieces or none, as the Gigaflow
+    /// artifact; the default with --preset gigaflow-paper).
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub mappings: Option<MappingsArg>,
+    /// No microflow cache (the default with --preset gigaflow-paper).
+    #[arg(long)]
+    pub no_microflow: bool,
+    /// Microflow cache entries.
+    #[arg(long, value_name = "N", default_value_t = hyflow::switch::DEFAULT_MICROFLOW_ENTRIES)]
+    pub microflow_entries: usize,
+    /// Entries per microflow bucket: 1 (direct replacement), 2 or 4 (pseudo-LRU).
+    #[arg(long, value_name = "W", default_value_t = 1)]
+    pub microflow_ways: usize,
+    /// No software megaflow cache.
+    #[arg(long)]
+    pub no_megaflow: bool,
+    /// Software megaflow cache entries.
+    #[arg(long, value_name = "N", default_value_t = hyflow::switch::DEFAULT_MEGAFLOW_ENTRIES)]
+    pub megaflow_entries: usize,
+    /// How the microflow cache stays consistent with rule updates.
+    #[arg(long, value_enum, default_value = "action")]
+    pub consistency: ConsistencyArg,
+    /// Seconds of trace time without a hit after which NIC and megaflow entries expire
+    /// (0 = never; default 10).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_idle: Option<f64>,
+    /// Seconds between a rule update and the revalidator acting on NIC and megaflow entries.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub revalidation_delay: f64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PresetArg {
+    /// The Gigaflow artifact's evaluation setup.
+    GigaflowPaper,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MappingsArg {
+    /// Install the pieces that fit.
+    Partial,
+    /// Install all of a traversal's pieces or none.
+    Whole,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NicArg {
+    /// One ternary stage of megaflows, offloaded while there is room (OVS).
+    Megaflow,
+    /// Gigaflow: sub-traversals in K tagged stages.
+    Gigaflow,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum PartitionArg {
+    /// The paper's disjoint partitioning (dynamic program).
+    Dp,
+    /// Random cuts.
+    Random,
+    /// One lookup per stage.
+    OneToOne,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ConsistencyArg {
+    /// Signature Table: eager removal of a changed rule's microflows (strong).
+    Signature,
+    /// Cookie Table: rule states checked on every hit (weak).
+    Cookie,
+    /// Action Table time stamps checked on every hit (weak).
+    Action,
+}
+
+pub fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
+    if !(s.is_finite() && s >= 0.0) {
+        bail!("{flag} must be a non-negative number of seconds, not {s}");
+    }
+    Ok((s * 1e9).round() as u64)
+}
+
+fn paper(a: &SwitchArgs) -> bool {
+    a.preset == Some(PresetArg::GigaflowPaper)
+}
+
+/// Distinct masks per NIC stage: given, the preset's, or hyflow's default.
+fn nic_masks(a: &SwitchArgs) -> usize {
+    let default = if paper(a) { paper_setup::MASKS } else { hyflow::nic::DEFAULT_MEGAFLOW_MASKS };
+    a.nic_masks.unwrap_or(default)
+}
+
+/// The megaflow-offload NIC the options size: (entries, masks).
+pub fn megaflow_nic(a: &SwitchArgs) -> (usize, usize) {
+    let default =
+        if paper(a) { paper_setup::MEGAFLOW_ENTRIES } else { hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES };
+    (a.nic_entries.unwrap_or(default), nic_masks(a))
+}
+
+/// The Gigaflow NIC the options shape.
+pub fn gigaflow_nic(a: &SwitchArgs) -> GigaflowConfig {
+    let default =
+        if paper(a) { paper_setup::GIGAFLOW_ENTRIES } else { hyflow::nic::gigaflow::DEFAULT_ENTRIES };
+    GigaflowConfig {
+        tables: a.nic_tables,
+        entries: a.nic_entries.unwrap_or(default),
+        max_masks: nic_masks(a),
+        partition: match a.partition {
+            PartitionArg::Dp => Partition::Disjoint,
+            PartitionArg::Random => Partition::Random,
+            PartitionArg::OneToOne => Partition::OneToOne,
+        },
+        seed: 1,
+        whole_mappings: a.mappings.map_or(paper(a), |m| m == MappingsArg::Whole),
+    }
+}
+
+pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
+    let consistency = match a.consistency {
+        ConsistencyArg::Signature => Consistency::Signature,
+        ConsistencyArg::Cookie => Consistency::Cookie,
+        ConsistencyArg::Action => Consistency::Action,
+    };
+    let config = SwitchConfig {
+        nic: (!a.no_nic).then(|| match a.nic.unwrap_or(NicArg::Megaflow) {
+            NicArg::Megaflow => {
+                let (entries, max_masks) = megaflow_nic(a);
+                NicConfig::Megaflow { entries, max_masks }
+            }
+            NicArg::Gigaflow => NicConfig::Gigaflow(gigaflow_nic(a)),
+        }),
+        nic_update_latency_ns: 0,
+        microflow: (!a.no_microflow && !paper(a))
+            .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
+        megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),
+        consistency,
+        max_idle_ns: match a.max_idle {
+            Some(s) => seconds_to_ns("--max-idle", s)?,
+            // The artifact's tables never expire (fill-only).
+            None if paper(a) => 0,
+            None => hyflow::switch::DEFAULT_MAX_IDLE_NS,
+        },
+        revalidation_delay_ns: seconds_to_ns("--revalidation-delay", a.revalidation_delay)?,
+    };
+    Ok(if a.no_cache {
+        SwitchConfig { nic: None, microflow: None, megaflow: None, ..config }
+    } else {
+        config
+    })
+}
+
+/// The workload the options name: the given files, or the built-in workload (with
+/// `--updates` replacing its update stream when given).
+pub fn workload(a: &SwitchArgs) -> Result<Workload> {
+    if let Some(spec) = a.trace.as_ref().and_then(|t| GatewayConfig::parse(&t.to_string_lossy())) {
+        let config = spec.map_err(|e| anyhow!("--trace: {e}"))?;
+        let config = GatewayConfig { in_port: a.in_port.unwrap_or(config.in_port), ..config };
+        let rules = a.flows.as_deref().map(hyflow::openflow::read_flow_file).transpose()?;
+        let w = Workload::gateway(config, rules);
+        return Ok(match &a.updates {
+            Some(u) => w.with_updates_file(u)?,
+            None => w,
+        });
+    }
+    if a.trace.is_some() && a.flows.is_none() {
+        bail!("--trace needs --flows (the pipeline the capture goes through), unless it is {SPEC_PREFIX}");
+    }
+    let w = match (&a.flows, &a.trace) {
+        (Some(flows), Some(trace)) => Workload::from_files(flows, trace, a.updates.as_deref(), a.in_port)?,
+        _ => match &a.updates {
+            Some(u) => Workload::builtin(a.in_port).with_updates_file(u)?,
+            None => Workload::builtin(a.in_port),
+        },
+    };
+    if let (Some(flows), true) = (&a.flows, w.rules.is_empty()) {
+        eprintln!(
+            "hyflow: warning: {} has no rules: every packet misses table 0 and is dropped",
+            flows.display()
+        );
+    }
+    Ok(w)
+}

@@ -1,0 +1,84 @@
+//! `trace`'s options and their meaning: the pipeline and the packets to trace through it.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+
+use hyflow::input::PacketSource;
+use hyflow::openflow::{parse_packet, read_flow_file, Pipeline};
+use hyflow::packet::FlowKey;
+
+#[derive(Args)]
+pub struct TraceArgs {
+    /// Flow file in `ovs-ofctl add-flows` syntax.
+    #[arg(long, value_name = "FILE")]
+    pub flows: PathBuf,
+    /// A packet as a match-style string, e.g.
+    /// `in_port=1,dl_src=00:00:00:00:00:01,dl_type=0x0800,nw_src=10.0.0.1,nw_proto=6,tp_dst=80`
+    /// (absent fields are zero).
+    #[arg(value_name = "PACKET", conflicts_with_all = ["packets", "pcap"])]
+    pub packet: Option<String>,
+    /// File with one packet string per line (blank lines and `#` comments skipped).
+    #[arg(long, value_name = "FILE", conflicts_with = "pcap")]
+    pub packets: Option<PathBuf>,
+    /// Take the packet from a pcap/pcapng trace (see --index).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// 0-based index of the packet in --pcap.
+    #[arg(long, default_value_t = 0, requires = "pcap")]
+    pub index: u64,
+    /// Input port for --pcap packets (pcapng interface i arrives on port i+1 when not given).
+    #[arg(long, value_name = "PORT", requires = "pcap")]
+    pub in_port: Option<u32>,
+    /// Print one JSON object per packet instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl TraceArgs {
+    /// The packets the options name: the one given, a file's, or one from a capture.
+    pub fn packets(&self) -> Result<Vec<FlowKey>> {
+        if let Some(p) = &self.packet {
+            Ok(vec![parse_packet(p)
+                .map_err(|e| anyhow!("packet:{}: {} (at '{}')", e.column, e.message, e.token))?])
+        } else if let Some(f) = &self.packets {
+            packets_from_file(f)
+        } else if let Some(f) = &self.pcap {
+            Ok(vec![packet_from_pcap(f, self.index, self.in_port)?])
+        } else {
+            bail!("give a PACKET, --packets FILE or --pcap FILE");
+        }
+    }
+}
+
+pub fn load_pipeline(path: &Path) -> Result<Pipeline> {
+    let rules = read_flow_file(path)?;
+    Ok(Pipeline::from_rules(rules))
+}
+
+pub fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<FlowKey> {
+    let mut source = PacketSource::capture(path, in_port)?;
+    let Some(p) = source.nth_packet(index)? else {
+        bail!("{}: has {} packets, no packet at index {index}", path.display(), source.packets());
+    };
+    if let Some(reason) = p.malformed {
+        eprintln!("hyflow: warning: packet {index} is malformed ({reason}); tracing what was parsed");
+    }
+    Ok(p.key)
+}
+
+pub fn packets_from_file(path: &Path) -> Result<Vec<FlowKey>> {
+    let file = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("{}: cannot read", path.display()))?;
+        let Some(body) = hyflow::openflow::parser::strip_comment(&line) else { continue };
+        let key = parse_packet(body).map_err(|e| {
+            anyhow!("{}:{}:{}: {} (at '{}')", path.display(), n + 1, e.column, e.message, e.token)
+        })?;
+        out.push(key);
+    }
+    Ok(out)
+}
