@@ -29,6 +29,17 @@ pub enum Command {
 }
 
 impl Command {
+    /// The word an updates file spells it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Add => "add",
+            Command::Modify => "modify",
+            Command::ModifyStrict => "modify-strict",
+            Command::Delete => "delete",
+            Command::DeleteStrict => "delete-strict",
+        }
+    }
+
     fn parse(word: &str) -> Option<Command> {
         Some(match word {
             "add" => Command::Add,

@@ -1,0 +1,159 @@
+"""hyflow from Python: a virtual switch split between a SmartNIC model and host software.
+
+Every run takes the ``hyflow`` command line's long options as keyword arguments (``-`` as
+``_``): ``hyflow.replay(microflow_entries=1024)`` is ``hyflow replay --microflow-entries 1024``,
+with the same defaults, ranges and error messages. With no arguments each runs the built-in
+workload, as the CLI does. Runs release the GIL, so threads run them in parallel.
+
+Results: summaries as dicts with the CLI's ``--json`` keys; per-packet decisions, time series,
+latency histograms, top-k reports and rule counters as pandas DataFrames over the engine's
+NumPy and Arrow arrays. Errors: :class:`HyflowError` with the CLI's message; a misspelt keyword
+is a ``TypeError``.
+
+``hyflow.sweep`` runs a grid of configs locally or on a Ray cluster into one DataFrame.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from . import _options, _results, gen
+from ._hyflow import HyflowError, __version__
+from . import _hyflow
+from ._results import ReplayResult, SimResult, TopkResult, Trace
+from .sweep import sweep
+
+__all__ = [
+    "HyflowError",
+    "ReplayResult",
+    "SimResult",
+    "TopkResult",
+    "Trace",
+    "__version__",
+    "eval_topk",
+    "gen",
+    "load_flows",
+    "load_trace",
+    "load_updates",
+    "options",
+    "replay",
+    "sim",
+    "sweep",
+    "topk",
+    "trace",
+]
+
+
+def replay(*, decisions: bool = False, **options) -> ReplayResult:
+    kwargs = dict(options)
+    result = _hyflow.replay(_options.argv("replay", kwargs), decisions)
+    return ReplayResult(
+        summary=json.loads(result["report"]),
+        text=result["text"],
+        rules=_results.rules_frame(result["rules"], counters=True),
+        decisions=_results.decisions_frame(result["decisions"]) if decisions else None,
+    )
+
+
+def sim(*, decisions: bool = False, plot=None, **options) -> SimResult:
+    result = _hyflow.sim(_options.argv("sim", options), decisions, None if plot is None else str(plot))
+    return SimResult(
+        summary=json.loads(result["summary"]),
+        text=result["text"],
+        series=_results.series_frame(result["series"]),
+        latency=_results.latency_frame(result["latency_ns"]),
+        decisions=_results.decisions_frame(result["decisions"]) if decisions else None,
+    )
+
+
+def topk(trace=None, **options) -> TopkResult:
+    if trace is not None:
+        options["trace"] = trace
+    return _results.topk_result(_hyflow.topk(_options.argv("topk", options)))
+
+
+def eval_topk(trace=None, **options) -> pd.DataFrame:
+    if trace is not None:
+        options["trace"] = trace
+    rows = [json.loads(r) for r in _hyflow.eval_topk(_options.argv("eval_topk", options))]
+    return pd.DataFrame(rows)
+
+
+def trace(flows=None, packet=None, **options) -> Trace | list[Trace]:
+    options.update({k: v for k, v in (("flows", flows), ("packet", packet)) if v is not None})
+    traces = [Trace(json.loads(r), t) for r, t in _hyflow.trace(_options.argv("trace", options))]
+    return traces[0] if packet is not None or "pcap" in options else traces
+
+
+def load_flows(path) -> pd.DataFrame:
+    """The rules of a flow file in ``ovs-ofctl add-flows`` syntax, in file order (a malformed
+    line raises :class:`HyflowError` with file, line, column and token)."""
+    return _results.rules_frame(_hyflow.load_flows(str(path)), counters=False)
+
+
+def load_updates(path) -> pd.DataFrame:
+    """An updates file as ``hyflow replay --updates`` reads it: when each applies (``at_ns``
+    after the first packet, or ``before_packet``; -1 in the other column), the command and
+    the rule."""
+    d = _hyflow.load_updates(str(path))
+    return pd.DataFrame(
+        {
+            "at_ns": d["at_ns"],
+            "before_packet": d["before_packet"],
+            "command": _results.strings(d["command"]),
+            "rule": _results.strings(d["rule"]),
+        },
+        copy=False,
+    )
+
+
+def load_trace(path, in_port: int | None = None) -> pd.DataFrame:
+    """A capture's packets as hyflow reads them: time (ns), wire length, the flow in
+    ``ovs-ofctl`` notation (Open vSwitch's flow extraction) and the malformed reason (empty
+    if none)."""
+    d = _hyflow.load_trace(str(path), in_port)
+    return pd.DataFrame(
+        {
+            "ts_ns": d["ts_ns"],
+            "bytes": d["bytes"],
+            "flow": _results.strings(d["flow"]),
+            "malformed": _results.strings(d["malformed"]),
+        },
+        copy=False,
+    )
+
+
+def options(command: str) -> pd.DataFrame:
+    """The keywords of ``command`` (replay, sim, topk, eval_topk, trace, gen_traffic,
+    gen_updates, gen_dynamic, gen_pipeline, gen_gateway) with type, default and help."""
+    return pd.DataFrame(
+        [
+            {"keyword": o.name, "type": o.python_type, "default": o.typed_default(), "choices": list(o.choices), "help": o.help}
+            for o in _options.options(command).values()
+        ]
+    )
+
+
+replay.__doc__ = _options.document(
+    "replay",
+    """Replays a trace through NIC, microflow cache, megaflow cache and slow path
+(``hyflow replay``); with no files, the built-in workload. ``decisions=True`` also returns
+every packet's layer and outputs.""",
+)
+sim.__doc__ = _options.document(
+    "sim",
+    """Simulates NIC, host rings and cores over trace time (``hyflow sim``), or searches for
+the fewest cores or the highest rate without loss (``find``). ``decisions=True`` also returns
+every packet's fate (one run only); ``plot=DIR`` writes the CLI's plots.""",
+)
+topk.__doc__ = _options.document("topk", "Real-time top-k flows of a trace at every block boundary (``hyflow topk``).")
+eval_topk.__doc__ = _options.document(
+    "eval_topk", "Precision and relative error of detectors against the exact top-k (``hyflow eval topk``)."
+)
+trace.__doc__ = _options.document(
+    "trace",
+    """Traces packets through a pipeline as ``ofproto/trace`` does (``hyflow trace``): one
+:class:`Trace` for ``packet`` or ``pcap``, a list for a ``packets`` file.""",
+)
