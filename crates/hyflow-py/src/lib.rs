@@ -38,12 +38,17 @@ fn error(e: anyhow::Error) -> PyErr {
     HyflowError::new_err(format!("{e:#}"))
 }
 
-/// An option parsing error as one line: clap's message without its `error: ` prefix and its
-/// usage block (the Python side names keywords, not flags, in its own checks).
+/// An option parsing error as the CLI prints it, without its `error: ` prefix, usage block
+/// and help tip, on one line.
 fn parse_error(e: clap::Error) -> PyErr {
+    HyflowError::new_err(parse_message(&e))
+}
+
+fn parse_message(e: &clap::Error) -> String {
     let text = e.to_string();
-    let first = text.lines().next().unwrap_or_default();
-    HyflowError::new_err(first.trim_start_matches("error: ").to_string())
+    let body = text.split("\n\nUsage:").next().unwrap_or_default();
+    let body = body.split("\n\nFor more information").next().unwrap_or_default();
+    body.trim_start_matches("error: ").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn parse<A: clap::Args + clap::FromArgMatches>(name: &'static str, argv: Vec<String>) -> PyResult<A> {
@@ -263,7 +268,12 @@ fn run_sim<'py>(
                 Some(w) => search(&workload, &exp, w)?,
             };
             if let Some(dir) = &plot {
-                hyflow_front::plot::write_plots(dir, &outcome.metrics, exp.machine.interval_ns, exp.policy.name())?;
+                hyflow_front::plot::write_plots(
+                    dir,
+                    &outcome.metrics,
+                    exp.machine.interval_ns,
+                    exp.policy.name(),
+                )?;
             }
             Ok((
                 serde_json::to_string(&outcome.summary)?,
@@ -279,7 +289,9 @@ fn run_sim<'py>(
     d.set_item("text", text)?;
     d.set_item("series", series_dict(py, &metrics, interval_ns)?)?;
     let latency = PyDict::new(py);
-    for (name, h) in [("all", &metrics.latency), ("hardware", &metrics.latency_hw), ("software", &metrics.latency_sw)] {
+    for (name, h) in
+        [("all", &metrics.latency), ("hardware", &metrics.latency_hw), ("software", &metrics.latency_sw)]
+    {
         let (values, counts): (Vec<u64>, Vec<u64>) =
             h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_since_last_iteration())).unzip();
         latency.set_item(name, (values.into_pyarray(py), counts.into_pyarray(py)))?;
@@ -292,7 +304,11 @@ fn run_sim<'py>(
 }
 
 /// The time series as columns: interval start (s) and per-interval counts.
-fn series_dict<'py>(py: Python<'py>, m: &hyflow::sim::Metrics, interval_ns: u64) -> PyResult<Bound<'py, PyDict>> {
+fn series_dict<'py>(
+    py: Python<'py>,
+    m: &hyflow::sim::Metrics,
+    interval_ns: u64,
+) -> PyResult<Bound<'py, PyDict>> {
     let iv = m.complete_intervals(interval_ns);
     let d = PyDict::new(py);
     let col = |f: fn(&hyflow::sim::Interval) -> u64| iv.iter().map(f).collect::<Vec<u64>>().into_pyarray(py);
@@ -522,6 +538,7 @@ fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyRe
 fn _hyflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HyflowError", m.py().get_type::<HyflowError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("REPLAY_HOST_FIGURES", hyflow::replay::HOST_FIGURES.to_vec())?;
     m.add_function(wrap_pyfunction!(options, m)?)?;
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(run_sim, m)?)?;

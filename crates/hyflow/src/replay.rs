@@ -114,6 +114,12 @@ fn rate(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// The report's host wall-clock figures, as paths of its JSON (nested keys joined by `.`):
+/// the ones that differ between two runs of the same inputs. Tables that compare runs
+/// (sweeps) leave them out.
+pub const HOST_FIGURES: [&str; 3] =
+    ["nic_revalidation_ms", "gigaflow.install_us_per_upcall", "gigaflow.revalidation_ms"];
+
 /// Where packets were handled, per layer: what `hyflow replay` prints and `--json` writes
 /// (key names are an interface). Entries figures are peaks unless named `_now`.
 /// `nic_revalidation_ms` and Gigaflow's `install_us_per_upcall`/`revalidation_ms` are host

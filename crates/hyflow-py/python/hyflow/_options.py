@@ -124,7 +124,11 @@ def argv(command: str, kwargs: dict) -> list[str]:
         else:
             if isinstance(value, bool):
                 raise TypeError(f"{command}(): '{name}' takes a {opt.python_type}, not {value!r}")
-            out.append(f"--{opt.long}={_text(value)}")
+            text = _text(value)
+            # `find="min_cores"` as well as the CLI's `min-cores`: keywords are spelt with `_`.
+            if opt.choices and text not in opt.choices and text.replace("_", "-") in opt.choices:
+                text = text.replace("_", "-")
+            out.append(f"--{opt.long}={text}")
     if positionals:
         out.append("--")
         out.extend(positionals)

@@ -20,13 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 
-from . import _options
+from . import _hyflow, _options
 
 #: The commands a sweep can run, and the options whose values are input files.
 COMMANDS = ("replay", "sim", "topk")
 _FILE_OPTIONS = ("flows", "trace", "updates", "costs")
-#: Figures that depend on the host running the sweep, left out so tables are comparable.
-_HOST_FIGURES = {"replay": ("nic_revalidation_ms",)}
+#: Figures that depend on the host running the sweep (wall-clock timings), left out so that
+#: tables are comparable.
+_HOST_FIGURES = {"replay": tuple(_hyflow.REPLAY_HOST_FIGURES)}
 
 
 def configs(grid: dict | None = None, runs: list[dict] | None = None, base: dict | None = None) -> list[dict]:
@@ -180,8 +181,8 @@ def sweep(
     """Runs ``command`` (replay, sim or topk) for every config of ``grid`` (or ``runs``) over
     the ``base`` keywords (default: the built-in workload) and returns one DataFrame, one row
     per run in config order: ``config.<option>`` columns for every option, then every summary
-    figure under its ``--json`` key (nested keys joined by ``.``). Host-dependent figures
-    (replay's ``nic_revalidation_ms``) are left out, so that the table is the same on any
+    figure under its ``--json`` key (nested keys joined by ``.``). Host wall-clock figures
+    (replay's ``nic_revalidation_ms`` and Gigaflow's install and revalidation times) are left out, so that the table is the same on any
     backend.
 
     backend: ``"local"`` (threads of this process; ``workers`` defaults to the machine's

@@ -1,0 +1,221 @@
+"""Every API function on small inputs, checked against the CLI's output for the same run."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hyflow
+from conftest import FLOWS, cli, cli_json
+
+def without_host(summary: dict) -> dict:
+    """The report without its host wall-clock figures (never the same twice)."""
+    out = json.loads(json.dumps(summary))
+    for path in hyflow._hyflow.REPLAY_HOST_FIGURES:
+        *parents, leaf = path.split(".")
+        node = out
+        for p in parents:
+            node = node.get(p) or {}
+        node.pop(leaf, None)
+    return out
+
+
+def test_replay_builtin_matches_cli():
+    r = hyflow.replay()
+    assert without_host(r.summary) == without_host(cli_json("replay"))
+    assert str(r).startswith("built-in workload:")
+    assert r.summary["packets"] == 200_000
+
+
+def test_replay_options_match_cli(inputs):
+    kw = dict(flows=inputs["flows"], trace=inputs["trace"], updates=inputs["updates"], microflow_entries=1024,
+              consistency="signature", nic="gigaflow", nic_tables=3, warmup=0.05)
+    r = hyflow.replay(**kw)
+    args = ["replay", "--flows", inputs["flows"], "--trace", inputs["trace"], "--updates", inputs["updates"],
+            "--microflow-entries", "1024", "--consistency", "signature", "--nic", "gigaflow", "--nic-tables", "3",
+            "--warmup", "0.05"]
+    assert without_host(r.summary) == without_host(cli_json(*args))
+    assert r.summary["nic_scheme"] == "gigaflow" and r.summary["updates"] > 0
+
+
+def test_replay_decisions_and_rules_match_cli(inputs, tmp_path):
+    r = hyflow.replay(flows=inputs["flows"], trace=inputs["trace"], updates=inputs["updates"], decisions=True)
+    log = tmp_path / "decisions.jsonl"
+    done = cli("replay", "--flows", inputs["flows"], "--trace", inputs["trace"], "--updates", inputs["updates"],
+               "--decisions", log, "--rule-stats")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    d = r.decisions
+    assert len(d) == len(records) == 20_000
+    assert d["i"].dtype == np.uint64 and d["drop"].dtype == bool
+    assert isinstance(d["layer"].dtype, pd.CategoricalDtype)
+    assert list(d["layer"].astype(str)) == [rec["layer"] for rec in records]
+    assert list(d["drop"]) == [rec["drop"] for rec in records]
+    assert [list(p) for p in d["outputs"]] == [[o["port"] for o in rec["outputs"]] for rec in records]
+    # Per-rule counters: the CLI's --rule-stats lines, in the same order.
+    lines = [l for l in done.stdout.splitlines() if l.startswith(" cookie=")]
+    assert len(lines) == len(r.rules)
+    for line, row in zip(lines, r.rules.itertuples()):
+        assert f"table={row.table}, n_packets={row.n_packets}, n_bytes={row.n_bytes}, priority={row.priority}" in line
+    assert r.rules["n_packets"].dtype == np.uint64
+
+
+def test_sim_matches_cli(inputs, tmp_path):
+    kw = dict(flows=inputs["flows"], trace=inputs["trace"], policy="elixir", large_entries=200, bursty_entries=20,
+              rate=200_000, interval=5)
+    s = hyflow.sim(decisions=True, **kw)
+    csv, log = tmp_path / "series.csv", tmp_path / "decisions.jsonl"
+    args = ["sim", "--flows", inputs["flows"], "--trace", inputs["trace"], "--policy", "elixir", "--large-entries",
+            "200", "--bursty-entries", "20", "--rate", "200000", "--interval", "5"]
+    assert s.summary == cli_json(*args)
+    done = cli(*args, "--timeseries", csv, "--decisions", log)
+    assert done.returncode == 0, done.stderr
+    series = pd.read_csv(csv)
+    assert list(series.columns) == list(s.series.columns)
+    assert len(series) == len(s.series) > 10
+    np.testing.assert_allclose(series.to_numpy(float), s.series.to_numpy(float), rtol=1e-6, atol=0.5)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert list(s.decisions["t_ns"]) == [rec["t_ns"] for rec in records]
+    assert list(s.decisions["layer"].astype(str)) == [rec["layer"] for rec in records]
+    # Latency histograms: counts add up to the delivered packets, the CDF ends at 1.
+    for path, part in s.latency.groupby("path", observed=True):
+        key = {"all": "latency_us", "hardware": "latency_hw_us", "software": "latency_sw_us"}[path]
+        assert part["count"].sum() == s.summary[key]["count"]
+        assert part["cdf"].iloc[-1] == pytest.approx(1.0)
+
+
+def test_sim_search_matches_cli(inputs):
+    s = hyflow.sim(flows=inputs["flows"], trace=inputs["trace"], policy="psf", rate=2_000_000, find="min_cores",
+                   max_cores=8)
+    expected = cli_json("sim", "--flows", inputs["flows"], "--trace", inputs["trace"], "--policy", "psf", "--rate",
+                        "2000000", "--find", "min-cores", "--max-cores", "8")
+    assert s.summary == expected
+    assert s.summary["min_cores"] >= 1
+
+
+def test_topk_matches_cli(inputs):
+    t = hyflow.topk(inputs["dynamic"], k=20, window="2s", block="500ms")
+    done = cli("topk", "--trace", inputs["dynamic"], "--k", "20", "--window", "2s", "--block", "500ms", "--json")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(l) for l in done.stdout.splitlines()]
+    assert len(t.boundaries) == len(lines) > 3
+    rows = []
+    for b, line in enumerate(lines):
+        for rank, f in enumerate(line["flows"], 1):
+            rows.append({"boundary": b, "t": line["t"], "packets": line["packets"], "rank": rank, "count": f["count"],
+                         **f["key"]})
+    expected = pd.DataFrame(rows)
+    got = t.flows.astype({c: object for c in ("nw_src", "nw_dst")})
+    assert list(got.columns) == list(expected.columns)
+    for column in expected.columns:
+        assert [str(v) for v in got[column]] == [str(v) for v in expected[column]], column
+    assert t.flows["count"].dtype == np.uint64 and t.flows["rank"].dtype == np.uint32
+    assert t.summary["packets"] == 40_000
+
+
+def test_eval_topk_matches_cli(inputs):
+    frame = hyflow.eval_topk(inputs["dynamic"], algos=["fastkeeper-bitmap", "cm"], memory="20KB", k="10,50",
+                             window="2s", block="500ms")
+    done = cli("eval", "topk", "--trace", inputs["dynamic"], "--algos", "fastkeeper-bitmap,cm", "--memory", "20KB",
+               "--k", "10,50", "--window", "2s", "--block", "500ms", "--json")
+    assert done.returncode == 0, done.stderr
+    expected = pd.DataFrame([json.loads(l) for l in done.stdout.splitlines()])
+    assert len(frame) == 4
+    pd.testing.assert_frame_equal(frame, expected)
+
+
+def test_trace_matches_cli(tmp_path):
+    packet = "in_port=1,dl_dst=00:00:00:00:00:02,dl_type=0x0800,nw_src=10.0.0.1,nw_dst=10.0.1.5,nw_proto=6,tp_dst=80"
+    t = hyflow.trace(FLOWS, packet)
+    done = cli("trace", "--flows", FLOWS, packet, "--json")
+    assert done.returncode == 0, done.stderr
+    assert t.record == json.loads(done.stdout)
+    assert str(t) == cli("trace", "--flows", FLOWS, packet).stdout
+    many = hyflow.trace(FLOWS, packets=FLOWS.parent / "packets.txt")
+    assert isinstance(many, list) and len(many) > 1
+
+
+def test_generators_write_what_the_cli_writes(tmp_path):
+    line = hyflow.gen.traffic(flows=FLOWS, out=tmp_path / "py.pcap", packets=5000, flows_count=100, seed=7)
+    assert line.startswith("wrote 5000 packets")
+    done = cli("gen", "traffic", "--flows", FLOWS, "--out", tmp_path / "cli.pcap", "--packets", "5000",
+               "--flows-count", "100", "--seed", "7")
+    assert done.stdout.strip() == line.replace(str(tmp_path / "py.pcap"), str(tmp_path / "cli.pcap"))
+    assert (tmp_path / "py.pcap").read_bytes() == (tmp_path / "cli.pcap").read_bytes()
+    hyflow.gen.updates(flows=FLOWS, out=tmp_path / "py.txt", seed=3)
+    cli("gen", "updates", "--flows", FLOWS, "--out", tmp_path / "cli.txt", "--seed", "3")
+    assert (tmp_path / "py.txt").read_text() == (tmp_path / "cli.txt").read_text()
+    hyflow.gen.dynamic(out=tmp_path / "d.pcap", packets=2000, flows_count=100, bursts=2)
+    hyflow.gen.gateway(out=tmp_path / "g.pcap", flows_count=1000, bursty=10, rate=20_000, duration=0.1)
+    hyflow.gen.pipeline(kind="ofd", out=tmp_path / "ofd", rules=200, headers=1000, packets=3000, flows_count=300)
+    assert (tmp_path / "ofd" / "trace.pcap").exists()
+    assert len(hyflow.load_trace(tmp_path / "g.pcap")) > 1000
+
+
+def test_loaders(inputs):
+    rules = hyflow.load_flows(FLOWS)
+    assert len(rules) == hyflow.replay(flows=FLOWS, trace=inputs["trace"]).rules.shape[0] == 38
+    assert rules["table"].dtype == np.uint8 and rules["priority"].dtype == np.uint16
+    updates = hyflow.load_updates(inputs["updates"])
+    assert len(updates) == sum(1 for l in inputs["updates"].read_text().splitlines() if l and not l.startswith("#"))
+    assert set(updates["command"]) <= {"add", "modify", "modify-strict", "delete", "delete-strict"}
+    packets = hyflow.load_trace(inputs["trace"])
+    done = cli("parse-pcap", "--wire-lengths", inputs["trace"])
+    assert list(packets["flow"]) == done.stdout.splitlines()
+    assert packets["ts_ns"].dtype == np.uint64 and packets["bytes"].dtype == np.uint32
+    assert (packets["malformed"] == "").all()
+
+
+def test_errors_carry_the_cli_message(tmp_path):
+    with pytest.raises(hyflow.HyflowError, match=r"/nonexistent\.flows: cannot read"):
+        hyflow.replay(flows="/nonexistent.flows", trace="/nonexistent.pcap")
+    bad = tmp_path / "bad.flows"
+    bad.write_text("table=0,priority=1,nw_src=10.0.0.300,actions=drop\n")
+    done = cli("trace", "--flows", bad, "in_port=1")
+    message = done.stderr.strip().removeprefix("hyflow: ")
+    assert f"{bad}:1:" in message
+    with pytest.raises(hyflow.HyflowError) as e:
+        hyflow.trace(bad, "in_port=1")
+    assert str(e.value) == message
+    with pytest.raises(hyflow.HyflowError, match="--cores must be at least 1"):
+        hyflow.sim(cores=0)
+    with pytest.raises(hyflow.HyflowError, match="invalid value 'lots' for '--microflow-entries"):
+        hyflow.replay(microflow_entries="lots")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'microflow_entrys'"):
+        hyflow.replay(microflow_entrys=4)
+    with pytest.raises(TypeError, match="flag"):
+        hyflow.replay(no_nic="yes")
+    with pytest.raises(TypeError, match="result.summary"):
+        hyflow.replay(json="out.json")
+
+
+def test_runs_release_the_gil():
+    """A Python thread keeps running while the engine replays."""
+    ticks, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        before = ticks[0]
+        hyflow.replay()
+        during = ticks[0] - before
+    finally:
+        stop.set()
+        thread.join()
+    # Holding the GIL, the engine would let the thread run only between Python calls.
+    assert during > 10_000
+
+
+def test_docs_and_options():
+    assert "microflow_entries: int (default 65536)" in hyflow.replay.__doc__
+    opts = hyflow.options("sim")
+    assert {"cores", "policy", "find"} <= set(opts["keyword"])
+    assert opts.set_index("keyword").loc["cores", "default"] == 1

@@ -1,0 +1,104 @@
+"""Sweeps: the same table from any backend and any number of workers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import hyflow
+from hyflow.sweep import configs
+
+GRID = {"microflow_entries": [1024, 65536], "consistency": ["signature", "action"], "nic": ["megaflow", "gigaflow"]}
+
+
+def test_configs_cross_product_in_order():
+    got = configs(GRID, None, {"no_megaflow": True})
+    assert len(got) == 8
+    assert got[0] == {"no_megaflow": True, "microflow_entries": 1024, "consistency": "signature", "nic": "megaflow"}
+    assert got[1]["nic"] == "gigaflow" and got[-1]["microflow_entries"] == 65536
+    assert configs(None, [{"a": 1}], {"b": 2}) == [{"b": 2, "a": 1}]
+    with pytest.raises(TypeError):
+        configs(GRID, [{}], None)
+    with pytest.raises(TypeError, match="list of values"):
+        configs({"microflow_entries": 1024}, None, None)
+
+
+@pytest.fixture(scope="module")
+def local(inputs):
+    return hyflow.sweep("replay", GRID, flows=inputs["flows"], trace=inputs["trace"], updates=inputs["updates"],
+                        workers=1, progress=False)
+
+
+def test_local_sweep_rows_are_the_single_runs(local, inputs):
+    assert local.shape[0] == 8
+    assert list(local["config.microflow_entries"]) == [1024] * 4 + [65536] * 4
+    assert local["config.megaflow_entries"].iloc[0] == 200_000  # the CLI's default, filled in
+    single = hyflow.replay(flows=inputs["flows"], trace=inputs["trace"], updates=inputs["updates"],
+                           microflow_entries=65536, consistency="action", nic="gigaflow")
+    row = local.iloc[7]
+    for key in ("packets", "nic_hit_rate", "microflow_hits", "megaflow_hits", "upcalls", "stale"):
+        assert row[key] == single.summary[key], key
+    assert row["gigaflow.tables"] == single.summary["gigaflow"]["tables"]
+    for path in hyflow._hyflow.REPLAY_HOST_FIGURES:
+        assert path not in local.columns
+
+
+def test_two_workers_give_the_same_table(local, inputs):
+    two = hyflow.sweep("replay", GRID, flows=inputs["flows"], trace=inputs["trace"], updates=inputs["updates"],
+                       workers=2, progress=False)
+    pd.testing.assert_frame_equal(local, two)
+
+
+def test_ray_gives_the_same_table(local, inputs, tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = hyflow.sweep("replay", GRID, backend="ray", flows=inputs["flows"], trace=inputs["trace"],
+                              updates=inputs["updates"], progress=False)
+        pd.testing.assert_frame_equal(local, on_ray)
+        shipped = hyflow.sweep("replay", GRID, backend="ray", ship_files=True, flows=inputs["flows"],
+                               trace=inputs["trace"], updates=inputs["updates"], progress=False)
+        # Shipped files run from the worker's copies: the same figures, other paths.
+        figures = [c for c in local.columns if not c.startswith("config.")]
+        pd.testing.assert_frame_equal(local[figures], shipped[figures])
+        assert shipped["config.trace"].iloc[0] != str(inputs["trace"])
+    finally:
+        ray.shutdown()
+
+
+def test_sim_and_topk_sweeps(inputs):
+    sims = hyflow.sweep("sim", {"cores": [1, 2], "policy": ["psf", "offload-all"]}, flows=inputs["flows"],
+                        trace=inputs["trace"], rate=500_000, progress=False)
+    assert sims.shape[0] == 4 and "latency_us.p99" in sims.columns
+    assert (sims["config.search_threads"] == 1).all()
+    tops = hyflow.sweep("topk", {"algo": ["fastkeeper-bitmap", "cm"]}, trace=inputs["dynamic"], k=10,
+                        progress=False)
+    assert list(tops["memory_used"] > 0) == [True, True]
+
+
+def test_parquet_and_command_line(local, inputs, tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        f'command = "replay"\n[base]\nflows = "{inputs["flows"]}"\ntrace = "{inputs["trace"]}"\n'
+        f'updates = "{inputs["updates"]}"\n[grid]\n'
+        'microflow_entries = [1024, 65536]\nconsistency = ["signature", "action"]\nnic = ["megaflow", "gigaflow"]\n'
+    )
+    out = tmp_path / "results.parquet"
+    done = subprocess.run([sys.executable, "-m", "hyflow", "sweep", str(grid), "--out", str(out), "--workers", "2"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 8 runs" in done.stdout
+    table = pd.read_parquet(out)
+    # Parquet reads a missing figure (no Gigaflow report on a megaflow NIC) back as None.
+    def missing_as_none(frame):
+        return frame.astype(object).where(frame.notna(), None)
+
+    pd.testing.assert_frame_equal(missing_as_none(table), missing_as_none(local), check_dtype=False)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('command = "replay"\n[grid]\nmicroflow_entries = [0]\n')
+    done = subprocess.run([sys.executable, "-m", "hyflow", "sweep", str(bad), "--out", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "hyflow:" in done.stderr
