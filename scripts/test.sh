@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, documentation links, unit/integration/property
-# tests (unit tests in release and in debug), packaging of the engine crate, and the
+# tests (unit tests in release and in debug), packaging of the engine crate, the Python
+# package (wheel built and installed, pytest), and the
 # independent checkers (Open vSwitch vectors, flow extraction on real captures) when
 # ../shared/tools is present.
 set -euo pipefail
@@ -17,6 +18,13 @@ cargo test --workspace --release
 cargo test --workspace --lib --bins
 # The engine crate packages and builds on its own (no file from outside it).
 cargo package -p hyflow --allow-dirty --quiet
+# The Python package: what its build and tests need, the wheel built and installed, pytest
+# (every function against the CLI's output for the same run; sweeps on threads and on Ray).
+python3 -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest numpy pandas pyarrow ray
+rm -rf target/wheels
+python3 -m maturin build --release --quiet --out target/wheels
+python3 -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/hyflow-*.whl
+python3 -m pytest -q -p no:cacheprovider crates/hyflow-py/tests
 if [ -f ../shared/tools/ovsvec.py ] && [ -f ../shared/ovs-vectors/sample.json ]; then
   python3 ../shared/tools/ovsvec.py check --cases ../shared/ovs-vectors/sample.json --hyflow target/release/hyflow
 fi

@@ -54,6 +54,8 @@ pub struct OptionInfo {
     pub flag: bool,
     /// A positional argument.
     pub positional: bool,
+    /// What the value is: `int`, `float`, `path`, `str`, `choice` (one of `choices`) or `flag`.
+    pub kind: &'static str,
     /// The value's name in help (`N`, `FILE`).
     pub value_name: Option<String>,
     /// The default, as the CLI shows it.
@@ -62,6 +64,34 @@ pub struct OptionInfo {
     pub choices: Vec<String>,
     /// The help text.
     pub help: String,
+}
+
+/// What an argument's value is, from the type its parser yields.
+fn kind(a: &clap::Arg) -> &'static str {
+    use std::any::TypeId;
+    if !a.get_action().takes_values() {
+        return "flag";
+    }
+    if !a.get_possible_values().is_empty() {
+        return "choice";
+    }
+    let t = a.get_value_parser().type_id();
+    let ints = [
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+    ];
+    if ints.iter().any(|i| t == *i) {
+        "int"
+    } else if t == TypeId::of::<f64>() {
+        "float"
+    } else if t == TypeId::of::<std::path::PathBuf>() {
+        "path"
+    } else {
+        "str"
+    }
 }
 
 /// Every option of command `name` whose options are `A`, in help order.
@@ -73,6 +103,7 @@ pub fn options<A: Args>(name: &'static str) -> Vec<OptionInfo> {
             long: a.get_long().map_or_else(|| a.get_id().to_string(), str::to_string),
             flag: !a.get_action().takes_values(),
             positional: a.is_positional(),
+            kind: kind(a),
             value_name: a.get_value_names().and_then(|v| v.first()).map(|v| v.to_string()),
             default: a.get_default_values().first().map(|v| v.to_string_lossy().into_owned()),
             choices: a.get_possible_values().iter().map(|v| v.get_name().to_string()).collect(),

@@ -219,3 +219,15 @@ def test_docs_and_options():
     opts = hyflow.options("sim")
     assert {"cores", "policy", "find"} <= set(opts["keyword"])
     assert opts.set_index("keyword").loc["cores", "default"] == 1
+
+
+def test_stubs_are_current():
+    """The committed type stubs are what the CLI's options generate."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "python_stubs.py"), "--check"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr

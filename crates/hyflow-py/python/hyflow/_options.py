@@ -24,11 +24,6 @@ CLI_OUTPUTS = {
     "trace": {"json": "result.record"},
 }
 
-#: Value names whose options take numbers; the rest take text or paths.
-_INT_VALUES = {"N", "K", "W", "X", "PORT", "PACKETS"}
-_FLOAT_VALUES = {"SECONDS", "PPS", "US", "MS", "R", "FRACTION", "S", "SHARE"}
-
-
 @dataclass(frozen=True)
 class Option:
     """One option of a command, as the CLI defines it."""
@@ -37,6 +32,7 @@ class Option:
     long: str  #: the CLI's long option, without dashes
     flag: bool  #: present or not, rather than taking a value
     positional: bool  #: a positional argument on the command line
+    kind: str  #: int, float, path, str, choice or flag
     value_name: str | None  #: the value's name in the CLI's help
     default: str | None  #: the default as the CLI shows it
     choices: tuple[str, ...]  #: the allowed values, if a fixed set
@@ -45,15 +41,7 @@ class Option:
     @property
     def python_type(self) -> str:
         """The type a keyword takes, for stubs and docs."""
-        if self.flag:
-            return "bool"
-        if self.value_name in _INT_VALUES:
-            return "int"
-        if self.value_name in _FLOAT_VALUES:
-            return "float"
-        if self.value_name in {"FILE", "DIR", "PCAP"} or self.name in {"flows", "trace", "updates"}:
-            return "str | os.PathLike[str]"
-        return "str"
+        return {"flag": "bool", "int": "int", "float": "float", "path": "str | os.PathLike[str]"}.get(self.kind, "str")
 
     def typed_default(self):
         """The default as a Python value (``None`` where the engine decides)."""
@@ -84,6 +72,7 @@ def options(command: str) -> dict[str, Option]:
             long=o["long"],
             flag=o["flag"],
             positional=o["positional"],
+            kind=o["kind"],
             value_name=o["value_name"],
             default=o["default"],
             choices=tuple(o["choices"]),
