@@ -86,10 +86,10 @@ pub fn run(a: SimArgs) -> Result<()> {
         out.flush()?;
     }
     if let Some(p) = &a.timeseries {
-        write_series(p, &outcome.metrics, exp.machine.interval_ns)?;
+        write_series(p, &outcome.metrics)?;
     }
     if let Some(dir) = &a.plot {
-        write_plots(dir, &outcome.metrics, exp.machine.interval_ns, exp.policy.name())?;
+        write_plots(dir, &outcome.metrics, exp.policy.name())?;
     }
     Ok(())
 }

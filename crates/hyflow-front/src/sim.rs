@@ -280,9 +280,10 @@ pub struct SimArgs {
     /// (complete intervals only: the one under way at the last arrival is left out).
     #[arg(long, value_name = "FILE")]
     pub timeseries: Option<PathBuf>,
-    /// Time-series interval, ms.
-    #[arg(long, default_value_t = 10.0, value_name = "MS")]
-    pub interval: f64,
+    /// Time-series interval, ms [default: sized to the run — 1 or 5 × 10^k µs, giving 200 to
+    /// 1,000 intervals].
+    #[arg(long, value_name = "MS")]
+    pub interval: Option<f64>,
     /// Last: clap puts every later option under this group's heading.
     #[command(flatten)]
     pub policy_args: PolicyArgs,
@@ -392,11 +393,12 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
 }
 
 /// Writes the time series as CSV to `path` (`-`: stdout): complete intervals only.
-pub fn write_series(path: &Path, m: &Metrics, interval_ns: u64) -> Result<()> {
+pub fn write_series(path: &Path, m: &Metrics) -> Result<()> {
+    let interval_ns = m.interval_ns;
     let mut out = crate::create(path)?;
     writeln!(out, "t_s,sw_pps,hw_pps,served_pps,lost,ring_max")?;
     let per_s = 1e9 / interval_ns as f64;
-    for (i, iv) in m.complete_intervals(interval_ns).iter().enumerate() {
+    for (i, iv) in m.complete_intervals().iter().enumerate() {
         writeln!(
             out,
             "{:.6},{:.0},{:.0},{:.0},{},{}",
@@ -412,6 +414,9 @@ pub fn write_series(path: &Path, m: &Metrics, interval_ns: u64) -> Result<()> {
     Ok(())
 }
 
+/// Most points of a time series sized to the run.
+pub const SERIES_POINTS: usize = 1_000;
+
 impl SimArgs {
     /// The search the options ask for, if any.
     pub fn search(&self) -> Option<Search> {
@@ -419,11 +424,6 @@ impl SimArgs {
             FindArg::MinCores => Search::MinCores { max_cores: self.max_cores },
             FindArg::MaxRate => Search::MaxRate,
         })
-    }
-
-    /// The time-series interval, ns (the one the run records when a series or plot is asked for).
-    pub fn interval_ns(&self) -> u64 {
-        ((self.interval * 1e6) as u64).max(1)
     }
 
     /// The experiment the options describe; `series` records the time series (for --timeseries,
@@ -483,9 +483,12 @@ impl SimArgs {
             Some(d) => Some(((d * 1e9) as u64).max(1)),
             None => None,
         };
-        if !(a.interval.is_finite() && a.interval > 0.0) {
-            bail!("--interval must be a positive number of milliseconds, not {}", a.interval);
-        }
+        // A given interval is kept; otherwise the series starts at 1 µs and grows with the run.
+        let (interval_ns, series_points) = match a.interval {
+            Some(ms) if ms.is_finite() && ms > 0.0 => (((ms * 1e6) as u64).max(1), 0),
+            Some(ms) => bail!("--interval must be a positive number of milliseconds, not {ms}"),
+            None => (1_000, SERIES_POINTS),
+        };
         let costs = match &a.costs {
             Some(p) => {
                 let text =
@@ -498,7 +501,6 @@ impl SimArgs {
             "rss" => Steering::Rss,
             fields => Steering::Fields(KeySpec::parse(fields).map_err(|e| anyhow!("--steer: {e}"))?),
         };
-        let interval_ns = (a.interval * 1e6) as u64;
         let exp = SimExperiment {
             switch: base,
             policy,
@@ -508,7 +510,8 @@ impl SimArgs {
                 ring: a.ring,
                 nic_latency_ns: (non_negative("--nic-latency", a.nic_latency, "µs")? * 1e3) as u64,
                 steering,
-                interval_ns: if series { interval_ns.max(1) } else { 0 },
+                interval_ns: if series { interval_ns } else { 0 },
+                series_points,
                 sample_hw: a.sample_rate.unwrap_or(0.0),
                 update_stall_ns: (non_negative("--update-stall", a.update_stall, "µs")? * 1e3) as u64,
                 seed: 1,

@@ -249,7 +249,7 @@ fn run_sim<'py>(
     if decisions && what.is_some() {
         return Err(HyflowError::new_err("decisions are recorded for one run, not with find"));
     }
-    let (summary, text, metrics, interval_ns, columns) = py
+    let (summary, text, metrics, columns) = py
         .detach(|| -> anyhow::Result<_> {
             let exp = args.experiment(true)?;
             let workload = switch::workload(&args.switch)?;
@@ -268,18 +268,12 @@ fn run_sim<'py>(
                 Some(w) => search(&workload, &exp, w)?,
             };
             if let Some(dir) = &plot {
-                hyflow_front::plot::write_plots(
-                    dir,
-                    &outcome.metrics,
-                    exp.machine.interval_ns,
-                    exp.policy.name(),
-                )?;
+                hyflow_front::plot::write_plots(dir, &outcome.metrics, exp.policy.name())?;
             }
             Ok((
                 serde_json::to_string(&outcome.summary)?,
                 sim::summary_text(&outcome.summary),
                 outcome.metrics,
-                exp.machine.interval_ns,
                 columns,
             ))
         })
@@ -287,7 +281,7 @@ fn run_sim<'py>(
     let d = PyDict::new(py);
     d.set_item("summary", summary)?;
     d.set_item("text", text)?;
-    d.set_item("series", series_dict(py, &metrics, interval_ns)?)?;
+    d.set_item("series", series_dict(py, &metrics)?)?;
     let latency = PyDict::new(py);
     for (name, h) in
         [("all", &metrics.latency), ("hardware", &metrics.latency_hw), ("software", &metrics.latency_sw)]
@@ -304,12 +298,9 @@ fn run_sim<'py>(
 }
 
 /// The time series as columns: interval start (s) and per-interval counts.
-fn series_dict<'py>(
-    py: Python<'py>,
-    m: &hyflow::sim::Metrics,
-    interval_ns: u64,
-) -> PyResult<Bound<'py, PyDict>> {
-    let iv = m.complete_intervals(interval_ns);
+fn series_dict<'py>(py: Python<'py>, m: &hyflow::sim::Metrics) -> PyResult<Bound<'py, PyDict>> {
+    let interval_ns = m.interval_ns;
+    let iv = m.complete_intervals();
     let d = PyDict::new(py);
     let col = |f: fn(&hyflow::sim::Interval) -> u64| iv.iter().map(f).collect::<Vec<u64>>().into_pyarray(py);
     let t: Vec<f64> = (0..iv.len()).map(|i| (i as u64 * interval_ns) as f64 / 1e9).collect();

@@ -231,3 +231,15 @@ def test_stubs_are_current():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "python_stubs.py"), "--check"], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_sim_plots_and_a_series_sized_to_the_run(tmp_path):
+    """Without an interval the series has 200 to 1,000 round intervals; plot= writes the CLI's
+    charts."""
+    s = hyflow.sim(rate=8_000_000, ring=1024, policy="psf", plot=tmp_path)
+    assert 200 <= len(s.series) <= 1000
+    step = s.series["t_s"].diff().dropna().round(12).unique()
+    assert len(step) == 1 and f"{step[0] * 1e6:g}"[0] in "15"
+    assert s.series["lost"].sum() > 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(f"{n}.{e}" for n in ("rate", "ring", "latency_cdf") for e in ("png", "svg"))

@@ -95,8 +95,13 @@ pub struct SimConfig {
     pub nic_latency_ns: u64,
     /// Steering of host-bound packets.
     pub steering: Steering,
-    /// Time-series interval (0 = no time series).
+    /// Time-series interval (0 = no time series); with `series_points`, the first one.
     pub interval_ns: u64,
+    /// Most intervals the time series keeps (0: no limit). Past it, adjacent intervals merge
+    /// and the interval grows — ×5 from 1·10^k ns, ×2 from 5·10^k ns, so that it stays a
+    /// round number — and a run of any length gets between a fifth of this and this many
+    /// points. With a limit, `interval_ns` must be 1 or 5 × 10^k.
+    pub series_points: usize,
     /// Fraction of NIC-forwarded packets whose header (64 bytes) is also sent to the host
     /// for measurement (Elixir's sampling; FlexNIC truncation).
     pub sample_hw: f64,
@@ -123,6 +128,7 @@ impl Default for SimConfig {
             nic_latency_ns: 2_000,
             steering: Steering::Rss,
             interval_ns: 0,
+            series_points: 0,
             sample_hw: 0.0,
             update_stall_ns: 0,
             seed: 1,
@@ -228,6 +234,8 @@ pub struct Metrics {
     pub ring_peak: u64,
     /// Time series (if an interval was set).
     pub series: Vec<Interval>,
+    /// The series' interval, ns: the configured one, grown if the series was bounded.
+    pub interval_ns: u64,
     /// Busy time per core, ns.
     pub busy_ns: Vec<u64>,
     /// Background host work run on the cores (a policy's), ns.
@@ -261,7 +269,7 @@ fn histogram() -> Histogram<u64> {
 }
 
 impl Metrics {
-    fn new(cores: usize) -> Metrics {
+    fn new(cores: usize, interval_ns: u64) -> Metrics {
         Metrics {
             packets: 0,
             hw: 0,
@@ -277,6 +285,7 @@ impl Metrics {
             ring: histogram(),
             ring_peak: 0,
             series: Vec::new(),
+            interval_ns,
             busy_ns: vec![0; cores],
             work_ns: 0,
             first_ns: 0,
@@ -286,11 +295,34 @@ impl Metrics {
         }
     }
 
-    /// The time series' complete intervals of `interval_ns`: those that end by the last
-    /// arrival (the one under way then has fewer arrivals, and later ones only drain).
-    pub fn complete_intervals(&self, interval_ns: u64) -> &[Interval] {
-        let n = (self.last_ns.saturating_sub(self.first_ns) / interval_ns.max(1)) as usize;
+    /// The time series' complete intervals: those that end by the last arrival (the one
+    /// under way then has fewer arrivals, and later ones only drain).
+    pub fn complete_intervals(&self) -> &[Interval] {
+        let n = (self.last_ns.saturating_sub(self.first_ns) / self.interval_ns.max(1)) as usize;
         &self.series[..n.min(self.series.len())]
+    }
+
+    /// Merges adjacent intervals so that the interval grows to the next round number (×5 from
+    /// 1·10^k, ×2 from 5·10^k): counts add up, the ring maximum is the larger.
+    fn coarsen(&mut self) {
+        let mut leading = self.interval_ns;
+        while leading >= 10 && leading.is_multiple_of(10) {
+            leading /= 10;
+        }
+        let factor = if leading == 1 { 5 } else { 2 };
+        let merged: Vec<Interval> = self
+            .series
+            .chunks(factor)
+            .map(|c| Interval {
+                hw: c.iter().map(|i| i.hw).sum(),
+                sw: c.iter().map(|i| i.sw).sum(),
+                lost: c.iter().map(|i| i.lost).sum(),
+                served: c.iter().map(|i| i.served).sum(),
+                ring_max: c.iter().map(|i| i.ring_max).max().unwrap_or(0),
+            })
+            .collect();
+        self.series = merged;
+        self.interval_ns *= factor as u64;
     }
 
     /// Packets lost, all causes.
@@ -501,7 +533,7 @@ impl<D: Datapath> Simulator<D> {
                 above_watch: false,
             })
             .collect();
-        let metrics = Metrics::new(config.cores);
+        let metrics = Metrics::new(config.cores, config.interval_ns);
         let sampler = crate::measure::Sampler::new(config.sample_hw.clamp(0.0, 1.0), config.seed);
         let steer_fields = match &config.steering {
             Steering::Rss => KeySpec::five_tuple(),
@@ -535,10 +567,14 @@ impl<D: Datapath> Simulator<D> {
     }
 
     fn interval(&mut self, t: u64) -> Option<&mut Interval> {
-        if self.config.interval_ns == 0 {
+        if self.metrics.interval_ns == 0 {
             return None;
         }
-        let i = (t.saturating_sub(self.metrics.first_ns) / self.config.interval_ns) as usize;
+        let mut i = (t.saturating_sub(self.metrics.first_ns) / self.metrics.interval_ns) as usize;
+        while self.config.series_points > 0 && i >= self.config.series_points {
+            self.metrics.coarsen();
+            i = (t.saturating_sub(self.metrics.first_ns) / self.metrics.interval_ns) as usize;
+        }
         if self.metrics.series.len() <= i {
             self.metrics.series.resize(i + 1, Interval::default());
         }
@@ -649,7 +685,7 @@ impl<D: Datapath> Simulator<D> {
         if !self.measuring && t_ns >= from {
             // Measuring starts: what the warm-up recorded is dropped.
             self.measuring = true;
-            self.metrics = Metrics::new(self.cores.len());
+            self.metrics = Metrics::new(self.cores.len(), self.config.interval_ns);
             self.metrics.first_ns = t_ns;
             self.metrics.last_ns = t_ns;
             self.hw_latency_run = (0, 0);
@@ -837,6 +873,51 @@ mod tests {
         }
         let (m, _) = sim.finish();
         assert_eq!(m.crossings, [(5, 0), (100_000, 0)]);
+    }
+
+    /// A bounded series is the fine series merged: the same counts in coarser round
+    /// intervals (1 µs grown to 50 µs for 20 ms of arrivals at most 1,000 points), and within
+    /// the bound.
+    #[test]
+    fn a_bounded_series_merges_the_fine_one() {
+        let run = |series_points| {
+            let config = SimConfig {
+                cores: 1,
+                ring: 8,
+                nic_latency_ns: 0,
+                interval_ns: 1_000,
+                series_points,
+                ..SimConfig::default()
+            };
+            let mut sim = Simulator::new(config, Fixed(3_000)).unwrap();
+            // Bursts that overflow the ring now and then, over 20 ms.
+            let mut t = 0;
+            for i in 0..4_000u64 {
+                t += if i % 97 < 20 { 100 } else { 9_000 - (i % 13) * 500 };
+                sim.arrive(t, &pkt());
+            }
+            sim.finish().0
+        };
+        let fine = run(0);
+        let bounded = run(1_000);
+        assert_eq!(fine.interval_ns, 1_000);
+        assert_eq!(bounded.interval_ns, 50_000);
+        assert!(bounded.series.len() <= 1_000 && bounded.series.len() >= 200);
+        let factor = (bounded.interval_ns / fine.interval_ns) as usize;
+        for (i, iv) in bounded.series.iter().enumerate() {
+            let part =
+                &fine.series[(i * factor).min(fine.series.len())..((i + 1) * factor).min(fine.series.len())];
+            assert_eq!(iv.hw, part.iter().map(|p| p.hw).sum::<u64>());
+            assert_eq!(iv.sw, part.iter().map(|p| p.sw).sum::<u64>());
+            assert_eq!(iv.served, part.iter().map(|p| p.served).sum::<u64>());
+            assert_eq!(iv.lost, part.iter().map(|p| p.lost).sum::<u64>());
+            assert_eq!(iv.ring_max, part.iter().map(|p| p.ring_max).max().unwrap_or(0));
+        }
+        assert!(fine.lost() > 0, "the bursts overflow the ring");
+        assert_eq!(
+            bounded.complete_intervals().len(),
+            ((bounded.last_ns - bounded.first_ns) / 50_000) as usize
+        );
     }
 
     /// A burst of 100 back-to-back packets into a ring of 10 behind a core that needs 1 µs
