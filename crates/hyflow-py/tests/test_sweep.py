@@ -102,3 +102,17 @@ def test_parquet_and_command_line(local, inputs, tmp_path):
     done = subprocess.run([sys.executable, "-m", "hyflow", "sweep", str(bad), "--out", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 1 and "hyflow:" in done.stderr
+
+
+def test_the_example_figure_runs(tmp_path):
+    """examples/python/gigaflow_vs_megaflow.py end to end, at a small scale."""
+    from conftest import ROOT
+
+    out = tmp_path / "figure.png"
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / "gigaflow_vs_megaflow.py"), "--out",
+                           str(out), "--packets", "20000", "--flows", "2000", "--rules", "500"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [line for line in done.stdout.splitlines() if line.split()[:1] in (["ofd"], ["psc"], ["ols"], ["ant"], ["otl"])]
+    assert len(rows) == 5
