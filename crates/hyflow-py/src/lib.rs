@@ -26,7 +26,7 @@ use hyflow::switch::Layer;
 use hyflow_front::{gen, replay, sim, switch, topk, trace};
 
 create_exception!(
-    _hyflow,
+    hyflow._hyflow,
     HyflowError,
     PyException,
     "A run could not start or finish: bad options, unreadable or malformed input. The message \

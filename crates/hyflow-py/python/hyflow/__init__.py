@@ -25,6 +25,9 @@ from . import _hyflow
 from ._results import ReplayResult, SimResult, TopkResult, Trace
 from .sweep import sweep
 
+# Tracebacks and pickles (Ray ships errors between processes) name it where users import it.
+HyflowError.__module__ = "hyflow"
+
 __all__ = [
     "HyflowError",
     "ReplayResult",

@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import pandas as pd
 
@@ -78,33 +78,49 @@ def run_one(command: str, config: dict) -> dict:
 
 
 class _Progress:
-    """``sweep: 3/8 runs, 12.5 s`` on standard error as runs complete."""
+    """``sweep: 3/8 runs, 12.5 s`` on standard error as runs complete: one line redrawn on a
+    terminal, a line per tenth of the runs in a log."""
 
     def __init__(self, total: int, enabled: bool):
         self.total, self.done, self.enabled, self.start = total, 0, enabled, time.monotonic()
+        self.terminal = enabled and sys.stderr.isatty()
+        self.shown = 0
 
     def step(self) -> None:
         self.done += 1
-        if self.enabled:
-            end = "\n" if self.done == self.total else ""
-            sys.stderr.write(f"\rsweep: {self.done}/{self.total} runs, {time.monotonic() - self.start:.1f} s{end}")
-            sys.stderr.flush()
+        if not self.enabled:
+            return
+        line = f"sweep: {self.done}/{self.total} runs, {time.monotonic() - self.start:.1f} s"
+        if self.terminal:
+            sys.stderr.write(f"\r{line}" + ("\n" if self.done == self.total else ""))
+        elif self.done * 10 // self.total > self.shown or self.done == self.total:
+            self.shown = self.done * 10 // self.total
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _failed(index: int, config: dict, error: Exception) -> Exception:
+    """A run's error, naming the run: the message of the engine's error, then which config."""
+    from ._hyflow import HyflowError
+
+    kind = type(error) if isinstance(error, (HyflowError, TypeError, ValueError)) else HyflowError
+    return kind(f"{error} (sweep run {index}: {config})")
 
 
 def _local(command: str, todo: list[dict], workers: int, progress: _Progress) -> list[dict]:
     rows: list[dict | None] = [None] * len(todo)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(run_one, command, c): i for i, c in enumerate(todo)}
-        for future in _as_completed(futures):
-            rows[futures[future]] = future.result()
+        for future in as_completed(futures):
+            i = futures[future]
+            try:
+                rows[i] = future.result()
+            except Exception as e:
+                for f in futures:
+                    f.cancel()
+                raise _failed(i, todo[i], e) from e
             progress.step()
     return rows  # type: ignore[return-value]
-
-
-def _as_completed(futures):
-    from concurrent.futures import as_completed
-
-    return as_completed(futures)
 
 
 def _materialise(files: dict, config: dict) -> dict:
@@ -160,7 +176,13 @@ def _ray(command: str, todo: list[dict], workers: int | None, address: str | Non
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)
         for ref in ready:
-            rows[index[ref]] = ray.get(ref)
+            try:
+                rows[index[ref]] = ray.get(ref)
+            except ray.exceptions.RayTaskError as e:
+                for other in pending:
+                    ray.cancel(other)
+                cause = e.cause if isinstance(e.cause, Exception) else e
+                raise _failed(index[ref], todo[index[ref]], cause) from e
             progress.step()
     return rows  # type: ignore[return-value]
 
