@@ -106,7 +106,12 @@ pub fn options<A: Args>(name: &'static str) -> Vec<OptionInfo> {
             kind: kind(a),
             value_name: a.get_value_names().and_then(|v| v.first()).map(|v| v.to_string()),
             default: a.get_default_values().first().map(|v| v.to_string_lossy().into_owned()),
-            choices: a.get_possible_values().iter().map(|v| v.get_name().to_string()).collect(),
+            // A flag's parser lists true/false; a keyword takes a bool there instead.
+            choices: if a.get_action().takes_values() {
+                a.get_possible_values().iter().map(|v| v.get_name().to_string()).collect()
+            } else {
+                Vec::new()
+            },
             help: a.get_long_help().or(a.get_help()).map(|h| h.to_string()).unwrap_or_default(),
         })
         .collect()

@@ -138,6 +138,7 @@ pub enum ConsistencyArg {
     Action,
 }
 
+/// Option `flag`'s seconds as nanoseconds, refused by name when negative or not a number.
 pub fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     if !(s.is_finite() && s >= 0.0) {
         bail!("{flag} must be a non-negative number of seconds, not {s}");
@@ -145,6 +146,7 @@ pub fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
     Ok((s * 1e9).round() as u64)
 }
 
+/// Whether the options ask for the Gigaflow artifact's setup.
 fn paper(a: &SwitchArgs) -> bool {
     a.preset == Some(PresetArg::GigaflowPaper)
 }

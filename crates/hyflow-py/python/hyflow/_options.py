@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import textwrap
 from dataclasses import dataclass
 
 from . import _hyflow
@@ -131,7 +132,9 @@ def document(command: str, intro: str) -> str:
         if o.name in CLI_OUTPUTS.get(command, {}):
             continue
         default = "" if o.default is None or o.flag else f" (default {o.default})"
-        lines.append(f"    {o.name}: {o.python_type}{default}")
+        kind = " | ".join(repr(c) for c in o.choices) if o.choices else o.python_type
+        lines.append(f"    {o.name}: {kind}{default}")
         if o.help:
-            lines.append(f"        {o.help}")
+            lines.extend(textwrap.wrap(o.help, width=92, initial_indent=" " * 8, subsequent_indent=" " * 8,
+                                       break_on_hyphens=False))
     return "\n".join(lines)
