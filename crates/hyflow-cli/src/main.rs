@@ -13,7 +13,7 @@ use hyflow_front::gen::{
     self, GenDynamicArgs, GenGatewayArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs,
 };
 use hyflow_front::replay::ReplayArgs;
-use hyflow_front::trace::{load_pipeline, TraceArgs};
+use hyflow_front::trace::TraceArgs;
 use hyflow_front::{negative_numbers_are_values, topk as topk_options};
 
 mod parse_pcap;
@@ -141,8 +141,8 @@ fn restore_sigpipe() {
 }
 
 fn run_trace(args: TraceArgs) -> Result<()> {
-    let pipeline = load_pipeline(&args.flows)?;
-    let packets = args.packets()?;
+    let (pipeline, names) = args.pipeline()?;
+    let packets = args.packets(&names)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut tr = Traversal::new();

@@ -1118,3 +1118,67 @@ fn the_cli_under_abuse() {
         );
     }
 }
+
+/// A dump with names (`ovs-ofctl --names dump-flows`) traces with `--ports` and `--tables`,
+/// given as the output of `ovs-ofctl show` and `dump-table-features`; replay loads it too, with
+/// an updates file that uses the same names.
+#[test]
+fn named_dumps_load_with_port_and_table_files() {
+    let dump = tmp(
+        "dump.txt",
+        b"NXST_FLOW reply (xid=0x4):\n \
+          cookie=0x0, duration=3.2s, table=Classifier, n_packets=4, n_bytes=240, idle_age=1, priority=200,in_port=\"antrea-gw0\",ip actions=goto_table:Output\n \
+          cookie=0x0, duration=3.2s, table=Classifier, n_packets=0, n_bytes=0, priority=0 actions=drop\n \
+          cookie=0x0, duration=3.2s, table=Output, n_packets=4, n_bytes=240, priority=0 actions=output:\"antrea-tun0\"\n",
+    );
+    let ports = tmp(
+        "show.txt",
+        b"OFPT_FEATURES_REPLY (xid=0x2): dpid:0000b2e4d1b8a84c\nn_tables:254, n_buffers:0\n \
+          1(antrea-tun0): addr:aa:55:aa:55:00:01\n     config:     0\n \
+          2(antrea-gw0): addr:aa:55:aa:55:00:02\n LOCAL(br-int): addr:b2:e4:d1:b8:a8:4c\n",
+    );
+    let tables = tmp(
+        "tables.txt",
+        b"  table 0 (\"Classifier\"):\n  table 5 (\"Output\"): ditto\n  tables 6...252: ditto\n",
+    );
+    let (d, p, t) = (dump.to_str().unwrap(), ports.to_str().unwrap(), tables.to_str().unwrap());
+    let out =
+        hyflow(&["trace", "--flows", d, "--ports", p, "--tables", t, "in_port=\"antrea-gw0\",ip", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record["outputs"][0]["port"], 1);
+    assert_eq!(record["tables"].as_array().unwrap().len(), 2);
+    // Without the names: the first name the dump uses, with where it is.
+    fails_with(
+        &hyflow(&["trace", "--flows", d, "in_port=1"]),
+        &["dump.txt:2:", "unknown table 'Classifier'"],
+    );
+    fails_with(
+        &hyflow(&["trace", "--flows", d, "--tables", t, "in_port=1"]),
+        &["unknown port '\"antrea-gw0\"'"],
+    );
+    let updates =
+        tmp("updates.txt", b"#2 add table=Classifier,priority=300,in_port=\"antrea-gw0\" actions=drop\n");
+    let trace = tmp("t.pcap", &pcap_with(&[tcp_frame(), tcp_frame(), tcp_frame(), tcp_frame()]));
+    let out = hyflow(&[
+        "replay",
+        "--flows",
+        d,
+        "--ports",
+        p,
+        "--tables",
+        t,
+        "--trace",
+        trace.to_str().unwrap(),
+        "--in-port",
+        "2",
+        "--updates",
+        updates.to_str().unwrap(),
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(report["updates"], 1);
+}

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
-use hyflow::openflow::read_flow_file;
 use hyflow::trace::{LinkType, PcapWriter};
 use hyflow::workload::gateway::GatewayConfig;
 use hyflow::workload::{generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig};
 
 use crate::create;
+use crate::names::NameArgs;
 
 #[derive(Args)]
 pub struct GenGatewayArgs {
@@ -98,6 +98,8 @@ pub struct GenTrafficArgs {
     /// Flow file the traffic should exercise.
     #[arg(long, value_name = "FILE")]
     pub flows: PathBuf,
+    #[command(flatten)]
+    pub names: NameArgs,
     /// Output pcap.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
@@ -127,6 +129,8 @@ pub struct GenDynamicArgs {
     /// random IPv4 flows: bursty traffic for `hyflow sim`.
     #[arg(long, value_name = "FILE")]
     pub flows: Option<PathBuf>,
+    #[command(flatten)]
+    pub names: NameArgs,
     /// Distinct flows.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub flows_count: usize,
@@ -158,6 +162,8 @@ pub struct GenUpdatesArgs {
     /// Flow file to update.
     #[arg(long, value_name = "FILE")]
     pub flows: PathBuf,
+    #[command(flatten)]
+    pub names: NameArgs,
     /// Output updates file.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
@@ -193,7 +199,7 @@ fn write_trace<T>(
 }
 
 pub fn traffic(a: GenTrafficArgs) -> Result<String> {
-    let rules = read_flow_file(&a.flows)?;
+    let (rules, _) = a.names.read_flows(&a.flows)?;
     let config =
         TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
     // The inner result only repeats a write error, which `write_trace` already reported.
@@ -208,7 +214,7 @@ pub fn dynamic(a: GenDynamicArgs) -> Result<String> {
     let dynamics =
         DynamicsConfig { churn_period: a.churn_period, churn_fraction: a.churn_fraction, bursts: a.bursts };
     let keys = match &a.flows {
-        Some(f) => hyflow::workload::make_flows(&read_flow_file(f)?, a.flows_count, a.seed)?,
+        Some(f) => hyflow::workload::make_flows(&a.names.read_flows(f)?.0, a.flows_count, a.seed)?,
         None => hyflow::workload::random_flows(a.flows_count, a.seed)?,
     };
     let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
@@ -262,7 +268,7 @@ pub fn gateway(a: GenGatewayArgs) -> Result<String> {
 }
 
 pub fn updates(a: GenUpdatesArgs) -> Result<String> {
-    let rules = read_flow_file(&a.flows)?;
+    let (rules, _) = a.names.read_flows(&a.flows)?;
     let lines = generate_updates(&rules, &UpdatesConfig { rate: a.rate, seconds: a.seconds, seed: a.seed })
         .map_err(anyhow::Error::msg)?;
     let mut out = create(&a.out)?;

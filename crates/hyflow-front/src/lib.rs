@@ -5,6 +5,7 @@
 //! parsed here as the CLI's options ([`parse_args`]), with the CLI's messages.
 
 pub mod gen;
+pub mod names;
 pub mod plot;
 pub mod replay;
 pub mod sim;

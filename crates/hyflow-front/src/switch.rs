@@ -13,12 +13,16 @@ use hyflow::nic::paper_setup;
 use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
 use hyflow::workload::gateway::{GatewayConfig, SPEC_PREFIX};
 
+use crate::names::NameArgs;
+
 /// Workload and cache options shared by `replay` and `sim`.
 #[derive(Args)]
 pub struct SwitchArgs {
     /// Flow file in `ovs-ofctl add-flows` syntax.
     #[arg(long, value_name = "FILE", requires = "trace")]
     pub flows: Option<PathBuf>,
+    #[command(flatten)]
+    pub names: NameArgs,
     /// pcap/pcapng trace to replay, or `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
     /// streamed in process (keys: flows, bursty, rate, duration, top-share, head, churn, seed,
     /// in-port; through examples/gateway.flows unless --flows is given). With it, `sim` also
@@ -222,10 +226,16 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
     if let Some(spec) = a.trace.as_ref().and_then(|t| GatewayConfig::parse(&t.to_string_lossy())) {
         let config = spec.map_err(|e| anyhow!("--trace: {e}"))?;
         let config = GatewayConfig { in_port: a.in_port.unwrap_or(config.in_port), ..config };
-        let rules = a.flows.as_deref().map(hyflow::openflow::read_flow_file).transpose()?;
+        let (rules, names) = match &a.flows {
+            Some(f) => {
+                let (rules, names) = a.names.read_flows(f)?;
+                (Some(rules), names)
+            }
+            None => (None, a.names.names()?),
+        };
         let w = Workload::gateway(config, rules);
         return Ok(match &a.updates {
-            Some(u) => w.with_updates_file(u)?,
+            Some(u) => w.with_updates_file(u, &names)?,
             None => w,
         });
     }
@@ -233,9 +243,11 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
         bail!("--trace needs --flows (the pipeline the capture goes through), unless it is {SPEC_PREFIX}");
     }
     let w = match (&a.flows, &a.trace) {
-        (Some(flows), Some(trace)) => Workload::from_files(flows, trace, a.updates.as_deref(), a.in_port)?,
+        (Some(flows), Some(trace)) => {
+            Workload::from_files(flows, trace, a.updates.as_deref(), a.in_port, &a.names.names()?)?
+        }
         _ => match &a.updates {
-            Some(u) => Workload::builtin(a.in_port).with_updates_file(u)?,
+            Some(u) => Workload::builtin(a.in_port).with_updates_file(u, &a.names.names()?)?,
             None => Workload::builtin(a.in_port),
         },
     };

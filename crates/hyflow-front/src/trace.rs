@@ -7,14 +7,18 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
 use hyflow::input::PacketSource;
-use hyflow::openflow::{parse_packet, read_flow_file, Pipeline};
+use hyflow::openflow::{parse_packet_named, Names, Pipeline};
 use hyflow::packet::FlowKey;
+
+use crate::names::NameArgs;
 
 #[derive(Args)]
 pub struct TraceArgs {
     /// Flow file in `ovs-ofctl add-flows` syntax.
     #[arg(long, value_name = "FILE")]
     pub flows: PathBuf,
+    #[command(flatten)]
+    pub names: NameArgs,
     /// A packet as a match-style string, e.g.
     /// `in_port=1,dl_src=00:00:00:00:00:01,dl_type=0x0800,nw_src=10.0.0.1,nw_proto=6,tp_dst=80`
     /// (absent fields are zero).
@@ -38,13 +42,20 @@ pub struct TraceArgs {
 }
 
 impl TraceArgs {
-    /// The packets the options name: the one given, a file's, or one from a capture.
-    pub fn packets(&self) -> Result<Vec<FlowKey>> {
+    /// The pipeline of `--flows`, and the names its packets may use.
+    pub fn pipeline(&self) -> Result<(Pipeline, Names)> {
+        let (rules, names) = self.names.read_flows(&self.flows)?;
+        Ok((Pipeline::from_rules(rules), names))
+    }
+
+    /// The packets the options name: the one given, a file's, or one from a capture; ports
+    /// may be named by `names`.
+    pub fn packets(&self, names: &Names) -> Result<Vec<FlowKey>> {
         if let Some(p) = &self.packet {
-            Ok(vec![parse_packet(p)
+            Ok(vec![parse_packet_named(p, names)
                 .map_err(|e| anyhow!("packet:{}: {} (at '{}')", e.column, e.message, e.token))?])
         } else if let Some(f) = &self.packets {
-            packets_from_file(f)
+            packets_from_file(f, names)
         } else if let Some(f) = &self.pcap {
             Ok(vec![packet_from_pcap(f, self.index, self.in_port)?])
         } else {
@@ -53,11 +64,7 @@ impl TraceArgs {
     }
 }
 
-pub fn load_pipeline(path: &Path) -> Result<Pipeline> {
-    let rules = read_flow_file(path)?;
-    Ok(Pipeline::from_rules(rules))
-}
-
+/// Packet `index` of a capture, as the flow key the pipeline sees.
 pub fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<FlowKey> {
     let mut source = PacketSource::capture(path, in_port)?;
     let Some(p) = source.nth_packet(index)? else {
@@ -69,13 +76,14 @@ pub fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result
     Ok(p.key)
 }
 
-pub fn packets_from_file(path: &Path) -> Result<Vec<FlowKey>> {
+/// The packets of a file of packet strings, one per line (blank lines and comments skipped).
+pub fn packets_from_file(path: &Path, names: &Names) -> Result<Vec<FlowKey>> {
     let file = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
     let mut out = Vec::new();
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("{}: cannot read", path.display()))?;
         let Some(body) = hyflow::openflow::parser::strip_comment(&line) else { continue };
-        let key = parse_packet(body).map_err(|e| {
+        let key = parse_packet_named(body, names).map_err(|e| {
             anyhow!("{}:{}:{}: {} (at '{}')", path.display(), n + 1, e.column, e.message, e.token)
         })?;
         out.push(key);

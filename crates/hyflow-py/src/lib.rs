@@ -19,7 +19,7 @@ use hyflow::experiment::sim::{search, simulate};
 use hyflow::input::PacketSource;
 use hyflow::openflow::report::{trace_text, TraceRecord};
 use hyflow::openflow::update::{read_updates_file, When};
-use hyflow::openflow::{action::format_actions, read_flow_file, Traversal};
+use hyflow::openflow::{action::format_actions, Traversal};
 use hyflow::packet::format::format_flow;
 use hyflow::sim::datapath::SimDecision;
 use hyflow::switch::Layer;
@@ -408,10 +408,10 @@ fn eval_topk(py: Python<'_>, argv: Vec<String>) -> PyResult<Vec<String>> {
 fn run_trace(py: Python<'_>, argv: Vec<String>) -> PyResult<Vec<(String, String)>> {
     let args: trace::TraceArgs = parse("trace", argv)?;
     py.detach(|| -> anyhow::Result<_> {
-        let pipeline = trace::load_pipeline(&args.flows)?;
+        let (pipeline, names) = args.pipeline()?;
         let mut tr = Traversal::new();
         let mut out = Vec::new();
-        for pkt in args.packets()? {
+        for pkt in args.packets(&names)? {
             pipeline.process(&pkt, &mut tr);
             out.push((serde_json::to_string(&TraceRecord::new(&tr, &pipeline))?, trace_text(&tr, &pipeline)));
         }
@@ -450,10 +450,18 @@ fn generate(py: Python<'_>, kind: &str, argv: Vec<String>) -> PyResult<String> {
     py.detach(run).map_err(error)
 }
 
-/// A flow file's rules as columns (file order).
+/// A flow file's rules as columns (file order); tables and ports may be named by name files
+/// (`--ports`, `--tables`) and by the file's own `table=N(name)`.
 #[pyfunction]
-fn load_flows<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
-    let rules = py.detach(|| read_flow_file(&path)).map_err(|e| error(e.into()))?;
+#[pyo3(signature = (path, ports=None, tables=None))]
+fn load_flows<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    ports: Option<PathBuf>,
+    tables: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let names = hyflow_front::names::NameArgs { ports, tables };
+    let (rules, _) = py.detach(|| names.read_flows(&path)).map_err(error)?;
     let d = PyDict::new(py);
     let mut matches = StrColumn::new();
     let mut actions = StrColumn::new();

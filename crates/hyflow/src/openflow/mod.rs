@@ -3,6 +3,7 @@
 pub mod action;
 pub mod classifier;
 pub mod datapath;
+pub mod names;
 pub mod parser;
 pub mod pipeline;
 pub mod reference;
@@ -15,7 +16,11 @@ pub mod update;
 
 pub use action::Action;
 pub use classifier::Classifier;
-pub use parser::{parse_flows, parse_packet, read_flow_file, FlowFileError};
+pub use names::Names;
+pub use parser::{
+    parse_flows, parse_flows_named, parse_packet, parse_packet_named, read_flow_file, read_flow_file_named,
+    FlowFileError,
+};
 pub use pipeline::Pipeline;
 pub use rule::{Match, Rule, RuleId};
 pub use traversal::{LookupRef, Traversal};

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::action::{Action, SubField};
+use super::names::{declared_tables, reserved_port, unquote, Names, LOCAL_PORT};
 use super::rule::{Match, Rule};
 use crate::packet::field::{id, proto, FieldId, Prereq};
 use crate::packet::format::{parse_field_value, parse_int};
@@ -112,8 +113,21 @@ fn split_top<'a>(text: &'a str, base: usize, delims: &[u8]) -> Vec<Tok<'a>> {
     let bytes = text.as_bytes();
     let mut depth = 0i32;
     let mut start = 0;
+    // A quoted name (`"antrea-gw0"`, `"p 1"`) is one token, whatever it holds.
+    let mut quoted = false;
+    let mut escaped = false;
     for (i, &b) in bytes.iter().enumerate() {
+        if quoted {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => quoted = false,
+                _ => {}
+            }
+            continue;
+        }
         match b {
+            b'"' => quoted = true,
             b'(' => depth += 1,
             b')' => depth -= 1,
             _ if depth == 0 && delims.contains(&b) => {
@@ -131,8 +145,13 @@ fn split_top<'a>(text: &'a str, base: usize, delims: &[u8]) -> Vec<Tok<'a>> {
     out
 }
 
-/// Parses one flow spec (one line without its comment).
+/// Parses one flow spec (one line without its comment); tables and ports by number only.
 pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError> {
+    parse_flow_spec_named(line, kind, &Names::new())
+}
+
+/// Parses one flow spec (one line without its comment), with table and port `names`.
+pub fn parse_flow_spec_named(line: &str, kind: SpecKind, names: &Names) -> Result<FlowSpec, SpecError> {
     let (match_text, actions_at) = match find_actions(line) {
         Some(pos) => (&line[..pos], Some(pos)),
         None => (line, None),
@@ -157,7 +176,7 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
     let mut mask = FlowMask::CATCHALL;
     let mut used: Vec<(Prereq, Tok)> = Vec::new();
     for tok in split_top(match_text, 0, b", \t\r") {
-        parse_match_token(kind, tok, &mut spec, &mut rule, &mut value, &mut mask, &mut used)?;
+        parse_match_token(kind, names, tok, &mut spec, &mut rule, &mut value, &mut mask, &mut used)?;
     }
     rule.matcher = Match::new(value, mask);
     for (p, tok) in &used {
@@ -179,7 +198,7 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
         }
         (SpecKind::Add | SpecKind::Modify, Some(pos)) => {
             let start = pos + "actions=".len();
-            rule.actions = parse_actions(&line[start..], start, &rule)?;
+            rule.actions = parse_actions(&line[start..], start, &rule, names)?;
         }
         (SpecKind::Selector, None) => {}
     }
@@ -273,8 +292,68 @@ fn parse_u<T: TryFrom<u128>>(tok: &Tok, text: &str, what: &str) -> Result<T, Spe
     parse_int(text).and_then(|v| T::try_from(v).ok()).ok_or_else(|| tok.fail(format!("bad {what} '{text}'")))
 }
 
+/// Statistics of `ovs-ofctl dump-flows` output, which Open vSwitch ignores on input so that a
+/// dump loads back (each still needs its value).
+fn ignored_statistic(name: &str) -> bool {
+    matches!(name, "duration" | "n_packets" | "n_bytes" | "idle_age" | "hard_age")
+}
+
+/// Valueless flags of a dump or an `add-flows` line that change nothing hyflow models.
+fn ignored_flag(name: &str, kind: SpecKind) -> bool {
+    let flow_mod_flags = matches!(
+        name,
+        "send_flow_rem" | "check_overlap" | "reset_counts" | "no_packet_counts" | "no_byte_counts"
+    );
+    (flow_mod_flags && kind != SpecKind::Selector)
+        || matches!(name, "no_readonly_table" | "allow_hidden_fields")
+}
+
+/// The table `text` names: a number, a name (bare or quoted) or `N(name)`.
+fn parse_table(tok: &Tok, text: &str, names: &Names, what: &str) -> Result<u8, SpecError> {
+    let number = text.split_once('(').map_or(text, |(n, _)| n);
+    let t: u8 = if number.bytes().all(|b| b.is_ascii_digit()) && !number.is_empty() {
+        parse_u(tok, number, what)?
+    } else {
+        names.table(text).ok_or_else(|| {
+            let known: Vec<&str> = names.table_names().collect();
+            let hint = if known.is_empty() {
+                "no table names are known: give the number, declare it as table=N(name) or name it in --tables"
+                    .to_string()
+            } else {
+                format!("known: {}", known.join(", "))
+            };
+            tok.fail(format!("unknown table '{text}' ({hint})"))
+        })?
+    };
+    if t == 255 {
+        return Err(tok.fail(format!("{what} must be 0..254")));
+    }
+    Ok(t)
+}
+
+/// The port `text` names: a number, a reserved port (`LOCAL`, ...) or a name (bare or quoted).
+fn parse_port_number(tok: &Tok, text: &str, names: &Names) -> Result<u32, SpecError> {
+    if let Some(p) = parse_int(text).and_then(|p| u32::try_from(p).ok()) {
+        return Ok(p);
+    }
+    if let Some(p) = reserved_port(text) {
+        return Ok(p);
+    }
+    names.port(text).ok_or_else(|| {
+        let known: Vec<&str> = names.port_names().collect();
+        let hint = if known.is_empty() {
+            "no port names are known: give the number or name it in --ports".to_string()
+        } else {
+            format!("known: {}", known.join(", "))
+        };
+        tok.fail(format!("unknown port '{text}' ({hint})"))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
 fn parse_match_token<'a>(
     kind: SpecKind,
+    names: &Names,
     tok: Tok<'a>,
     spec: &mut FlowSpec,
     rule: &mut Rule,
@@ -283,6 +362,12 @@ fn parse_match_token<'a>(
     used: &mut Vec<(Prereq, Tok<'a>)>,
 ) -> Result<(), SpecError> {
     let Some((name, val)) = tok.text.split_once('=') else {
+        if ignored_flag(tok.text, kind) {
+            return Ok(());
+        }
+        if ignored_statistic(tok.text) {
+            return Err(tok.fail(format!("{} needs a value", tok.text)));
+        }
         if let Some((dl, nw)) = shorthand(tok.text) {
             set_exact(&tok, value, mask, id::DL_TYPE, dl as u128, 0xffff)?;
             if let Some(nw) = nw {
@@ -303,13 +388,21 @@ fn parse_match_token<'a>(
         t.fail(e.reason)
     };
     match name {
-        "table" => {
-            let t: u8 = parse_u(&vtok, val, "table")?;
-            if t == 255 {
-                return Err(vtok.fail("table must be 0..254"));
+        _ if ignored_statistic(name) => {
+            if val.is_empty() {
+                return Err(tok.fail(format!("{name} needs a value")));
             }
-            rule.table = t;
+        }
+        "importance" if kind == SpecKind::Add => {
+            let _: u16 = parse_u(&vtok, val, "importance")?;
+        }
+        "table" => {
+            rule.table = parse_table(&vtok, val, names, "table")?;
             spec.table_given = true;
+        }
+        "in_port" if parse_int(val).is_none() => {
+            let port = parse_port_number(&vtok, val, names)?;
+            set_exact(&tok, value, mask, id::IN_PORT, port as u128, u32::MAX as u128)?;
         }
         "priority" => {
             rule.priority = parse_u(&vtok, val, "priority")?;
@@ -467,18 +560,23 @@ fn dscp_write(tok: &Tok, f: FieldId, value: u128, mask: u128) -> Result<(u128, u
     Ok((value & 0xfc, mask & 0xfc))
 }
 
-fn parse_port(tok: &Tok, text: &str) -> Result<Action, SpecError> {
-    match text {
-        "in_port" | "IN_PORT" => Ok(Action::OutputInPort),
-        "LOCAL" | "local" => Ok(Action::Output(0xfffe)),
-        _ => match parse_int(text).and_then(|p| u32::try_from(p).ok()) {
-            Some(p) if p > 0 && p < 0xff00 => Ok(Action::Output(p)),
-            _ => Err(tok.fail(format!("bad output port '{text}'"))),
-        },
+/// An output port: a number, `in_port`, `LOCAL` or a port name.
+fn parse_port(tok: &Tok, text: &str, names: &Names) -> Result<Action, SpecError> {
+    if text.eq_ignore_ascii_case("in_port") {
+        return Ok(Action::OutputInPort);
+    }
+    match parse_port_number(tok, text, names)? {
+        p if p > 0 && p < 0xff00 => Ok(Action::Output(p)),
+        LOCAL_PORT => Ok(Action::Output(LOCAL_PORT)),
+        _ if reserved_port(text).is_some() => {
+            Err(tok
+                .fail(format!("output to the reserved port {} is not supported", text.to_ascii_uppercase())))
+        }
+        _ => Err(tok.fail(format!("bad output port '{text}'"))),
     }
 }
 
-fn parse_actions(text: &str, base: usize, rule: &Rule) -> Result<Vec<Action>, SpecError> {
+fn parse_actions(text: &str, base: usize, rule: &Rule, names: &Names) -> Result<Vec<Action>, SpecError> {
     let toks = split_top(text, base, b", \t\r");
     let mut out = Vec::new();
     let mut saw_drop = None;
@@ -490,7 +588,7 @@ fn parse_actions(text: &str, base: usize, rule: &Rule) -> Result<Vec<Action>, Sp
                 tok.fail(format!("nothing may follow {} (goto_table is the last instruction)", g.text))
             );
         }
-        let a = parse_action(tok, rule)?;
+        let a = parse_action(tok, rule, names)?;
         match &a {
             None => saw_drop = Some(*tok),
             Some(Action::GotoTable(_)) => saw_goto = Some(*tok),
@@ -519,10 +617,16 @@ fn parse_actions(text: &str, base: usize, rule: &Rule) -> Result<Vec<Action>, Sp
 }
 
 /// One action; `Ok(None)` for `drop`.
-fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
+fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>, SpecError> {
     let text = tok.text;
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        return parse_port(tok, text).map(Some);
+    // A bare port (number, reserved port, quoted name or known name) is `output:` to it, as in
+    // OVS, where a word that is no action's name is tried as a port.
+    let bare_port = text.bytes().all(|b| b.is_ascii_digit())
+        || text.starts_with('"')
+        || names.port(text).is_some()
+        || (reserved_port(text).is_some() && !text.eq_ignore_ascii_case("controller"));
+    if bare_port {
+        return parse_port(tok, text, names).map(Some);
     }
     // name, then ':' arg, '(' args ')' or nothing.
     let name_end = text.find([':', '(', '=']).unwrap_or(text.len());
@@ -571,7 +675,7 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
                     arg_tok.fail("only output:PORT, output(PORT) and output(port=PORT) are supported")
                 );
             }
-            parse_port(&arg_tok, port)?
+            parse_port(&arg_tok, port, names)?
         }
         "in_port" | "IN_PORT" => {
             no_arg()?;
@@ -579,8 +683,8 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
         }
         "goto_table" => {
             need_arg("a table")?;
-            let t: u8 = parse_u(&arg_tok, arg, "table")?;
-            if t <= rule.table || t == 255 {
+            let t = parse_table(&arg_tok, arg, names, "table")?;
+            if t <= rule.table {
                 return Err(tok.fail(format!(
                     "goto_table:{t} must go to a later table than {} (use resubmit to go back)",
                     rule.table
@@ -600,17 +704,11 @@ fn parse_action(tok: &Tok, rule: &Rule) -> Result<Option<Action>, SpecError> {
             };
             let in_port = match p {
                 "" | "in_port" | "IN_PORT" => None,
-                _ => Some(parse_u::<u32>(&arg_tok, p, "resubmit port")?),
+                _ => Some(parse_port_number(&arg_tok, p, names)?),
             };
             let table = match t {
                 "" => None,
-                _ => {
-                    let t: u8 = parse_u(&arg_tok, t, "resubmit table")?;
-                    if t == 255 {
-                        return Err(arg_tok.fail("resubmit table must be 0..254"));
-                    }
-                    Some(t)
-                }
+                _ => Some(parse_table(&arg_tok, t, names, "resubmit table")?),
             };
             Action::Resubmit { in_port, table }
         }
@@ -758,20 +856,68 @@ pub fn strip_comment(line: &str) -> Option<&str> {
     (!body.trim().is_empty()).then_some(body)
 }
 
-/// Parses flow-file text; `file` names it in errors. All or nothing.
+/// Parses flow-file text; `file` names it in errors. All or nothing. Tables and ports by
+/// number, or by the names the file declares (`table=N(name)`).
 pub fn parse_flows(text: &str, file: &str) -> Result<Vec<Rule>, FlowFileError> {
+    parse_flows_named(text, file, &mut Names::new())
+}
+
+/// [`parse_flows`] with table and port `names`, to which the file's own declarations are
+/// added (so that updates to the same pipeline can use them).
+pub fn parse_flows_named(text: &str, file: &str, names: &mut Names) -> Result<Vec<Rule>, FlowFileError> {
+    for (i, line) in text.lines().enumerate() {
+        declare_tables(names, line, i + 1, file)?;
+    }
     let mut rules = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        rules.extend(parse_flow_line(line, i + 1, file)?);
+        rules.extend(parse_flow_line(line, i + 1, file, names)?);
     }
     Ok(rules)
 }
 
-/// One line of a flow file (`line`: its 1-based number): a rule, or nothing for a blank line
-/// or a comment.
-fn parse_flow_line(line: &str, number: usize, file: &str) -> Result<Option<Rule>, FlowFileError> {
+/// Adds the table names `line` declares (`table=N(name)`) to `names`.
+pub(crate) fn declare_tables(
+    names: &mut Names,
+    line: &str,
+    number: usize,
+    file: &str,
+) -> Result<(), FlowFileError> {
+    let Some(body) = strip_comment(line) else { return Ok(()) };
+    for (table, name, column) in declared_tables(body) {
+        let fail = |message: String| FlowFileError {
+            file: file.to_string(),
+            line: number,
+            column,
+            token: name.to_string(),
+            message,
+        };
+        let t: u8 =
+            table.parse().ok().filter(|&t| t < 255).ok_or_else(|| fail("table must be 0..254".into()))?;
+        let unquoted = unquote(name).ok_or_else(|| fail("unclosed quote".into()))?;
+        names.add_table(&unquoted, t).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// Header lines of `ovs-ofctl dump-flows` output, skipped so that a dump loads as it is.
+fn dump_header(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("NXST_FLOW reply") || t.starts_with("OFPST_FLOW reply")
+}
+
+/// One line of a flow file (`line`: its 1-based number): a rule, or nothing for a blank line,
+/// a comment or a dump's header.
+fn parse_flow_line(
+    line: &str,
+    number: usize,
+    file: &str,
+    names: &Names,
+) -> Result<Option<Rule>, FlowFileError> {
     let Some(body) = strip_comment(line) else { return Ok(None) };
-    parse_flow_spec(body, SpecKind::Add).map(|spec| Some(spec.rule)).map_err(|e| FlowFileError {
+    if dump_header(body) {
+        return Ok(None);
+    }
+    parse_flow_spec_named(body, SpecKind::Add, names).map(|spec| Some(spec.rule)).map_err(|e| FlowFileError {
         file: file.to_string(),
         line: number,
         column: e.column,
@@ -832,9 +978,16 @@ pub fn read_lines(
 
 /// Reads and parses a flow file, one line at a time.
 pub fn read_flow_file(path: &Path) -> Result<Vec<Rule>, FlowFileError> {
+    read_flow_file_named(path, &mut Names::new())
+}
+
+/// [`read_flow_file`] with table and port `names`, to which the file's own declarations are
+/// added: one pass for the declarations, one for the rules, one line in memory at a time.
+pub fn read_flow_file_named(path: &Path, names: &mut Names) -> Result<Vec<Rule>, FlowFileError> {
+    read_lines(path, |line, number, file| declare_tables(names, line, number, file))?;
     let mut rules = Vec::new();
-    read_lines(path, |line, number, name| {
-        rules.extend(parse_flow_line(line, number, name)?);
+    read_lines(path, |line, number, file| {
+        rules.extend(parse_flow_line(line, number, file, names)?);
         Ok(())
     })?;
     Ok(rules)
@@ -843,10 +996,15 @@ pub fn read_flow_file(path: &Path) -> Result<Vec<Rule>, FlowFileError> {
 /// Parses a packet given as a match-style string (`in_port=1,tcp,nw_src=..`): every field
 /// named is set exactly, absent fields are zero. Masks are not allowed.
 pub fn parse_packet(text: &str) -> Result<FlowKey, SpecError> {
+    parse_packet_named(text, &Names::new())
+}
+
+/// [`parse_packet`] with port `names` (`in_port="antrea-gw0"`).
+pub fn parse_packet_named(text: &str, names: &Names) -> Result<FlowKey, SpecError> {
     if let Some(tok) = split_top(text, 0, b", \t\r").into_iter().find(|t| t.text.contains('/')) {
         return Err(tok.fail("a packet has exact values, not masks"));
     }
-    let spec = parse_flow_spec(text, SpecKind::Selector)?;
+    let spec = parse_flow_spec_named(text, SpecKind::Selector, names)?;
     if spec.table_given || spec.priority_given || spec.rule.cookie != 0 {
         return Err(err(1, text, "a packet cannot have table, priority or cookie"));
     }

@@ -8,7 +8,8 @@
 
 use std::path::Path;
 
-use super::parser::{parse_flow_spec, read_lines, strip_comment, FlowFileError, FlowSpec, SpecKind};
+use super::names::Names;
+use super::parser::{parse_flow_spec_named, read_lines, strip_comment, FlowFileError, FlowSpec, SpecKind};
 use super::pipeline::{Pipeline, N_TABLES};
 use super::rule::Rule;
 use super::traversal::LookupRef;
@@ -88,16 +89,22 @@ pub struct Update {
 
 /// Parses updates text; `file` names it in errors. All or nothing.
 pub fn parse_updates(text: &str, file: &str) -> Result<Vec<Update>, FlowFileError> {
+    let names = Names::new();
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        out.extend(parse_update_line(line, i + 1, file)?);
+        out.extend(parse_update_line(line, i + 1, file, &names)?);
     }
     Ok(out)
 }
 
 /// One line of an updates file (`number`: 1-based): an update, or nothing for a blank line or
 /// a comment.
-fn parse_update_line(line: &str, number: usize, file: &str) -> Result<Option<Update>, FlowFileError> {
+fn parse_update_line(
+    line: &str,
+    number: usize,
+    file: &str,
+    names: &Names,
+) -> Result<Option<Update>, FlowFileError> {
     let Some(body) = strip_update_comment(line) else { return Ok(None) };
     let fail = |column: usize, token: &str, message: String| FlowFileError {
         file: file.to_string(),
@@ -128,7 +135,7 @@ fn parse_update_line(line: &str, number: usize, file: &str) -> Result<Option<Upd
         };
         fail(cmd_at + 1, cmd_tok, msg)
     })?;
-    let spec = parse_flow_spec(rest, command.spec_kind())
+    let spec = parse_flow_spec_named(rest, command.spec_kind(), names)
         .map_err(|e| fail(offset + e.column, &e.token, e.message))?;
     Ok(Some(Update { when, command, spec, line: number }))
 }
@@ -162,9 +169,14 @@ fn parse_when(tok: &str) -> Result<When, String> {
 
 /// Reads and parses an updates file.
 pub fn read_updates_file(path: &Path) -> Result<Vec<Update>, FlowFileError> {
+    read_updates_file_named(path, &Names::new())
+}
+
+/// [`read_updates_file`] with table and port `names` (those of the flow file it updates).
+pub fn read_updates_file_named(path: &Path, names: &Names) -> Result<Vec<Update>, FlowFileError> {
     let mut out = Vec::new();
     read_lines(path, |line, number, name| {
-        out.extend(parse_update_line(line, number, name)?);
+        out.extend(parse_update_line(line, number, name, names)?);
         Ok(())
     })?;
     Ok(out)

@@ -19,8 +19,8 @@ pub use updates::{generate_updates, UpdatesConfig};
 use std::path::Path;
 
 use crate::input::Input;
-use crate::openflow::update::{read_updates_file, Update};
-use crate::openflow::{read_flow_file, FlowFileError, Rule};
+use crate::openflow::update::{read_updates_file_named, Update};
+use crate::openflow::{read_flow_file_named, FlowFileError, Names, Rule};
 
 /// The gateway pipeline `gateway` traffic is made for (`examples/gateway.flows`).
 pub const GATEWAY_FLOWS: &str = include_str!("gateway.flows");
@@ -51,15 +51,18 @@ impl Workload {
     }
 
     /// A flow file and a capture, with an updates file or none (see [`Input::Capture`] for
-    /// `in_port`).
+    /// `in_port`). Tables and ports may be named by `names` and by the flow file's own
+    /// declarations, in both files.
     pub fn from_files(
         flows: &Path,
         trace: &Path,
         updates: Option<&Path>,
         in_port: Option<u32>,
+        names: &Names,
     ) -> Result<Workload, FlowFileError> {
-        let rules = read_flow_file(flows)?;
-        let updates = updates.map(read_updates_file).transpose()?.unwrap_or_default();
+        let mut names = names.clone();
+        let rules = read_flow_file_named(flows, &mut names)?;
+        let updates = updates.map(|u| read_updates_file_named(u, &names)).transpose()?.unwrap_or_default();
         Ok(Workload { rules, updates, input: Input::Capture { path: trace.to_path_buf(), in_port } })
     }
 
@@ -72,9 +75,10 @@ impl Workload {
         Workload { rules, updates: Vec::new(), input: Input::Gateway(config) }
     }
 
-    /// Replaces the updates with those of an updates file.
-    pub fn with_updates_file(mut self, path: &Path) -> Result<Workload, FlowFileError> {
-        self.updates = read_updates_file(path)?;
+    /// Replaces the updates with those of an updates file, whose tables and ports may be
+    /// named by `names`.
+    pub fn with_updates_file(mut self, path: &Path, names: &Names) -> Result<Workload, FlowFileError> {
+        self.updates = read_updates_file_named(path, names)?;
         Ok(self)
     }
 }

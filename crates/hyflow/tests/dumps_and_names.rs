@@ -1,0 +1,94 @@
+//! Flow files as operators have them: `ovs-ofctl dump-flows` output loads as it is (OVS ignores
+//! the statistics on input so that dumps can be fed back), and tables and ports may be named
+//! (`ovs-ofctl --names`), from name files or the flow file's own `table=N(name)`.
+
+use hyflow::openflow::{parse_flows, parse_flows_named, parse_packet_named, Names, Pipeline};
+
+/// Rules as text, for comparing two parses.
+fn shown(text: &str, names: &mut Names) -> Vec<String> {
+    parse_flows_named(text, "f", names).unwrap().iter().map(|r| r.to_string()).collect()
+}
+
+#[test]
+fn a_dump_with_statistics_and_flags_loads_as_the_same_rules() {
+    let dump = "\
+NXST_FLOW reply (xid=0x4):
+ cookie=0x0, duration=12.345s, table=0, n_packets=10, n_bytes=980, idle_age=3, priority=100,ip,nw_dst=10.0.0.0/8 actions=resubmit(,1)
+ cookie=0x7, duration=1.5s, table=1, n_packets=0, n_bytes=0, hard_age=2, send_flow_rem, reset_counts idle_timeout=10, priority=5,tcp,tp_dst=80 actions=output:2
+ cookie=0x0, duration=0.1s, table=1, n_packets=3, n_bytes=180, check_overlap, importance=7, priority=0 actions=drop
+OFPST_FLOW reply (OF1.3) (xid=0x2):
+";
+    let plain = "\
+table=0,priority=100,ip,nw_dst=10.0.0.0/8 actions=resubmit(,1)
+cookie=0x7,table=1,idle_timeout=10,priority=5,tcp,tp_dst=80 actions=output:2
+table=1,priority=0 actions=drop
+";
+    let got = shown(dump, &mut Names::new());
+    assert_eq!(got, shown(plain, &mut Names::new()));
+    assert_eq!(got.len(), 3);
+}
+
+#[test]
+fn names_resolve_as_ovs_ofctl_names_does() {
+    // Open vSwitch's own test (tests/ofproto.at, "flow table names"), without its ct() rule.
+    let mut names = Names::new();
+    for (n, t) in [("zero", 0), ("one", 1), ("two", 2)] {
+        names.add_table(n, t).unwrap();
+    }
+    for (n, p) in [("p1", 1), ("p2", 2), ("antrea-gw0", 3)] {
+        names.add_port(n, p).unwrap();
+    }
+    let named = "\
+table=zero in_port=p2 actions=p1,resubmit(,one)
+table=one,in_port=p1,arp,actions=goto_table(two)
+table=two,in_port=\"antrea-gw0\",ip actions=output:\"antrea-gw0\",LOCAL,resubmit(p1,zero)
+table=\"two\",in_port=LOCAL actions=in_port
+";
+    let numbered = "\
+in_port=2 actions=output:1,resubmit(,1)
+table=1,in_port=1,arp,actions=goto_table:2
+table=2,in_port=3,ip actions=output:3,output:65534,resubmit(1,0)
+table=2,in_port=65534 actions=in_port
+";
+    assert_eq!(shown(named, &mut names), shown(numbered, &mut Names::new()));
+    let k = parse_packet_named("in_port=\"antrea-gw0\",ip", &names).unwrap();
+    assert_eq!(k.in_port(), 3);
+}
+
+#[test]
+fn a_flow_file_names_its_own_tables() {
+    let text = "\
+table=0(Classifier),priority=10,ip actions=goto_table:Egress
+table=Classifier,priority=0 actions=resubmit(,\"Egress\")
+table=5(Egress) actions=drop
+";
+    let mut names = Names::new();
+    let rules = parse_flows_named(text, "f", &mut names).unwrap();
+    assert_eq!(rules.iter().map(|r| r.table).collect::<Vec<_>>(), [0, 0, 5]);
+    // The declarations stay known, for the updates that go with the file.
+    assert_eq!(names.table("Egress"), Some(5));
+    assert_eq!(Pipeline::from_rules(rules).rules().count(), 3);
+}
+
+#[test]
+fn unknown_and_conflicting_names_say_where() {
+    let cases = [
+        (
+            "table=Egress actions=drop",
+            "f:1:7: unknown table 'Egress' (no table names are known: give the number, declare it as \
+             table=N(name) or name it in --tables) (at 'Egress')",
+        ),
+        ("in_port=uplink actions=drop", "f:1:9: unknown port 'uplink' (no port names are known: give the number or name it in --ports) (at 'uplink')"),
+        ("actions=output:\"gw\"", "f:1:16: unknown port '\"gw\"' (no port names are known: give the number or name it in --ports) (at '\"gw\"')"),
+        (
+            "table=1(A) actions=drop\ntable=2(A) actions=drop",
+            "f:2:9: table name 'A' is already table 1 (at 'A')",
+        ),
+        ("table=0(\"A) actions=drop", "f:1:9: unclosed quote (at '\"A')"),
+        ("n_packets actions=drop", "f:1:1: n_packets needs a value (at 'n_packets')"),
+    ];
+    for (text, want) in cases {
+        let e = parse_flows(text, "f").unwrap_err();
+        assert_eq!(e.to_string(), want, "{text}");
+    }
+}
