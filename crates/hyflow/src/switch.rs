@@ -387,7 +387,7 @@ impl Switch {
         self.pipeline.process(key, &mut self.tr);
         outputs.extend_from_slice(&self.tr.outputs);
         self.pipeline.credit(self.tr.rules(), bytes);
-        if self.tr.ttl_exceeded > 0 {
+        if self.tr.to_controller > 0 {
             // A controller action: OVS keeps such flows in the slow path.
             self.stats.controller += 1;
             return;
@@ -437,7 +437,7 @@ impl Switch {
         self.advance(now_ns);
         let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
         self.pipeline.process(key, &mut self.tr);
-        if self.tr.ttl_exceeded > 0 {
+        if self.tr.to_controller > 0 {
             // A controller action never leaves the slow path.
             return Err(Refused::NotAFlow);
         }

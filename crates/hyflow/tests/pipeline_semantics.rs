@@ -143,6 +143,28 @@ fn dec_ttl_decrements_and_at_one_stops_the_action_list() {
 }
 
 #[test]
+fn controller_copies_are_counted_and_annotations_change_nothing() {
+    let p = pipeline(
+        "table=0,ip actions=note:de.ad.be.ef,meter:3,sample(probability=100,collector_set_id=1),output:2,controller(reason=no_match,max_len=128),goto_table:1\n\
+         table=1 actions=CONTROLLER,output:CONTROLLER,output:3\n",
+    );
+    let tr = run(&p, TCP);
+    assert_eq!(ports(&tr), vec![2, 3], "the controller is not a port");
+    assert_eq!((tr.to_controller, tr.ttl_exceeded), (3, 0));
+    // The same without the annotations: the same decision and megaflow.
+    let plain = pipeline("table=0,ip actions=output:2,controller,goto_table:1\ntable=1 actions=controller,controller,output:3\n");
+    let tr2 = run(&plain, TCP);
+    assert_eq!((ports(&tr2), megaflow(&tr2)), (ports(&tr), megaflow(&tr)));
+    // They print back as they parse.
+    let shown: Vec<String> = p.rules().map(|(_, r)| r.to_string()).collect();
+    let again = Pipeline::from_rules(parse_flows(&shown.join("\n"), "again").unwrap());
+    assert_eq!(again.rules().map(|(_, r)| r.to_string()).collect::<Vec<_>>(), shown);
+    for bad in ["actions=note:abc", "actions=meter:x", "actions=controller(color=red)", "actions=sample(x)"] {
+        assert!(parse_flows(bad, "bad").is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn priority_wins_then_the_rule_added_first() {
     let p = pipeline(
         "priority=5,ip actions=output:5\n\

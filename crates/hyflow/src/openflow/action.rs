@@ -89,6 +89,15 @@ pub enum Action {
     /// `dec_ttl`: decrement IP TTL; at TTL ≤ 1 the packet goes to the controller and the
     /// current action list stops.
     DecTtl,
+    /// `controller` / `output:CONTROLLER`: a copy to the controller (a packet-in). hyflow has
+    /// no controller: the copy is counted, and, as in OVS, the flow stays in the slow path.
+    Controller,
+    /// `note:HEX`: an annotation, no effect on forwarding (kept as written).
+    Note(String),
+    /// `meter:N`: rate limiting, not modelled (accepted; the packet passes).
+    Meter(u32),
+    /// `sample(...)`: sFlow/IPFIX sampling, no effect on forwarding (kept as written).
+    Sample(String),
 }
 
 impl std::fmt::Display for Action {
@@ -139,6 +148,10 @@ impl std::fmt::Display for Action {
             Action::SetVlanPcp { pcp, push_if_needed: true } => write!(f, "mod_vlan_pcp:{pcp}"),
             Action::SetVlanPcp { pcp, .. } => write!(f, "set_vlan_pcp:{pcp}"),
             Action::DecTtl => write!(f, "dec_ttl"),
+            Action::Controller => write!(f, "controller"),
+            Action::Note(hex) => write!(f, "note:{hex}"),
+            Action::Meter(id) => write!(f, "meter:{id}"),
+            Action::Sample(args) => write!(f, "sample({args})"),
         }
     }
 }

@@ -19,6 +19,9 @@ use super::parser::{read_lines, FlowFileError};
 /// OpenFlow 1.0's `OFPP_LOCAL`: the switch's own network stack.
 pub const LOCAL_PORT: u32 = 0xfffe;
 
+/// OpenFlow 1.0's `OFPP_CONTROLLER`.
+pub const CONTROLLER_PORT: u32 = 0xfffd;
+
 /// Names of tables and ports, each bound to one number.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Names {
@@ -237,7 +240,7 @@ pub fn reserved_port(name: &str) -> Option<u32> {
         ("NORMAL", 0xfffa),
         ("FLOOD", 0xfffb),
         ("ALL", 0xfffc),
-        ("CONTROLLER", 0xfffd),
+        ("CONTROLLER", CONTROLLER_PORT),
         ("LOCAL", LOCAL_PORT),
         ("ANY", 0xffff),
         ("NONE", 0xffff),

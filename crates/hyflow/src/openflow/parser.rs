@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::action::{Action, SubField};
-use super::names::{declared_tables, reserved_port, unquote, Names, LOCAL_PORT};
+use super::names::{declared_tables, reserved_port, unquote, Names, CONTROLLER_PORT, LOCAL_PORT};
 use super::rule::{Match, Rule};
 use crate::packet::field::{id, proto, FieldId, Prereq};
 use crate::packet::format::{parse_field_value, parse_int};
@@ -568,6 +568,7 @@ fn parse_port(tok: &Tok, text: &str, names: &Names) -> Result<Action, SpecError>
     match parse_port_number(tok, text, names)? {
         p if p > 0 && p < 0xff00 => Ok(Action::Output(p)),
         LOCAL_PORT => Ok(Action::Output(LOCAL_PORT)),
+        CONTROLLER_PORT => Ok(Action::Controller),
         _ if reserved_port(text).is_some() => {
             Err(tok
                 .fail(format!("output to the reserved port {} is not supported", text.to_ascii_uppercase())))
@@ -624,7 +625,7 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
     let bare_port = text.bytes().all(|b| b.is_ascii_digit())
         || text.starts_with('"')
         || names.port(text).is_some()
-        || (reserved_port(text).is_some() && !text.eq_ignore_ascii_case("controller"));
+        || (reserved_port(text).is_some() && text != "controller");
     if bare_port {
         return parse_port(tok, text, names).map(Some);
     }
@@ -838,6 +839,29 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
             }
             Action::DecTtl
         }
+        "controller" | "CONTROLLER" => {
+            check_controller_args(&arg_tok, arg)?;
+            Action::Controller
+        }
+        "note" => {
+            // OVS: hex bytes, optionally separated by periods.
+            let hex: String = arg.chars().filter(|&c| c != '.').collect();
+            if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(arg_tok.fail("note takes hex bytes (e.g. note:de.ad.be.ef)"));
+            }
+            Action::Note(arg.to_string())
+        }
+        "meter" => {
+            need_arg("a meter id")?;
+            Action::Meter(parse_u(&arg_tok, arg, "meter id")?)
+        }
+        "sample" => {
+            need_arg("its parameters")?;
+            if !arg.split(',').all(|kv| kv.contains('=')) {
+                return Err(arg_tok.fail("sample takes key=value parameters (probability=N,...)"));
+            }
+            Action::Sample(arg.to_string())
+        }
         _ => {
             return Err(tok
                 .sub(0, name.len().max(1).min(text.len()))
@@ -845,6 +869,23 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
         }
     };
     Ok(Some(a))
+}
+
+/// `controller`, `controller:MAX_LEN` or `controller(key=value,...)` with OVS's keys; hyflow
+/// has no controller, so they only have to be well formed.
+fn check_controller_args(tok: &Tok, arg: &str) -> Result<(), SpecError> {
+    if arg.is_empty() || parse_int(arg).is_some() {
+        return Ok(());
+    }
+    for kv in arg.split(',') {
+        let key = kv.split_once('=').map_or(kv, |(k, _)| k).trim();
+        if !matches!(key, "max_len" | "reason" | "id" | "userdata" | "pause" | "meter_id") {
+            return Err(tok.fail(format!(
+                "unknown controller parameter '{key}' (max_len, reason, id, userdata, pause, meter_id)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Strips a `#` comment; returns `None` for blank and comment-only lines.

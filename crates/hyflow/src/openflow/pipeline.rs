@@ -490,6 +490,9 @@ impl<'a> Xlate<'a> {
                         self.flow.set_vlan_tci(tci);
                     }
                 }
+                Action::Controller => self.tr.to_controller += 1,
+                // No effect on forwarding (meters: rate limits are not modelled).
+                Action::Note(_) | Action::Meter(_) | Action::Sample(_) => {}
                 Action::DecTtl => {
                     self.read(id::NW_TTL, u128::MAX);
                     if self.flow.is_ip() {
@@ -500,6 +503,7 @@ impl<'a> Xlate<'a> {
                         } else {
                             // To the controller; OVS stops this action list (not the caller's).
                             self.tr.ttl_exceeded += 1;
+                            self.tr.to_controller += 1;
                             self.pop_frame();
                         }
                     }

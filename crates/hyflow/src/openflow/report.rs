@@ -81,6 +81,8 @@ pub struct TraceRecord<'a> {
     pub table_misses: Vec<u8>,
     /// Times `dec_ttl` found TTL ≤ 1 (sent to the controller).
     pub ttl_exceeded: u32,
+    /// Copies sent to the controller (`controller` actions and TTL expiries).
+    pub to_controller: u32,
 }
 
 impl<'a> TraceRecord<'a> {
@@ -104,6 +106,7 @@ impl<'a> TraceRecord<'a> {
             tables,
             table_misses: tr.steps.iter().filter(|s| s.rule.is_none()).map(|s| s.table).collect(),
             ttl_exceeded: tr.ttl_exceeded,
+            to_controller: tr.to_controller,
         }
     }
 }
@@ -139,6 +142,10 @@ pub fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
     }
     if tr.ttl_exceeded > 0 {
         let _ = writeln!(out, "\nTTL exceeded {} time(s): sent to controller", tr.ttl_exceeded);
+    }
+    let explicit = tr.to_controller - tr.ttl_exceeded;
+    if explicit > 0 {
+        let _ = writeln!(out, "\nSent to the controller {explicit} time(s) (controller action; the flow stays in the slow path)");
     }
     let _ = writeln!(out, "\nFinal flow: {}", format_packet(&tr.final_flow));
     let _ = writeln!(out, "Megaflow: {}", format_match(&tr.megaflow.value, &tr.megaflow.mask));

@@ -201,6 +201,9 @@ pub struct Traversal {
     pub drop_reason: Option<DropReason>,
     /// `dec_ttl` on TTL ≤ 1 (packet sent to the controller, action list stopped).
     pub ttl_exceeded: u32,
+    /// Copies sent to the controller: `controller` actions and TTL expiries. A decision with
+    /// any stays in the slow path (OVS slow-paths such flows), so no cache holds it.
+    pub to_controller: u32,
     /// Execution stack of the slow path, kept here so it is reused across packets.
     pub(crate) frames: Vec<super::pipeline::Frame>,
     /// How each lookup was reached, parallel to `steps`.
@@ -236,6 +239,7 @@ impl Traversal {
         self.outputs.clear();
         self.drop_reason = None;
         self.ttl_exceeded = 0;
+        self.to_controller = 0;
         self.points.clear();
         self.resumes.clear();
         self.intervals.clear();

@@ -130,6 +130,8 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                 12 => format!("set_field:{}->dl_dst", MACS[mac]),
                 13 => "move:NXM_NX_REG0[0..7]->NXM_NX_REG1[8..15]".to_string(),
                 14 if table > 0 => format!("resubmit({port},{})", table - 1),
+                // A packet-in: such flows stay in the slow path, which the caches must respect.
+                15 if n == 0 => "controller".to_string(),
                 _ => format!("output:{port}"),
             }
         },
