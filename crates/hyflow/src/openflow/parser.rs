@@ -846,7 +846,7 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
         "note" => {
             // OVS: hex bytes, optionally separated by periods.
             let hex: String = arg.chars().filter(|&c| c != '.').collect();
-            if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(arg_tok.fail("note takes hex bytes (e.g. note:de.ad.be.ef)"));
             }
             Action::Note(arg.to_string())
