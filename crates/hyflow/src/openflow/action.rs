@@ -4,6 +4,7 @@
 //! set, so execution has one code path per behaviour, and each carries OVS's semantics
 //! (which fields it un-wildcards, when it is skipped).
 
+pub use super::classifier::Conjunction;
 use crate::packet::format::format_value;
 use crate::packet::FieldId;
 
@@ -98,6 +99,21 @@ pub enum Action {
     Meter(u32),
     /// `sample(...)`: sFlow/IPFIX sampling, no effect on forwarding (kept as written).
     Sample(String),
+    /// `conjunction(id,k/n)`: this rule is clause `k` of `n` of conjunctive match `id` (a
+    /// rule with it has only such actions, and notes). It is never executed: the classifier
+    /// resolves conjunctions and returns the rule matching `conj_id=id`.
+    Conjunction(Conjunction),
+}
+
+/// The conjunctions a rule is a clause of (empty for an ordinary rule).
+pub fn conjunctions(actions: &[Action]) -> Vec<Conjunction> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Conjunction(c) => Some(*c),
+            _ => None,
+        })
+        .collect()
 }
 
 impl std::fmt::Display for Action {
@@ -152,6 +168,7 @@ impl std::fmt::Display for Action {
             Action::Note(hex) => write!(f, "note:{hex}"),
             Action::Meter(id) => write!(f, "meter:{id}"),
             Action::Sample(args) => write!(f, "sample({args})"),
+            Action::Conjunction(c) => write!(f, "conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
         }
     }
 }

@@ -54,6 +54,21 @@ pub struct ClsEntry {
     pub priority: u16,
     /// Insertion sequence number: lower wins among equal priorities.
     pub seq: u64,
+    /// A clause of conjunctive matches (its actions are `conjunction(...)`): a soft match,
+    /// which counts only when every clause of one of its conjunctions matches too.
+    pub soft: bool,
+}
+
+/// One `conjunction(id,k/n)` action of a soft rule: it is clause `clause` (0-based) of
+/// conjunction `id`, which has `n_clauses` clauses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conjunction {
+    /// The conjunction's id (what `conj_id=` flows match).
+    pub id: u32,
+    /// This clause, 0-based.
+    pub clause: u8,
+    /// Clauses in all, 2..=64.
+    pub n_clauses: u8,
 }
 
 impl ClsEntry {
@@ -231,6 +246,9 @@ type TrieCtx = [Option<TrieMatch>; N_TRIES];
 /// A table's rules, searchable by packet.
 pub struct Classifier {
     subtables: Vec<Option<Subtable>>,
+    /// The conjunctions of the soft rules (none in most tables: then lookups skip the
+    /// conjunctive-match logic entirely).
+    conjunctions: HashMap<RuleId, Box<[Conjunction]>>,
     /// Live subtables by (max priority desc, its earliest rule asc).
     order: Vec<u32>,
     by_mask: HashMap<FlowMask, u32>,
@@ -250,6 +268,7 @@ impl Classifier {
     pub fn new() -> Classifier {
         Classifier {
             subtables: Vec::new(),
+            conjunctions: HashMap::new(),
             order: Vec::new(),
             by_mask: HashMap::new(),
             tries: TRIE_FIELDS.map(|f| PrefixTrie::new(f.def().bits as u32)),
@@ -291,6 +310,13 @@ impl Classifier {
         let st = self.subtables[si as usize].as_ref()?;
         let b = st.bucket_for(&m.value, st.full_hash(&m.value))?;
         b.entries.iter().find(|e| e.priority == priority).map(|e| e.rule)
+    }
+
+    /// Adds a soft rule: a clause of the `conjunctions` (see [`ClsEntry::soft`]).
+    pub fn insert_soft(&mut self, m: &Match, entry: ClsEntry, conjunctions: &[Conjunction]) {
+        debug_assert!(entry.soft && !conjunctions.is_empty());
+        self.conjunctions.insert(entry.rule, conjunctions.into());
+        self.insert(m, entry);
     }
 
     /// Adds a rule. The caller guarantees no rule with the same match and priority exists.
@@ -357,6 +383,7 @@ impl Classifier {
 
     /// Removes a rule previously inserted with this match; returns whether it was there.
     pub fn remove(&mut self, m: &Match, rule: RuleId) -> bool {
+        self.conjunctions.remove(&rule);
         let Some(&si) = self.by_mask.get(&m.mask) else { return false };
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
@@ -413,6 +440,10 @@ impl Classifier {
 
     /// Highest-priority rule matching `key`, without tracking wildcards (the fast path).
     pub fn lookup(&self, key: &FlowKey) -> Option<ClsEntry> {
+        if !self.conjunctions.is_empty() {
+            let mut unused = FlowMask::CATCHALL;
+            return self.lookup_wc(key, &mut unused);
+        }
         let mut best: Option<ClsEntry> = None;
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
@@ -436,6 +467,12 @@ impl Classifier {
     pub fn lookup_batch(&self, keys: &[FlowKey], out: &mut [Option<ClsEntry>]) {
         const CHUNK: usize = 32;
         assert_eq!(keys.len(), out.len(), "one answer slot per packet");
+        if !self.conjunctions.is_empty() {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                *o = self.lookup(k);
+            }
+            return;
+        }
         out.fill(None);
         let mut hashes = [None::<u64>; CHUNK];
         for (keys, out) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
@@ -460,6 +497,16 @@ impl Classifier {
     /// exactly as OVS's `classifier_lookup` does, so that every packet agreeing with `key` on
     /// `wc` gets the same answer.
     pub fn lookup_wc(&self, key: &FlowKey, wc: &mut FlowMask) -> Option<ClsEntry> {
+        if self.conjunctions.is_empty() {
+            self.hard_lookup_wc(key, wc)
+        } else {
+            self.conjunctive_lookup_wc(key, wc)
+        }
+    }
+
+    /// The best rule that is not a clause of a conjunction: soft rules are skipped, as OVS's
+    /// lookup with conjunctive matches disallowed skips them (the second lookup, on `conj_id`).
+    fn hard_lookup_wc(&self, key: &FlowKey, wc: &mut FlowMask) -> Option<ClsEntry> {
         let mut ctx: TrieCtx = [None; N_TRIES];
         let mut best: Option<ClsEntry> = None;
         for &si in &self.order {
@@ -468,12 +515,95 @@ impl Classifier {
                 break;
             }
             if let Some(e) = self.find_wc(st, key, &mut ctx, wc) {
-                if best.is_none_or(|b| e.beats(&b)) {
+                if !e.soft && best.is_none_or(|b| e.beats(&b)) {
                     best = Some(e);
                 }
             }
         }
         best
+    }
+
+    /// OVS's `classifier_lookup__` with conjunctive matches. Each subtable's best match is a
+    /// hard match or a soft one (a clause). Soft matches above the best hard match are
+    /// resolved from the highest priority down: if, among those at that priority, every
+    /// clause of some conjunction matched, the rule matching `conj_id=id` (looked up again
+    /// with `conj_id` set, soft rules skipped) is the answer; otherwise each gives way to the
+    /// next rule with an identical match, and lower priorities are tried. Every bit examined,
+    /// in both lookups, goes into `wc`, as in OVS.
+    fn conjunctive_lookup_wc(&self, key: &FlowKey, wc: &mut FlowMask) -> Option<ClsEntry> {
+        let mut ctx: TrieCtx = [None; N_TRIES];
+        let mut hard: Option<ClsEntry> = None;
+        // (soft rule, its subtable); a translation-time path, rare outside conjunctive tables.
+        let mut soft: Vec<(ClsEntry, u32)> = Vec::new();
+        for &si in &self.order {
+            let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
+            if st.cannot_beat(hard) {
+                break;
+            }
+            let Some(e) = self.find_wc(st, key, &mut ctx, wc) else { continue };
+            if e.soft {
+                if hard.is_none_or(|h| e.priority > h.priority) {
+                    soft.push((e, si));
+                }
+            } else if hard.is_none_or(|h| e.beats(&h)) {
+                hard = Some(e);
+            }
+        }
+        loop {
+            soft.retain(|(e, _)| hard.is_none_or(|h| e.priority > h.priority));
+            let Some(top) = soft.iter().map(|(e, _)| e.priority).max() else { return hard };
+            let at_top = soft.iter().filter(|(e, _)| e.priority == top).count();
+            // Clauses seen per conjunction id: bit k set for clause k, bits past n preset.
+            let mut seen: Vec<(u32, u64)> = Vec::new();
+            for (e, _) in soft.iter().filter(|(e, _)| e.priority == top) {
+                for c in self.conjunctions.get(&e.rule).map_or(&[][..], |c| &c[..]) {
+                    if c.n_clauses as usize > at_top {
+                        continue;
+                    }
+                    let slot = match seen.iter().position(|(id, _)| *id == c.id) {
+                        Some(i) => i,
+                        None => {
+                            seen.push((c.id, u64::MAX.checked_shl(c.n_clauses as u32).unwrap_or(0)));
+                            seen.len() - 1
+                        }
+                    };
+                    seen[slot].1 |= 1 << c.clause;
+                    if seen[slot].1 == u64::MAX {
+                        let mut with_id = *key;
+                        with_id.set(id::CONJ_ID, c.id as u128);
+                        if let Some(r) = self.hard_lookup_wc(&with_id, wc) {
+                            return Some(r);
+                        }
+                        // As OVS: this rule's later conjunctions are not counted.
+                        break;
+                    }
+                }
+            }
+            // No conjunction completed at this priority: each soft match there gives way to
+            // the next rule with the same match, which may be hard.
+            for (e, si) in soft.iter_mut().filter(|(e, _)| e.priority == top) {
+                let st = self.subtables[*si as usize].as_ref().expect("live subtable");
+                let bucket = st.bucket_for(key, st.full_hash(key)).expect("a soft match's bucket");
+                let pos = bucket.entries.iter().position(|x| x.rule == e.rule).expect("in its bucket");
+                match bucket.entries.get(pos + 1) {
+                    Some(next) if next.soft => *e = *next,
+                    Some(next) => {
+                        // Strictly higher only, as OVS: at equal priority the hard match found
+                        // first stays.
+                        if hard.is_none_or(|h| next.priority > h.priority) {
+                            hard = Some(*next);
+                        }
+                        e.priority = 0;
+                        e.soft = false;
+                    }
+                    None => {
+                        e.priority = 0;
+                        e.soft = false;
+                    }
+                }
+            }
+            soft.retain(|(e, _)| e.soft);
+        }
     }
 
     /// OVS `check_tries`: can a prefix trie prove this subtable cannot match, cheaply?
@@ -595,7 +725,10 @@ mod tests {
         let mut c = Classifier::new();
         for (i, l) in lines.iter().enumerate() {
             let r = parse_flow_spec(l, SpecKind::Add).unwrap().rule;
-            c.insert(&r.matcher, ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64 });
+            c.insert(
+                &r.matcher,
+                ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64, soft: false },
+            );
         }
         c
     }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::action::{Action, SubField};
+use super::action::{Action, Conjunction, SubField};
 use super::names::{declared_tables, reserved_port, unquote, Names, CONTROLLER_PORT, LOCAL_PORT};
 use super::rule::{Match, Rule};
 use crate::packet::field::{id, proto, FieldId, Prereq};
@@ -614,6 +614,15 @@ fn parse_actions(text: &str, base: usize, rule: &Rule, names: &Names) -> Result<
             return Err(d.fail("drop must be the only action"));
         }
     }
+    // As OVS: a clause of a conjunction does nothing itself, so only notes may go with it.
+    let is_conj = |a: &Action| matches!(a, Action::Conjunction(_));
+    if out.iter().any(is_conj) {
+        if let Some((tok, _)) =
+            toks.iter().zip(&out).find(|(_, a)| !is_conj(a) && !matches!(a, Action::Note(_)))
+        {
+            return Err(tok.fail("conjunction actions may be used along with note actions only"));
+        }
+    }
     Ok(out)
 }
 
@@ -838,6 +847,28 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
                 return Err(arg_tok.fail("dec_ttl takes controller ids (numbers)"));
             }
             Action::DecTtl
+        }
+        "conjunction" => {
+            // conjunction(id,k/n), 2 <= n <= 64, 1 <= k <= n (OVS's limits and messages).
+            let syntax = || arg_tok.fail("\"conjunction\" syntax is \"conjunction(id,k/n)\"");
+            let (id, kn) = arg.split_once(',').ok_or_else(syntax)?;
+            let (k, n) = kn.split_once('/').ok_or_else(syntax)?;
+            let id: u32 = parse_int(id.trim()).and_then(|v| u32::try_from(v).ok()).ok_or_else(syntax)?;
+            let k: u8 = k.trim().parse().map_err(|_| syntax())?;
+            let n: u8 = n.trim().parse().map_err(|_| syntax())?;
+            if n < 2 {
+                return Err(arg_tok.fail("conjunction must have at least 2 clauses"));
+            }
+            if n > 64 {
+                return Err(arg_tok.fail("conjunction must have at most 64 clauses"));
+            }
+            if k < 1 {
+                return Err(arg_tok.fail("clause index must be positive"));
+            }
+            if k > n {
+                return Err(arg_tok.fail("clause index must be less than or equal to number of clauses"));
+            }
+            Action::Conjunction(Conjunction { id, clause: k - 1, n_clauses: n })
         }
         "controller" | "CONTROLLER" => {
             check_controller_args(&arg_tok, arg)?;

@@ -6,7 +6,7 @@
 //! header rewrites at each output, output to the input port skipped, table miss ends the path.
 //! It fills a reusable [`Traversal`] with every lookup, the megaflow and the datapath actions.
 
-use super::action::Action;
+use super::action::{conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::datapath::{commit, DpAction, VlanFate};
 use super::rule::{Match, Rule, RuleId};
@@ -79,13 +79,25 @@ impl Pipeline {
         let id = self.rules.len() as RuleId;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.tables[rule.table as usize]
-            .insert(&rule.matcher, ClsEntry { rule: id, priority: rule.priority, seq });
+        self.classify(id, &rule, seq);
         self.rules.push(Some(rule));
         self.seqs.push(seq);
         self.stats.push(RuleStats::default());
         self.n_rules += 1;
         id
+    }
+
+    /// Enters rule `id` in its table's classifier: a soft rule if it is a clause of
+    /// conjunctions.
+    fn classify(&mut self, id: RuleId, rule: &Rule, seq: u64) {
+        let conj = conjunctions(&rule.actions);
+        let entry = ClsEntry { rule: id, priority: rule.priority, seq, soft: !conj.is_empty() };
+        let table = &mut self.tables[rule.table as usize];
+        if conj.is_empty() {
+            table.insert(&rule.matcher, entry);
+        } else {
+            table.insert_soft(&rule.matcher, entry, &conj);
+        }
     }
 
     /// Removes a rule; returns it if it was installed.
@@ -100,9 +112,17 @@ impl Pipeline {
     /// Returns whether the rule is installed.
     pub fn modify(&mut self, id: RuleId, actions: &[Action], cookie: Option<u64>) -> bool {
         let Some(rule) = self.rules.get_mut(id as usize).and_then(|r| r.as_mut()) else { return false };
+        let reclassify = conjunctions(&rule.actions) != conjunctions(actions);
         rule.actions = actions.to_vec();
         if let Some(c) = cookie {
             rule.cookie = c;
+        }
+        if reclassify {
+            // Becoming (or ceasing to be) a clause, or of other conjunctions: same place in
+            // the table's order, new role.
+            let rule = rule.clone();
+            self.tables[rule.table as usize].remove(&rule.matcher, id);
+            self.classify(id, &rule, self.seqs[id as usize]);
         }
         true
     }
@@ -491,8 +511,9 @@ impl<'a> Xlate<'a> {
                     }
                 }
                 Action::Controller => self.tr.to_controller += 1,
-                // No effect on forwarding (meters: rate limits are not modelled).
-                Action::Note(_) | Action::Meter(_) | Action::Sample(_) => {}
+                // No effect on forwarding (meters: rate limits are not modelled); a clause of a
+                // conjunction is never the rule a lookup returns.
+                Action::Note(_) | Action::Meter(_) | Action::Sample(_) | Action::Conjunction(_) => {}
                 Action::DecTtl => {
                     self.read(id::NW_TTL, u128::MAX);
                     if self.flow.is_ip() {

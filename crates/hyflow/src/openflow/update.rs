@@ -184,8 +184,9 @@ pub fn read_updates_file_named(path: &Path, names: &Names) -> Result<Vec<Update>
 
 /// Applies `command` with `spec` to the pipeline, appending to `changed` every lookup outcome
 /// whose result may now differ: rules modified, deleted or replaced, and, for an added rule,
-/// the lower-priority rules it overlaps and its table's miss (a packet that used to reach
-/// them may now hit the new rule). Returns the number of rules added, modified or deleted.
+/// the lower-priority rules it overlaps, the rules matching `conj_id` (conjunctive answers)
+/// and its table's miss (a packet that used to reach them may now hit the new rule); for a
+/// rule taking part in conjunctive matches, every outcome of its table. Returns the number of rules added, modified or deleted.
 pub fn apply(p: &mut Pipeline, command: Command, spec: &FlowSpec, changed: &mut Vec<LookupRef>) -> usize {
     match command {
         Command::Add => {
@@ -196,8 +197,12 @@ pub fn apply(p: &mut Pipeline, command: Command, spec: &FlowSpec, changed: &mut 
             let targets = select(p, spec, command.strict());
             let cookie = spec.cookie_set.then_some(spec.rule.cookie);
             for &id in &targets {
+                let was = p.rule(id).is_some_and(conjunctive);
                 p.modify(id, &spec.rule.actions, cookie);
                 changed.push(LookupRef::rule(id));
+                if was || p.rule(id).is_some_and(conjunctive) {
+                    whole_table(p, p.rule(id).map_or(0, |r| r.table), changed);
+                }
             }
             // OVS adds the flow when nothing matched and a new cookie was given without a
             // cookie mask (`modify_may_add_flow`).
@@ -210,7 +215,11 @@ pub fn apply(p: &mut Pipeline, command: Command, spec: &FlowSpec, changed: &mut 
         Command::Delete | Command::DeleteStrict => {
             let targets = select(p, spec, command.strict());
             for &id in &targets {
-                p.remove(id);
+                if let Some(r) = p.remove(id) {
+                    if conjunctive(&r) {
+                        whole_table(p, r.table, changed);
+                    }
+                }
                 changed.push(LookupRef::rule(id));
             }
             targets.len()
@@ -218,10 +227,27 @@ pub fn apply(p: &mut Pipeline, command: Command, spec: &FlowSpec, changed: &mut 
     }
 }
 
+/// Whether a rule takes part in conjunctive matching: a clause (`conjunction(...)`) or a rule
+/// matching `conj_id`. What such a rule changes does not follow priorities (a conjunction's
+/// answer is the `conj_id` rule, whatever its own priority), so a change to one is taken to
+/// change every lookup of its table.
+fn conjunctive(r: &Rule) -> bool {
+    r.matcher.mask.get(crate::packet::field::id::CONJ_ID) != 0
+        || r.actions.iter().any(|a| matches!(a, crate::openflow::Action::Conjunction(_)))
+}
+
+/// Every outcome of `table`: each rule and its miss.
+fn whole_table(p: &Pipeline, table: u8, changed: &mut Vec<LookupRef>) {
+    changed.extend(p.rules().filter(|(_, r)| r.table == table).map(|(id, _)| LookupRef::rule(id)));
+    changed.push(LookupRef::miss(table));
+}
+
 fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
     let new = &spec.rule;
+    let mut replaces_conjunctive = false;
     if let Some(old) = p.table(new.table).find_exact(&new.matcher, new.priority) {
         changed.push(LookupRef::rule(old));
+        replaces_conjunctive = p.rule(old).is_some_and(conjunctive);
     }
     // Ties go to the rule added first, so only strictly lower priorities can lose packets.
     changed.extend(
@@ -232,6 +258,19 @@ fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
             .map(|(id, _)| LookupRef::rule(id)),
     );
     changed.push(LookupRef::miss(new.table));
+    if conjunctive(new) || replaces_conjunctive {
+        whole_table(p, new.table, changed);
+    } else {
+        // A conjunctive answer competes at its clauses' priority, not its own: any rule added
+        // may beat it.
+        changed.extend(
+            p.rules()
+                .filter(|(_, r)| {
+                    r.table == new.table && r.matcher.mask.get(crate::packet::field::id::CONJ_ID) != 0
+                })
+                .map(|(id, _)| LookupRef::rule(id)),
+        );
+    }
     p.add(new.clone());
 }
 

@@ -137,7 +137,7 @@ pub mod word {
     pub const REGS: u8 = 1;
     /// `tun_id` (VXLAN VNI).
     pub const TUN_ID: u8 = 9;
-    /// `in_port` (high 32 bits).
+    /// `in_port` (high 32 bits) and `conj_id` (low 32).
     pub const IN_PORT: u8 = 10;
     /// `dl_dst` (high 48) and `dl_type` (low 16).
     pub const ETH_DST_TYPE: u8 = 11;
@@ -326,6 +326,9 @@ pub static FIELDS: &[FieldDef] = &[
         Decimal,
         true
     ),
+    // The conjunctive match a lookup found (`conjunction(id,k/n)` flows): set only during the
+    // classifier's second lookup, never by a packet; matched exactly, as OVS requires.
+    f!("conj_id", [], IN_PORT, 0, 32, false, None, Decimal, false),
 ];
 
 impl FieldId {
@@ -367,7 +370,7 @@ pub mod id {
         NW_TOS = 35, IP_DSCP = 36, NW_ECN = 37, NW_TTL = 38, NW_FRAG = 39,
         ARP_SHA = 40, ARP_THA = 41, TCP_FLAGS = 42, TP_SRC = 43, TP_DST = 44,
         TCP_SRC = 45, TCP_DST = 46, UDP_SRC = 47, UDP_DST = 48, SCTP_SRC = 49, SCTP_DST = 50,
-        ICMP_TYPE = 51, ICMP_CODE = 52, ICMPV6_TYPE = 53, ICMPV6_CODE = 54,
+        ICMP_TYPE = 51, ICMP_CODE = 52, ICMPV6_TYPE = 53, ICMPV6_CODE = 54, CONJ_ID = 55,
     }
 
     /// Register `n` (0..16).

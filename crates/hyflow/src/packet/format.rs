@@ -423,6 +423,8 @@ fn format_match_opts(value: &FlowKey, mask: &FlowMask, shorthand: bool) -> Strin
     };
     let is_arp = matches!(dl, proto::ETH_ARP | proto::ETH_RARP);
     let l4_icmp = matches!((dl, nw), (proto::ETH_IPV4, proto::IP_ICMP) | (proto::ETH_IPV6, proto::IP_ICMPV6));
+    // OVS prints conj_id before the other metadata.
+    field(id::CONJ_ID, &mut push);
     field(id::IN_PORT, &mut push);
     field(id::TUN_ID, &mut push);
     field(id::METADATA, &mut push);

@@ -168,8 +168,14 @@ pub fn arb_pipeline(max_rules: usize) -> impl Strategy<Value = Vec<String>> {
     (1u8..5).prop_flat_map(move |ntables| {
         let tables: Vec<_> = (0..ntables)
             .map(|t| {
-                (prop::collection::vec(arb_rule(t, ntables), 1..max_rules), any::<bool>(), 1u32..7).prop_map(
-                    move |(mut rules, catchall, port)| {
+                (
+                    prop::collection::vec(arb_rule(t, ntables), 1..max_rules),
+                    any::<bool>(),
+                    1u32..7,
+                    prop::option::weighted(0.3, arb_conjunctive_rules(t, ntables)),
+                )
+                    .prop_map(move |(mut rules, catchall, port, conjunctive)| {
+                        rules.extend(conjunctive.unwrap_or_default());
                         if catchall {
                             let next = if t + 1 < ntables {
                                 format!(",goto_table:{}", t + 1)
@@ -179,8 +185,7 @@ pub fn arb_pipeline(max_rules: usize) -> impl Strategy<Value = Vec<String>> {
                             rules.push(format!("table={t},priority=0 actions=output:{port}{next}"));
                         }
                         rules
-                    },
-                )
+                    })
             })
             .collect();
         tables.prop_map(|ts| ts.into_iter().flatten().collect::<Vec<_>>())
@@ -320,4 +325,57 @@ pub fn probe_inside(base: &FlowKey, mask: &FlowMask, bits: &[u64]) -> FlowKey {
         k.words[w] = (k.words[w] & !free) | (bits[w % bits.len()].rotate_left(w as u32 * 7) & free);
     }
     canonical(k)
+}
+
+/// Clauses in conjunction `id` (the same wherever the id appears).
+fn clauses_of(id: u32) -> u32 {
+    [2, 2, 3, 2][id as usize % 4]
+}
+
+/// Conjunctive matches for `table`: clause rules (`conjunction(id,k/n)`, ids 1..=3, some
+/// rules clauses of two conjunctions) at a few priorities that meet the other rules', and
+/// rules matching `conj_id=id` (some ids have none, so that a completed conjunction can lead
+/// nowhere and lookups fall back).
+pub fn arb_conjunctive_rules(table: u8, ntables: u8) -> impl Strategy<Value = Vec<String>> {
+    // Broad matches, so that packets meet several clauses at once.
+    let broad = prop::sample::select(vec![
+        "",
+        "ip",
+        "tcp",
+        "udp",
+        "in_port=1",
+        "in_port=2",
+        "ip,nw_src=10.0.0.0/8",
+        "ip,nw_dst=10.0.0.0/8",
+        "ip,nw_src=10.1.0.0/16",
+        "ip,nw_dst=192.168.1.0/24",
+        "tcp,tp_dst=80",
+        "dl_dst=00:00:00:00:00:02",
+    ]);
+    let clause = (
+        prop_oneof![broad.prop_map(|m| (m.to_string(), "")), arb_match(table)],
+        // Mostly the id's own priority (a conjunction's clauses share one), now and then another.
+        prop::option::weighted(0.15, prop::sample::select(vec![10u16, 100, 200])),
+        1u32..4,
+        0u32..3,
+        prop::option::weighted(0.2, (1u32..4, 0u32..3)),
+    )
+        .prop_map(move |((m, _), other_prio, id, k, second)| {
+            let prio = other_prio.unwrap_or([100, 200, 100, 10][id as usize]);
+            let mut acts = vec![format!("conjunction({id},{}/{})", k % clauses_of(id) + 1, clauses_of(id))];
+            if let Some((id2, k2)) = second.filter(|(id2, _)| *id2 != id) {
+                acts.push(format!("conjunction({id2},{}/{})", k2 % clauses_of(id2) + 1, clauses_of(id2)));
+            }
+            let sep = if m.is_empty() { "" } else { "," };
+            format!("table={table},priority={prio}{sep}{m} actions={}", acts.join(","))
+        });
+    let target =
+        (1u32..4, prop::sample::select(vec![10u16, 100, 300]), arb_action("", table, ntables), 1u32..7)
+            .prop_map(move |(id, prio, act, port)| {
+                format!("table={table},priority={prio},conj_id={id} actions={act},output:{port}")
+            });
+    (prop::collection::vec(clause, 0..14), prop::collection::vec(target, 0..5)).prop_map(|(mut a, b)| {
+        a.extend(b);
+        a
+    })
 }
