@@ -1182,3 +1182,26 @@ fn named_dumps_load_with_port_and_table_files() {
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(report["updates"], 1);
 }
+
+/// A conjunction some clause of which no flow provides loads (Open vSwitch accepts it) with a
+/// warning naming where it is; a clause-count disagreement too.
+#[test]
+fn incomplete_conjunctions_are_warned_about_with_their_place() {
+    let flows = tmp(
+        "conj.flows",
+        b"priority=100,ip actions=conjunction(5,1/3)\n\
+          priority=100,tcp actions=conjunction(5,2/3)\n\
+          priority=100,udp actions=conjunction(6,1/2)\n\
+          priority=100,in_port=1 actions=conjunction(6,2/3)\n\
+          priority=100,conj_id=5 actions=output:2\n",
+    );
+    let out = hyflow(&["trace", "--flows", flows.to_str().unwrap(), "in_port=1,tcp"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("conj.flows:1:25: conjunction 5 in table 0 at priority 100 never matches: no flow is its clause 3 of 3"),
+        "{err}"
+    );
+    assert!(err.contains("conj.flows:4:32: conjunction 6 has 3 clauses here but 2 at line 3"), "{err}");
+    assert!(err.contains("conj.flows:3:26: conjunction 6 in table 0 at priority 100 never matches: no flow is its clause 2 of 2"), "{err}");
+}

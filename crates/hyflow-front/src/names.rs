@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::Args;
 
-use hyflow::openflow::{read_flow_file_named, Names, Rule};
+use hyflow::openflow::{read_flow_file_checked, Names, Rule};
 
 /// Where port and table names come from.
 #[derive(Args, Clone, Default)]
@@ -36,10 +36,14 @@ impl NameArgs {
     }
 
     /// The rules of flow file `path`, and the names with the file's own declarations added
-    /// (for the updates and packets that go with it).
+    /// (for the updates and packets that go with it). What loads but cannot work as written
+    /// (a conjunction missing a clause) is printed as a warning on standard error.
     pub fn read_flows(&self, path: &Path) -> Result<(Vec<Rule>, Names)> {
         let mut names = self.names()?;
-        let rules = read_flow_file_named(path, &mut names)?;
+        let (rules, warnings) = read_flow_file_checked(path, &mut names)?;
+        for w in warnings {
+            eprintln!("hyflow: warning: {w}");
+        }
         Ok((rules, names))
     }
 }

@@ -8,8 +8,10 @@ use clap::Args;
 
 use hyflow::cache::Consistency;
 use hyflow::experiment::Workload;
+use hyflow::input::Input;
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::nic::paper_setup;
+use hyflow::openflow::update::read_updates_file_named;
 use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
 use hyflow::workload::gateway::{GatewayConfig, SPEC_PREFIX};
 
@@ -244,7 +246,13 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
     }
     let w = match (&a.flows, &a.trace) {
         (Some(flows), Some(trace)) => {
-            Workload::from_files(flows, trace, a.updates.as_deref(), a.in_port, &a.names.names()?)?
+            let (rules, names) = a.names.read_flows(flows)?;
+            let updates = a.updates.as_deref().map(|u| read_updates_file_named(u, &names)).transpose()?;
+            Workload {
+                rules,
+                updates: updates.unwrap_or_default(),
+                input: Input::Capture { path: trace.clone(), in_port: a.in_port },
+            }
         }
         _ => match &a.updates {
             Some(u) => Workload::builtin(a.in_port).with_updates_file(u, &a.names.names()?)?,

@@ -18,8 +18,8 @@ pub use action::Action;
 pub use classifier::Classifier;
 pub use names::Names;
 pub use parser::{
-    parse_flows, parse_flows_named, parse_packet, parse_packet_named, read_flow_file, read_flow_file_named,
-    FlowFileError,
+    parse_flows, parse_flows_named, parse_packet, parse_packet_named, read_flow_file, read_flow_file_checked,
+    read_flow_file_named, FlowFileError,
 };
 pub use pipeline::Pipeline;
 pub use rule::{Match, Rule, RuleId};

@@ -947,6 +947,79 @@ pub fn parse_flows_named(text: &str, file: &str, names: &mut Names) -> Result<Ve
     Ok(rules)
 }
 
+/// Where the clauses of each conjunction are, to point out conjunctions that can never
+/// match: a clause no flow provides at the conjunction's priority, or clause counts that
+/// disagree. Open vSwitch installs such flows silently (they only make packets fall
+/// through), so these are warnings, not errors.
+#[derive(Default)]
+struct Clauses {
+    /// The clause flows in force, by (table, match, priority) as a later identical rule
+    /// replaces an earlier one: (line, column, its conjunctions).
+    flows: std::collections::BTreeMap<(u8, String, u16), (usize, usize, Vec<Conjunction>)>,
+}
+
+impl Clauses {
+    fn note(&mut self, rule: &Rule, line: &str, number: usize) {
+        let key = (rule.table, rule.matcher.to_string(), rule.priority);
+        let conj = super::action::conjunctions(&rule.actions);
+        if conj.is_empty() {
+            self.flows.remove(&key);
+        } else {
+            let column = line.find("conjunction").map_or(1, |c| c + 1);
+            self.flows.insert(key, (number, column, conj));
+        }
+    }
+
+    fn problems(&self, file: &str) -> Vec<FlowFileError> {
+        let mut out = Vec::new();
+        // (table, id, priority) -> (clause count, clauses seen, first line and column).
+        let mut by_id: std::collections::BTreeMap<(u8, u32, u16), (u8, u64, usize, usize)> =
+            std::collections::BTreeMap::new();
+        let mut in_order: Vec<_> = self.flows.iter().collect();
+        in_order.sort_by_key(|(_, (line, column, _))| (*line, *column));
+        for (&(table, _, priority), &(line, column, ref conj)) in in_order {
+            for c in conj {
+                let e = by_id.entry((table, c.id, priority)).or_insert((c.n_clauses, 0, line, column));
+                if e.0 != c.n_clauses {
+                    out.push(FlowFileError {
+                        file: file.to_string(),
+                        line,
+                        column,
+                        token: format!("conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
+                        message: format!(
+                            "conjunction {} has {} clauses here but {} at line {} (same table and priority)",
+                            c.id, c.n_clauses, e.0, e.2
+                        ),
+                    });
+                    continue;
+                }
+                e.1 |= 1 << c.clause;
+                if (line, column) < (e.2, e.3) {
+                    (e.2, e.3) = (line, column);
+                }
+            }
+        }
+        for (&(table, id, priority), &(n, seen, line, column)) in &by_id {
+            let missing: Vec<String> =
+                (0..n).filter(|k| seen & (1 << k) == 0).map(|k| (k + 1).to_string()).collect();
+            if !missing.is_empty() {
+                out.push(FlowFileError {
+                    file: file.to_string(),
+                    line,
+                    column,
+                    token: format!("conjunction({id},"),
+                    message: format!(
+                        "conjunction {id} in table {table} at priority {priority} never matches: no flow is its \
+                         clause {} of {n} (every clause must be at the same priority)",
+                        missing.join(", ")
+                    ),
+                });
+            }
+        }
+        out
+    }
+}
+
 /// Adds the table names `line` declares (`table=N(name)`) to `names`.
 pub(crate) fn declare_tables(
     names: &mut Names,
@@ -1056,13 +1129,28 @@ pub fn read_flow_file(path: &Path) -> Result<Vec<Rule>, FlowFileError> {
 /// [`read_flow_file`] with table and port `names`, to which the file's own declarations are
 /// added: one pass for the declarations, one for the rules, one line in memory at a time.
 pub fn read_flow_file_named(path: &Path, names: &mut Names) -> Result<Vec<Rule>, FlowFileError> {
+    read_flow_file_checked(path, names).map(|(rules, _)| rules)
+}
+
+/// [`read_flow_file_named`], also returning warnings: what Open vSwitch accepts but cannot
+/// work as written (a conjunction some clause of which no flow provides), each with file,
+/// line, column and token.
+pub fn read_flow_file_checked(
+    path: &Path,
+    names: &mut Names,
+) -> Result<(Vec<Rule>, Vec<FlowFileError>), FlowFileError> {
     read_lines(path, |line, number, file| declare_tables(names, line, number, file))?;
     let mut rules = Vec::new();
+    let mut clauses = Clauses::default();
     read_lines(path, |line, number, file| {
-        rules.extend(parse_flow_line(line, number, file, names)?);
+        if let Some(rule) = parse_flow_line(line, number, file, names)? {
+            clauses.note(&rule, line, number);
+            rules.push(rule);
+        }
         Ok(())
     })?;
-    Ok(rules)
+    let warnings = clauses.problems(&path.display().to_string());
+    Ok((rules, warnings))
 }
 
 /// Parses a packet given as a match-style string (`in_port=1,tcp,nw_src=..`): every field
