@@ -953,9 +953,25 @@ pub fn parse_flows_named(text: &str, file: &str, names: &mut Names) -> Result<Ve
 /// through), so these are warnings, not errors.
 #[derive(Default)]
 struct Clauses {
-    /// The clause flows in force, by (table, match, priority) as a later identical rule
-    /// replaces an earlier one: (line, column, its conjunctions).
-    flows: std::collections::BTreeMap<(u8, String, u16), (usize, usize, Vec<Conjunction>)>,
+    /// The clause flows in force, by (table, match, priority), as a later identical rule
+    /// replaces an earlier one.
+    flows: std::collections::BTreeMap<(u8, String, u16), ClauseFlow>,
+}
+
+/// Where a clause flow is, and what it is a clause of.
+struct ClauseFlow {
+    line: usize,
+    column: usize,
+    conjunctions: Vec<Conjunction>,
+}
+
+/// One conjunction (in a table, at a priority) as its flows describe it.
+struct Tally {
+    n_clauses: u8,
+    /// Bit k set once clause k was seen.
+    seen: u64,
+    /// Its first flow's line and column.
+    at: (usize, usize),
 }
 
 impl Clauses {
@@ -966,21 +982,24 @@ impl Clauses {
             self.flows.remove(&key);
         } else {
             let column = line.find("conjunction").map_or(1, |c| c + 1);
-            self.flows.insert(key, (number, column, conj));
+            self.flows.insert(key, ClauseFlow { line: number, column, conjunctions: conj });
         }
     }
 
     fn problems(&self, file: &str) -> Vec<FlowFileError> {
         let mut out = Vec::new();
-        // (table, id, priority) -> (clause count, clauses seen, first line and column).
-        let mut by_id: std::collections::BTreeMap<(u8, u32, u16), (u8, u64, usize, usize)> =
-            std::collections::BTreeMap::new();
+        let mut by_id: std::collections::BTreeMap<(u8, u32, u16), Tally> = std::collections::BTreeMap::new();
         let mut in_order: Vec<_> = self.flows.iter().collect();
-        in_order.sort_by_key(|(_, (line, column, _))| (*line, *column));
-        for (&(table, _, priority), &(line, column, ref conj)) in in_order {
-            for c in conj {
-                let e = by_id.entry((table, c.id, priority)).or_insert((c.n_clauses, 0, line, column));
-                if e.0 != c.n_clauses {
+        in_order.sort_by_key(|(_, f)| (f.line, f.column));
+        for (&(table, _, priority), f) in in_order {
+            let (line, column) = (f.line, f.column);
+            for c in &f.conjunctions {
+                let t = by_id.entry((table, c.id, priority)).or_insert(Tally {
+                    n_clauses: c.n_clauses,
+                    seen: 0,
+                    at: (line, column),
+                });
+                if t.n_clauses != c.n_clauses {
                     out.push(FlowFileError {
                         file: file.to_string(),
                         line,
@@ -988,20 +1007,18 @@ impl Clauses {
                         token: format!("conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
                         message: format!(
                             "conjunction {} has {} clauses here but {} at line {} (same table and priority)",
-                            c.id, c.n_clauses, e.0, e.2
+                            c.id, c.n_clauses, t.n_clauses, t.at.0
                         ),
                     });
                     continue;
                 }
-                e.1 |= 1 << c.clause;
-                if (line, column) < (e.2, e.3) {
-                    (e.2, e.3) = (line, column);
-                }
+                t.seen |= 1 << c.clause;
             }
         }
-        for (&(table, id, priority), &(n, seen, line, column)) in &by_id {
+        for (&(table, id, priority), t) in &by_id {
+            let (n, (line, column)) = (t.n_clauses, t.at);
             let missing: Vec<String> =
-                (0..n).filter(|k| seen & (1 << k) == 0).map(|k| (k + 1).to_string()).collect();
+                (0..n).filter(|k| t.seen & (1 << k) == 0).map(|k| (k + 1).to_string()).collect();
             if !missing.is_empty() {
                 out.push(FlowFileError {
                     file: file.to_string(),
