@@ -240,6 +240,16 @@ impl Subtable {
     }
 }
 
+/// Reusable memory for resolving conjunctive matches, so that a caller translating many
+/// packets (the slow path keeps one in its `Traversal`) allocates nothing once warm.
+#[derive(Clone, Debug, Default)]
+pub struct LookupScratch {
+    /// Soft matches found, with their subtables.
+    soft: Vec<(ClsEntry, u32)>,
+    /// Clauses seen per conjunction id at the priority being resolved.
+    seen: Vec<(u32, u64)>,
+}
+
 /// Per-lookup lazily computed trie results.
 type TrieCtx = [Option<TrieMatch>; N_TRIES];
 
@@ -500,7 +510,21 @@ impl Classifier {
         if self.conjunctions.is_empty() {
             self.hard_lookup_wc(key, wc)
         } else {
-            self.conjunctive_lookup_wc(key, wc)
+            self.conjunctive_lookup_wc(key, wc, &mut LookupScratch::default())
+        }
+    }
+
+    /// [`lookup_wc`](Self::lookup_wc) with memory the caller keeps between lookups.
+    pub fn lookup_wc_in(
+        &self,
+        key: &FlowKey,
+        wc: &mut FlowMask,
+        scratch: &mut LookupScratch,
+    ) -> Option<ClsEntry> {
+        if self.conjunctions.is_empty() {
+            self.hard_lookup_wc(key, wc)
+        } else {
+            self.conjunctive_lookup_wc(key, wc, scratch)
         }
     }
 
@@ -530,11 +554,16 @@ impl Classifier {
     /// with `conj_id` set, soft rules skipped) is the answer; otherwise each gives way to the
     /// next rule with an identical match, and lower priorities are tried. Every bit examined,
     /// in both lookups, goes into `wc`, as in OVS.
-    fn conjunctive_lookup_wc(&self, key: &FlowKey, wc: &mut FlowMask) -> Option<ClsEntry> {
+    fn conjunctive_lookup_wc(
+        &self,
+        key: &FlowKey,
+        wc: &mut FlowMask,
+        scratch: &mut LookupScratch,
+    ) -> Option<ClsEntry> {
         let mut ctx: TrieCtx = [None; N_TRIES];
         let mut hard: Option<ClsEntry> = None;
-        // (soft rule, its subtable); a translation-time path, rare outside conjunctive tables.
-        let mut soft: Vec<(ClsEntry, u32)> = Vec::new();
+        let LookupScratch { soft, seen } = scratch;
+        soft.clear();
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
             if st.cannot_beat(hard) {
@@ -554,7 +583,7 @@ impl Classifier {
             let Some(top) = soft.iter().map(|(e, _)| e.priority).max() else { return hard };
             let at_top = soft.iter().filter(|(e, _)| e.priority == top).count();
             // Clauses seen per conjunction id: bit k set for clause k, bits past n preset.
-            let mut seen: Vec<(u32, u64)> = Vec::new();
+            seen.clear();
             for (e, _) in soft.iter().filter(|(e, _)| e.priority == top) {
                 for c in self.conjunctions.get(&e.rule).map_or(&[][..], |c| &c[..]) {
                     if c.n_clauses as usize > at_top {

@@ -366,10 +366,12 @@ impl<'a> Xlate<'a> {
         // The lookup writes the bits it needs straight into its step record.
         let depth = self.tr.frames.len() as u16;
         self.tr.steps.push(Step { table, depth, rule: None, flow: self.flow, mask: FlowMask::CATCHALL });
-        let step = self.tr.steps.last_mut().expect("just pushed");
-        let hit = self.p.tables[table as usize].lookup_wc(&step.flow, &mut step.mask);
+        let tr = &mut *self.tr;
+        let step = tr.steps.last_mut().expect("just pushed");
+        let hit =
+            self.p.tables[table as usize].lookup_wc_in(&step.flow, &mut step.mask, &mut tr.lookup_scratch);
         step.rule = hit.map(|e| e.rule);
-        self.tr.wc.union_with(&step.mask);
+        tr.wc.union_with(&step.mask);
         self.flow.set_in_port(old_in_port);
         if let Some(e) = hit {
             self.resubmits += counted as u32;

@@ -206,6 +206,8 @@ pub struct Traversal {
     pub to_controller: u32,
     /// Execution stack of the slow path, kept here so it is reused across packets.
     pub(crate) frames: Vec<super::pipeline::Frame>,
+    /// The classifier's memory for conjunctive matches, reused across lookups.
+    pub(crate) lookup_scratch: super::classifier::LookupScratch,
     /// How each lookup was reached, parallel to `steps`.
     pub points: Vec<PointRec>,
     /// Continuations of `points`.
