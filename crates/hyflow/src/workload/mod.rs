@@ -20,7 +20,7 @@ use std::path::Path;
 
 use crate::input::Input;
 use crate::openflow::update::{read_updates_file_named, Update};
-use crate::openflow::{read_flow_file_named, FlowFileError, Names, Rule};
+use crate::openflow::{FlowFileError, Names, Rule};
 
 /// The gateway pipeline `gateway` traffic is made for (`examples/gateway.flows`).
 pub const GATEWAY_FLOWS: &str = include_str!("gateway.flows");
@@ -48,22 +48,6 @@ impl Workload {
             updates,
             input: Input::Generated { traffic: builtin::TRAFFIC, in_port: in_port.unwrap_or(1) },
         }
-    }
-
-    /// A flow file and a capture, with an updates file or none (see [`Input::Capture`] for
-    /// `in_port`). Tables and ports may be named by `names` and by the flow file's own
-    /// declarations, in both files.
-    pub fn from_files(
-        flows: &Path,
-        trace: &Path,
-        updates: Option<&Path>,
-        in_port: Option<u32>,
-        names: &Names,
-    ) -> Result<Workload, FlowFileError> {
-        let mut names = names.clone();
-        let rules = read_flow_file_named(flows, &mut names)?;
-        let updates = updates.map(|u| read_updates_file_named(u, &names)).transpose()?.unwrap_or_default();
-        Ok(Workload { rules, updates, input: Input::Capture { path: trace.to_path_buf(), in_port } })
     }
 
     /// Cloud-gateway traffic of `config` streamed through `rules`, or through the gateway
