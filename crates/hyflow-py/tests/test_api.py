@@ -243,3 +243,18 @@ def test_sim_plots_and_a_series_sized_to_the_run(tmp_path):
     assert s.series["lost"].sum() > 0
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted(f"{n}.{e}" for n in ("rate", "ring", "latency_cdf") for e in ("png", "svg"))
+
+
+def test_names_through_keywords():
+    """A dump from Open vSwitch with table and port names loads with the CLI's --ports and
+    --tables as keywords."""
+    from conftest import ROOT
+
+    d = ROOT / "crates" / "hyflow" / "tests" / "data" / "ovs-names"
+    names = dict(ports=d / "show.txt", tables=d / "table-features.txt")
+    rules = hyflow.load_flows(d / "dump-names.txt", **names)
+    assert len(rules) == 7 and set(rules["table"]) == {0, 5}
+    t = hyflow.trace(d / "dump-names.txt", 'in_port="antrea-gw0",ip,nw_dst=10.1.2.3', **names)
+    assert [o["port"] for o in t.record["outputs"]] == [3]
+    with pytest.raises(hyflow.HyflowError, match="unknown table 'Classifier'"):
+        hyflow.load_flows(d / "dump-names.txt")
