@@ -134,3 +134,23 @@ fn a_dump_from_open_vswitch_traces_as_open_vswitch_traced_it() {
     }
     assert_eq!(checked, 5);
 }
+
+/// As OVS, a word is an action's name before it is a port's: a port named `drop` is reached
+/// with `output:drop`, while a bare `drop` drops.
+#[test]
+fn action_names_come_before_port_names() {
+    let mut names = Names::new();
+    names.add_port("drop", 5).unwrap();
+    names.add_port("uplink", 6).unwrap();
+    let p = Pipeline::from_rules(
+        parse_flows_named("in_port=1 actions=drop\nin_port=2 actions=output:drop,uplink\n", "f", &mut names)
+            .unwrap(),
+    );
+    let ports = |packet: &str| {
+        let mut tr = hyflow::openflow::Traversal::new();
+        p.process(&parse_packet_named(packet, &names).unwrap(), &mut tr);
+        tr.outputs.iter().map(|o| o.port).collect::<Vec<_>>()
+    };
+    assert_eq!(ports("in_port=1"), Vec::<u32>::new());
+    assert_eq!(ports("in_port=2"), [5, 6]);
+}

@@ -629,13 +629,10 @@ fn parse_actions(text: &str, base: usize, rule: &Rule, names: &Names) -> Result<
 /// One action; `Ok(None)` for `drop`.
 fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>, SpecError> {
     let text = tok.text;
-    // A bare port (number, reserved port, quoted name or known name) is `output:` to it, as in
-    // OVS, where a word that is no action's name is tried as a port.
-    let bare_port = text.bytes().all(|b| b.is_ascii_digit())
-        || text.starts_with('"')
-        || names.port(text).is_some()
-        || (reserved_port(text).is_some() && text != "controller");
-    if bare_port {
+    // A bare number or quoted name is `output:` to that port. So is a word that is no
+    // action's name but a reserved port or a known port name (below), as in OVS, which tries
+    // actions first.
+    if text.bytes().all(|b| b.is_ascii_digit()) || text.starts_with('"') {
         return parse_port(tok, text, names).map(Some);
     }
     // name, then ':' arg, '(' args ')' or nothing.
@@ -892,6 +889,9 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
                 return Err(arg_tok.fail("sample takes key=value parameters (probability=N,...)"));
             }
             Action::Sample(arg.to_string())
+        }
+        _ if name_end == text.len() && (names.port(text).is_some() || reserved_port(text).is_some()) => {
+            parse_port(tok, text, names)?
         }
         _ => {
             return Err(tok
