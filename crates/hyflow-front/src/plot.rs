@@ -59,6 +59,34 @@ fn x_range(series: &[Series]) -> Range<f64> {
     }
 }
 
+/// Draws `series` on chart `c`, each with its pen, and their legend at `legend`.
+fn lines<'a, DB, X, Y>(
+    c: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &[Series],
+    legend: SeriesLabelPosition,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (name, pen, points) in series {
+        let style = pen.color.mix(pen.alpha).stroke_width(pen.width);
+        c.draw_series(LineSeries::new(points.iter().copied(), style))
+            .map_err(err)?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    c.configure_series_labels()
+        .position(legend)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
 /// A linear chart of `series` on `area`; the legend (upper right) gets headroom above the data.
 fn linear<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -77,20 +105,7 @@ where
         .build_cartesian_2d(x_range(series), y_range(series, 1.3))
         .map_err(err)?;
     c.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(err)?;
-    for (name, pen, points) in series {
-        let style = pen.color.mix(pen.alpha).stroke_width(pen.width);
-        c.draw_series(LineSeries::new(points.iter().copied(), style))
-            .map_err(err)?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-    }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    Ok(())
+    lines(&mut c, series, SeriesLabelPosition::UpperRight)
 }
 
 /// Charts one above the other, sharing the time axis: (title, y label, series) each.
@@ -137,20 +152,7 @@ where
         .y_desc("fraction of packets ≤ latency")
         .draw()
         .map_err(err)?;
-    for (name, pen, points) in series {
-        let style = pen.color.mix(pen.alpha).stroke_width(pen.width);
-        c.draw_series(LineSeries::new(points.iter().copied(), style))
-            .map_err(err)?
-            .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-    }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    Ok(())
+    lines(&mut c, series, SeriesLabelPosition::LowerRight)
 }
 
 /// The CDF of a latency histogram (ns) as a step function in µs: flat between recorded

@@ -50,8 +50,7 @@ __all__ = [
 
 
 def replay(*, decisions: bool = False, **options) -> ReplayResult:
-    kwargs = dict(options)
-    result = _hyflow.replay(_options.argv("replay", kwargs), decisions)
+    result = _hyflow.replay(_options.argv("replay", options), decisions)
     return ReplayResult(
         summary=json.loads(result["report"]),
         text=result["text"],

@@ -56,43 +56,18 @@ impl Names {
         Names::default()
     }
 
-    /// Whether no name is known.
-    pub fn is_empty(&self) -> bool {
-        self.tables.is_empty() && self.ports.is_empty()
-    }
-
     /// Binds table `name` to `table`; a name bound to another number, or a table already
     /// named otherwise, is refused (a switch gives each table one name).
     pub fn add_table(&mut self, name: &str, table: u8) -> Result<(), String> {
-        check_name(name, "table")?;
-        if let Some(&t) = self.tables.get(name) {
-            if t != table {
-                return Err(format!("table name '{name}' is already table {t}"));
-            }
-        }
-        if let Some((other, _)) = self.tables.iter().find(|(n, &t)| t == table && n.as_str() != name) {
-            return Err(format!("table {table} is already named '{other}'"));
-        }
-        self.tables.insert(name.to_string(), table);
-        Ok(())
+        bind(&mut self.tables, name, table, "table")
     }
 
-    /// Binds port `name` to `port`, with the same rules as tables.
+    /// Binds port `name` to `port`, with the same rules as tables; reserved names are refused.
     pub fn add_port(&mut self, name: &str, port: u32) -> Result<(), String> {
-        check_name(name, "port")?;
         if reserved_port(name).is_some() {
             return Err(format!("'{name}' is a reserved port name"));
         }
-        if let Some(&p) = self.ports.get(name) {
-            if p != port {
-                return Err(format!("port name '{name}' is already port {p}"));
-            }
-        }
-        if let Some((other, _)) = self.ports.iter().find(|(n, &p)| p == port && n.as_str() != name) {
-            return Err(format!("port {port} is already named '{other}'"));
-        }
-        self.ports.insert(name.to_string(), port);
-        Ok(())
+        bind(&mut self.ports, name, port, "port")
     }
 
     /// The table `text` names (bare or quoted), if known.
@@ -120,12 +95,8 @@ impl Names {
     pub fn read_ports(&mut self, path: &Path) -> Result<(), FlowFileError> {
         let mut show = false;
         read_lines(path, |line, number, file| {
-            let fail = |column: usize, token: &str, message: String| FlowFileError {
-                file: file.to_string(),
-                line: number,
-                column,
-                token: token.to_string(),
-                message,
+            let fail = |column: usize, token: &str, message: String| {
+                FlowFileError::at(file, number, column, token, message)
             };
             if number == 1 && line.starts_with("OFPT_FEATURES_REPLY") {
                 show = true;
@@ -165,12 +136,8 @@ impl Names {
         // other lines (table properties) are skipped.
         let mut features = false;
         read_lines(path, |line, number, file| {
-            let fail = |column: usize, token: &str, message: String| FlowFileError {
-                file: file.to_string(),
-                line: number,
-                column,
-                token: token.to_string(),
-                message,
+            let fail = |column: usize, token: &str, message: String| {
+                FlowFileError::at(file, number, column, token, message)
             };
             let Some(body) = super::parser::strip_comment(line) else { return Ok(()) };
             let t = body.trim_start();
@@ -204,6 +171,27 @@ impl Names {
             self.add_table(&name.0, table).map_err(|m| fail(name.1, &name.0, m))
         })
     }
+}
+
+/// Binds `name` to `number` in `map` (tables or ports, `what`): one number per name, one name
+/// per number.
+fn bind<T: Copy + PartialEq + std::fmt::Display>(
+    map: &mut BTreeMap<String, T>,
+    name: &str,
+    number: T,
+    what: &str,
+) -> Result<(), String> {
+    check_name(name, what)?;
+    if let Some(&n) = map.get(name) {
+        if n != number {
+            return Err(format!("{what} name '{name}' is already {what} {n}"));
+        }
+    }
+    if let Some((other, _)) = map.iter().find(|(n, &v)| v == number && n.as_str() != name) {
+        return Err(format!("{what} {number} is already named '{other}'"));
+    }
+    map.insert(name.to_string(), number);
+    Ok(())
 }
 
 /// A `name=value` line: (name unquoted, its column), (value, its column).

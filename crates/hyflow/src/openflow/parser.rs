@@ -57,6 +57,25 @@ impl std::fmt::Display for FlowFileError {
 
 impl std::error::Error for FlowFileError {}
 
+impl FlowFileError {
+    /// An error at `column` of line `line` of `file`, at `token`.
+    pub fn at(
+        file: &str,
+        line: usize,
+        column: usize,
+        token: &str,
+        message: impl Into<String>,
+    ) -> FlowFileError {
+        FlowFileError {
+            file: file.to_string(),
+            line,
+            column,
+            token: token.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
 /// What a flow spec must contain: `add-flows` lines need actions; `del-flows` specs have none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecKind {
@@ -1000,16 +1019,16 @@ impl Clauses {
                     at: (line, column),
                 });
                 if t.n_clauses != c.n_clauses {
-                    out.push(FlowFileError {
-                        file: file.to_string(),
+                    out.push(FlowFileError::at(
+                        file,
                         line,
                         column,
-                        token: format!("conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
-                        message: format!(
+                        &format!("conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
+                        format!(
                             "conjunction {} has {} clauses here but {} at line {} (same table and priority)",
                             c.id, c.n_clauses, t.n_clauses, t.at.0
                         ),
-                    });
+                    ));
                     continue;
                 }
                 t.seen |= 1 << c.clause;
@@ -1020,17 +1039,17 @@ impl Clauses {
             let missing: Vec<String> =
                 (0..n).filter(|k| t.seen & (1 << k) == 0).map(|k| (k + 1).to_string()).collect();
             if !missing.is_empty() {
-                out.push(FlowFileError {
-                    file: file.to_string(),
+                out.push(FlowFileError::at(
+                    file,
                     line,
                     column,
-                    token: format!("conjunction({id},"),
-                    message: format!(
+                    &format!("conjunction({id},"),
+                    format!(
                         "conjunction {id} in table {table} at priority {priority} never matches: no flow is its \
                          clause {} of {n} (every clause must be at the same priority)",
                         missing.join(", ")
                     ),
-                });
+                ));
             }
         }
         out
@@ -1046,13 +1065,7 @@ pub(crate) fn declare_tables(
 ) -> Result<(), FlowFileError> {
     let Some(body) = strip_comment(line) else { return Ok(()) };
     for (table, name, column) in declared_tables(body) {
-        let fail = |message: String| FlowFileError {
-            file: file.to_string(),
-            line: number,
-            column,
-            token: name.to_string(),
-            message,
-        };
+        let fail = |message: String| FlowFileError::at(file, number, column, name, message);
         let t: u8 =
             table.parse().ok().filter(|&t| t < 255).ok_or_else(|| fail("table must be 0..254".into()))?;
         let unquoted = unquote(name).ok_or_else(|| fail("unclosed quote".into()))?;
@@ -1079,13 +1092,9 @@ fn parse_flow_line(
     if dump_header(body) {
         return Ok(None);
     }
-    parse_flow_spec_named(body, SpecKind::Add, names).map(|spec| Some(spec.rule)).map_err(|e| FlowFileError {
-        file: file.to_string(),
-        line: number,
-        column: e.column,
-        token: e.token,
-        message: e.message,
-    })
+    parse_flow_spec_named(body, SpecKind::Add, names)
+        .map(|spec| Some(spec.rule))
+        .map_err(|e| FlowFileError::at(file, number, e.column, &e.token, e.message))
 }
 
 /// Longest line a flow or updates file may have: far beyond any real rule (OVS's own are a

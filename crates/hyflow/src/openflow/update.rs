@@ -106,13 +106,8 @@ fn parse_update_line(
     names: &Names,
 ) -> Result<Option<Update>, FlowFileError> {
     let Some(body) = strip_update_comment(line) else { return Ok(None) };
-    let fail = |column: usize, token: &str, message: String| FlowFileError {
-        file: file.to_string(),
-        line: number,
-        column,
-        token: token.to_string(),
-        message,
-    };
+    let fail =
+        |column: usize, token: &str, message: String| FlowFileError::at(file, number, column, token, message);
     let mut words = Vec::with_capacity(2);
     let mut rest = body;
     let mut offset = 0;
