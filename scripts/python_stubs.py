@@ -61,7 +61,8 @@ def init_stub() -> str:
         signature("eval_topk", "eval_topk", "pd.DataFrame"),
         signature("trace", "trace", "Trace | list[Trace]"),
         "def load_flows(path: str | os.PathLike[str], ports: str | os.PathLike[str] | None = None,"
-        " tables: str | os.PathLike[str] | None = None) -> pd.DataFrame: ...\n",
+        " tables: str | os.PathLike[str] | None = None, groups: str | os.PathLike[str] | None = None)"
+        " -> pd.DataFrame: ...\n",
         "def load_updates(path: str | os.PathLike[str]) -> pd.DataFrame: ...\n",
         "def load_trace(path: str | os.PathLike[str], in_port: int | None = None) -> pd.DataFrame: ...\n",
         "def options(command: str) -> pd.DataFrame: ...\n",

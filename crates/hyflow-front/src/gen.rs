@@ -199,7 +199,7 @@ fn write_trace<T>(
 }
 
 pub fn traffic(a: GenTrafficArgs) -> Result<String> {
-    let (rules, _) = a.names.read_flows(&a.flows)?;
+    let rules = a.names.read_flows(&a.flows)?.rules;
     let config =
         TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
     // The inner result only repeats a write error, which `write_trace` already reported.
@@ -214,7 +214,7 @@ pub fn dynamic(a: GenDynamicArgs) -> Result<String> {
     let dynamics =
         DynamicsConfig { churn_period: a.churn_period, churn_fraction: a.churn_fraction, bursts: a.bursts };
     let keys = match &a.flows {
-        Some(f) => hyflow::workload::make_flows(&a.names.read_flows(f)?.0, a.flows_count, a.seed)?,
+        Some(f) => hyflow::workload::make_flows(&a.names.read_flows(f)?.rules, a.flows_count, a.seed)?,
         None => hyflow::workload::random_flows(a.flows_count, a.seed)?,
     };
     let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
@@ -268,7 +268,7 @@ pub fn gateway(a: GenGatewayArgs) -> Result<String> {
 }
 
 pub fn updates(a: GenUpdatesArgs) -> Result<String> {
-    let (rules, _) = a.names.read_flows(&a.flows)?;
+    let rules = a.names.read_flows(&a.flows)?.rules;
     let lines = generate_updates(&rules, &UpdatesConfig { rate: a.rate, seconds: a.seconds, seed: a.seed })
         .map_err(anyhow::Error::msg)?;
     let mut out = create(&a.out)?;

@@ -1,18 +1,23 @@
-//! `--ports` and `--tables`: the names a flow file may use for ports and tables, on every
-//! command that loads flows.
+//! `--ports`, `--tables` and `--groups`: what a flow file may refer to besides its own rules
+//! (port and table names, the switch's ports and groups), on every command that loads flows.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
 
-use hyflow::openflow::{read_flow_file_checked, Names, Rule};
+use hyflow::openflow::group::{read_groups_file, Groups, SwitchPorts};
+use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::{read_flow_file_checked, Action, Names, Pipeline, Rule};
 
-/// Where port and table names come from.
+/// Where port and table names, ports and groups come from.
 #[derive(Args, Clone, Default)]
 pub struct NameArgs {
-    /// Port names the flow, updates and packet texts use (`in_port="antrea-gw0"`,
-    /// `output:p1`): `name=number` lines, or the output of `ovs-ofctl show`.
+    /// The switch's ports and their names (`in_port="antrea-gw0"`, `output:p1`):
+    /// `name=number` lines (`name=number down` for a port that is down), or the output of
+    /// `ovs-ofctl show`. They are where FLOOD and ALL send copies and which fast-failover
+    /// watches are live; without this option, the ports the flows and groups refer to, and
+    /// LOCAL.
     #[arg(long, value_name = "FILE")]
     pub ports: Option<PathBuf>,
     /// Table names they use (`table=Classifier`, `resubmit(,Egress)`): `name=number` lines, or
@@ -20,6 +25,33 @@ pub struct NameArgs {
     /// itself, as `table=N(name)` in any rule.
     #[arg(long, value_name = "FILE")]
     pub tables: Option<PathBuf>,
+    /// The switch's groups (`group:N` actions): one per line in `ovs-ofctl add-groups` syntax,
+    /// or the output of `ovs-ofctl dump-groups`; types all, select, indirect and ff.
+    #[arg(long, value_name = "FILE")]
+    pub groups: Option<PathBuf>,
+}
+
+/// A flow file as loaded: its rules, the names it may use (the files' and its own), and the
+/// switch's groups and ports.
+pub struct Flows {
+    /// The rules, in file order.
+    pub rules: Vec<Rule>,
+    /// Names for the updates and packets that go with the flows.
+    pub names: Names,
+    /// The groups of `--groups`.
+    pub groups: Groups,
+    /// The ports of `--ports`, or those the pipeline refers to.
+    pub ports: SwitchPorts,
+}
+
+impl Flows {
+    /// The slow path of these flows.
+    pub fn pipeline(&self) -> Pipeline {
+        let mut p = Pipeline::from_rules(self.rules.iter().cloned());
+        p.set_groups(self.groups.clone());
+        p.set_ports(self.ports.clone());
+        p
+    }
 }
 
 impl NameArgs {
@@ -35,15 +67,44 @@ impl NameArgs {
         Ok(names)
     }
 
-    /// The rules of flow file `path`, and the names with the file's own declarations added
-    /// (for the updates and packets that go with it). What loads but cannot work as written
-    /// (a conjunction missing a clause) is printed as a warning on standard error.
-    pub fn read_flows(&self, path: &Path) -> Result<(Vec<Rule>, Names)> {
+    /// Flow file `path` with the names, groups and ports it refers to. What loads but cannot
+    /// work as written (a conjunction missing a clause, a select group OVS would hash
+    /// otherwise, FLOOD without the switch's ports) is printed as a warning on standard error.
+    pub fn read_flows(&self, path: &Path) -> Result<Flows> {
         let mut names = self.names()?;
+        let mut groups = Groups::new();
+        if let Some(g) = &self.groups {
+            let (read, warnings) = read_groups_file(g, &mut names)?;
+            groups = read;
+            for w in warnings {
+                eprintln!("hyflow: warning: {w}");
+            }
+        }
         let (rules, warnings) = read_flow_file_checked(path, &mut names)?;
         for w in warnings {
             eprintln!("hyflow: warning: {w}");
         }
-        Ok((rules, names))
+        let ports = if self.ports.is_some() {
+            SwitchPorts::new(
+                names.port_numbers().into_iter().chain([LOCAL_PORT]),
+                names.down_ports().iter().copied(),
+            )
+        } else {
+            let ports = SwitchPorts::referenced(&rules, &groups);
+            let floods = |a: &[Action]| a.iter().any(|a| matches!(a, Action::Flood | Action::All));
+            if rules.iter().any(|r| floods(&r.actions))
+                || groups.iter().any(|g| g.buckets.iter().any(|b| floods(&b.actions)))
+            {
+                let list: Vec<String> = ports.all().iter().map(|p| p.to_string()).collect();
+                eprintln!(
+                    "hyflow: warning: {}: FLOOD/ALL copy to the switch's ports, which --ports gives; without it, \
+                     to the ports the flows name: {} (65534 is LOCAL)",
+                    path.display(),
+                    list.join(", ")
+                );
+            }
+            ports
+        };
+        Ok(Flows { rules, names, groups, ports })
     }
 }

@@ -228,14 +228,20 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
     if let Some(spec) = a.trace.as_ref().and_then(|t| GatewayConfig::parse(&t.to_string_lossy())) {
         let config = spec.map_err(|e| anyhow!("--trace: {e}"))?;
         let config = GatewayConfig { in_port: a.in_port.unwrap_or(config.in_port), ..config };
-        let (rules, names) = match &a.flows {
+        let (flows, names) = match &a.flows {
             Some(f) => {
-                let (rules, names) = a.names.read_flows(f)?;
-                (Some(rules), names)
+                let flows = a.names.read_flows(f)?;
+                let names = flows.names.clone();
+                (Some(flows), names)
             }
             None => (None, a.names.names()?),
         };
-        let w = Workload::gateway(config, rules);
+        let w = match flows {
+            Some(f) => {
+                Workload { groups: f.groups, ports: f.ports, ..Workload::gateway(config, Some(f.rules)) }
+            }
+            None => Workload::gateway(config, None),
+        };
         return Ok(match &a.updates {
             Some(u) => w.with_updates_file(u, &names)?,
             None => w,
@@ -246,10 +252,13 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
     }
     let w = match (&a.flows, &a.trace) {
         (Some(flows), Some(trace)) => {
-            let (rules, names) = a.names.read_flows(flows)?;
-            let updates = a.updates.as_deref().map(|u| read_updates_file_named(u, &names)).transpose()?;
+            let flows = a.names.read_flows(flows)?;
+            let updates =
+                a.updates.as_deref().map(|u| read_updates_file_named(u, &flows.names)).transpose()?;
             Workload {
-                rules,
+                rules: flows.rules,
+                groups: flows.groups,
+                ports: flows.ports,
                 updates: updates.unwrap_or_default(),
                 input: Input::Capture { path: trace.clone(), in_port: a.in_port },
             }

@@ -44,8 +44,8 @@ pub struct TraceArgs {
 impl TraceArgs {
     /// The pipeline of `--flows`, and the names its packets may use.
     pub fn pipeline(&self) -> Result<(Pipeline, Names)> {
-        let (rules, names) = self.names.read_flows(&self.flows)?;
-        Ok((Pipeline::from_rules(rules), names))
+        let flows = self.names.read_flows(&self.flows)?;
+        Ok((flows.pipeline(), flows.names))
     }
 
     /// The packets the options name: the one given, a file's, or one from a capture; ports

@@ -453,15 +453,16 @@ fn generate(py: Python<'_>, kind: &str, argv: Vec<String>) -> PyResult<String> {
 /// A flow file's rules as columns (file order); tables and ports may be named by name files
 /// (`--ports`, `--tables`) and by the file's own `table=N(name)`.
 #[pyfunction]
-#[pyo3(signature = (path, ports=None, tables=None))]
+#[pyo3(signature = (path, ports=None, tables=None, groups=None))]
 fn load_flows<'py>(
     py: Python<'py>,
     path: PathBuf,
     ports: Option<PathBuf>,
     tables: Option<PathBuf>,
+    groups: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let names = hyflow_front::names::NameArgs { ports, tables };
-    let (rules, _) = py.detach(|| names.read_flows(&path)).map_err(error)?;
+    let names = hyflow_front::names::NameArgs { ports, tables, groups };
+    let rules = py.detach(|| names.read_flows(&path)).map_err(error)?.rules;
     let d = PyDict::new(py);
     let mut matches = StrColumn::new();
     let mut actions = StrColumn::new();

@@ -488,7 +488,13 @@ mod tests {
         let lines = generate_updates(&rules, &UpdatesConfig { rate: 2.0, seconds: 1.0, seed: 7 }).unwrap();
         let updates = parse_updates(&lines.join("\n"), "dense").unwrap();
         let traffic = TrafficConfig { flows: 500, packets: 20_000, zipf: 1.1, rate: 20_000.0, seed: 3 };
-        let workload = Workload { rules, updates, input: Input::Generated { traffic, in_port: 1 } };
+        let workload = Workload {
+            rules,
+            groups: Default::default(),
+            ports: Default::default(),
+            updates,
+            input: Input::Generated { traffic, in_port: 1 },
+        };
         let mut want = Vec::new();
         let config = ReplayConfig { switch: SwitchConfig::no_cache(), time_host: false, warmup_ns: None };
         run(&workload, &config, &mut |d| {

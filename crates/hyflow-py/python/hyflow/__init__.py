@@ -89,13 +89,15 @@ def trace(flows=None, packet=None, **options) -> Trace | list[Trace]:
     return traces[0] if packet is not None or "pcap" in options else traces
 
 
-def load_flows(path, ports=None, tables=None) -> pd.DataFrame:
+def load_flows(path, ports=None, tables=None, groups=None) -> pd.DataFrame:
     """The rules of a flow file in ``ovs-ofctl add-flows`` syntax or as ``ovs-ofctl
-    dump-flows`` prints them, in file order; ``ports`` and ``tables`` name files of port and
-    table names (the CLI's ``--ports``/``--tables``). A malformed line raises
-    :class:`HyflowError` with file, line, column and token."""
+    dump-flows`` prints them, in file order; ``ports``, ``tables`` and ``groups`` name files of
+    port and table names and of the switch's groups (the CLI's
+    ``--ports``/``--tables``/``--groups``). A malformed line raises :class:`HyflowError` with
+    file, line, column and token."""
     as_str = lambda p: None if p is None else str(p)
-    return _results.rules_frame(_hyflow.load_flows(str(path), as_str(ports), as_str(tables)), counters=False)
+    d = _hyflow.load_flows(str(path), as_str(ports), as_str(tables), as_str(groups))
+    return _results.rules_frame(d, counters=False)
 
 
 def load_updates(path) -> pd.DataFrame:

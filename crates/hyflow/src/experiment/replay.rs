@@ -5,7 +5,6 @@ use crate::host_time::WallClock;
 use crate::input::PacketSource;
 use crate::openflow::report::OutputRecords;
 use crate::openflow::traversal::Output;
-use crate::openflow::Pipeline;
 use crate::replay::{Replay, ReplayReport, SteadyShares};
 use crate::sim::datapath::SimDecision;
 use crate::switch::{Layer, Switch, SwitchConfig};
@@ -92,7 +91,7 @@ pub fn run(
     config: &ReplayConfig,
     on_packet: &mut dyn FnMut(&PacketDecision) -> std::io::Result<()>,
 ) -> Result<ReplayOutcome, ExperimentError> {
-    let mut switch = Switch::new(Pipeline::from_rules(workload.rules.clone()), config.switch)?;
+    let mut switch = Switch::new(workload.pipeline(), config.switch)?;
     if config.time_host {
         switch.time_host(Box::new(WallClock::default()));
     }

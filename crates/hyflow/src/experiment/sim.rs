@@ -8,7 +8,6 @@ use crate::input::PacketSource;
 use crate::offload::lfp::LfpTrainer;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyReport, Prepared};
-use crate::openflow::Pipeline;
 use crate::sim::costs::CostModel;
 use crate::sim::datapath::{SimDecision, SwitchDatapath};
 use crate::sim::search::{search as bisect, MaxRate, MinCores};
@@ -231,7 +230,7 @@ fn simulate_at(
     mut on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>>,
     prepared: &Prepared,
 ) -> Result<SimOutcome, ExperimentError> {
-    let pipeline = Pipeline::from_rules(workload.rules.clone());
+    let pipeline = workload.pipeline();
     let policy = exp
         .policy
         .build(exp.machine.ring, &exp.limits, prepared)

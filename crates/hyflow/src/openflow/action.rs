@@ -34,6 +34,13 @@ pub enum Action {
     Output(u32),
     /// Send the packet back out of its input port (`in_port` / `output:in_port`).
     OutputInPort,
+    /// `FLOOD`: a copy to every port of the switch but the input port (ports marked
+    /// `no-flood` are not modelled: every port floods).
+    Flood,
+    /// `ALL`: a copy to every port of the switch but the input port.
+    All,
+    /// `group:N`: run group `N`'s buckets (each on a copy of the packet).
+    Group(u32),
     /// `goto_table:N` instruction: continue in a later table (always last).
     GotoTable(u8),
     /// `resubmit([port],[table])`: look up again, optionally as from another port, then
@@ -121,6 +128,9 @@ impl std::fmt::Display for Action {
         match self {
             Action::Output(p) => write!(f, "output:{p}"),
             Action::OutputInPort => write!(f, "in_port"),
+            Action::Flood => write!(f, "FLOOD"),
+            Action::All => write!(f, "ALL"),
+            Action::Group(g) => write!(f, "group:{g}"),
             Action::GotoTable(t) => write!(f, "goto_table:{t}"),
             Action::Resubmit { in_port, table } => {
                 let p = in_port.map(|p| p.to_string()).unwrap_or_default();

@@ -63,9 +63,11 @@ impl Header {
     fn present(self, k: &FlowKey) -> bool {
         match self {
             Header::Tunnel | Header::Eth => true,
-            Header::Ipv4 => k.dl_type() == proto::ETH_IPV4,
-            Header::Ipv6 => k.dl_type() == proto::ETH_IPV6,
-            Header::Arp => matches!(k.dl_type(), proto::ETH_ARP | proto::ETH_RARP),
+            // OVS commit_set_nw_action: a zero protocol (ARP: opcode) means no L3 header to
+            // rewrite, whatever the EtherType says.
+            Header::Ipv4 => k.dl_type() == proto::ETH_IPV4 && k.nw_proto() != 0,
+            Header::Ipv6 => k.dl_type() == proto::ETH_IPV6 && k.nw_proto() != 0,
+            Header::Arp => matches!(k.dl_type(), proto::ETH_ARP | proto::ETH_RARP) && k.nw_proto() != 0,
             Header::L4 => k.is_ip() && k.nw_frag() & proto::FRAG_LATER == 0,
         }
     }
@@ -94,6 +96,23 @@ impl Header {
                 proto::IP_ICMPV6 => "icmpv6",
                 _ => "l4",
             },
+        }
+    }
+}
+
+/// Clears from `written` the bits of header fields no datapath action can rewrite on a packet
+/// shaped like `k` (an L3 header with a zero protocol): written in the flow, they leave as
+/// they came.
+pub fn drop_uncommittable(k: &FlowKey, written: &mut FlowMask) {
+    let mut keep = FlowMask::CATCHALL;
+    for (header, fields) in Header::COMMIT_ORDER {
+        if header.present(k) {
+            fields.iter().for_each(|&f| keep.unwildcard_all(f));
+        }
+    }
+    for (_, fields) in Header::COMMIT_ORDER {
+        for &f in fields {
+            written.set(f, written.get(f) & keep.get(f));
         }
     }
 }
@@ -257,6 +276,8 @@ fn dp_name(f: FieldId) -> &'static str {
 
 fn dp_value(f: FieldId, v: u128) -> String {
     match f {
+        // C's `%#x`, as OVS prints it: no prefix on zero.
+        id::NW_TOS if v == 0 => "0".to_string(),
         id::NW_TOS => format!("0x{v:x}"),
         _ => format_value(f, v),
     }

@@ -11,7 +11,7 @@
 //! digits, and quoted JSON-style (`"antrea-gw0"`) otherwise; numbers are always numbers, and
 //! the reserved ports (`LOCAL`, `NORMAL`, ...) are recognised before any name, in any case.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::parser::{read_lines, FlowFileError};
@@ -22,11 +22,21 @@ pub const LOCAL_PORT: u32 = 0xfffe;
 /// OpenFlow 1.0's `OFPP_CONTROLLER`.
 pub const CONTROLLER_PORT: u32 = 0xfffd;
 
-/// Names of tables and ports, each bound to one number.
+/// OpenFlow 1.0's `OFPP_FLOOD`.
+pub const FLOOD_PORT: u32 = 0xfffb;
+
+/// OpenFlow 1.0's `OFPP_ALL`.
+pub const ALL_PORT: u32 = 0xfffc;
+
+/// What a flow may refer to besides itself: names of tables and ports, each bound to one
+/// number, the ports `--ports` says are down, and the ids of the switch's groups (once
+/// `--groups` was read), so that every reference is checked where it is written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Names {
     tables: BTreeMap<String, u8>,
     ports: BTreeMap<String, u32>,
+    down: BTreeSet<u32>,
+    groups: Option<BTreeSet<u32>>,
 }
 
 /// `"name"` unquoted (with JSON's `\"` and `\\` escapes), or `text` itself when not quoted;
@@ -80,6 +90,32 @@ impl Names {
         self.ports.get(&unquote(text)?).copied()
     }
 
+    /// Records the switch's groups: from now on `group:N` must name one of them.
+    pub fn set_groups(&mut self, ids: impl IntoIterator<Item = u32>) {
+        self.groups = Some(ids.into_iter().collect());
+    }
+
+    /// Whether group `id` exists.
+    pub fn has_group(&self, id: u32) -> bool {
+        self.groups.as_ref().is_some_and(|g| g.contains(&id))
+    }
+
+    /// Whether the switch's groups were given.
+    pub fn groups_known(&self) -> bool {
+        self.groups.is_some()
+    }
+
+    /// Numbers of the named ports, ascending.
+    pub fn port_numbers(&self) -> BTreeSet<u32> {
+        self.ports.values().copied().collect()
+    }
+
+    /// Ports `--ports` marks down (`config: PORT_DOWN` or `state: LINK_DOWN` in
+    /// `ovs-ofctl show`, or `name=number down`).
+    pub fn down_ports(&self) -> &BTreeSet<u32> {
+        &self.down
+    }
+
     /// Table names in order, for messages.
     pub fn table_names(&self) -> impl Iterator<Item = &str> {
         self.tables.keys().map(String::as_str)
@@ -90,10 +126,14 @@ impl Names {
         self.ports.keys().map(String::as_str)
     }
 
-    /// Reads port names from `path`: `name=number` lines, or what `ovs-ofctl show` prints
-    /// (` 1(antrea-gw0): addr:...`, ` LOCAL(br-int): addr:...`; its other lines are skipped).
+    /// Reads port names from `path`: `name=number` lines (`name=number down` for a port that is
+    /// down), or what `ovs-ofctl show` prints (` 1(antrea-gw0): addr:...`,
+    /// ` LOCAL(br-int): addr:...`, then the port's `config:` and `state:` lines; its other
+    /// lines are skipped).
     pub fn read_ports(&mut self, path: &Path) -> Result<(), FlowFileError> {
         let mut show = false;
+        // The port whose detail lines follow, in `ovs-ofctl show` output.
+        let mut current = None;
         read_lines(path, |line, number, file| {
             let fail = |column: usize, token: &str, message: String| {
                 FlowFileError::at(file, number, column, token, message)
@@ -106,6 +146,12 @@ impl Names {
             if show {
                 // ` N(name): addr:...` or ` LOCAL(name): addr:...`; the rest is port detail.
                 let t = body.trim_start();
+                if let (Some(p), Some(("config" | "state", value))) = (current, t.split_once(':')) {
+                    if value.split_whitespace().any(|w| w == "PORT_DOWN" || w == "LINK_DOWN") {
+                        self.down.insert(p);
+                    }
+                    return Ok(());
+                }
                 let Some((head, _)) = t.split_once("): addr:") else { return Ok(()) };
                 let Some((num, name)) = head.split_once('(') else { return Ok(()) };
                 let column = line.len() - t.len() + 1;
@@ -114,15 +160,28 @@ impl Names {
                 } else {
                     num.parse().map_err(|_| fail(column, num, format!("bad port number '{num}'")))?
                 };
+                current = Some(port);
                 return self.add_port(name, port).map_err(|m| fail(column + num.len() + 1, name, m));
             }
             let (name, value) = name_value(body).map_err(|(c, t, m)| fail(c, &t, m))?;
+            let (value, down) = match value.0.split_once(char::is_whitespace) {
+                Some((number, state)) if state.trim() == "down" => ((number, value.1), true),
+                Some((_, state)) => {
+                    let state = state.trim();
+                    let column = value.1 + value.0.len() - state.len();
+                    return Err(fail(column, state, format!("unknown port state '{state}' (down)")));
+                }
+                None => (value, false),
+            };
             let port = match value.0 {
                 "LOCAL" | "local" => LOCAL_PORT,
                 v => v.parse().map_err(|_| fail(value.1, v, format!("bad port number '{v}'")))?,
             };
             if port == 0 || (port >= 0xff00 && port != LOCAL_PORT) {
                 return Err(fail(value.1, value.0, "port numbers are 1..65279 (or LOCAL)".into()));
+            }
+            if down {
+                self.down.insert(port);
             }
             self.add_port(&name.0, port).map_err(|m| fail(name.1, &name.0, m))
         })
@@ -226,8 +285,8 @@ pub fn reserved_port(name: &str) -> Option<u32> {
         ("IN_PORT", 0xfff8),
         ("TABLE", 0xfff9),
         ("NORMAL", 0xfffa),
-        ("FLOOD", 0xfffb),
-        ("ALL", 0xfffc),
+        ("FLOOD", FLOOD_PORT),
+        ("ALL", ALL_PORT),
         ("CONTROLLER", CONTROLLER_PORT),
         ("LOCAL", LOCAL_PORT),
         ("ANY", 0xffff),

@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use super::action::{Action, Conjunction, SubField};
-use super::names::{declared_tables, reserved_port, unquote, Names, CONTROLLER_PORT, LOCAL_PORT};
+use super::names::{
+    declared_tables, reserved_port, unquote, Names, ALL_PORT, CONTROLLER_PORT, FLOOD_PORT, LOCAL_PORT,
+};
 use super::rule::{Match, Rule};
 use crate::packet::field::{id, proto, FieldId, Prereq};
 use crate::packet::format::{parse_field_value, parse_int};
@@ -108,26 +110,26 @@ fn err(column: usize, token: &str, message: impl Into<String>) -> SpecError {
 
 /// A token of a line with its byte offset.
 #[derive(Clone, Copy, Debug)]
-struct Tok<'a> {
-    text: &'a str,
-    offset: usize,
+pub(super) struct Tok<'a> {
+    pub(super) text: &'a str,
+    pub(super) offset: usize,
 }
 
 impl<'a> Tok<'a> {
-    fn col(&self) -> usize {
+    pub(super) fn col(&self) -> usize {
         self.offset + 1
     }
-    fn fail(&self, message: impl Into<String>) -> SpecError {
+    pub(super) fn fail(&self, message: impl Into<String>) -> SpecError {
         err(self.col(), self.text, message)
     }
     /// Sub-token starting `start` bytes in.
-    fn sub(&self, start: usize, end: usize) -> Tok<'a> {
+    pub(super) fn sub(&self, start: usize, end: usize) -> Tok<'a> {
         Tok { text: &self.text[start..end], offset: self.offset + start }
     }
 }
 
 /// Splits at delimiters that are outside parentheses, keeping offsets.
-fn split_top<'a>(text: &'a str, base: usize, delims: &[u8]) -> Vec<Tok<'a>> {
+pub(super) fn split_top<'a>(text: &'a str, base: usize, delims: &[u8]) -> Vec<Tok<'a>> {
     let mut out = Vec::new();
     let bytes = text.as_bytes();
     let mut depth = 0i32;
@@ -351,7 +353,7 @@ fn parse_table(tok: &Tok, text: &str, names: &Names, what: &str) -> Result<u8, S
 }
 
 /// The port `text` names: a number, a reserved port (`LOCAL`, ...) or a name (bare or quoted).
-fn parse_port_number(tok: &Tok, text: &str, names: &Names) -> Result<u32, SpecError> {
+pub(super) fn parse_port_number(tok: &Tok, text: &str, names: &Names) -> Result<u32, SpecError> {
     if let Some(p) = parse_int(text).and_then(|p| u32::try_from(p).ok()) {
         return Ok(p);
     }
@@ -547,10 +549,16 @@ fn writable(f: FieldId) -> bool {
     )
 }
 
-fn check_writable(tok: &Tok, f: FieldId, rule: &Rule) -> Result<(), SpecError> {
+/// Whether the match of `rule` guarantees prerequisite `p`; always for actions outside a
+/// rule (group buckets), which OVS checks at run time only.
+fn satisfied(rule: Option<&Rule>, p: Prereq) -> bool {
+    rule.is_none_or(|r| match_satisfies(&r.matcher, p))
+}
+
+fn check_writable(tok: &Tok, f: FieldId, rule: Option<&Rule>) -> Result<(), SpecError> {
     check_writable_field(tok, f)?;
     let p = f.def().prereq;
-    if !match_satisfies(&rule.matcher, p) {
+    if !satisfied(rule, p) {
         return Err(tok.fail(format!(
             "writing {} requires the match to have {}",
             f.def().name,
@@ -579,7 +587,7 @@ fn dscp_write(tok: &Tok, f: FieldId, value: u128, mask: u128) -> Result<(u128, u
     Ok((value & 0xfc, mask & 0xfc))
 }
 
-/// An output port: a number, `in_port`, `LOCAL` or a port name.
+/// An output port: a number, `in_port`, `LOCAL`, `FLOOD`, `ALL`, `CONTROLLER` or a port name.
 fn parse_port(tok: &Tok, text: &str, names: &Names) -> Result<Action, SpecError> {
     if text.eq_ignore_ascii_case("in_port") {
         return Ok(Action::OutputInPort);
@@ -588,6 +596,8 @@ fn parse_port(tok: &Tok, text: &str, names: &Names) -> Result<Action, SpecError>
         p if p > 0 && p < 0xff00 => Ok(Action::Output(p)),
         LOCAL_PORT => Ok(Action::Output(LOCAL_PORT)),
         CONTROLLER_PORT => Ok(Action::Controller),
+        FLOOD_PORT => Ok(Action::Flood),
+        ALL_PORT => Ok(Action::All),
         _ if reserved_port(text).is_some() => {
             Err(tok
                 .fail(format!("output to the reserved port {} is not supported", text.to_ascii_uppercase())))
@@ -608,7 +618,7 @@ fn parse_actions(text: &str, base: usize, rule: &Rule, names: &Names) -> Result<
                 tok.fail(format!("nothing may follow {} (goto_table is the last instruction)", g.text))
             );
         }
-        let a = parse_action(tok, rule, names)?;
+        let a = parse_action(tok, Some(rule), names)?;
         match &a {
             None => saw_drop = Some(*tok),
             Some(Action::GotoTable(_)) => saw_goto = Some(*tok),
@@ -646,7 +656,11 @@ fn parse_actions(text: &str, base: usize, rule: &Rule, names: &Names) -> Result<
 }
 
 /// One action; `Ok(None)` for `drop`.
-fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>, SpecError> {
+pub(super) fn parse_action(
+    tok: &Tok,
+    rule: Option<&Rule>,
+    names: &Names,
+) -> Result<Option<Action>, SpecError> {
     let text = tok.text;
     // A bare number or quoted name is `output:` to that port. So is a word that is no
     // action's name but a reserved port or a known port name (below), as in OVS, which tries
@@ -710,6 +724,9 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
         "goto_table" => {
             need_arg("a table")?;
             let t = parse_table(&arg_tok, arg, names, "table")?;
+            let Some(rule) = rule else {
+                return Err(tok.fail("goto_table is an instruction: not allowed in a group bucket"));
+            };
             if t <= rule.table {
                 return Err(tok.fail(format!(
                     "goto_table:{t} must go to a later table than {} (use resubmit to go back)",
@@ -742,9 +759,7 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
             let (v, f) = arg.split_once("->").ok_or_else(|| tok.fail("set_field needs VALUE->FIELD"))?;
             let ftok = arg_tok.sub(v.len() + 2, arg.len());
             match f {
-                "vlan_vid" | "dl_vlan" | "vlan_pcp" | "dl_vlan_pcp"
-                    if !match_satisfies(&rule.matcher, Prereq::Vlan) =>
-                {
+                "vlan_vid" | "dl_vlan" | "vlan_pcp" | "dl_vlan_pcp" if !satisfied(rule, Prereq::Vlan) => {
                     return Err(ftok.fail(format!(
                         "writing {f} requires the match to have {}",
                         prereq_text(Prereq::Vlan)
@@ -790,7 +805,7 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
             let src = parse_subfield(&stok)?;
             let dst = parse_subfield(&dtok)?;
             check_writable(&dtok, dst.field, rule)?;
-            if !match_satisfies(&rule.matcher, src.field.def().prereq) {
+            if !satisfied(rule, src.field.def().prereq) {
                 return Err(stok.fail(format!(
                     "reading {} requires {}",
                     s,
@@ -885,6 +900,19 @@ fn parse_action(tok: &Tok, rule: &Rule, names: &Names) -> Result<Option<Action>,
                 return Err(arg_tok.fail("clause index must be less than or equal to number of clauses"));
             }
             Action::Conjunction(Conjunction { id, clause: k - 1, n_clauses: n })
+        }
+        "group" => {
+            need_arg("a group id")?;
+            let g: u32 = parse_u(&arg_tok, arg, "group id")?;
+            // A bucket may name a group of its own file: the group reader checks those.
+            if rule.is_some() && !names.has_group(g) {
+                return Err(tok.fail(if names.groups_known() {
+                    format!("group {g} does not exist")
+                } else {
+                    format!("group {g} does not exist (no groups are known: give them with --groups)")
+                }));
+            }
+            Action::Group(g)
         }
         "controller" | "CONTROLLER" => {
             check_controller_args(&arg_tok, arg)?;

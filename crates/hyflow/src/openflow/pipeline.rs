@@ -8,7 +8,8 @@
 
 use super::action::{conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
-use super::datapath::{commit, DpAction, VlanFate};
+use super::datapath::{commit, drop_uncommittable, DpAction, VlanFate};
+use super::group::{GroupKind, Groups, SwitchPorts};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{
     DropReason, Interval, LookupPoint, Output, OutputMark, PointRec, Resume, Step, Traversal,
@@ -40,6 +41,8 @@ pub struct Pipeline {
     stats: Vec<RuleStats>,
     next_seq: u64,
     n_rules: usize,
+    groups: Groups,
+    ports: SwitchPorts,
 }
 
 impl Default for Pipeline {
@@ -58,7 +61,30 @@ impl Pipeline {
             stats: Vec::new(),
             next_seq: 0,
             n_rules: 0,
+            groups: Groups::new(),
+            ports: SwitchPorts::default(),
         }
+    }
+
+    /// Installs the switch's groups (rules may only name these).
+    pub fn set_groups(&mut self, groups: Groups) {
+        self.groups = groups;
+    }
+
+    /// The switch's groups.
+    pub fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
+    /// Sets the switch's ports: where `FLOOD` and `ALL` send copies, and which bucket
+    /// watches are live.
+    pub fn set_ports(&mut self, ports: SwitchPorts) {
+        self.ports = ports;
+    }
+
+    /// The switch's ports.
+    pub fn ports(&self) -> &SwitchPorts {
+        &self.ports
     }
 
     /// A pipeline holding `rules`, added in order.
@@ -197,7 +223,7 @@ impl Pipeline {
         let (mut below_depth, mut below_table) = (0, 0);
         for r in &point.continuation {
             x.tr.frames.push(Frame {
-                rule: r.rule,
+                list: List::Rule(r.rule),
                 pc: r.pc as usize,
                 old_table: below_table,
                 deepens: r.depth - below_depth.min(r.depth),
@@ -207,7 +233,7 @@ impl Pipeline {
         }
         if point.depth > below_depth {
             x.tr.frames.push(Frame {
-                rule: RuleId::MAX,
+                list: List::Rule(RuleId::MAX),
                 pc: 0,
                 old_table: below_table,
                 deepens: point.depth - below_depth,
@@ -227,8 +253,11 @@ fn continuation(p: &Pipeline, frames: &[Frame], out: &mut Vec<Resume>) {
     let mut depth = 0;
     for f in frames {
         depth += f.deepens;
-        if p.rule(f.rule).is_some_and(|r| f.pc < r.actions.len()) {
-            out.push(Resume { rule: f.rule, pc: f.pc as u32, depth });
+        // Bucket frames have no continuation: a traversal through a group is never cut.
+        if let List::Rule(rule) = f.list {
+            if p.rule(rule).is_some_and(|r| f.pc < r.actions.len()) {
+                out.push(Resume { rule, pc: f.pc as u32, depth });
+            }
         }
     }
 }
@@ -238,7 +267,7 @@ fn continuation(p: &Pipeline, frames: &[Frame], out: &mut Vec<Resume>) {
 /// so the 4,096 nested lookups OVS's limits allow cannot exhaust the thread's stack.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Frame {
-    rule: RuleId,
+    list: List,
     /// Next action to run.
     pc: usize,
     /// Table to return to when the list is done.
@@ -246,6 +275,18 @@ pub(crate) struct Frame {
     /// What entering this frame added to OVS's backward-resubmit depth (0 or 1, more for a
     /// frame that stands for several finished ones in [`Pipeline::run_from`]).
     deepens: u32,
+}
+
+/// The action list a [`Frame`] runs.
+#[derive(Clone, Copy, Debug)]
+enum List {
+    /// A rule's actions.
+    Rule(RuleId),
+    /// A group bucket's action set; when it is done the flow is restored (each bucket acts on
+    /// a copy of the packet).
+    Bucket { group: u32, bucket: u16 },
+    /// An `all` group: its buckets from `next` on, run one after the other.
+    Buckets { group: u32, next: u16 },
 }
 
 /// Translation state for one packet (OVS's `xlate_ctx`).
@@ -377,7 +418,7 @@ impl<'a> Xlate<'a> {
             self.resubmits += counted as u32;
             self.depth += deepens as u32;
             self.tr.frames.push(Frame {
-                rule: e.rule,
+                list: List::Rule(e.rule),
                 pc: 0,
                 old_table: self.table,
                 deepens: deepens as u32,
@@ -391,7 +432,60 @@ impl<'a> Xlate<'a> {
         if let Some(f) = self.tr.frames.pop() {
             self.depth -= f.deepens;
             self.table = f.old_table;
+            if let List::Bucket { .. } = f.list {
+                self.flow = self.tr.saved_flows.pop().expect("a bucket frame saved the flow");
+            }
         }
+    }
+
+    /// OVS `xlate_group_action`: the resubmit limits apply, then the group's buckets run
+    /// (a group that does not exist ends the action list; loading flows refuses them).
+    fn group(&mut self, id: u32) {
+        if self.depth >= MAX_DEPTH {
+            self.tr.drop_reason = Some(DropReason::RecursionTooDeep);
+            return;
+        }
+        if self.resubmits >= MAX_RESUBMITS {
+            self.tr.drop_reason = Some(DropReason::TooManyResubmits);
+            return;
+        }
+        // Buckets restore the flow when they end: no sub-traversal can express that.
+        self.tr.through_group = true;
+        let p = self.p;
+        let Some(g) = p.groups.get(id) else {
+            self.pop_frame();
+            return;
+        };
+        match g.kind {
+            GroupKind::All => self.tr.frames.push(Frame {
+                list: List::Buckets { group: id, next: 0 },
+                pc: 0,
+                old_table: self.table,
+                deepens: 0,
+            }),
+            GroupKind::Indirect => {
+                if !g.buckets.is_empty() {
+                    self.enter_bucket(id, 0);
+                }
+            }
+            GroupKind::Select | GroupKind::FastFailover => {
+                if let Some(b) = p.groups.pick(g, &self.flow, &mut self.tr.wc, &p.ports) {
+                    self.enter_bucket(id, b as u16);
+                }
+            }
+        }
+    }
+
+    /// Starts a bucket (OVS `xlate_group_bucket`): one level deeper, on a copy of the flow.
+    fn enter_bucket(&mut self, group: u32, bucket: u16) {
+        self.tr.saved_flows.push(self.flow);
+        self.depth += 1;
+        self.tr.frames.push(Frame {
+            list: List::Bucket { group, bucket },
+            pc: 0,
+            old_table: self.table,
+            deepens: 1,
+        });
     }
 
     /// Un-wildcards what a prerequisite check looked at and returns whether it holds.
@@ -400,7 +494,10 @@ impl<'a> Xlate<'a> {
         let p = f.def().prereq;
         match p {
             Prereq::Vlan => self.read(id::VLAN_TCI, proto::VLAN_CFI as u128),
-            Prereq::L4Ports | Prereq::Tcp | Prereq::Udp | Prereq::Sctp | Prereq::Icmp | Prereq::Icmpv6 => {
+            // OVS is_ip_proto: the protocol is looked at only in an IP packet.
+            Prereq::L4Ports | Prereq::Tcp | Prereq::Udp | Prereq::Sctp | Prereq::Icmp | Prereq::Icmpv6
+                if self.flow.is_ip() =>
+            {
                 self.read(id::NW_PROTO, u128::MAX)
             }
             _ => {}
@@ -415,8 +512,24 @@ impl<'a> Xlate<'a> {
                 self.tr.frames.clear();
                 return;
             }
-            // A frame of a rule since deleted (a resumed continuation) has nothing left to run.
-            let Some(a) = self.p.rule(top.rule).and_then(|rule| rule.actions.get(top.pc)) else {
+            let p = self.p;
+            let actions: &[Action] = match top.list {
+                // A rule since deleted (a resumed continuation) has nothing left to run.
+                List::Rule(r) => p.rule(r).map_or(&[], |rule| &rule.actions),
+                List::Bucket { group, bucket } => {
+                    p.groups.get(group).map_or(&[], |g| &g.buckets[bucket as usize].executed)
+                }
+                List::Buckets { group, next } => {
+                    if (next as usize) < p.groups.get(group).map_or(0, |g| g.buckets.len()) {
+                        top.list = List::Buckets { group, next: next + 1 };
+                        self.enter_bucket(group, next);
+                    } else {
+                        self.pop_frame();
+                    }
+                    continue;
+                }
+            };
+            let Some(a) = actions.get(top.pc) else {
                 self.pop_frame();
                 continue;
             };
@@ -433,12 +546,29 @@ impl<'a> Xlate<'a> {
                     self.read_for_segments(id::IN_PORT, u128::MAX);
                     self.output(self.flow.in_port())
                 }
+                Action::Flood | Action::All => {
+                    // Every port but the input port, in port order (OVS's order is that of its
+                    // hash map of ports, which depends on its history).
+                    self.read_for_segments(id::IN_PORT, u128::MAX);
+                    let in_port = self.flow.in_port();
+                    for &port in p.ports.all() {
+                        if port != in_port {
+                            self.output(port);
+                        }
+                    }
+                }
+                Action::Group(g) => self.group(g),
                 Action::GotoTable(t) => self.lookup(None, t, true),
                 Action::Resubmit { in_port, table } => {
                     self.lookup(in_port, table.unwrap_or(self.table), true)
                 }
                 Action::SetField { field, value, mask } => {
                     if self.prereq_ok(field) {
+                        // OVS mf_set_mask_l3_prereqs: an L3 rewrite pins the protocol, which
+                        // decides whether the datapath can rewrite the header at all.
+                        if is_l3_rewrite(field, &self.flow) {
+                            self.read(id::NW_PROTO, u128::MAX);
+                        }
                         self.overwritten(field, mask);
                         self.wrote(field, mask);
                         self.flow.set_masked(field, value, mask);
@@ -517,7 +647,9 @@ impl<'a> Xlate<'a> {
                 // conjunction is never the rule a lookup returns.
                 Action::Note(_) | Action::Meter(_) | Action::Sample(_) | Action::Conjunction(_) => {}
                 Action::DecTtl => {
+                    // As OVS, whatever the packet.
                     self.read(id::NW_TTL, u128::MAX);
+                    self.read(id::NW_PROTO, u128::MAX);
                     if self.flow.is_ip() {
                         let ttl = self.flow.nw_ttl();
                         if ttl > 1 {
@@ -546,7 +678,8 @@ impl<'a> Xlate<'a> {
 
     fn output(&mut self, port: u32) {
         if let Some(i) = self.tr.intervals.last() {
-            let written = i.written;
+            let mut written = i.written;
+            drop_uncommittable(&self.flow, &mut written);
             let step = self.tr.steps.len() as u32 - 1;
             self.tr.output_marks.push(OutputMark { step, written });
         }
@@ -572,8 +705,9 @@ impl<'a> Xlate<'a> {
             }
         }
         self.tr.dp_actions.push(DpAction::Output(port));
-        // Registers and metadata are pipeline state: they do not leave with the packet.
-        self.tr.outputs.push(Output { port, packet: self.flow.masked(FlowMask::packet_state()) });
+        // What leaves is what the datapath actions made of the packet (registers and metadata
+        // are pipeline state and do not leave with it).
+        self.tr.outputs.push(Output { port, packet: self.base.masked(FlowMask::packet_state()) });
     }
 
     /// OVS `xlate_wc_finish`, plus dropping mask bits of headers the packet does not have.
@@ -589,6 +723,25 @@ impl<'a> Xlate<'a> {
         normalize_mask(&tr.entry, &mut tr.wc);
         tr.megaflow = Match::new(tr.entry, tr.wc);
     }
+}
+
+/// Whether writing `f` is an L3 rewrite whose datapath action depends on the protocol (OVS
+/// `mf_set_mask_l3_prereqs`): IP address, label, TOS and TTL fields of an IP packet, ARP
+/// fields of an ARP packet.
+fn is_l3_rewrite(f: FieldId, k: &FlowKey) -> bool {
+    let ip = [
+        id::NW_SRC,
+        id::NW_DST,
+        id::IPV6_SRC,
+        id::IPV6_DST,
+        id::IPV6_LABEL,
+        id::NW_TOS,
+        id::IP_DSCP,
+        id::NW_ECN,
+        id::NW_TTL,
+    ];
+    let arp = [id::ARP_OP, id::ARP_SHA, id::ARP_THA, id::ARP_SPA, id::ARP_TPA];
+    (k.is_ip() && ip.contains(&f)) || (k.dl_type() == proto::ETH_ARP && arp.contains(&f))
 }
 
 /// Makes a megaflow mask canonical for a packet: VLAN presence, outer and inner, always exact
@@ -630,12 +783,10 @@ pub fn normalize_mask(entry: &FlowKey, wc: &mut FlowMask) {
         wc.set(id::IPV6_LABEL, 0);
     }
     if !(ipv4 || ipv6) {
+        // `dec_ttl` pins the TTL and protocol of any packet, as in OVS (both read as zero
+        // outside IP, or the ARP opcode): they stay.
         wc.set(id::NW_TOS, 0);
-        wc.set(id::NW_TTL, 0);
         wc.set(id::NW_FRAG, 0);
-        if !arp {
-            wc.set(id::NW_PROTO, 0);
-        }
     } else {
         wc.set(id::NW_FRAG, 3);
     }

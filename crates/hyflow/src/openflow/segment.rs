@@ -107,6 +107,9 @@ pub enum SegmentError {
     /// Dropped by a translation limit, or sent to the controller: kept in the slow path.
     #[error("the traversal ended in a translation limit or a controller action")]
     SlowPathOnly,
+    /// A group bucket ran: the flow was restored after it, which an overlay cannot express.
+    #[error("the traversal went through a group")]
+    ThroughGroup,
     /// The range is empty or beyond the lookups.
     #[error("lookups {start}..{end} are not within the traversal")]
     Range {
@@ -124,6 +127,9 @@ pub fn segmentable(tr: &Traversal) -> Result<(), SegmentError> {
     }
     if tr.drop_reason.is_some() || tr.to_controller > 0 {
         return Err(SegmentError::SlowPathOnly);
+    }
+    if tr.through_group {
+        return Err(SegmentError::ThroughGroup);
     }
     Ok(())
 }

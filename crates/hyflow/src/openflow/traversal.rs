@@ -204,8 +204,14 @@ pub struct Traversal {
     /// Copies sent to the controller: `controller` actions and TTL expiries. A decision with
     /// any stays in the slow path (OVS slow-paths such flows), so no cache holds it.
     pub to_controller: u32,
+    /// Whether a group bucket ran. Buckets act on a copy of the packet (the flow is restored
+    /// after each), which an overlay cannot express: such a traversal is never cut into
+    /// sub-traversals.
+    pub through_group: bool,
     /// Execution stack of the slow path, kept here so it is reused across packets.
     pub(crate) frames: Vec<super::pipeline::Frame>,
+    /// The flow before each running group bucket, restored when it ends.
+    pub(crate) saved_flows: Vec<FlowKey>,
     /// The classifier's memory for conjunctive matches, reused across lookups.
     pub(crate) lookup_scratch: super::classifier::LookupScratch,
     /// How each lookup was reached, parallel to `steps`.
@@ -236,6 +242,8 @@ impl Traversal {
         self.entry = *entry;
         self.steps.clear();
         self.frames.clear();
+        self.saved_flows.clear();
+        self.through_group = false;
         self.wc = FlowMask::CATCHALL;
         self.dp_actions.clear();
         self.outputs.clear();

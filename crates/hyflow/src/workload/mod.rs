@@ -19,8 +19,9 @@ pub use updates::{generate_updates, UpdatesConfig};
 use std::path::Path;
 
 use crate::input::Input;
+use crate::openflow::group::{Groups, SwitchPorts};
 use crate::openflow::update::{read_updates_file_named, Update};
-use crate::openflow::{FlowFileError, Names, Rule};
+use crate::openflow::{FlowFileError, Names, Pipeline, Rule};
 
 /// The gateway pipeline `gateway` traffic is made for (`examples/gateway.flows`).
 pub const GATEWAY_FLOWS: &str = include_str!("gateway.flows");
@@ -30,6 +31,10 @@ pub const GATEWAY_FLOWS: &str = include_str!("gateway.flows");
 pub struct Workload {
     /// The pipeline's rules.
     pub rules: Vec<Rule>,
+    /// The groups the rules use.
+    pub groups: Groups,
+    /// The switch's ports (for `FLOOD`, `ALL` and bucket liveness).
+    pub ports: SwitchPorts,
     /// Rule updates, applied on schedule.
     pub updates: Vec<Update>,
     /// The packets.
@@ -45,6 +50,8 @@ impl Workload {
         let updates = builtin::updates(&rules);
         Workload {
             rules,
+            groups: Groups::new(),
+            ports: SwitchPorts::default(),
             updates,
             input: Input::Generated { traffic: builtin::TRAFFIC, in_port: in_port.unwrap_or(1) },
         }
@@ -56,7 +63,21 @@ impl Workload {
         let rules = rules.unwrap_or_else(|| {
             crate::openflow::parse_flows(GATEWAY_FLOWS, "gateway.flows").expect("the gateway pipeline parses")
         });
-        Workload { rules, updates: Vec::new(), input: Input::Gateway(config) }
+        Workload {
+            rules,
+            groups: Groups::new(),
+            ports: SwitchPorts::default(),
+            updates: Vec::new(),
+            input: Input::Gateway(config),
+        }
+    }
+
+    /// The slow path: the rules, with the groups and ports they refer to.
+    pub fn pipeline(&self) -> Pipeline {
+        let mut p = Pipeline::from_rules(self.rules.iter().cloned());
+        p.set_groups(self.groups.clone());
+        p.set_ports(self.ports.clone());
+        p
     }
 
     /// Replaces the updates with those of an updates file, whose tables and ports may be
