@@ -116,7 +116,7 @@ fn conjunctive_lookups_equal_the_scan() {
         packets in prop::collection::vec(arb_packet(), 1..8),
         bits in prop::collection::vec(any::<u64>(), 4),
     )| {
-        let p = Pipeline::from_rules(parse_flows(&lines.join("\n"), "generated").unwrap());
+        let p = common::pipeline_of(&lines.join("\n"));
         for pkt in &packets {
             lookups.set(lookups.get() + 1);
             let want = linear_lookup(&p, 0, pkt);

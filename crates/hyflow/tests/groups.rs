@@ -1,6 +1,8 @@
 //! Group tables (`group:N`) as Open vSwitch runs them: buckets as action sets on copies of
 //! the packet, fast-failover liveness, select-group hashing, and the megaflows they leave.
 
+mod common;
+
 use hyflow::openflow::datapath::format_dp_actions;
 use hyflow::openflow::group::{parse_groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
@@ -105,4 +107,43 @@ fn open_vswitch_group_vectors() {
     assert_eq!(packets, 720);
     assert_eq!(actions_equal, packets);
     assert_eq!(megaflows_equal, packets);
+}
+
+/// The random pipelines of the differential tests (`replay_differential`, `properties`,
+/// `policy_differential`) use `common::GROUPS`: enough of their packets go through a group,
+/// and some through each kind, for those tests to check groups behind every cache.
+#[test]
+fn random_pipelines_exercise_every_group() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let config = Config { cases: 500, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    use std::cell::{Cell, RefCell};
+    let (packets, through) = (Cell::new(0u32), Cell::new(0u32));
+    let by_group = RefCell::new([0u32; 5]);
+    let tr = RefCell::new(Traversal::new());
+    runner
+        .run(
+            &(common::arb_pipeline(10), prop::collection::vec(common::arb_packet(), 1..10)),
+            |(lines, keys)| {
+                let p = common::pipeline_of(&lines.join("\n"));
+                let used: Vec<usize> =
+                    (1..=5).filter(|g| lines.iter().any(|l| l.contains(&format!("group:{g}")))).collect();
+                let mut tr = tr.borrow_mut();
+                for k in &keys {
+                    p.process(k, &mut tr);
+                    packets.set(packets.get() + 1);
+                    if tr.through_group {
+                        through.set(through.get() + 1);
+                        used.iter().for_each(|&g| by_group.borrow_mut()[g - 1] += 1);
+                    }
+                }
+                Ok(())
+            },
+        )
+        .unwrap();
+    let (packets, through, by_group) = (packets.get(), through.get(), by_group.into_inner());
+    eprintln!("{through} of {packets} packets through a group; per group (pipelines using it): {by_group:?}");
+    assert!(through * 20 >= packets, "only {through} of {packets} packets went through a group");
+    assert!(by_group.iter().all(|&n| n >= 50), "some group is rarely used: {by_group:?}");
 }

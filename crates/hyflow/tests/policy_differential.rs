@@ -20,8 +20,6 @@ use hyflow::offload::tfo::TfoConfig;
 use hyflow::offload::upcall::UpcallOffload;
 use hyflow::offload::{NicUpdates, PolicyConfig, Prepared};
 use hyflow::openflow::traversal::Output;
-use hyflow::openflow::update::parse_updates;
-use hyflow::openflow::{parse_flows, Pipeline};
 use hyflow::packet::FlowKey;
 use hyflow::replay::Replay;
 use hyflow::sim::costs::CostModel;
@@ -126,8 +124,8 @@ fn simulate(
             .map(|index| SimDecision { index, t_ns: 0, layer: None, outputs: Vec::new() })
             .collect();
     }
-    let pipeline = Pipeline::from_rules(parse_flows(&lines.join("\n"), "flows").unwrap());
-    let ups = parse_updates(updates, "updates").unwrap();
+    let pipeline = common::pipeline_of(&lines.join("\n"));
+    let ups = common::updates_of(updates);
     let limits = NicUpdates { per_second: 50_000.0, latency_ns: 2_000, counter_reads_per_second: 100_000.0 };
     let base = SwitchConfig { max_idle_ns: 300_000, ..SwitchConfig::default() };
     let dp = SwitchDatapath::new(
@@ -165,8 +163,8 @@ fn simulate(
 /// The uncached slow path's outputs for each packet at its arrival, and at every later time
 /// at which an update changed the rules (to check software decisions made after a queue).
 fn reference(lines: &[String], updates: &str, packets: &[(u64, FlowKey)]) -> Vec<Vec<Output>> {
-    let pipeline = Pipeline::from_rules(parse_flows(&lines.join("\n"), "flows").unwrap());
-    let ups = parse_updates(updates, "updates").unwrap();
+    let pipeline = common::pipeline_of(&lines.join("\n"));
+    let ups = common::updates_of(updates);
     let mut r = Replay::new(Switch::new(pipeline, SwitchConfig::no_cache()).unwrap(), ups);
     let mut outputs = Vec::new();
     packets

@@ -9,7 +9,7 @@ mod common;
 use common::{arb_packet, arb_pipeline, probe_inside};
 use hyflow::openflow::datapath::execute;
 use hyflow::openflow::reference::linear_lookup;
-use hyflow::openflow::{parse_flows, Pipeline, Traversal};
+use hyflow::openflow::{Pipeline, Traversal};
 use hyflow::packet::FlowMask;
 use std::cell::Cell;
 
@@ -20,7 +20,7 @@ fn cases() -> u32 {
 }
 
 fn build(lines: &[String]) -> Pipeline {
-    Pipeline::from_rules(parse_flows(&lines.join("\n"), "generated").expect("generated flows parse"))
+    common::pipeline_of(&lines.join("\n"))
 }
 
 fn config() -> ProptestConfig {

@@ -15,8 +15,6 @@ use hyflow::measure::KeySpec;
 use hyflow::nic::exact_match::ExactMatchConfig;
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::traversal::Output;
-use hyflow::openflow::update::parse_updates;
-use hyflow::openflow::{parse_flows, Pipeline};
 use hyflow::packet::FlowKey;
 use hyflow::replay::Replay;
 use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
@@ -66,8 +64,8 @@ struct Run {
 }
 
 fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchConfig) -> Run {
-    let pipeline = Pipeline::from_rules(parse_flows(&lines.join("\n"), "flows").expect("flows parse"));
-    let ups = parse_updates(updates, "updates").expect("updates parse");
+    let pipeline = common::pipeline_of(&lines.join("\n"));
+    let ups = common::updates_of(updates);
     let mut r = Replay::new(Switch::new(pipeline, config).expect("valid config"), ups);
     let mut outputs = Vec::new();
     let mut decisions = Vec::new();

@@ -11,7 +11,7 @@ use common::{arb_packet, arb_pipeline, canonical};
 use hyflow::openflow::pipeline::normalize_mask;
 use hyflow::openflow::segment::{segmentable, sub_traversal, SubTraversal};
 use hyflow::openflow::traversal::LookupPoint;
-use hyflow::openflow::{parse_flows, Pipeline, Traversal};
+use hyflow::openflow::{Pipeline, Traversal};
 use hyflow::packet::field::id;
 use hyflow::packet::{FlowKey, FlowMask};
 use std::cell::Cell;
@@ -115,7 +115,7 @@ fn minimal_mask(tr: &Traversal, start: usize, len: usize) -> FlowMask {
 
 /// The pipeline of `flows` and the traversal of `packet` through it, recorded for segments.
 fn recorded(flows: &str, packet: &FlowKey) -> (Pipeline, Traversal) {
-    let p = Pipeline::from_rules(parse_flows(flows, "flows").expect("test flows parse"));
+    let p = common::pipeline_of(flows);
     let mut tr = Traversal::new();
     tr.record_segments = true;
     p.process(packet, &mut tr);
@@ -170,7 +170,8 @@ fn every_sub_traversal_rule_is_minimal_and_sound() {
     });
     let (traversals, checked) = (traversals.get(), checked.get());
     assert!(
-        traversals * 10 >= cases() as u64 * 9,
+        // Traversals through a group (about one in eight) are never cut.
+        traversals * 10 >= cases() as u64 * 8,
         "only {traversals} of {} traversals were segmentable",
         cases()
     );

@@ -89,10 +89,14 @@ pub struct Update {
 
 /// Parses updates text; `file` names it in errors. All or nothing.
 pub fn parse_updates(text: &str, file: &str) -> Result<Vec<Update>, FlowFileError> {
-    let names = Names::new();
+    parse_updates_named(text, file, &Names::new())
+}
+
+/// [`parse_updates`] with the table, port and group `names` the flows were loaded with.
+pub fn parse_updates_named(text: &str, file: &str, names: &Names) -> Result<Vec<Update>, FlowFileError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        out.extend(parse_update_line(line, i + 1, file, &names)?);
+        out.extend(parse_update_line(line, i + 1, file, names)?);
     }
     Ok(out)
 }

@@ -3,9 +3,56 @@
 
 #![allow(dead_code)]
 
+use hyflow::openflow::group::{parse_groups, SwitchPorts};
+use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::parser::parse_flows_named;
+use hyflow::openflow::update::{parse_updates_named, Update};
+use hyflow::openflow::{Names, Pipeline};
 use hyflow::packet::field::id;
 use hyflow::packet::{FlowKey, FlowMask};
 use proptest::prelude::*;
+
+/// The groups every random pipeline may use (`group:1`..`group:5`): an all group whose
+/// buckets rewrite, output and resubmit; select groups hashing fields (with a zero-weight
+/// bucket) and by OVS's default hash; a fast-failover group whose first watched port is down
+/// and whose last bucket watches a group; an indirect group that decrements the TTL.
+pub const GROUPS: &str = "\
+group_id=1,type=all,bucket=mod_dl_src:00:00:00:00:00:09,output:1,bucket=output:2,output:3,\
+bucket=load:2->NXM_NX_REG0[],resubmit(,1)
+group_id=2,type=select,selection_method=hash,fields(ip_src,tcp_dst),bucket=output:1,\
+bucket=weight:3,mod_nw_tos:32,output:2,bucket=weight:0,output:3
+group_id=3,type=ff,bucket=watch_port:5,output:5,bucket=watch_port:4,mod_nw_dst:10.9.9.9,output:4,\
+bucket=watch_group:2,group:2
+group_id=4,type=indirect,bucket=dec_ttl,mod_vlan_vid:9,output:6
+group_id=5,type=select,selection_method=hash,bucket=output:1,bucket=output:2,bucket=output:3";
+
+/// The switch of random pipelines: ports 1..6 and LOCAL, port 5 down.
+pub fn switch_ports() -> SwitchPorts {
+    SwitchPorts::new([1, 2, 3, 4, 5, 6, LOCAL_PORT], [5])
+}
+
+/// Names with [`GROUPS`] known.
+pub fn names() -> Names {
+    let mut names = Names::new();
+    parse_groups(GROUPS, "groups", &mut names).expect("test groups parse");
+    names
+}
+
+/// The pipeline of `flows` with [`GROUPS`] on [`switch_ports`].
+pub fn pipeline_of(flows: &str) -> Pipeline {
+    let mut names = Names::new();
+    let (groups, _) = parse_groups(GROUPS, "groups", &mut names).expect("test groups parse");
+    let mut p =
+        Pipeline::from_rules(parse_flows_named(flows, "flows", &mut names).expect("test flows parse"));
+    p.set_groups(groups);
+    p.set_ports(switch_ports());
+    p
+}
+
+/// Updates text whose rules may use [`GROUPS`].
+pub fn updates_of(text: &str) -> Vec<Update> {
+    parse_updates_named(text, "updates", &names()).expect("test updates parse")
+}
 
 pub const MACS: [&str; 6] = [
     "00:00:00:00:00:01",
@@ -111,7 +158,7 @@ pub fn arb_match(table: u8) -> impl Strategy<Value = (String, &'static str)> {
 fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Value = String> {
     let l3 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
     let l4 = matches!(proto, "tcp" | "udp");
-    (0u8..16, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
+    (0u8..20, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
         move |(kind, mac, ip, port, n, tos)| {
             let ip = ip.split('/').next().unwrap().to_string();
             match kind {
@@ -130,6 +177,8 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                 12 => format!("set_field:{}->dl_dst", MACS[mac]),
                 13 => "move:NXM_NX_REG0[0..7]->NXM_NX_REG1[8..15]".to_string(),
                 14 if table > 0 => format!("resubmit({port},{})", table - 1),
+                16 | 17 | 19 => format!("group:{}", 1 + (port + n as u32) % 5),
+                18 if n < 2 => ["FLOOD", "ALL"][n as usize].to_string(),
                 // A packet-in: such flows stay in the slow path, which the caches must respect.
                 15 if n == 0 => "controller".to_string(),
                 _ => format!("output:{port}"),
