@@ -147,3 +147,26 @@ fn random_pipelines_exercise_every_group() {
     assert!(through * 20 >= packets, "only {through} of {packets} packets went through a group");
     assert!(by_group.iter().all(|&n| n >= 50), "some group is rarely used: {by_group:?}");
 }
+
+/// A flow naming a group that does not exist, and a group file naming one, are errors with
+/// file, line, column and token.
+#[test]
+fn missing_groups_are_located_errors() {
+    let mut names = Names::new();
+    parse_groups("group_id=1,type=all,bucket=output:1", "groups", &mut names).unwrap();
+    let e = parse_flows_named("priority=1 actions=output:2\nin_port=1 actions=group:7", "flows", &mut names)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "flows:2:19: group 7 does not exist (at 'group:7')");
+    let e = parse_flows_named("actions=group:1", "flows", &mut Names::new()).unwrap_err();
+    assert!(e.to_string().contains("give them with --groups"), "{e}");
+    let e = parse_groups("group_id=1,type=ff,bucket=watch_group:3,output:1", "groups", &mut Names::new())
+        .unwrap_err();
+    assert_eq!(e.to_string(), "groups:1:39: group 3 does not exist (at '3')");
+    let e = parse_groups(
+        "group_id=1,type=all,bucket=output:1\ngroup_id=1,type=all,bucket=output:2",
+        "g",
+        &mut Names::new(),
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "g:2:1: group 1 is defined twice (at 'group_id=1')");
+}
