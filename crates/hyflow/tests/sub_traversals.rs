@@ -246,8 +246,9 @@ fn mutated_rule_masks_are_caught() {
             }
         }
     }
+    // About 1,100 each at 10,000 cases (traversals through groups are not cut, so not tried).
     assert!(
-        widened >= 1_000 && narrowed >= 1_000,
+        widened >= 700 && narrowed >= 700,
         "only {widened} widened and {narrowed} narrowed rules tried"
     );
     assert!(
