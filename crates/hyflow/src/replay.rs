@@ -165,6 +165,7 @@ pub struct ReplayReport {
     pub consistency: &'static str,
     pub updates: u64,
     pub rules_changed: u64,
+    pub learned: u64,
     pub retranslations: u64,
     pub nic_revalidation_ms: f64,
     pub stale: u64,
@@ -288,6 +289,7 @@ impl ReplayReport {
             consistency: sw.config().consistency.name(),
             updates: s.updates,
             rules_changed: s.rules_changed,
+            learned: s.learned,
             retranslations: s.retranslations,
             nic_revalidation_ms: host.nic_revalidation_ms(),
             stale: s.stale,
@@ -368,6 +370,9 @@ impl ReplayReport {
             "\nupdates {} ({} rules changed, {} entries re-translated); stale decisions {} ({} with wrong outputs)\n",
             r.updates, r.rules_changed, r.retranslations, r.stale, r.stale_wrong
         ));
+        if r.learned > 0 {
+            out.push_str(&format!("flows learned or changed by learn actions {}\n", r.learned));
+        }
         out.push_str(&format!(
             "action table {} lists, {} rule paths; controller (slow-path only) packets {}\n",
             r.action_table_entries, r.rule_paths, r.controller

@@ -149,6 +149,8 @@ pub struct SwitchStats {
     pub retranslations: u64,
     /// Upcalls whose translation was offered to the NIC for installation.
     pub nic_offers: u64,
+    /// Flows `learn` actions installed or changed.
+    pub learned: u64,
 }
 
 /// Whether an upcall may install its decision in the NIC (a NIC accepts a bounded number of
@@ -311,12 +313,16 @@ impl Switch {
         }
         // The hit's outputs become the caller's; the caller's buffer is reused for the next.
         std::mem::swap(outputs, &mut self.hit.outputs);
+        let mut learns = false;
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes);
+            learns |= self.tables.learns(path);
         }
         self.stats.nic_hits += 1;
         if self.hit.stale {
-            self.count_stale(key, outputs);
+            self.count_stale(key, outputs, now_ns);
+        } else if learns {
+            self.learn_again(key, now_ns);
         }
         true
     }
@@ -341,6 +347,9 @@ impl Switch {
                 self.stats.microflow_hits += 1;
                 execute(self.tables.actions.get(d.actions), key, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes);
+                if self.tables.learns(d.path) {
+                    self.learn_again(key, now_ns);
+                }
                 return Layer::Microflow;
             }
         }
@@ -356,7 +365,9 @@ impl Switch {
                 execute(self.tables.actions.get(d.actions), key, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes);
                 if stale {
-                    self.count_stale(key, outputs);
+                    self.count_stale(key, outputs, now_ns);
+                } else if self.tables.learns(d.path) {
+                    self.learn_again(key, now_ns);
                 }
                 return Layer::Megaflow;
             }
@@ -365,13 +376,54 @@ impl Switch {
         Layer::SlowPath
     }
 
-    /// A packet an outdated entry forwarded: counted, and compared with the slow path.
-    fn count_stale(&mut self, key: &FlowKey, outputs: &[Output]) {
+    /// A cached decision that learns flows was served: learn them as the slow path would (OVS
+    /// re-runs `learn` from the datapath flow's statistics), so that learning does not depend
+    /// on which layer served the packet.
+    fn learn_again(&mut self, key: &FlowKey, now_ns: u64) {
+        self.pipeline.process(key, &mut self.tr);
+        self.install_learned(now_ns);
+    }
+
+    /// Installs the flows the last translation learned (`modify-flows --strict`, adding when
+    /// absent, as OVS installs learned flows), and revalidates what they change.
+    fn install_learned(&mut self, now_ns: u64) {
+        if self.tr.learned.is_empty() {
+            return;
+        }
+        let mut learned = std::mem::take(&mut self.tr.learned);
+        for rule in &learned {
+            let table = self.pipeline.table(rule.table);
+            let current =
+                table.find_exact(&rule.matcher, rule.priority).and_then(|id| self.pipeline.rule(id));
+            if current.is_some_and(|r| r.actions == rule.actions && r.cookie == rule.cookie) {
+                continue;
+            }
+            let spec = FlowSpec {
+                rule: rule.clone(),
+                table_given: true,
+                priority_given: true,
+                cookie_mask: 0,
+                cookie_set: true,
+            };
+            self.changed.clear();
+            update::apply(&mut self.pipeline, Command::ModifyStrict, &spec, &mut self.changed);
+            self.stats.learned += 1;
+            self.revalidate_changed(now_ns);
+        }
+        learned.clear();
+        self.tr.learned = learned;
+    }
+
+    /// A packet an outdated entry forwarded: counted, and compared with the slow path. It
+    /// learns what the slow path learns now (the outdated entry may not know it learns), so
+    /// that the flows learned do not depend on revalidation timing.
+    fn count_stale(&mut self, key: &FlowKey, outputs: &[Output], now_ns: u64) {
         self.stats.stale += 1;
         self.pipeline.process(key, &mut self.tr);
         if self.tr.outputs != outputs {
             self.stats.stale_wrong += 1;
         }
+        self.install_learned(now_ns);
     }
 
     fn upcall(
@@ -390,11 +442,16 @@ impl Switch {
         if self.tr.to_controller > 0 {
             // A controller action: OVS keeps such flows in the slow path.
             self.stats.controller += 1;
-            return;
+        } else if self.nic.is_some() || self.microflow.is_some() || self.megaflow.is_some() {
+            self.install(key, hash, now_ns, offload);
         }
-        if self.nic.is_none() && self.microflow.is_none() && self.megaflow.is_none() {
-            return;
-        }
+        // After the entries: a learned flow that changes this packet's own decision
+        // revalidates them, as in OVS, where learning bumps the tables' version.
+        self.install_learned(now_ns);
+    }
+
+    /// Installs the decision of the translation in `self.tr` in the caches.
+    fn install(&mut self, key: &FlowKey, hash: u64, now_ns: u64, offload: Offload) {
         let decision = self.tables.intern(&self.tr);
         self.installed.clear();
         if let (Some(nic), Offload::Allowed) = (&mut self.nic, offload) {
@@ -476,8 +533,14 @@ impl Switch {
         let n = update::apply(&mut self.pipeline, command, spec, &mut self.changed);
         self.stats.updates += 1;
         self.stats.rules_changed += n as u64;
+        self.revalidate_changed(now_ns);
+        n
+    }
+
+    /// Tells every cache that the lookup outcomes in `self.changed` may have changed.
+    fn revalidate_changed(&mut self, now_ns: u64) {
         if self.changed.is_empty() {
-            return n;
+            return;
         }
         self.changed.sort_unstable();
         self.changed.dedup();
@@ -491,7 +554,6 @@ impl Switch {
             self.revalidator.on_update(&self.changed, now_ns, &mut caches, &mut with, self.clock.as_deref());
         self.stats.retranslations += outcome.retranslated;
         self.host.nic_revalidation_ns += outcome.nic_host_ns;
-        n
     }
 
     /// Brings the revalidator and the idle sweeper up to `now_ns`.

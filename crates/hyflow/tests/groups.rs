@@ -110,8 +110,9 @@ fn open_vswitch_group_vectors() {
 }
 
 /// The random pipelines of the differential tests (`replay_differential`, `properties`,
-/// `policy_differential`) use `common::GROUPS`: enough of their packets go through a group,
-/// and some through each kind, for those tests to check groups behind every cache.
+/// `policy_differential`) use `common::GROUPS` and `learn`: enough of their packets go through
+/// a group, some through each kind, and enough learn flows, for those tests to check groups and
+/// learning behind every cache.
 #[test]
 fn random_pipelines_exercise_every_group() {
     use proptest::prelude::*;
@@ -119,7 +120,7 @@ fn random_pipelines_exercise_every_group() {
     let config = Config { cases: 500, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     use std::cell::{Cell, RefCell};
-    let (packets, through) = (Cell::new(0u32), Cell::new(0u32));
+    let (packets, through, learning) = (Cell::new(0u32), Cell::new(0u32), Cell::new(0u32));
     let by_group = RefCell::new([0u32; 5]);
     let tr = RefCell::new(Traversal::new());
     runner
@@ -133,6 +134,7 @@ fn random_pipelines_exercise_every_group() {
                 for k in &keys {
                     p.process(k, &mut tr);
                     packets.set(packets.get() + 1);
+                    learning.set(learning.get() + !tr.learned.is_empty() as u32);
                     if tr.through_group {
                         through.set(through.get() + 1);
                         used.iter().for_each(|&g| by_group.borrow_mut()[g - 1] += 1);
@@ -143,6 +145,8 @@ fn random_pipelines_exercise_every_group() {
         )
         .unwrap();
     let (packets, through, by_group) = (packets.get(), through.get(), by_group.into_inner());
+    // They learn flows too (`replay_differential` checks every layer learns as the slow path).
+    assert!(learning.get() * 20 >= packets, "only {} of {packets} packets learned a flow", learning.get());
     eprintln!("{through} of {packets} packets through a group; per group (pipelines using it): {by_group:?}");
     assert!(through * 20 >= packets, "only {through} of {packets} packets went through a group");
     assert!(by_group.iter().all(|&n| n >= 50), "some group is rarely used: {by_group:?}");

@@ -96,6 +96,12 @@ impl DecisionTables {
         self.path_rules(d.path)
     }
 
+    /// Whether the decision with this path learns flows (it ends with [`LookupRef::LEARNS`]).
+    #[inline]
+    pub fn learns(&self, path: ItemRef) -> bool {
+        self.paths.get(path).last() == Some(&LookupRef::LEARNS)
+    }
+
     /// The rules on an interned path, in lookup order.
     pub fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = u32> + '_ {
         self.paths.get(path).iter().filter_map(|o| o.as_rule())

@@ -106,6 +106,8 @@ pub enum Action {
     Meter(u32),
     /// `sample(...)`: sFlow/IPFIX sampling, no effect on forwarding (kept as written).
     Sample(String),
+    /// `learn(...)`: install a flow made from the packet (see [`super::learn`]).
+    Learn(Box<super::learn::Learn>),
     /// `conjunction(id,k/n)`: this rule is clause `k` of `n` of conjunctive match `id` (a
     /// rule with it has only such actions, and notes). It is never executed: the classifier
     /// resolves conjunctions and returns the rule matching `conj_id=id`.
@@ -179,6 +181,7 @@ impl std::fmt::Display for Action {
             Action::Meter(id) => write!(f, "meter:{id}"),
             Action::Sample(args) => write!(f, "sample({args})"),
             Action::Conjunction(c) => write!(f, "conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
+            Action::Learn(l) => write!(f, "learn({})", l.text),
         }
     }
 }

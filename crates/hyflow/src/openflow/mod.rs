@@ -4,6 +4,7 @@ pub mod action;
 pub mod classifier;
 pub mod datapath;
 pub mod group;
+pub mod learn;
 pub mod names;
 pub mod parser;
 pub mod pipeline;

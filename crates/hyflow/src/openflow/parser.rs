@@ -511,14 +511,15 @@ fn parse_match_token<'a>(
 }
 
 /// Splits `NAME[a..b]` / `NAME[a]` / `NAME[]` into a sub-field.
-fn parse_subfield(tok: &Tok) -> Result<SubField, SpecError> {
+pub(super) fn parse_subfield(tok: &Tok) -> Result<SubField, SpecError> {
     let text = tok.text;
     let (name, range) = match text.find('[') {
         Some(i) if text.ends_with(']') => (&text[..i], &text[i + 1..text.len() - 1]),
         _ => (text, ""),
     };
     let field = FieldId::from_name(name).ok_or_else(|| tok.fail(format!("unknown field '{name}'")))?;
-    let bits = field.def().bits;
+    // OVS's `in_port` (NXM_OF_IN_PORT) is OpenFlow 1.0's 16-bit port; `in_port_oxm` its 32 bits.
+    let bits = if matches!(name, "in_port" | "NXM_OF_IN_PORT") { 16 } else { field.def().bits };
     let (offset, n_bits) = if range.is_empty() {
         (0, bits)
     } else {
@@ -551,7 +552,7 @@ fn writable(f: FieldId) -> bool {
 
 /// Whether the match of `rule` guarantees prerequisite `p`; always for actions outside a
 /// rule (group buckets), which OVS checks at run time only.
-fn satisfied(rule: Option<&Rule>, p: Prereq) -> bool {
+pub(super) fn satisfied(rule: Option<&Rule>, p: Prereq) -> bool {
     rule.is_none_or(|r| match_satisfies(&r.matcher, p))
 }
 
@@ -900,6 +901,10 @@ pub(super) fn parse_action(
                 return Err(arg_tok.fail("clause index must be less than or equal to number of clauses"));
             }
             Action::Conjunction(Conjunction { id, clause: k - 1, n_clauses: n })
+        }
+        "learn" => {
+            need_arg("its specs")?;
+            Action::Learn(Box::new(super::learn::parse_learn(&arg_tok, names, rule)?))
         }
         "group" => {
             need_arg("a group id")?;

@@ -558,6 +558,13 @@ impl<'a> Xlate<'a> {
                     }
                 }
                 Action::Group(g) => self.group(g),
+                Action::Learn(ref l) => {
+                    // OVS learn_mask: the learned flow is made of these bits.
+                    for f in l.read_bits() {
+                        self.read(f.field, f.mask());
+                    }
+                    self.tr.learned.push(l.flow_for(&self.flow));
+                }
                 Action::GotoTable(t) => self.lookup(None, t, true),
                 Action::Resubmit { in_port, table } => {
                     self.lookup(in_port, table.unwrap_or(self.table), true)

@@ -59,6 +59,11 @@ impl LookupRef {
         LookupRef(Self::MISS | table as u32)
     }
 
+    /// Not a lookup: the mark, last on a decision's path, of a decision that learns flows
+    /// (`learn`), which whoever serves it must learn again. Table 255 does not exist, so no
+    /// update ever names it.
+    pub const LEARNS: LookupRef = LookupRef(Self::MISS | 255);
+
     /// The rule hit, if this is not a miss.
     #[inline]
     pub fn as_rule(self) -> Option<RuleId> {
@@ -204,6 +209,9 @@ pub struct Traversal {
     /// Copies sent to the controller: `controller` actions and TTL expiries. A decision with
     /// any stays in the slow path (OVS slow-paths such flows), so no cache holds it.
     pub to_controller: u32,
+    /// Flows the `learn` actions made from the packet, in order (installed by the switch, not
+    /// by translation, which has no side effects).
+    pub learned: Vec<super::rule::Rule>,
     /// Whether a group bucket ran. Buckets act on a copy of the packet (the flow is restored
     /// after each), which an overlay cannot express: such a traversal is never cut into
     /// sub-traversals.
@@ -244,6 +252,7 @@ impl Traversal {
         self.frames.clear();
         self.saved_flows.clear();
         self.through_group = false;
+        self.learned.clear();
         self.wc = FlowMask::CATCHALL;
         self.dp_actions.clear();
         self.outputs.clear();
@@ -287,8 +296,9 @@ impl Traversal {
         self.steps.iter().filter_map(|s| s.rule)
     }
 
-    /// Outcome of every lookup, in order: what a cached copy of this decision depends on.
+    /// Outcome of every lookup, in order: what a cached copy of this decision depends on;
+    /// then [`LookupRef::LEARNS`] if it learns flows.
     pub fn outcomes(&self) -> impl Iterator<Item = LookupRef> + '_ {
-        self.steps.iter().map(Step::outcome)
+        self.steps.iter().map(Step::outcome).chain((!self.learned.is_empty()).then_some(LookupRef::LEARNS))
     }
 }
