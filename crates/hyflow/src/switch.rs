@@ -151,6 +151,8 @@ pub struct SwitchStats {
     pub nic_offers: u64,
     /// Flows `learn` actions installed or changed.
     pub learned: u64,
+    /// Changes of the MAC table `NORMAL` uses (new, moved, evicted or expired MACs).
+    pub mac_changes: u64,
 }
 
 /// Whether an upcall may install its decision in the NIC (a NIC accepts a bounded number of
@@ -183,6 +185,8 @@ pub struct Switch {
     stats: SwitchStats,
     clock: Option<Box<dyn HostClock>>,
     host: HostTimings,
+    /// When idle MACs are next expired (OVS runs its MAC table's aging every second).
+    next_mac_aging_ns: u64,
 }
 
 impl Switch {
@@ -217,6 +221,7 @@ impl Switch {
             stats: SwitchStats::default(),
             clock: None,
             host: HostTimings::default(),
+            next_mac_aging_ns: 0,
         })
     }
 
@@ -316,7 +321,7 @@ impl Switch {
         let mut learns = false;
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes);
-            learns |= self.tables.learns(path);
+            learns |= self.tables.stateful(path);
         }
         self.stats.nic_hits += 1;
         if self.hit.stale {
@@ -347,7 +352,7 @@ impl Switch {
                 self.stats.microflow_hits += 1;
                 execute(self.tables.actions.get(d.actions), key, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes);
-                if self.tables.learns(d.path) {
+                if self.tables.stateful(d.path) {
                     self.learn_again(key, now_ns);
                 }
                 return Layer::Microflow;
@@ -366,7 +371,7 @@ impl Switch {
                 self.pipeline.credit(self.tables.rules(d), bytes);
                 if stale {
                     self.count_stale(key, outputs, now_ns);
-                } else if self.tables.learns(d.path) {
+                } else if self.tables.stateful(d.path) {
                     self.learn_again(key, now_ns);
                 }
                 return Layer::Megaflow;
@@ -384,13 +389,20 @@ impl Switch {
         self.install_learned(now_ns);
     }
 
-    /// Installs the flows the last translation learned (`modify-flows --strict`, adding when
-    /// absent, as OVS installs learned flows), and revalidates what they change.
+    /// Applies what the last translation learned — MACs, then flows (`modify-flows --strict`,
+    /// adding when absent, as OVS installs learned flows) — and revalidates what they change.
     fn install_learned(&mut self, now_ns: u64) {
-        if self.tr.learned.is_empty() {
+        if !self.tr.is_stateful() {
             return;
         }
+        // Revalidation translates with `self.tr`: take what it learned first.
         let mut learned = std::mem::take(&mut self.tr.learned);
+        let mut macs = std::mem::take(&mut self.tr.mac_learned);
+        if self.pipeline.learn_macs(&macs, now_ns) {
+            self.mac_table_changed(now_ns);
+        }
+        macs.clear();
+        self.tr.mac_learned = macs;
         for rule in &learned {
             let table = self.pipeline.table(rule.table);
             let current =
@@ -537,6 +549,14 @@ impl Switch {
         n
     }
 
+    /// Revalidates every decision that used the MAC table.
+    fn mac_table_changed(&mut self, now_ns: u64) {
+        self.stats.mac_changes += 1;
+        self.changed.clear();
+        self.changed.push(LookupRef::STATEFUL);
+        self.revalidate_changed(now_ns);
+    }
+
     /// Tells every cache that the lookup outcomes in `self.changed` may have changed.
     fn revalidate_changed(&mut self, now_ns: u64) {
         if self.changed.is_empty() {
@@ -561,5 +581,11 @@ impl Switch {
     fn advance(&mut self, now_ns: u64) {
         let mut caches = Caches { nic: self.nic.as_deref_mut(), megaflow: self.megaflow.as_mut() };
         self.revalidator.advance(now_ns, &mut caches, &mut self.tables);
+        if now_ns >= self.next_mac_aging_ns {
+            self.next_mac_aging_ns = now_ns.saturating_add(1_000_000_000);
+            if self.pipeline.expire_macs(now_ns) {
+                self.mac_table_changed(now_ns);
+            }
+        }
     }
 }

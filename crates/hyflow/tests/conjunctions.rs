@@ -201,3 +201,30 @@ fn open_vswitch_conjunction_vectors() {
         "{megaflows_equal} of {packets} megaflows as OVS's"
     );
 }
+
+/// A conjunction that does not complete falls back to the rules of the winning priority, where
+/// a rule added later can win a tie: adding one must revalidate the cached decisions of its
+/// equal-priority neighbours (found by the policy differential test at 1 case in 20,000).
+#[test]
+fn an_equal_priority_rule_added_beside_a_failed_conjunction_revalidates_the_caches() {
+    use hyflow::openflow::parser::{parse_flow_spec, SpecKind};
+    use hyflow::openflow::update::Command;
+    use hyflow::switch::{Switch, SwitchConfig};
+    let flows = "priority=100 actions=output:4\npriority=200 actions=conjunction(1,1/2)";
+    let k = parse_packet("in_port=1,icmp,nw_ttl=1,icmp_type=8").unwrap();
+    let spec = parse_flow_spec("priority=100,icmp actions=drop", SpecKind::Add).unwrap();
+    let mut reference = pipeline(flows);
+    let mut changed = Vec::new();
+    hyflow::openflow::update::apply(&mut reference, Command::Add, &spec, &mut changed);
+    let mut tr = Traversal::new();
+    reference.process(&k, &mut tr);
+    let want: Vec<u32> = tr.outputs.iter().map(|o| o.port).collect();
+    let mut sw = Switch::new(pipeline(flows), SwitchConfig::default()).unwrap();
+    let mut outputs = Vec::new();
+    sw.process(&k, 64, 0, &mut outputs);
+    sw.process(&k, 64, 1, &mut outputs);
+    assert_eq!(outputs.iter().map(|o| o.port).collect::<Vec<_>>(), [4], "cached before the update");
+    sw.apply_update(Command::Add, &spec, 2);
+    sw.process(&k, 64, 3, &mut outputs);
+    assert_eq!(outputs.iter().map(|o| o.port).collect::<Vec<_>>(), want);
+}

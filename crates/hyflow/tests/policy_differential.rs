@@ -186,8 +186,8 @@ proptest! {
         picks in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 40..160),
         gens in prop::collection::vec((0usize..160, (0u8..4).prop_flat_map(|t| arb_rule(t, 4)), any::<prop::sample::Index>(), 0u8..3), 0..5),
     ) {
-        // Software serves packets after a queue, so flows would be learned later than the
-        // in-order reference learns them: learning is checked by `replay_differential`.
+        // Software serves packets after a queue, so flows and MACs would be learned later than
+        // the in-order reference learns them: learning is checked by `replay_differential`.
         let lines: Vec<String> = lines.iter().map(|l| common::without_learning(l)).collect();
         let gens: Vec<_> = gens.into_iter().map(|(p, r, v, k)| (p, common::without_learning(&r), v, k)).collect();
         let gaps: Vec<u8> = picks.iter().map(|p| p.1).collect();

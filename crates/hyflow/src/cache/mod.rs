@@ -96,10 +96,11 @@ impl DecisionTables {
         self.path_rules(d.path)
     }
 
-    /// Whether the decision with this path learns flows (it ends with [`LookupRef::LEARNS`]).
+    /// Whether the decision with this path learns (flows or MACs) or uses what was learned
+    /// (it ends with [`LookupRef::STATEFUL`]).
     #[inline]
-    pub fn learns(&self, path: ItemRef) -> bool {
-        self.paths.get(path).last() == Some(&LookupRef::LEARNS)
+    pub fn stateful(&self, path: ItemRef) -> bool {
+        self.paths.get(path).last() == Some(&LookupRef::STATEFUL)
     }
 
     /// The rules on an interned path, in lookup order.

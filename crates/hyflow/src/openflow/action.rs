@@ -39,6 +39,8 @@ pub enum Action {
     Flood,
     /// `ALL`: a copy to every port of the switch but the input port.
     All,
+    /// `NORMAL`: the L2 learning switch (see [`super::normal`]).
+    Normal,
     /// `group:N`: run group `N`'s buckets (each on a copy of the packet).
     Group(u32),
     /// `goto_table:N` instruction: continue in a later table (always last).
@@ -132,6 +134,7 @@ impl std::fmt::Display for Action {
             Action::OutputInPort => write!(f, "in_port"),
             Action::Flood => write!(f, "FLOOD"),
             Action::All => write!(f, "ALL"),
+            Action::Normal => write!(f, "NORMAL"),
             Action::Group(g) => write!(f, "group:{g}"),
             Action::GotoTable(t) => write!(f, "goto_table:{t}"),
             Action::Resubmit { in_port, table } => {

@@ -178,6 +178,11 @@ impl SwitchPorts {
         &self.ports
     }
 
+    /// Whether `port` is a port of the switch.
+    pub fn contains(&self, port: u32) -> bool {
+        self.ports.binary_search(&port).is_ok()
+    }
+
     /// Whether `port` exists and is up (OVS `odp_port_is_alive`).
     pub fn is_live(&self, port: u32) -> bool {
         self.ports.binary_search(&port).is_ok() && !self.down.contains(&port)
@@ -885,9 +890,12 @@ fn action_set(actions: &[Action]) -> Vec<Action> {
     // Final actions by class, lowest first: resubmit < output < group.
     let class = |a: &Action| match a {
         Action::Resubmit { .. } => Some(1),
-        Action::Output(_) | Action::OutputInPort | Action::Flood | Action::All | Action::Controller => {
-            Some(2)
-        }
+        Action::Output(_)
+        | Action::OutputInPort
+        | Action::Flood
+        | Action::All
+        | Action::Normal
+        | Action::Controller => Some(2),
         Action::Group(_) => Some(3),
         _ => None,
     };

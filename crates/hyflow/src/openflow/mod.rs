@@ -6,6 +6,7 @@ pub mod datapath;
 pub mod group;
 pub mod learn;
 pub mod names;
+pub mod normal;
 pub mod parser;
 pub mod pipeline;
 pub mod reference;

@@ -22,6 +22,9 @@ pub const LOCAL_PORT: u32 = 0xfffe;
 /// OpenFlow 1.0's `OFPP_CONTROLLER`.
 pub const CONTROLLER_PORT: u32 = 0xfffd;
 
+/// OpenFlow 1.0's `OFPP_NORMAL`.
+pub const NORMAL_PORT: u32 = 0xfffa;
+
 /// OpenFlow 1.0's `OFPP_FLOOD`.
 pub const FLOOD_PORT: u32 = 0xfffb;
 
@@ -284,7 +287,7 @@ pub fn reserved_port(name: &str) -> Option<u32> {
     const RESERVED: [(&str, u32); 9] = [
         ("IN_PORT", 0xfff8),
         ("TABLE", 0xfff9),
-        ("NORMAL", 0xfffa),
+        ("NORMAL", NORMAL_PORT),
         ("FLOOD", FLOOD_PORT),
         ("ALL", ALL_PORT),
         ("CONTROLLER", CONTROLLER_PORT),

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::action::{Action, Conjunction, SubField};
 use super::names::{
     declared_tables, reserved_port, unquote, Names, ALL_PORT, CONTROLLER_PORT, FLOOD_PORT, LOCAL_PORT,
+    NORMAL_PORT,
 };
 use super::rule::{Match, Rule};
 use crate::packet::field::{id, proto, FieldId, Prereq};
@@ -598,6 +599,7 @@ fn parse_port(tok: &Tok, text: &str, names: &Names) -> Result<Action, SpecError>
         LOCAL_PORT => Ok(Action::Output(LOCAL_PORT)),
         CONTROLLER_PORT => Ok(Action::Controller),
         FLOOD_PORT => Ok(Action::Flood),
+        NORMAL_PORT => Ok(Action::Normal),
         ALL_PORT => Ok(Action::All),
         _ if reserved_port(text).is_some() => {
             Err(tok

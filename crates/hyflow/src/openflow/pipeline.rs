@@ -10,6 +10,8 @@ use super::action::{conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::datapath::{commit, drop_uncommittable, DpAction, VlanFate};
 use super::group::{GroupKind, Groups, SwitchPorts};
+use super::names::LOCAL_PORT;
+use super::normal::{is_multicast, is_reserved, MacLearn, MacTable};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{
     DropReason, Interval, LookupPoint, Output, OutputMark, PointRec, Resume, Step, Traversal,
@@ -43,6 +45,7 @@ pub struct Pipeline {
     n_rules: usize,
     groups: Groups,
     ports: SwitchPorts,
+    macs: MacTable,
 }
 
 impl Default for Pipeline {
@@ -63,7 +66,28 @@ impl Pipeline {
             n_rules: 0,
             groups: Groups::new(),
             ports: SwitchPorts::default(),
+            macs: MacTable::default(),
         }
+    }
+
+    /// Replaces the MAC table `NORMAL` learns into (its aging and size).
+    pub fn set_mac_table(&mut self, macs: MacTable) {
+        self.macs = macs;
+    }
+
+    /// The MAC table.
+    pub fn macs(&self) -> &MacTable {
+        &self.macs
+    }
+
+    /// Applies MACs a translation learned at `now_ns`; returns whether forwarding may change.
+    pub fn learn_macs(&mut self, learned: &[MacLearn], now_ns: u64) -> bool {
+        learned.iter().fold(false, |changed, &l| self.macs.learn(l, now_ns) | changed)
+    }
+
+    /// Expires idle MACs at `now_ns`; returns whether any was.
+    pub fn expire_macs(&mut self, now_ns: u64) -> bool {
+        self.macs.expire(now_ns)
     }
 
     /// Installs the switch's groups (rules may only name these).
@@ -476,6 +500,55 @@ impl<'a> Xlate<'a> {
         }
     }
 
+    /// OVS `xlate_normal` on trunk ports without bonds, mirrors or multicast snooping (see
+    /// [`super::normal`]).
+    fn normal(&mut self) {
+        let p = self.p;
+        self.tr.uses_mac_table = true;
+        self.read(id::DL_SRC, u128::MAX);
+        self.read(id::DL_DST, u128::MAX);
+        self.read(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
+        let in_port = self.flow.in_port();
+        if !p.ports.contains(in_port) {
+            return; // no input bundle
+        }
+        let vlan = if self.flow.has_vlan() { self.flow.vlan_tci() & 0x0fff } else { 0 };
+        let (src, dst) = (self.flow.get(id::DL_SRC) as u64, self.flow.get(id::DL_DST) as u64);
+        if is_reserved(dst) {
+            return;
+        }
+        // OVS is_gratuitous_arp looks at these (only bonds act on the answer).
+        if self.flow.dl_type() == proto::ETH_ARP && dst == 0xffff_ffff_ffff {
+            self.read(id::NW_PROTO, u128::MAX);
+            if self.flow.nw_proto() == 1 {
+                self.read(id::ARP_SPA, u128::MAX);
+                self.read(id::ARP_TPA, u128::MAX);
+            }
+        }
+        if !is_multicast(src) {
+            self.tr.mac_learned.push(MacLearn { vlan, mac: src, port: in_port });
+        }
+        // What this translation learned counts already, as in OVS, which learns first.
+        let learned = |mac| self.tr.mac_learned.iter().rev().find(|l| l.vlan == vlan && l.mac == mac);
+        let port =
+            if is_multicast(dst) { None } else { learned(dst).map(|l| l.port).or(p.macs.lookup(vlan, dst)) };
+        match port {
+            Some(port) if port == in_port => {} // learned on the input port: dropped
+            Some(port) if p.ports.contains(port) => self.output(port),
+            Some(_) => {} // learned on a port gone since
+            None => {
+                // Flood in OVS's bundle order: the bridge's own port first.
+                let local = p.ports.contains(LOCAL_PORT).then_some(LOCAL_PORT);
+                let others = p.ports.all().iter().copied().filter(|&q| q != LOCAL_PORT);
+                for q in local.into_iter().chain(others) {
+                    if q != in_port {
+                        self.output(q);
+                    }
+                }
+            }
+        }
+    }
+
     /// Starts a bucket (OVS `xlate_group_bucket`): one level deeper, on a copy of the flow.
     fn enter_bucket(&mut self, group: u32, bucket: u16) {
         self.tr.saved_flows.push(self.flow);
@@ -558,6 +631,7 @@ impl<'a> Xlate<'a> {
                     }
                 }
                 Action::Group(g) => self.group(g),
+                Action::Normal => self.normal(),
                 Action::Learn(ref l) => {
                     // OVS learn_mask: the learned flow is made of these bits.
                     for f in l.read_bits() {

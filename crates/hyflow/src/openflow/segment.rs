@@ -110,9 +110,10 @@ pub enum SegmentError {
     /// A group bucket ran: the flow was restored after it, which an overlay cannot express.
     #[error("the traversal went through a group")]
     ThroughGroup,
-    /// A `learn` action ran: every packet served must learn again, which a NIC cannot do.
-    #[error("the traversal learns flows")]
-    Learns,
+    /// A `learn` or `NORMAL` action ran: every packet served must learn again, which a NIC
+    /// cannot do.
+    #[error("the traversal learns flows or MACs")]
+    Stateful,
     /// The range is empty or beyond the lookups.
     #[error("lookups {start}..{end} are not within the traversal")]
     Range {
@@ -134,8 +135,8 @@ pub fn segmentable(tr: &Traversal) -> Result<(), SegmentError> {
     if tr.through_group {
         return Err(SegmentError::ThroughGroup);
     }
-    if !tr.learned.is_empty() {
-        return Err(SegmentError::Learns);
+    if tr.is_stateful() {
+        return Err(SegmentError::Stateful);
     }
     Ok(())
 }

@@ -59,10 +59,11 @@ impl LookupRef {
         LookupRef(Self::MISS | table as u32)
     }
 
-    /// Not a lookup: the mark, last on a decision's path, of a decision that learns flows
-    /// (`learn`), which whoever serves it must learn again. Table 255 does not exist, so no
-    /// update ever names it.
-    pub const LEARNS: LookupRef = LookupRef(Self::MISS | 255);
+    /// Not a lookup: the mark, last on a decision's path, of a decision that learns (`learn`
+    /// flows, `NORMAL` MACs) or uses the MAC table: whoever serves it must learn again, and a
+    /// change of the MAC table revalidates it. Table 255 does not exist, so no rule update
+    /// ever names it.
+    pub const STATEFUL: LookupRef = LookupRef(Self::MISS | 255);
 
     /// The rule hit, if this is not a miss.
     #[inline]
@@ -212,6 +213,10 @@ pub struct Traversal {
     /// Flows the `learn` actions made from the packet, in order (installed by the switch, not
     /// by translation, which has no side effects).
     pub learned: Vec<super::rule::Rule>,
+    /// MACs `NORMAL` learned, in order (applied by the switch).
+    pub mac_learned: Vec<super::normal::MacLearn>,
+    /// Whether `NORMAL` ran: the decision depends on the MAC table.
+    pub uses_mac_table: bool,
     /// Whether a group bucket ran. Buckets act on a copy of the packet (the flow is restored
     /// after each), which an overlay cannot express: such a traversal is never cut into
     /// sub-traversals.
@@ -253,6 +258,8 @@ impl Traversal {
         self.saved_flows.clear();
         self.through_group = false;
         self.learned.clear();
+        self.mac_learned.clear();
+        self.uses_mac_table = false;
         self.wc = FlowMask::CATCHALL;
         self.dp_actions.clear();
         self.outputs.clear();
@@ -297,8 +304,13 @@ impl Traversal {
     }
 
     /// Outcome of every lookup, in order: what a cached copy of this decision depends on;
-    /// then [`LookupRef::LEARNS`] if it learns flows.
+    /// then [`LookupRef::STATEFUL`] if it learns or uses the MAC table.
     pub fn outcomes(&self) -> impl Iterator<Item = LookupRef> + '_ {
-        self.steps.iter().map(Step::outcome).chain((!self.learned.is_empty()).then_some(LookupRef::LEARNS))
+        self.steps.iter().map(Step::outcome).chain(self.is_stateful().then_some(LookupRef::STATEFUL))
+    }
+
+    /// Whether the decision learns (flows or MACs) or depends on the MAC table.
+    pub fn is_stateful(&self) -> bool {
+        !self.learned.is_empty() || self.uses_mac_table
     }
 }

@@ -248,11 +248,16 @@ fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
         changed.push(LookupRef::rule(old));
         replaces_conjunctive = p.rule(old).is_some_and(conjunctive);
     }
-    // Ties go to the rule added first, so only strictly lower priorities can lose packets.
+    // Ties go to the rule added first, so only strictly lower priorities can lose packets —
+    // except after a conjunctive match that did not complete, whose fallback may take an
+    // equal-priority rule added later: in a table with conjunctions, equal priorities too.
+    let with_conjunctions = p.rules().any(|(_, r)| r.table == new.table && conjunctive(r));
     changed.extend(
         p.rules()
             .filter(|(_, r)| {
-                r.table == new.table && r.priority < new.priority && r.matcher.overlaps(&new.matcher)
+                r.table == new.table
+                    && (r.priority < new.priority || (with_conjunctions && r.priority == new.priority))
+                    && r.matcher.overlaps(&new.matcher)
             })
             .map(|(id, _)| LookupRef::rule(id)),
     );
