@@ -11,4 +11,5 @@ cargo bench -p hyflow --bench topk -- --warm-up-time 1 --measurement-time 3 "$@"
 cargo bench -p hyflow --bench sim -- --warm-up-time 1 --measurement-time 4 "$@"
 cargo bench -p hyflow --bench parse -- --warm-up-time 1 --measurement-time 3 "$@"
 cargo bench -p hyflow --bench revalidation -- --warm-up-time 1 --measurement-time 3 "$@"
+cargo bench -p hyflow --bench stateful -- --warm-up-time 1 --measurement-time 3 "$@"
 python3 scripts/bench_table.py

@@ -15,9 +15,9 @@ use hyflow::openflow::{read_flow_file_checked, Action, Names, Pipeline, Rule};
 pub struct NameArgs {
     /// The switch's ports and their names (`in_port="antrea-gw0"`, `output:p1`):
     /// `name=number` lines (`name=number down` for a port that is down), or the output of
-    /// `ovs-ofctl show`. They are where FLOOD and ALL send copies and which fast-failover
-    /// watches are live; without this option, the ports the flows and groups refer to, and
-    /// LOCAL.
+    /// `ovs-ofctl show`. They are where FLOOD, ALL and NORMAL send copies, the ports NORMAL
+    /// accepts packets from, and which fast-failover watches are live; without this option,
+    /// the ports the flows and groups refer to, and LOCAL.
     #[arg(long, value_name = "FILE")]
     pub ports: Option<PathBuf>,
     /// Table names they use (`table=Classifier`, `resubmit(,Egress)`): `name=number` lines, or
@@ -91,14 +91,16 @@ impl NameArgs {
             )
         } else {
             let ports = SwitchPorts::referenced(&rules, &groups);
-            let floods = |a: &[Action]| a.iter().any(|a| matches!(a, Action::Flood | Action::All));
+            let floods =
+                |a: &[Action]| a.iter().any(|a| matches!(a, Action::Flood | Action::All | Action::Normal));
             if rules.iter().any(|r| floods(&r.actions))
                 || groups.iter().any(|g| g.buckets.iter().any(|b| floods(&b.actions)))
             {
                 let list: Vec<String> = ports.all().iter().map(|p| p.to_string()).collect();
                 eprintln!(
-                    "hyflow: warning: {}: FLOOD/ALL copy to the switch's ports, which --ports gives; without it, \
-                     to the ports the flows name: {} (65534 is LOCAL)",
+                    "hyflow: warning: {}: FLOOD, ALL and NORMAL use the switch's ports, which --ports gives; \
+                     without it, the ports the flows name: {} (65534 is LOCAL; NORMAL drops packets from other \
+                     ports)",
                     path.display(),
                     list.join(", ")
                 );

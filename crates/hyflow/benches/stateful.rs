@@ -1,0 +1,120 @@
+//! What groups and learning cost. (1) The slow path through an `all` group of three buckets
+//! against the same three outputs written inline (the baseline). (2) Megaflow-cache hits on an
+//! L2 switch: `NORMAL` (every hit learns its source MAC again, by re-translation) against the
+//! same forwarding written as one flow per destination MAC (the baseline, nothing to learn).
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use hyflow::openflow::group::{parse_groups, SwitchPorts};
+use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::parser::parse_flows_named;
+use hyflow::openflow::{parse_flows, parse_packet, Names, Pipeline, Traversal};
+use hyflow::packet::FlowKey;
+use hyflow::switch::{MicroflowConfig, Switch, SwitchConfig};
+
+const BATCH: usize = 1024;
+const HOSTS: u64 = 64;
+
+/// Host `h`'s MAC and port (8 hosts per port).
+fn host(h: u64) -> (String, u64) {
+    (format!("00:00:00:00:{:02x}:{:02x}", h >> 8, h & 0xff), 1 + h % 8)
+}
+
+/// `BATCH` packets between random hosts (a fixed sequence).
+fn packets() -> Vec<FlowKey> {
+    let mut seed = 3u64;
+    (0..BATCH)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let (src, dst) = ((seed >> 33) % HOSTS, (seed >> 45) % HOSTS);
+            let ((smac, port), (dmac, _)) = (host(src), host(dst));
+            parse_packet(&format!(
+                "in_port={port},dl_src={smac},dl_dst={dmac},ip,nw_src=10.0.0.1,nw_dst=10.0.0.2"
+            ))
+            .unwrap()
+        })
+        .collect()
+}
+
+fn bench_groups(c: &mut Criterion) {
+    let mut names = Names::new();
+    let (groups, _) = parse_groups(
+        "group_id=1,type=all,bucket=mod_dl_dst:00:00:00:00:00:09,output:2,bucket=output:3,bucket=output:4",
+        "g",
+        &mut names,
+    )
+    .unwrap();
+    let mut grouped = Pipeline::from_rules(parse_flows_named("actions=group:1", "f", &mut names).unwrap());
+    grouped.set_groups(groups);
+    let inline = Pipeline::from_rules(
+        parse_flows(
+            "actions=mod_dl_dst:00:00:00:00:00:09,output:2,mod_dl_dst:00:00:00:00:00:00,output:3,output:4",
+            "f",
+        )
+        .unwrap(),
+    );
+    let packets = packets();
+    let mut group = c.benchmark_group("stateful");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.sample_size(20);
+    for (name, p) in [("slow_path/all_group_3_buckets", &grouped), ("slow_path/same_outputs_inline", &inline)]
+    {
+        group.bench_function(name, |b| {
+            let mut tr = Traversal::new();
+            b.iter(|| {
+                let mut n = 0;
+                for k in &packets {
+                    p.process(black_box(k), &mut tr);
+                    n += tr.outputs.len();
+                }
+                n
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_normal(c: &mut Criterion) {
+    let ports = SwitchPorts::new((1..=8).chain([LOCAL_PORT]), []);
+    let config = SwitchConfig { nic: None, microflow: None::<MicroflowConfig>, ..SwitchConfig::default() };
+    let switch = |flows: &str| {
+        let mut p = Pipeline::from_rules(parse_flows(flows, "f").unwrap());
+        p.set_ports(ports.clone());
+        Switch::new(p, config).unwrap()
+    };
+    let per_mac: String = (0..HOSTS)
+        .map(|h| host(h))
+        .map(|(mac, port)| format!("dl_dst={mac} actions=output:{port}\n"))
+        .collect();
+    let packets = packets();
+    let mut group = c.benchmark_group("stateful");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.sample_size(20);
+    for (name, flows) in
+        [("megaflow_hits/normal", "actions=NORMAL"), ("megaflow_hits/flow_per_mac", per_mac.as_str())]
+    {
+        let mut sw = switch(flows);
+        let mut outputs = Vec::new();
+        // Warm: every host learned, every megaflow installed.
+        for (i, k) in packets.iter().enumerate().cycle().take(4 * BATCH) {
+            sw.process(k, 64, i as u64, &mut outputs);
+        }
+        let mut now = 10 * BATCH as u64;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut n = 0;
+                for k in &packets {
+                    now += 1;
+                    sw.process(black_box(k), 64, now, &mut outputs);
+                    n += outputs.len();
+                }
+                n
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_groups, bench_normal);
+criterion_main!(benches);
