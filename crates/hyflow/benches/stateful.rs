@@ -84,7 +84,7 @@ fn bench_normal(c: &mut Criterion) {
         Switch::new(p, config).unwrap()
     };
     let per_mac: String = (0..HOSTS)
-        .map(|h| host(h))
+        .map(host)
         .map(|(mac, port)| format!("dl_dst={mac} actions=output:{port}\n"))
         .collect();
     let packets = packets();
