@@ -258,3 +258,25 @@ def test_names_through_keywords():
     assert [o["port"] for o in t.record["outputs"]] == [3]
     with pytest.raises(hyflow.HyflowError, match="unknown table 'Classifier'"):
         hyflow.load_flows(d / "dump-names.txt")
+
+
+def test_groups_through_keywords(tmp_path):
+    """Groups (`ovs-ofctl dump-groups` output) load with the CLI's --groups as a keyword; a
+    flow naming a missing group is an error with file, line and column."""
+    groups = tmp_path / "groups.txt"
+    groups.write_text(
+        "OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):\n"
+        " group_id=1,type=all,bucket=bucket_id:0,actions=output:1,output:2,"
+        "bucket=bucket_id:1,actions=set_field:9.9.9.9->ip_src,output:3\n"
+    )
+    flows = tmp_path / "flows.txt"
+    flows.write_text("in_port=5,actions=group:1,output:4\n")
+    rules = hyflow.load_flows(flows, groups=groups)
+    assert list(rules["actions"]) == ["group:1,output:4"]
+    t = hyflow.trace(flows, "in_port=5,tcp,nw_src=1.1.1.1", groups=groups)
+    # An action set keeps a bucket's last output; each bucket acts on a copy of the packet.
+    assert [o["port"] for o in t.record["outputs"]] == [2, 3, 4]
+    assert t.record["outputs"][1]["packet"]["nw_src"] == "9.9.9.9"
+    assert t.record["outputs"][2]["packet"]["nw_src"] == "1.1.1.1"
+    with pytest.raises(hyflow.HyflowError, match=r"flows.txt:1:19: group 1 does not exist \(no groups are known: give them with --groups\)"):
+        hyflow.load_flows(flows)
