@@ -83,10 +83,8 @@ fn bench_normal(c: &mut Criterion) {
         p.set_ports(ports.clone());
         Switch::new(p, config).unwrap()
     };
-    let per_mac: String = (0..HOSTS)
-        .map(host)
-        .map(|(mac, port)| format!("dl_dst={mac} actions=output:{port}\n"))
-        .collect();
+    let per_mac: String =
+        (0..HOSTS).map(host).map(|(mac, port)| format!("dl_dst={mac} actions=output:{port}\n")).collect();
     let packets = packets();
     let mut group = c.benchmark_group("stateful");
     group.throughput(Throughput::Elements(BATCH as u64));

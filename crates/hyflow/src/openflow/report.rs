@@ -83,6 +83,12 @@ pub struct TraceRecord<'a> {
     pub ttl_exceeded: u32,
     /// Copies sent to the controller (`controller` actions and TTL expiries).
     pub to_controller: u32,
+    /// Flows `learn` actions would install (`table=..,priority=.. MATCH actions=..`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub learned_flows: Vec<String>,
+    /// MACs `NORMAL` would learn (`MAC on port P, VLAN V`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub learned_macs: Vec<String>,
 }
 
 impl<'a> TraceRecord<'a> {
@@ -107,8 +113,16 @@ impl<'a> TraceRecord<'a> {
             table_misses: tr.steps.iter().filter(|s| s.rule.is_none()).map(|s| s.table).collect(),
             ttl_exceeded: tr.ttl_exceeded,
             to_controller: tr.to_controller,
+            learned_flows: tr.learned.iter().map(|r| r.to_string()).collect(),
+            learned_macs: tr.mac_learned.iter().map(mac_text).collect(),
         }
     }
+}
+
+/// A MAC `NORMAL` learns, as the trace says it.
+fn mac_text(l: &super::normal::MacLearn) -> String {
+    let mac = crate::packet::format::format_value(crate::packet::field::id::DL_SRC, l.mac as u128);
+    format!("{mac} on port {}, VLAN {}", l.port, l.vlan)
 }
 
 /// One packet's trace as text, in the shape of `ovs-appctl ofproto/trace`.
@@ -146,6 +160,12 @@ pub fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
     let explicit = tr.to_controller - tr.ttl_exceeded;
     if explicit > 0 {
         let _ = writeln!(out, "\nSent to the controller {explicit} time(s) (controller action; the flow stays in the slow path)");
+    }
+    for r in &tr.learned {
+        let _ = writeln!(out, "\nLearns flow: {r}");
+    }
+    for l in &tr.mac_learned {
+        let _ = writeln!(out, "\nLearns MAC: {}", mac_text(l));
     }
     let _ = writeln!(out, "\nFinal flow: {}", format_packet(&tr.final_flow));
     let _ = writeln!(out, "Megaflow: {}", format_match(&tr.megaflow.value, &tr.megaflow.mask));
