@@ -11,6 +11,7 @@ use hyflow::experiment::Workload;
 use hyflow::input::Input;
 use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::nic::paper_setup;
+use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::update::read_updates_file_named;
 use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
 use hyflow::workload::gateway::{GatewayConfig, SPEC_PREFIX};
@@ -100,6 +101,14 @@ pub struct SwitchArgs {
     /// Seconds between a rule update and the revalidator acting on NIC and megaflow entries.
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub revalidation_delay: f64,
+    /// Seconds without a packet from a MAC after which NORMAL forgets where it is (OVS's
+    /// `mac-aging-time`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    pub mac_aging: f64,
+    /// MACs NORMAL remembers at most (OVS's `mac-table-size`); the least recently seen goes.
+    #[arg(long, value_name = "N", default_value_t = hyflow::openflow::normal::DEFAULT_MAX_ENTRIES as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub mac_table_size: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -150,6 +159,15 @@ pub fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
         bail!("{flag} must be a non-negative number of seconds, not {s}");
     }
     Ok((s * 1e9).round() as u64)
+}
+
+/// The MAC table `NORMAL` starts with, as `--mac-aging` and `--mac-table-size` give it.
+fn mac_table(a: &SwitchArgs) -> Result<MacTable> {
+    let aging = seconds_to_ns("--mac-aging", a.mac_aging)?;
+    if aging == 0 {
+        bail!("--mac-aging must be a positive number of seconds, not {}", a.mac_aging);
+    }
+    Ok(MacTable::new(aging, usize::try_from(a.mac_table_size).unwrap_or(usize::MAX)))
 }
 
 /// Whether the options ask for the Gigaflow artifact's setup.
@@ -256,6 +274,7 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
             let updates =
                 a.updates.as_deref().map(|u| read_updates_file_named(u, &flows.names)).transpose()?;
             Workload {
+                macs: MacTable::default(),
                 rules: flows.rules,
                 groups: flows.groups,
                 ports: flows.ports,
@@ -274,5 +293,5 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
             flows.display()
         );
     }
-    Ok(w)
+    Ok(Workload { macs: mac_table(a)?, ..w })
 }

@@ -166,6 +166,7 @@ pub struct ReplayReport {
     pub updates: u64,
     pub rules_changed: u64,
     pub learned: u64,
+    pub mac_changes: u64,
     pub retranslations: u64,
     pub nic_revalidation_ms: f64,
     pub stale: u64,
@@ -290,6 +291,7 @@ impl ReplayReport {
             updates: s.updates,
             rules_changed: s.rules_changed,
             learned: s.learned,
+            mac_changes: s.mac_changes,
             retranslations: s.retranslations,
             nic_revalidation_ms: host.nic_revalidation_ms(),
             stale: s.stale,
@@ -372,6 +374,12 @@ impl ReplayReport {
         ));
         if r.learned > 0 {
             out.push_str(&format!("flows learned or changed by learn actions {}\n", r.learned));
+        }
+        if r.mac_changes > 0 {
+            out.push_str(&format!(
+                "MAC table changes (NORMAL: new, moved, evicted or expired MACs; each revalidates) {}\n",
+                r.mac_changes
+            ));
         }
         out.push_str(&format!(
             "action table {} lists, {} rule paths; controller (slow-path only) packets {}\n",

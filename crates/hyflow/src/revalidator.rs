@@ -492,6 +492,7 @@ mod tests {
             rules,
             groups: Default::default(),
             ports: Default::default(),
+            macs: Default::default(),
             updates,
             input: Input::Generated { traffic, in_port: 1 },
         };

@@ -20,6 +20,7 @@ use std::path::Path;
 
 use crate::input::Input;
 use crate::openflow::group::{Groups, SwitchPorts};
+use crate::openflow::normal::MacTable;
 use crate::openflow::update::{read_updates_file_named, Update};
 use crate::openflow::{FlowFileError, Names, Pipeline, Rule};
 
@@ -33,8 +34,10 @@ pub struct Workload {
     pub rules: Vec<Rule>,
     /// The groups the rules use.
     pub groups: Groups,
-    /// The switch's ports (for `FLOOD`, `ALL` and bucket liveness).
+    /// The switch's ports (for `FLOOD`, `ALL`, `NORMAL` and bucket liveness).
     pub ports: SwitchPorts,
+    /// The (empty) MAC table `NORMAL` starts with: its aging and size.
+    pub macs: MacTable,
     /// Rule updates, applied on schedule.
     pub updates: Vec<Update>,
     /// The packets.
@@ -52,6 +55,7 @@ impl Workload {
             rules,
             groups: Groups::new(),
             ports: SwitchPorts::default(),
+            macs: MacTable::default(),
             updates,
             input: Input::Generated { traffic: builtin::TRAFFIC, in_port: in_port.unwrap_or(1) },
         }
@@ -67,6 +71,7 @@ impl Workload {
             rules,
             groups: Groups::new(),
             ports: SwitchPorts::default(),
+            macs: MacTable::default(),
             updates: Vec::new(),
             input: Input::Gateway(config),
         }
@@ -77,6 +82,7 @@ impl Workload {
         let mut p = Pipeline::from_rules(self.rules.iter().cloned());
         p.set_groups(self.groups.clone());
         p.set_ports(self.ports.clone());
+        p.set_mac_table(self.macs.clone());
         p
     }
 
