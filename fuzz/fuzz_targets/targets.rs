@@ -4,6 +4,7 @@
 
 use std::io::Cursor;
 
+use hyflow::openflow::group::parse_groups;
 use hyflow::openflow::update::parse_updates;
 use hyflow::openflow::{parse_flows, parse_packet};
 use hyflow::packet::format::format_flow;
@@ -42,6 +43,16 @@ pub fn frame_parser(data: &[u8]) {
 pub fn flow_file(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = parse_flows(text, "fuzz");
+    }
+}
+
+/// A group file, then flows naming its groups.
+pub fn group_file(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let mut names = hyflow::openflow::Names::new();
+        if parse_groups(text, "fuzz", &mut names).is_ok() {
+            let _ = hyflow::openflow::parse_flows_named("actions=group:1", "fuzz", &mut names);
+        }
     }
 }
 

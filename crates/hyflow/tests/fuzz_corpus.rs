@@ -27,6 +27,7 @@ fn the_fuzz_corpus_replays_without_a_panic() {
         ("flow_file", replay("flow_file", targets::flow_file)),
         ("updates_file", replay("updates_file", targets::updates_file)),
         ("packet_string", replay("packet_string", targets::packet_string)),
+        ("group_file", replay("group_file", targets::group_file)),
     ];
     for (target, n) in counts {
         assert!(n >= 5, "{target}: only {n} inputs replayed");
