@@ -318,15 +318,15 @@ impl Switch {
         }
         // The hit's outputs become the caller's; the caller's buffer is reused for the next.
         std::mem::swap(outputs, &mut self.hit.outputs);
-        let mut learns = false;
+        let mut stateful = false;
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes);
-            learns |= self.tables.stateful(path);
+            stateful |= self.tables.stateful(path);
         }
         self.stats.nic_hits += 1;
         if self.hit.stale {
             self.count_stale(key, outputs, now_ns);
-        } else if learns {
+        } else if stateful {
             self.learn_again(key, now_ns);
         }
         true
@@ -381,9 +381,9 @@ impl Switch {
         Layer::SlowPath
     }
 
-    /// A cached decision that learns flows was served: learn them as the slow path would (OVS
-    /// re-runs `learn` from the datapath flow's statistics), so that learning does not depend
-    /// on which layer served the packet.
+    /// A cached decision that learns (flows or MACs) or uses the MAC table was served: learn
+    /// as the slow path would (OVS re-runs `learn` and MAC learning from the datapath flow's
+    /// statistics), so that learning does not depend on which layer served the packet.
     fn learn_again(&mut self, key: &FlowKey, now_ns: u64) {
         self.pipeline.process(key, &mut self.tr);
         self.install_learned(now_ns);

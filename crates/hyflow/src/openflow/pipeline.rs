@@ -100,8 +100,8 @@ impl Pipeline {
         &self.groups
     }
 
-    /// Sets the switch's ports: where `FLOOD` and `ALL` send copies, and which bucket
-    /// watches are live.
+    /// Sets the switch's ports: where `FLOOD`, `ALL` and `NORMAL` send copies, the ports
+    /// `NORMAL` accepts packets from, and which bucket watches are live.
     pub fn set_ports(&mut self, ports: SwitchPorts) {
         self.ports = ports;
     }
