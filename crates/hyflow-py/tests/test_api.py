@@ -276,6 +276,7 @@ def test_groups_through_keywords(tmp_path):
     t = hyflow.trace(flows, "in_port=5,tcp,nw_src=1.1.1.1", groups=groups)
     # An action set keeps a bucket's last output; each bucket acts on a copy of the packet.
     assert [o["port"] for o in t.record["outputs"]] == [2, 3, 4]
+    assert t.record["buckets"] == ["group 1 bucket 0", "group 1 bucket 1"]
     assert t.record["outputs"][1]["packet"]["nw_src"] == "9.9.9.9"
     assert t.record["outputs"][2]["packet"]["nw_src"] == "1.1.1.1"
     with pytest.raises(hyflow.HyflowError, match=r"flows.txt:1:19: group 1 does not exist \(no groups are known: give them with --groups\)"):

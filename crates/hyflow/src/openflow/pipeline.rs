@@ -551,6 +551,9 @@ impl<'a> Xlate<'a> {
 
     /// Starts a bucket (OVS `xlate_group_bucket`): one level deeper, on a copy of the flow.
     fn enter_bucket(&mut self, group: u32, bucket: u16) {
+        if let Some(b) = self.p.groups.get(group).and_then(|g| g.buckets.get(bucket as usize)) {
+            self.tr.buckets.push((group, b.id));
+        }
         self.tr.saved_flows.push(self.flow);
         self.depth += 1;
         self.tr.frames.push(Frame {

@@ -83,6 +83,9 @@ pub struct TraceRecord<'a> {
     pub ttl_exceeded: u32,
     /// Copies sent to the controller (`controller` actions and TTL expiries).
     pub to_controller: u32,
+    /// Group buckets taken, in order (`group N bucket B`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<String>,
     /// Flows `learn` actions would install (`table=..,priority=.. MATCH actions=..`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub learned_flows: Vec<String>,
@@ -113,6 +116,7 @@ impl<'a> TraceRecord<'a> {
             table_misses: tr.steps.iter().filter(|s| s.rule.is_none()).map(|s| s.table).collect(),
             ttl_exceeded: tr.ttl_exceeded,
             to_controller: tr.to_controller,
+            buckets: tr.buckets.iter().map(|(g, b)| format!("group {g} bucket {b}")).collect(),
             learned_flows: tr.learned.iter().map(|r| r.to_string()).collect(),
             learned_macs: tr.mac_learned.iter().map(mac_text).collect(),
         }
@@ -160,6 +164,10 @@ pub fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
     let explicit = tr.to_controller - tr.ttl_exceeded;
     if explicit > 0 {
         let _ = writeln!(out, "\nSent to the controller {explicit} time(s) (controller action; the flow stays in the slow path)");
+    }
+    if !tr.buckets.is_empty() {
+        let taken: Vec<String> = tr.buckets.iter().map(|(g, b)| format!("group {g} bucket {b}")).collect();
+        let _ = writeln!(out, "\nGroup buckets taken: {}", taken.join(", "));
     }
     for r in &tr.learned {
         let _ = writeln!(out, "\nLearns flow: {r}");

@@ -217,6 +217,8 @@ pub struct Traversal {
     pub mac_learned: Vec<super::normal::MacLearn>,
     /// Whether `NORMAL` ran: the decision depends on the MAC table.
     pub uses_mac_table: bool,
+    /// The group buckets that ran, in order: (group id, bucket id).
+    pub buckets: Vec<(u32, u32)>,
     /// Whether a group bucket ran. Buckets act on a copy of the packet (the flow is restored
     /// after each), which an overlay cannot express: such a traversal is never cut into
     /// sub-traversals.
@@ -257,6 +259,7 @@ impl Traversal {
         self.frames.clear();
         self.saved_flows.clear();
         self.through_group = false;
+        self.buckets.clear();
         self.learned.clear();
         self.mac_learned.clear();
         self.uses_mac_table = false;
