@@ -8,6 +8,7 @@ use clap::Args;
 
 use hyflow::openflow::group::{read_groups_file, Groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::{read_flow_file_checked, Action, Names, Pipeline, Rule};
 
 /// Where port and table names, ports and groups come from.
@@ -47,10 +48,12 @@ pub struct Flows {
 impl Flows {
     /// The slow path of these flows.
     pub fn pipeline(&self) -> Pipeline {
-        let mut p = Pipeline::from_rules(self.rules.iter().cloned());
-        p.set_groups(self.groups.clone());
-        p.set_ports(self.ports.clone());
-        p
+        Pipeline::of_switch(
+            self.rules.iter().cloned(),
+            self.groups.clone(),
+            self.ports.clone(),
+            MacTable::default(),
+        )
     }
 }
 

@@ -6,8 +6,9 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use hyflow::openflow::group::{parse_groups, SwitchPorts};
+use hyflow::openflow::group::{parse_groups, Groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::parser::parse_flows_named;
 use hyflow::openflow::{parse_flows, parse_packet, Names, Pipeline, Traversal};
 use hyflow::packet::FlowKey;
@@ -45,8 +46,8 @@ fn bench_groups(c: &mut Criterion) {
         &mut names,
     )
     .unwrap();
-    let mut grouped = Pipeline::from_rules(parse_flows_named("actions=group:1", "f", &mut names).unwrap());
-    grouped.set_groups(groups);
+    let rules = parse_flows_named("actions=group:1", "f", &mut names).unwrap();
+    let grouped = Pipeline::of_switch(rules, groups, SwitchPorts::default(), MacTable::default());
     let inline = Pipeline::from_rules(
         parse_flows(
             "actions=mod_dl_dst:00:00:00:00:00:09,output:2,mod_dl_dst:00:00:00:00:00:00,output:3,output:4",
@@ -79,8 +80,8 @@ fn bench_normal(c: &mut Criterion) {
     let ports = SwitchPorts::new((1..=8).chain([LOCAL_PORT]), []);
     let config = SwitchConfig { nic: None, microflow: None::<MicroflowConfig>, ..SwitchConfig::default() };
     let switch = |flows: &str| {
-        let mut p = Pipeline::from_rules(parse_flows(flows, "f").unwrap());
-        p.set_ports(ports.clone());
+        let rules = parse_flows(flows, "f").unwrap();
+        let p = Pipeline::of_switch(rules, Groups::new(), ports.clone(), MacTable::default());
         Switch::new(p, config).unwrap()
     };
     let per_mac: String =

@@ -150,18 +150,7 @@ fn conjunctive_lookups_equal_the_scan() {
 /// property tests probe them).
 #[test]
 fn open_vswitch_conjunction_vectors() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ovs-conjunctions.json");
-    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    // Datapath details OVS adds, and hyflow's explicit "untagged", are not flow semantics.
-    let normal = |m: &str| -> Vec<String> {
-        let mut v: Vec<String> = m
-            .split(',')
-            .filter(|t| !matches!(*t, "recirc_id=0" | "eth" | "vlan_tci=0x0000/0x1000"))
-            .map(str::to_string)
-            .collect();
-        v.sort();
-        v
-    };
+    let data = common::ovs_fixture("ovs-conjunctions.json");
     let ports = |p: &Pipeline, packet: &str, tr: &mut Traversal| -> String {
         p.process(&parse_packet(packet).unwrap(), tr);
         let ports: Vec<String> = tr.outputs.iter().map(|o| o.port.to_string()).collect();
@@ -190,7 +179,9 @@ fn open_vswitch_conjunction_vectors() {
                 continue;
             }
             let megaflow = format_match(&tr.megaflow.value, &tr.megaflow.mask);
-            megaflows_equal += (normal(&megaflow) == normal(t["megaflow"].as_str().unwrap())) as usize;
+            megaflows_equal += (common::megaflow_tokens(&megaflow)
+                == common::megaflow_tokens(t["megaflow"].as_str().unwrap()))
+                as usize;
         }
     }
     eprintln!("{packets} packets: {by_tie} decided by ties, {megaflows_equal} megaflows as OVS's");

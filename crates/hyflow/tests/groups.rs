@@ -6,6 +6,7 @@ mod common;
 use hyflow::openflow::datapath::format_dp_actions;
 use hyflow::openflow::group::{parse_groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::parser::parse_flows_named;
 use hyflow::openflow::{parse_packet, Names, Pipeline, Traversal};
 use hyflow::packet::format::format_match;
@@ -15,10 +16,8 @@ fn pipeline(groups: &str, flows: &str, down: &[u32]) -> Pipeline {
     let mut names = Names::new();
     let (groups, _) = parse_groups(groups, "groups", &mut names).unwrap();
     let rules = parse_flows_named(flows, "flows", &mut names).unwrap();
-    let mut p = Pipeline::from_rules(rules);
-    p.set_groups(groups);
-    p.set_ports(SwitchPorts::new([1, 2, 3, 4, 5, LOCAL_PORT], down.iter().copied()));
-    p
+    let ports = SwitchPorts::new([1, 2, 3, 4, 5, LOCAL_PORT], down.iter().copied());
+    Pipeline::of_switch(rules, groups, ports, MacTable::default())
 }
 
 /// Datapath actions as OVS prints them for its dummy datapath (LOCAL is datapath port 100).
@@ -63,17 +62,7 @@ fn without_userspace(actions: &str) -> (String, usize) {
 /// bucket's rewrites — and OVS's megaflow.
 #[test]
 fn open_vswitch_group_vectors() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ovs-groups.json");
-    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let normal = |m: &str| -> Vec<String> {
-        let mut v: Vec<String> = m
-            .split(',')
-            .filter(|t| !matches!(*t, "recirc_id=0" | "eth" | "vlan_tci=0x0000/0x1000"))
-            .map(str::to_string)
-            .collect();
-        v.sort();
-        v
-    };
+    let data = common::ovs_fixture("ovs-groups.json");
     let (mut packets, mut actions_equal, mut megaflows_equal) = (0, 0, 0);
     let mut tr = Traversal::new();
     for case in data["cases"].as_array().unwrap() {
@@ -96,7 +85,8 @@ fn open_vswitch_group_vectors() {
             }
             actions_equal += 1;
             let megaflow = format_match(&tr.megaflow.value, &tr.megaflow.mask);
-            let same = normal(&megaflow) == normal(t["megaflow"].as_str().unwrap());
+            let same = common::megaflow_tokens(&megaflow)
+                == common::megaflow_tokens(t["megaflow"].as_str().unwrap());
             if !same {
                 eprintln!("{packet}: megaflow hyflow {megaflow}, OVS {}", t["megaflow"]);
             }

@@ -2,6 +2,8 @@
 //! change for the packets after, the megaflows of learning packets, and every cache layer
 //! learning as the slow path does.
 
+mod common;
+
 use hyflow::openflow::datapath::format_dp_actions;
 use hyflow::openflow::parser::{parse_flow_spec, SpecKind};
 use hyflow::openflow::pipeline::normalize_mask;
@@ -17,19 +19,7 @@ use hyflow::switch::{Switch, SwitchConfig};
 /// Megaflows are OVS's, but for those the comment below explains.
 #[test]
 fn open_vswitch_learn_vectors() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ovs-learn.json");
-    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let normal = |m: &str| -> Vec<String> {
-        let mut v: Vec<String> = m
-            .split(',')
-            .filter(|t| {
-                !matches!(*t, "recirc_id=0" | "eth" | "vlan_tci=0x0000/0x1000" | "vlan_tci=0x1000/0x1000")
-            })
-            .map(str::to_string)
-            .collect();
-        v.sort();
-        v
-    };
+    let data = common::ovs_fixture("ovs-learn.json");
     let (mut packets, mut learned_some, mut megaflows_equal, mut wider, mut ties) = (0, 0, 0, 0, 0);
     let mut tr = Traversal::new();
     for case in data["cases"].as_array().unwrap() {
@@ -66,7 +56,7 @@ fn open_vswitch_learn_vectors() {
             }
             let megaflow = format_match(&tr.megaflow.value, &tr.megaflow.mask);
             let ovs = t["megaflow"].as_str().unwrap();
-            if normal(&megaflow) == normal(ovs) {
+            if common::megaflow_tokens(&megaflow) == common::megaflow_tokens(ovs) {
                 megaflows_equal += 1;
             } else {
                 // OVS's megaflow is narrower where it also examined, for the wildcards only,
@@ -74,7 +64,7 @@ fn open_vswitch_learn_vectors() {
                 // version, invisible to the rest of its translation; hyflow installs them
                 // afterwards); hyflow's where it examined an equal-priority learned flow that
                 // OVS skipped (it stops at the first subtable of the winning priority).
-                let text = normal(ovs).join(",");
+                let text = common::megaflow_tokens(ovs).join(",");
                 let mut theirs = parse_flow_spec(&text, SpecKind::Selector).unwrap().rule.matcher.mask;
                 normalize_mask(&k, &mut theirs);
                 if tr.megaflow.mask.is_subset_of(&theirs) {
@@ -85,24 +75,24 @@ fn open_vswitch_learn_vectors() {
             packets += 1;
         }
         learned_some += (sw.pipeline().len() > n_rules) as usize;
-        // The tables end as OVS's: same flows (match, priority, cookie, actions).
-        let mut ours: Vec<String> = sw
-            .pipeline()
-            .rules()
-            .map(|(_, r)| {
-                let prio =
-                    if r.priority == 32768 { String::new() } else { format!("priority={},", r.priority) };
-                let m = r.matcher.to_string();
-                format!("{}:{prio}{m} {}", r.table, hyflow::openflow::action::format_actions(&r.actions))
-            })
-            .collect();
+        // The tables end as OVS's (`dump-flows` output loads as it is): same flows, with the
+        // same match, priority, cookie and actions.
+        let key = |r: &hyflow::openflow::Rule| {
+            (
+                r.table,
+                r.priority,
+                r.cookie,
+                r.matcher.to_string(),
+                hyflow::openflow::action::format_actions(&r.actions),
+            )
+        };
+        let dump: Vec<&str> =
+            case["final_flows"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        let mut theirs: Vec<_> = parse_flows(&dump.join("\n"), "dump").unwrap().iter().map(key).collect();
+        let mut ours: Vec<_> = sw.pipeline().rules().map(|(_, r)| key(r)).collect();
+        theirs.sort();
         ours.sort();
-        assert_eq!(
-            ours.len(),
-            case["final_flows"].as_array().unwrap().len(),
-            "{ours:#?}\n{}",
-            case["final_flows"]
-        );
+        assert_eq!(ours, theirs, "flow tables after {flows:#?}");
     }
     eprintln!(
         "{packets} packets ({ties} decided by ties), {megaflows_equal} megaflows as OVS's, {wider} wider"

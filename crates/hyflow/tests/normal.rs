@@ -1,8 +1,10 @@
 //! The `NORMAL` action as Open vSwitch runs it: MAC learning per VLAN, flooding in bundle
 //! order, reserved destinations dropped, and every cache layer learning as the slow path does.
 
+mod common;
+
 use hyflow::openflow::datapath::format_dp_actions;
-use hyflow::openflow::group::SwitchPorts;
+use hyflow::openflow::group::{Groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
 use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline, Traversal};
@@ -10,9 +12,8 @@ use hyflow::packet::format::format_match;
 use hyflow::switch::{Switch, SwitchConfig};
 
 fn switch(flows: &str, config: SwitchConfig, macs: MacTable) -> Switch {
-    let mut p = Pipeline::from_rules(parse_flows(flows, "flows").unwrap());
-    p.set_ports(SwitchPorts::new([1, 2, 3, 4, 5, LOCAL_PORT], []));
-    p.set_mac_table(macs);
+    let ports = SwitchPorts::new([1, 2, 3, 4, 5, LOCAL_PORT], []);
+    let p = Pipeline::of_switch(parse_flows(flows, "flows").unwrap(), Groups::new(), ports, macs);
     Switch::new(p, config).unwrap()
 }
 
@@ -24,19 +25,7 @@ fn switch(flows: &str, config: SwitchConfig, macs: MacTable) -> Switch {
 /// datapath actions (flood order included) and megaflow, and the MAC table ends as OVS's.
 #[test]
 fn open_vswitch_normal_vectors() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ovs-normal.json");
-    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let normal = |m: &str| -> Vec<String> {
-        let mut v: Vec<String> = m
-            .split(',')
-            .filter(|t| {
-                !matches!(*t, "recirc_id=0" | "eth" | "vlan_tci=0x0000/0x1000" | "vlan_tci=0x1000/0x1000")
-            })
-            .map(|t| t.replace("in_port=LOCAL", "in_port=65534"))
-            .collect();
-        v.sort();
-        v
-    };
+    let data = common::ovs_fixture("ovs-normal.json");
     let (mut packets, mut megaflows_equal) = (0, 0);
     let mut tr = Traversal::new();
     for case in data["cases"].as_array().unwrap() {
@@ -59,7 +48,8 @@ fn open_vswitch_normal_vectors() {
                 "{packet} (packet {i}) through {flows:#?}"
             );
             let megaflow = format_match(&tr.megaflow.value, &tr.megaflow.mask);
-            let same = normal(&megaflow) == normal(t["megaflow"].as_str().unwrap());
+            let same = common::megaflow_tokens(&megaflow)
+                == common::megaflow_tokens(t["megaflow"].as_str().unwrap());
             if !same {
                 eprintln!("{packet}: hyflow {megaflow}, OVS {}", t["megaflow"]);
             }

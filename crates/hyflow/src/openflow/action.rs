@@ -27,6 +27,13 @@ impl SubField {
     }
 }
 
+impl std::fmt::Display for SubField {
+    /// `name[first..last]`, as `move` and `learn` write bits.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}[{}..{}]", self.field.def().name, self.offset, self.offset + self.n_bits - 1)
+    }
+}
+
 /// One action or instruction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -161,16 +168,7 @@ impl std::fmt::Display for Action {
                     )
                 }
             }
-            Action::Move { src, dst } => write!(
-                f,
-                "move:{}[{}..{}]->{}[{}..{}]",
-                src.field.def().name,
-                src.offset,
-                src.offset + src.n_bits - 1,
-                dst.field.def().name,
-                dst.offset,
-                dst.offset + dst.n_bits - 1
-            ),
+            Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
             Action::WriteMetadata { value, mask } => write!(f, "write_metadata:{value:#x}/{mask:#x}"),
             Action::PushVlan(tpid) => write!(f, "push_vlan:{tpid:#06x}"),
             Action::PopVlan => write!(f, "pop_vlan"),
@@ -184,7 +182,7 @@ impl std::fmt::Display for Action {
             Action::Meter(id) => write!(f, "meter:{id}"),
             Action::Sample(args) => write!(f, "sample({args})"),
             Action::Conjunction(c) => write!(f, "conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
-            Action::Learn(l) => write!(f, "learn({})", l.text),
+            Action::Learn(l) => write!(f, "{l}"),
         }
     }
 }

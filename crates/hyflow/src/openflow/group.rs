@@ -46,18 +46,6 @@ pub enum GroupKind {
     FastFailover,
 }
 
-impl GroupKind {
-    /// The name `dump-groups` prints.
-    pub fn name(self) -> &'static str {
-        match self {
-            GroupKind::All => "all",
-            GroupKind::Select => "select",
-            GroupKind::Indirect => "indirect",
-            GroupKind::FastFailover => "ff",
-        }
-    }
-}
-
 /// One bucket of a group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bucket {
@@ -203,16 +191,6 @@ impl Groups {
     /// Groups in id order.
     pub fn iter(&self) -> impl Iterator<Item = &Group> {
         self.map.values()
-    }
-
-    /// Number of groups.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
 
     /// Whether a bucket of `group` is live: OVS `bucket_is_alive`.

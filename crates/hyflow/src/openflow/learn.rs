@@ -23,7 +23,7 @@ use super::names::Names;
 use super::parser::{parse_subfield, satisfied, split_top, SpecError, Tok};
 use super::rule::{Match, Rule};
 use crate::packet::field::id;
-use crate::packet::format::{parse_field_value, parse_int};
+use crate::packet::format::{format_value, parse_field_value, parse_int};
 use crate::packet::{FlowKey, FlowMask};
 
 /// What one spec takes from the packet, or the constant it uses.
@@ -74,12 +74,48 @@ pub struct Learn {
     pub cookie: u64,
     /// The specs, in order.
     pub specs: Vec<LearnSpec>,
-    /// The action's text as written (for printing).
-    pub text: String,
+}
+
+impl std::fmt::Display for Learn {
+    /// The action in a form that parses back to it (OVS's shape, hyflow's field names).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "learn(table={}", self.table)?;
+        for (name, value, default) in [
+            ("priority", self.priority as u64, 32768),
+            ("idle_timeout", self.idle_timeout as u64, 0),
+            ("hard_timeout", self.hard_timeout as u64, 0),
+        ] {
+            if value != default {
+                write!(f, ",{name}={value}")?;
+            }
+        }
+        if self.cookie != 0 {
+            write!(f, ",cookie={:#x}", self.cookie)?;
+        }
+        for spec in &self.specs {
+            match spec {
+                LearnSpec::Match { dst, src: LearnSource::Field(src) } if src == dst => write!(f, ",{dst}")?,
+                LearnSpec::Match { dst, src: LearnSource::Field(src) } => write!(f, ",{dst}={src}")?,
+                LearnSpec::Match { dst, src: LearnSource::Value(v) } if whole(dst) => {
+                    write!(f, ",{}={}", dst.field.def().name, format_value(dst.field, *v))?
+                }
+                LearnSpec::Match { dst, src: LearnSource::Value(v) } => write!(f, ",{dst}={v:#x}")?,
+                LearnSpec::Load { dst, src: LearnSource::Field(src) } => write!(f, ",load:{src}->{dst}")?,
+                LearnSpec::Load { dst, src: LearnSource::Value(v) } => write!(f, ",load:{v:#x}->{dst}")?,
+                LearnSpec::Output { src } => write!(f, ",output:{src}")?,
+            }
+        }
+        write!(f, ")")
+    }
+}
+
+/// Whether `s` is all of its field (a constant for it is written in the field's notation).
+fn whole(s: &SubField) -> bool {
+    s.offset == 0 && s.n_bits == s.field.def().bits
 }
 
 impl Learn {
-    /// Un-wildcards in `wc` the packet bits the learned flow is made of (OVS `learn_mask`).
+    /// The packet bits the learned flow is made of (what OVS `learn_mask` un-wildcards).
     pub fn read_bits(&self) -> impl Iterator<Item = SubField> + '_ {
         self.specs.iter().filter_map(|s| match *s {
             LearnSpec::Match { src: LearnSource::Field(f), .. }
@@ -141,15 +177,8 @@ impl Learn {
 /// Parses the argument of `learn(...)` (`tok`: the argument's token) of `rule` (none in a
 /// group bucket), whose match must guarantee the fields the learned flow is made of.
 pub(super) fn parse_learn(tok: &Tok, names: &Names, rule: Option<&Rule>) -> Result<Learn, SpecError> {
-    let mut l = Learn {
-        table: 1,
-        priority: 32768,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        cookie: 0,
-        specs: Vec::new(),
-        text: tok.text.to_string(),
-    };
+    let mut l =
+        Learn { table: 1, priority: 32768, idle_timeout: 0, hard_timeout: 0, cookie: 0, specs: Vec::new() };
     for t in split_top(tok.text, tok.offset, b",") {
         let t = Tok { text: t.text.trim(), offset: t.offset + (t.text.len() - t.text.trim_start().len()) };
         let (name, value) = match t.text.split_once('=') {
@@ -257,7 +286,7 @@ fn parse_load(t: &Tok) -> Result<LearnSpec, SpecError> {
 
 /// A constant for `dst`: the field's notation for a whole field, an integer for some bits.
 fn constant(tok: &Tok, v: &str, dst: &SubField) -> Result<u128, SpecError> {
-    if dst.offset == 0 && dst.n_bits == dst.field.def().bits {
+    if whole(dst) {
         let (value, mask) = parse_field_value(dst.field, v).map_err(|e| tok.fail(e.reason))?;
         if mask != dst.field.full_mask() {
             return Err(tok.fail("learn: a matched value has no mask"));
@@ -329,6 +358,23 @@ mod tests {
         assert_eq!(learned.actions, vec![Action::Output(3)]);
         // The megaflow holds what the learned flow was made of.
         assert!(tr.megaflow.to_string().contains("dl_src=00:00:00:00:00:07"), "{}", tr.megaflow);
+    }
+
+    /// A learn action prints in a form that parses back to it (dumps and `--rule-stats` load
+    /// back), whatever spelling it was written in.
+    #[test]
+    fn learn_actions_print_and_parse_back() {
+        for flow in [
+            "actions=learn(table=1,hard_timeout=60,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],\
+             output:NXM_OF_IN_PORT[])",
+            "ip actions=learn(table=2,priority=7,cookie=0x9,eth_type=0x800,NXM_OF_IP_DST[]=NXM_OF_IP_SRC[],\
+             load:5->NXM_NX_REG1[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15],NXM_NX_REG2[0..3]=0x5)",
+        ] {
+            let rule = parse_flows(flow, "f").unwrap().remove(0);
+            let printed = rule.to_string();
+            let again = parse_flows(&printed, "printed").unwrap().remove(0);
+            assert_eq!(again.actions, rule.actions, "{flow}\nprinted as {printed}");
+        }
     }
 
     #[test]

@@ -70,11 +70,6 @@ impl Pipeline {
         }
     }
 
-    /// Replaces the MAC table `NORMAL` learns into (its aging and size).
-    pub fn set_mac_table(&mut self, macs: MacTable) {
-        self.macs = macs;
-    }
-
     /// The MAC table.
     pub fn macs(&self) -> &MacTable {
         &self.macs
@@ -90,25 +85,19 @@ impl Pipeline {
         self.macs.expire(now_ns)
     }
 
-    /// Installs the switch's groups (rules may only name these).
-    pub fn set_groups(&mut self, groups: Groups) {
-        self.groups = groups;
-    }
-
-    /// The switch's groups.
-    pub fn groups(&self) -> &Groups {
-        &self.groups
-    }
-
-    /// Sets the switch's ports: where `FLOOD`, `ALL` and `NORMAL` send copies, the ports
-    /// `NORMAL` accepts packets from, and which bucket watches are live.
-    pub fn set_ports(&mut self, ports: SwitchPorts) {
-        self.ports = ports;
-    }
-
-    /// The switch's ports.
-    pub fn ports(&self) -> &SwitchPorts {
-        &self.ports
+    /// The slow path of a switch: `rules` (added in order) with the groups and ports they refer
+    /// to and the MAC table `NORMAL` starts with.
+    pub fn of_switch(
+        rules: impl IntoIterator<Item = Rule>,
+        groups: Groups,
+        ports: SwitchPorts,
+        macs: MacTable,
+    ) -> Pipeline {
+        let mut p = Pipeline::from_rules(rules);
+        p.groups = groups;
+        p.ports = ports;
+        p.macs = macs;
+        p
     }
 
     /// A pipeline holding `rules`, added in order.
@@ -402,15 +391,8 @@ impl<'a> Xlate<'a> {
             self.tr.frames.clear();
             return;
         }
-        if counted {
-            if self.depth >= MAX_DEPTH {
-                self.tr.drop_reason = Some(DropReason::RecursionTooDeep);
-                return;
-            }
-            if self.resubmits >= MAX_RESUBMITS {
-                self.tr.drop_reason = Some(DropReason::TooManyResubmits);
-                return;
-            }
+        if counted && self.out_of_resources() {
+            return;
         }
         let old_in_port = self.flow.in_port();
         if self.tr.record_segments {
@@ -462,15 +444,24 @@ impl<'a> Xlate<'a> {
         }
     }
 
+    /// OVS `xlate_resubmit_resource_check`: whether a lookup or group would pass OVS's depth
+    /// or lookup limit, which drops the packet (the reason is recorded).
+    fn out_of_resources(&mut self) -> bool {
+        let reason = if self.depth >= MAX_DEPTH {
+            DropReason::RecursionTooDeep
+        } else if self.resubmits >= MAX_RESUBMITS {
+            DropReason::TooManyResubmits
+        } else {
+            return false;
+        };
+        self.tr.drop_reason = Some(reason);
+        true
+    }
+
     /// OVS `xlate_group_action`: the resubmit limits apply, then the group's buckets run
     /// (a group that does not exist ends the action list; loading flows refuses them).
     fn group(&mut self, id: u32) {
-        if self.depth >= MAX_DEPTH {
-            self.tr.drop_reason = Some(DropReason::RecursionTooDeep);
-            return;
-        }
-        if self.resubmits >= MAX_RESUBMITS {
-            self.tr.drop_reason = Some(DropReason::TooManyResubmits);
+        if self.out_of_resources() {
             return;
         }
         // Buckets restore the flow when they end: no sub-traversal can express that.

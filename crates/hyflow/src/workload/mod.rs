@@ -79,11 +79,12 @@ impl Workload {
 
     /// The slow path: the rules, with the groups and ports they refer to.
     pub fn pipeline(&self) -> Pipeline {
-        let mut p = Pipeline::from_rules(self.rules.iter().cloned());
-        p.set_groups(self.groups.clone());
-        p.set_ports(self.ports.clone());
-        p.set_mac_table(self.macs.clone());
-        p
+        Pipeline::of_switch(
+            self.rules.iter().cloned(),
+            self.groups.clone(),
+            self.ports.clone(),
+            self.macs.clone(),
+        )
     }
 
     /// Replaces the updates with those of an updates file, whose tables and ports may be

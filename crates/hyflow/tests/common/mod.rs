@@ -5,6 +5,7 @@
 
 use hyflow::openflow::group::{parse_groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::parser::parse_flows_named;
 use hyflow::openflow::update::{parse_updates_named, Update};
 use hyflow::openflow::{Names, Pipeline};
@@ -42,11 +43,8 @@ pub fn names() -> Names {
 pub fn pipeline_of(flows: &str) -> Pipeline {
     let mut names = Names::new();
     let (groups, _) = parse_groups(GROUPS, "groups", &mut names).expect("test groups parse");
-    let mut p =
-        Pipeline::from_rules(parse_flows_named(flows, "flows", &mut names).expect("test flows parse"));
-    p.set_groups(groups);
-    p.set_ports(switch_ports());
-    p
+    let rules = parse_flows_named(flows, "flows", &mut names).expect("test flows parse");
+    Pipeline::of_switch(rules, groups, switch_ports(), MacTable::default())
 }
 
 /// Updates text whose rules may use [`GROUPS`].
@@ -461,4 +459,26 @@ pub fn without_learning(line: &str) -> String {
     let kept: Vec<&str> = kept.into_iter().filter(|a| !a.starts_with("learn(") && *a != "NORMAL").collect();
     let acts = if kept.is_empty() || kept == ["drop"] { "drop".to_string() } else { kept.join(",") };
     format!("{head}actions={acts}")
+}
+
+/// A JSON fixture of `tests/data` (vectors traced through Open vSwitch).
+pub fn ovs_fixture(name: &str) -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A megaflow as a sorted list of its tokens, without what is not flow semantics: the
+/// datapath details OVS prints (`recirc_id=0`, `eth`) and hyflow's explicit VLAN presence
+/// (`vlan_tci=0x0000/0x1000`, `vlan_tci=0x1000/0x1000`); LOCAL by number, as hyflow prints it.
+pub fn megaflow_tokens(m: &str) -> Vec<String> {
+    let mut v: Vec<String> = m
+        .split(',')
+        .filter(|t| {
+            !matches!(*t, "recirc_id=0" | "eth" | "vlan_tci=0x0000/0x1000" | "vlan_tci=0x1000/0x1000")
+        })
+        .map(|t| t.replace("in_port=LOCAL", "in_port=65534"))
+        .collect();
+    v.sort();
+    v
 }
