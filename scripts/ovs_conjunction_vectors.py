@@ -11,12 +11,9 @@ nothing of it is in this repository.
 Usage: ovs_conjunction_vectors.py --ovs-bin DIR --out FILE [--cases N] [--packets N] [--seed S]
 (OVS_RUNDIR must point at the switch's run directory.)
 """
-import argparse
-import json
-import os
 import random
-import subprocess
-import tempfile
+
+from ovs_oracle import Ovs, options, write
 
 BROAD = ["", "ip", "tcp", "udp", "in_port=1", "in_port=2", "ip,nw_src=10.0.0.0/8", "ip,nw_dst=10.0.0.0/8",
          "ip,nw_src=10.1.0.0/16", "ip,nw_dst=192.168.1.0/24", "tcp,tp_dst=80", "tcp,tp_dst=443",
@@ -56,35 +53,16 @@ def packet(r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ovs-bin", required=True, help="directory with ovs-ofctl and ovs-appctl")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cases", type=int, default=60)
-    ap.add_argument("--packets", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = options(__doc__, cases=60, packets=12)
     r = random.Random(a.seed)
-    ofctl, appctl = os.path.join(a.ovs_bin, "ovs-ofctl"), os.path.join(a.ovs_bin, "ovs-appctl")
+    ovs = Ovs(a.ovs_bin)
     cases = []
     for _ in range(a.cases):
         flows = rules(r)
-        with tempfile.NamedTemporaryFile("w", suffix=".flows", delete=False) as f:
-            f.write("\n".join(flows) + "\n")
-        subprocess.run([ofctl, "del-flows", "br0"], check=True)
-        subprocess.run([ofctl, "add-flows", "br0", f.name], check=True)
-        os.unlink(f.name)
-        traced = []
-        for _ in range(a.packets):
-            p = packet(r)
-            out = subprocess.run([appctl, "ofproto/trace", "br0", p], check=True, capture_output=True, text=True).stdout
-            line = lambda prefix: next(l for l in out.splitlines() if l.startswith(prefix))[len(prefix):].strip()
-            traced.append({"packet": p, "megaflow": line("Megaflow:"), "dp_actions": line("Datapath actions:")})
-        cases.append({"flows": flows, "packets": traced})
-    about = ("Open vSwitch " + subprocess.run([ofctl, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-             + f"; scripts/ovs_conjunction_vectors.py --seed {a.seed} --cases {a.cases} --packets {a.packets}")
-    with open(a.out, "w") as f:
-        json.dump({"about": about, "cases": cases}, f, indent=1)
-    print(f"wrote {len(cases)} cases of {a.packets} packets to {a.out}")
+        ovs.ofctl("del-flows", "br0")
+        ovs.load("add-flows", flows)
+        cases.append({"flows": flows, "packets": [ovs.trace(packet(r)) for _ in range(a.packets)]})
+    write(a, ovs, "ovs_conjunction_vectors.py", cases)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,9 @@ start Open vSwitch yourself (userspace, --enable-dummy); nothing of it is in thi
 Usage: ovs_group_vectors.py --ovs-bin DIR --out FILE [--cases N] [--packets N] [--seed S]
 (OVS_RUNDIR must point at the switch's run directory.)
 """
-import argparse
-import json
-import os
 import random
-import subprocess
-import tempfile
+
+from ovs_oracle import Ovs, options, write
 
 PORTS = [1, 2, 3, 4, 5]
 HASH_FIELDS = ["ip_src", "ip_dst", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "eth_src", "eth_dst",
@@ -112,49 +109,25 @@ def packet(r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ovs-bin", required=True, help="directory with ovs-ofctl and ovs-appctl")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cases", type=int, default=60)
-    ap.add_argument("--packets", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = options(__doc__, cases=60, packets=12)
     r = random.Random(a.seed)
-    ofctl, appctl = os.path.join(a.ovs_bin, "ovs-ofctl"), os.path.join(a.ovs_bin, "ovs-appctl")
-    of15 = [ofctl, "-O", "OpenFlow15"]
+    ovs = Ovs(a.ovs_bin)
     cases = []
     for _ in range(a.cases):
         down = sorted(r.sample(PORTS, r.randint(0, 2)))
         for p in PORTS:
-            state = "down" if p in down else "up"
-            subprocess.run([appctl, "netdev-dummy/set-admin-state", f"p{p}", state], capture_output=True)
+            ovs.appctl("netdev-dummy/set-admin-state", f"p{p}", "down" if p in down else "up", check=False)
         gs = groups(r)
         fs = flows(r, len(gs))
-        subprocess.run(of15 + ["del-flows", "br0"], check=True)
-        subprocess.run(of15 + ["del-groups", "br0"], check=True)
-        with tempfile.NamedTemporaryFile("w", suffix=".groups", delete=False) as f:
-            f.write("\n".join(gs) + "\n")
-        subprocess.run(of15 + ["add-groups", "br0", f.name], check=True)
-        os.unlink(f.name)
-        with tempfile.NamedTemporaryFile("w", suffix=".flows", delete=False) as f:
-            f.write("\n".join(fs) + "\n")
-        subprocess.run([ofctl, "add-flows", "br0", f.name], check=True)
-        os.unlink(f.name)
-        traced = []
-        for _ in range(a.packets):
-            p = packet(r)
-            out = subprocess.run([appctl, "ofproto/trace", "br0", p], check=True, capture_output=True, text=True).stdout
-            line = lambda prefix: next(l for l in out.splitlines() if l.startswith(prefix))[len(prefix):].strip()
-            traced.append({"packet": p, "megaflow": line("Megaflow:"), "dp_actions": line("Datapath actions:")})
+        ovs.ofctl("del-flows", "br0", of15=True)
+        ovs.ofctl("del-groups", "br0", of15=True)
+        ovs.load("add-groups", gs, of15=True)
+        ovs.load("add-flows", fs)
+        traced = [ovs.trace(packet(r)) for _ in range(a.packets)]
         cases.append({"groups": gs, "flows": fs, "ports_down": down, "packets": traced})
     for p in PORTS:
-        subprocess.run([appctl, "netdev-dummy/set-admin-state", f"p{p}", "up"], capture_output=True)
-    about = ("Open vSwitch " + subprocess.run([ofctl, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-             + f"; scripts/ovs_group_vectors.py --seed {a.seed} --cases {a.cases} --packets {a.packets}"
-             + "; datapath ports: p1..p5 = 1..5, LOCAL = 100")
-    with open(a.out, "w") as f:
-        json.dump({"about": about, "cases": cases}, f, indent=1)
-    print(f"wrote {len(cases)} cases of {a.packets} packets to {a.out}")
+        ovs.appctl("netdev-dummy/set-admin-state", f"p{p}", "up", check=False)
+    write(a, ovs, "ovs_group_vectors.py", cases, "; datapath ports: p1..p5 = 1..5, LOCAL = 100")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,9 @@ vSwitch yourself (userspace, --enable-dummy); nothing of it is in this repositor
 Usage: ovs_normal_vectors.py --ovs-bin DIR --out FILE [--cases N] [--packets N] [--seed S]
 (OVS_RUNDIR must point at the switch's run directory.)
 """
-import argparse
-import json
-import os
 import random
-import subprocess
-import tempfile
+
+from ovs_oracle import Ovs, options, write
 
 MACS = ["00:00:00:00:00:0%d" % i for i in range(1, 7)] + ["ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01",
                                                          "01:80:c2:00:00:00"]
@@ -58,38 +55,19 @@ def packet(r):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ovs-bin", required=True, help="directory with ovs-ofctl and ovs-appctl")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--cases", type=int, default=40)
-    ap.add_argument("--packets", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = options(__doc__, cases=40, packets=20)
     r = random.Random(a.seed)
-    ofctl, appctl = os.path.join(a.ovs_bin, "ovs-ofctl"), os.path.join(a.ovs_bin, "ovs-appctl")
+    ovs = Ovs(a.ovs_bin)
     cases = []
     for _ in range(a.cases):
         fs = flows(r)
-        subprocess.run([ofctl, "del-flows", "br0"], check=True)
-        subprocess.run([appctl, "fdb/flush", "br0"], check=True, capture_output=True)
-        with tempfile.NamedTemporaryFile("w", suffix=".flows", delete=False) as f:
-            f.write("\n".join(fs) + "\n")
-        subprocess.run([ofctl, "add-flows", "br0", f.name], check=True)
-        os.unlink(f.name)
-        traced = []
-        for _ in range(a.packets):
-            p = packet(r)
-            out = subprocess.run([appctl, "ofproto/trace", "br0", p, "-generate"], check=True,
-                                 capture_output=True, text=True).stdout
-            line = lambda prefix: next(l for l in out.splitlines() if l.startswith(prefix))[len(prefix):].strip()
-            traced.append({"packet": p, "megaflow": line("Megaflow:"), "dp_actions": line("Datapath actions:")})
-        fdb = subprocess.run([appctl, "fdb/show", "br0"], check=True, capture_output=True, text=True).stdout
-        cases.append({"flows": fs, "packets": traced, "fdb": fdb.splitlines()[1:]})
-    about = ("Open vSwitch " + subprocess.run([ofctl, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-             + f"; scripts/ovs_normal_vectors.py --seed {a.seed} --cases {a.cases} --packets {a.packets}")
-    with open(a.out, "w") as f:
-        json.dump({"about": about, "cases": cases}, f, indent=1)
-    print(f"wrote {len(cases)} cases of {a.packets} packets to {a.out}")
+        ovs.ofctl("del-flows", "br0")
+        ovs.appctl("fdb/flush", "br0")
+        ovs.load("add-flows", fs)
+        traced = [ovs.trace(packet(r), generate=True) for _ in range(a.packets)]
+        fdb = ovs.appctl("fdb/show", "br0").splitlines()[1:]
+        cases.append({"flows": fs, "packets": traced, "fdb": fdb})
+    write(a, ovs, "ovs_normal_vectors.py", cases, "; datapath ports: p1..p5 = 1..5, LOCAL = 100")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,68 @@
+"""What the scripts/ovs_*_vectors.py generators share: their options, the tools of a running
+Open vSwitch (userspace, dummy datapath, bridge br0), loading flow and group files into br0,
+tracing a packet, and writing the vectors with how they were made.
+
+Build and start Open vSwitch yourself; nothing of it is in this repository. OVS_RUNDIR must
+point at the switch's run directory.
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+
+def options(doc, cases, packets):
+    """The generators' command line: --ovs-bin, --out, --cases, --packets, --seed."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ovs-bin", required=True, help="directory with ovs-ofctl and ovs-appctl")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", type=int, default=cases)
+    ap.add_argument("--packets", type=int, default=packets)
+    ap.add_argument("--seed", type=int, default=1)
+    return ap.parse_args()
+
+
+class Ovs:
+    """ovs-ofctl and ovs-appctl of one installation, on bridge br0."""
+
+    def __init__(self, ovs_bin):
+        self.ofctl_bin = os.path.join(ovs_bin, "ovs-ofctl")
+        self.appctl_bin = os.path.join(ovs_bin, "ovs-appctl")
+
+    def ofctl(self, *args, of15=False):
+        """Runs ovs-ofctl (OpenFlow 1.5 when `of15`, for groups) and returns its output."""
+        cmd = [self.ofctl_bin] + (["-O", "OpenFlow15"] if of15 else []) + list(args)
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+    def appctl(self, *args, check=True):
+        """Runs ovs-appctl and returns its output."""
+        return subprocess.run([self.appctl_bin] + list(args), check=check, capture_output=True, text=True).stdout
+
+    def load(self, command, lines, of15=False):
+        """`ovs-ofctl COMMAND br0 FILE` (add-flows, add-groups) with `lines` as the file."""
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("\n".join(lines) + "\n")
+        try:
+            self.ofctl(command, "br0", f.name, of15=of15)
+        finally:
+            os.unlink(f.name)
+
+    def trace(self, packet, generate=False):
+        """`ofproto/trace` of one packet (`-generate`: with its side effects, as learning):
+        the packet, its megaflow and datapath actions."""
+        out = self.appctl("ofproto/trace", "br0", packet, *(["-generate"] if generate else []))
+        line = lambda prefix: next(l for l in out.splitlines() if l.startswith(prefix))[len(prefix):].strip()
+        return {"packet": packet, "megaflow": line("Megaflow:"), "dp_actions": line("Datapath actions:")}
+
+    def version(self):
+        return subprocess.run([self.ofctl_bin, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+def write(args, ovs, script, cases, note=""):
+    """Writes the vectors with a line saying which OVS and which command made them."""
+    about = (f"Open vSwitch {ovs.version()}; scripts/{script} --seed {args.seed} --cases {args.cases} "
+             f"--packets {args.packets}{note}")
+    with open(args.out, "w") as f:
+        json.dump({"about": about, "cases": cases}, f, indent=1)
+    print(f"wrote {len(cases)} cases of {args.packets} packets to {args.out}")
