@@ -55,6 +55,20 @@ class Ovs:
         line = lambda prefix: next(l for l in out.splitlines() if l.startswith(prefix))[len(prefix):].strip()
         return {"packet": packet, "megaflow": line("Megaflow:"), "dp_actions": line("Datapath actions:")}
 
+    def trace_passes(self, packet, ct_next=()):
+        """`ofproto/trace` of one packet with `--ct-next` states: every pass (the first, then each
+        recirculation, in order) as its resume state, megaflow and datapath actions."""
+        args = ["ofproto/trace", "br0", packet]
+        for s in ct_next:
+            args += ["--ct-next", s]
+        out = self.appctl(*args)
+        passes = []
+        for section in out.split("\nrecirc(")[0:]:
+            lines = section.splitlines()
+            find = lambda prefix: next(l for l in lines if l.startswith(prefix))[len(prefix):].strip()
+            passes.append({"megaflow": find("Megaflow:"), "dp_actions": find("Datapath actions:")})
+        return {"packet": packet, "ct_next": list(ct_next), "passes": passes}
+
     def version(self):
         return subprocess.run([self.ofctl_bin, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
 

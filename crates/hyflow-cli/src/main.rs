@@ -7,8 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use hyflow::openflow::report::{trace_text, TraceRecord};
-use hyflow::openflow::Traversal;
+use hyflow::openflow::report::{passes_text, TraceRecord};
 use hyflow_front::gen::{
     self, GenDynamicArgs, GenGatewayArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs,
 };
@@ -141,22 +140,22 @@ fn restore_sigpipe() {
 }
 
 fn run_trace(args: TraceArgs) -> Result<()> {
-    let (pipeline, names) = args.pipeline()?;
-    let packets = args.packets(&names)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let mut tr = Traversal::new();
-    for (i, pkt) in packets.iter().enumerate() {
-        pipeline.process(pkt, &mut tr);
+    let mut first = true;
+    args.for_each_trace(|passes, pipeline, limit_reached| {
         if args.json {
-            writeln!(out, "{}", serde_json::to_string(&TraceRecord::new(&tr, &pipeline))?)?;
+            let record = TraceRecord::of_passes(passes, pipeline, limit_reached);
+            writeln!(out, "{}", serde_json::to_string(&record)?)?;
         } else {
-            if i > 0 {
+            if !first {
                 writeln!(out)?;
             }
-            write!(out, "{}", trace_text(&tr, &pipeline))?;
+            write!(out, "{}", passes_text(passes, pipeline, limit_reached))?;
         }
-    }
+        first = false;
+        Ok(())
+    })?;
     out.flush()?;
     Ok(())
 }

@@ -96,7 +96,7 @@ fn json_lists_outputs_with_the_packet_as_it_leaves() {
     assert_eq!(outs[1]["packet"]["tp_dst"], "8080");
     assert_eq!(v["tables"].as_array().unwrap().len(), 2);
     let mf = v["megaflow"].as_str().unwrap();
-    assert!(mf.starts_with("tcp,in_port=1,") && mf.contains("nw_dst=10.0.0.2"), "{mf}");
+    assert!(mf.starts_with("recirc_id=0,tcp,in_port=1,") && mf.contains("nw_dst=10.0.0.2"), "{mf}");
 }
 
 #[test]
@@ -1029,7 +1029,7 @@ fn the_cli_under_abuse() {
     fails_with(&out, &["/nonexistent/t.pcap: cannot open: No such file or directory"]);
     // A cache size that would not fit in memory: refused before allocating.
     let out = hyflow(&["replay", "--microflow-entries", "4000000000"]);
-    fails_with(&out, &["--microflow-entries 4000000000", "at most 16777216 entries"]);
+    fails_with(&out, &["--microflow-entries 4000000000", "at most 8388608 entries"]);
     // A generator count beyond what the traffic can hold.
     let pcap = tmp("b.pcap", b"");
     let out = hyflow(&["gen", "dynamic", "--out", pcap.to_str().unwrap(), "--bursts", "100000000"]);

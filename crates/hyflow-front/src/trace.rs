@@ -7,8 +7,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
 use hyflow::input::PacketSource;
+use hyflow::openflow::passes::{trace_passes, Pass};
 use hyflow::openflow::{parse_packet_named, Names, Pipeline};
-use hyflow::packet::FlowKey;
+use hyflow::packet::{ct_state, FlowKey};
 
 use crate::names::NameArgs;
 
@@ -39,6 +40,27 @@ pub struct TraceArgs {
     /// Print one JSON object per packet instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Connection state a pass recirculated by `ct(table=N)` resumes with, as
+    /// `ofproto/trace --ct-next` (flags joined by `,` or `|`: `trk,est`, `trk|new|rpl`).
+    /// Give it once per recirculation, in order; passes beyond them resume with `trk,new`.
+    #[arg(long = "ct-next", value_name = "STATE", value_parser = parse_ct_next)]
+    pub ct_next: Vec<u8>,
+}
+
+/// A `--ct-next` state: flags, each known, in a state conntrack can give.
+fn parse_ct_next(text: &str) -> Result<u8, String> {
+    let mut state = 0;
+    for flag in text.split([',', '|', ' ']).filter(|f| !f.is_empty()) {
+        let (value, _) =
+            ct_state::parse(flag).ok().filter(|_| ct_state::NAMES.contains(&flag)).ok_or_else(|| {
+                format!("{flag}: unknown connection tracking state flag ({})", ct_state::NAMES.join(", "))
+            })?;
+        state |= value;
+    }
+    match ct_state::impossible(state) {
+        Some(why) => Err(why),
+        None => Ok(state),
+    }
 }
 
 impl TraceArgs {
@@ -46,6 +68,19 @@ impl TraceArgs {
     pub fn pipeline(&self) -> Result<(Pipeline, Names)> {
         let flows = self.names.read_flows(&self.flows)?;
         Ok((flows.pipeline(), flows.names))
+    }
+
+    /// Traces every packet through all its passes (the first, then each recirculation with
+    /// the `--ct-next` states), handing each packet's passes to `each` with whether the
+    /// recirculation limit cut them short.
+    pub fn for_each_trace(&self, mut each: impl FnMut(&[Pass], &Pipeline, bool) -> Result<()>) -> Result<()> {
+        let (pipeline, names) = self.pipeline()?;
+        let mut passes = Vec::new();
+        for packet in self.packets(&names)? {
+            let limit_reached = trace_passes(&pipeline, &packet, &self.ct_next, &mut passes);
+            each(&passes, &pipeline, limit_reached)?;
+        }
+        Ok(())
     }
 
     /// The packets the options name: the one given, a file's, or one from a capture; ports

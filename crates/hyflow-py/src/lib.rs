@@ -17,9 +17,9 @@ use pyo3::types::PyDict;
 use hyflow::experiment::replay::PacketDecision;
 use hyflow::experiment::sim::{search, simulate};
 use hyflow::input::PacketSource;
-use hyflow::openflow::report::{trace_text, TraceRecord};
+use hyflow::openflow::action::format_actions;
+use hyflow::openflow::report::{passes_text, TraceRecord};
 use hyflow::openflow::update::{read_updates_file, When};
-use hyflow::openflow::{action::format_actions, Traversal};
 use hyflow::packet::format::format_flow;
 use hyflow::sim::datapath::SimDecision;
 use hyflow::switch::Layer;
@@ -408,13 +408,12 @@ fn eval_topk(py: Python<'_>, argv: Vec<String>) -> PyResult<Vec<String>> {
 fn run_trace(py: Python<'_>, argv: Vec<String>) -> PyResult<Vec<(String, String)>> {
     let args: trace::TraceArgs = parse("trace", argv)?;
     py.detach(|| -> anyhow::Result<_> {
-        let (pipeline, names) = args.pipeline()?;
-        let mut tr = Traversal::new();
         let mut out = Vec::new();
-        for pkt in args.packets(&names)? {
-            pipeline.process(&pkt, &mut tr);
-            out.push((serde_json::to_string(&TraceRecord::new(&tr, &pipeline))?, trace_text(&tr, &pipeline)));
-        }
+        args.for_each_trace(|passes, pipeline, limit_reached| {
+            let record = TraceRecord::of_passes(passes, pipeline, limit_reached);
+            out.push((serde_json::to_string(&record)?, passes_text(passes, pipeline, limit_reached)));
+            Ok(())
+        })?;
         Ok(out)
     })
     .map_err(error)

@@ -84,6 +84,7 @@ fn ovs_megaflow_bits(line: &str) -> u32 {
 fn hyflow_megaflow_bits(tr: &Traversal) -> u32 {
     let mut mask = tr.megaflow.mask;
     mask.set(id::IN_PORT, 0);
+    mask.set(id::RECIRC_ID, 0);
     mask.set(id::NW_FRAG, 0);
     // Tag presence and TPIDs are structure in a datapath key (OVS prints neither).
     mask.set(id::VLAN_TCI, mask.get(id::VLAN_TCI) & !0x1000);

@@ -210,7 +210,10 @@ fn non_ip_megaflows_carry_what_ovs_pins() {
         pipeline("priority=10,ip,nw_dst=10.0.0.0/8 actions=output:2\npriority=1 actions=dec_ttl,output:3\n");
     let tr = run(&p, "in_port=1,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:02,dl_type=0x88cc");
     assert_eq!(ports(&tr), vec![3]);
-    assert_eq!(megaflow(&tr), "in_port=1,vlan_tci=0x0000/0x1000,dl_type=0x88cc,nw_proto=0,nw_ttl=0");
+    assert_eq!(
+        megaflow(&tr),
+        "recirc_id=0,in_port=1,vlan_tci=0x0000/0x1000,dl_type=0x88cc,nw_proto=0,nw_ttl=0"
+    );
 }
 
 #[test]

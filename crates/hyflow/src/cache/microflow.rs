@@ -423,7 +423,7 @@ mod tests {
 
     fn key(n: u64) -> FlowKey {
         let mut k = FlowKey::default();
-        k.words[14] = n;
+        k.words[crate::packet::field::word::NW_ADDRS as usize] = n;
         k
     }
 

@@ -117,6 +117,10 @@ pub enum Action {
     Sample(String),
     /// `learn(...)`: install a flow made from the packet (see [`super::learn`]).
     Learn(Box<super::learn::Learn>),
+    /// `ct(...)`: through the connection tracker (see [`super::ct`]).
+    Ct(Box<super::ct::Ct>),
+    /// `ct_clear`: the packet leaves the connection tracker's view (untracked, ct_* cleared).
+    CtClear,
     /// `conjunction(id,k/n)`: this rule is clause `k` of `n` of conjunctive match `id` (a
     /// rule with it has only such actions, and notes). It is never executed: the classifier
     /// resolves conjunctions and returns the rule matching `conj_id=id`.
@@ -183,6 +187,8 @@ impl std::fmt::Display for Action {
             Action::Sample(args) => write!(f, "sample({args})"),
             Action::Conjunction(c) => write!(f, "conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
             Action::Learn(l) => write!(f, "{l}"),
+            Action::Ct(ct) => write!(f, "{ct}"),
+            Action::CtClear => write!(f, "ct_clear"),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use super::ct::Nat;
 use super::traversal::Output;
 use crate::packet::field::{id, proto, FieldId};
 use crate::packet::format::format_value;
@@ -35,6 +36,68 @@ pub enum DpAction {
     },
     /// Send to a port.
     Output(u32),
+    /// Through the connection tracker (`ct(...)`): look the connection up in `zone`, commit
+    /// it, set its mark and label, apply NAT; the packet's `ct_*` fields get its state.
+    Ct(CtExec),
+    /// Leave the connection tracker's view: `ct_state` and the other `ct_*` fields cleared.
+    CtClear,
+    /// Recirculate a clone of the packet as it is now with this `recirc_id`: another pass
+    /// through the datapath, resuming the pipeline where it froze.
+    Recirc(u32),
+}
+
+/// What a datapath `ct` action does (OVS `OVS_ACTION_ATTR_CT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CtExec {
+    /// Create (or update) the connection.
+    pub commit: bool,
+    /// With `commit`: a connection found in the reply direction ends, a new one starts.
+    pub force: bool,
+    /// Zone.
+    pub zone: u16,
+    /// Set the connection's mark: (value, mask).
+    pub mark: Option<(u32, u32)>,
+    /// Set the connection's label: (value, mask).
+    pub label: Option<(u128, u128)>,
+    /// Address translation.
+    pub nat: Option<Nat>,
+}
+
+impl std::fmt::Display for CtExec {
+    /// As the datapath prints it: `ct(commit,zone=5,mark=0x7/0xffffffff,nat(dst=10.0.0.1))`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if self.commit {
+            parts.push(if self.force { "force_commit" } else { "commit" }.into());
+        }
+        if self.zone != 0 {
+            parts.push(format!("zone={}", self.zone));
+        }
+        if let Some((v, m)) = self.mark {
+            parts.push(format!("mark={}/{}", c_hex(v as u128), c_hex(m as u128)));
+        }
+        if let Some((v, m)) = self.label {
+            let text = if m == u128::MAX { format!("{v:#x}") } else { format!("{v:#x}/{m:#x}") };
+            parts.push(format!("label={text}"));
+        }
+        if let Some(nat) = &self.nat {
+            parts.push(nat.to_string());
+        }
+        if parts.is_empty() {
+            write!(f, "ct")
+        } else {
+            write!(f, "ct({})", parts.join(","))
+        }
+    }
+}
+
+/// C's `%#x`: hex with `0x`, but `0` for zero.
+fn c_hex(v: u128) -> String {
+    if v == 0 {
+        "0".to_string()
+    } else {
+        format!("{v:#x}")
+    }
 }
 
 /// The header a set action rewrites.
@@ -202,6 +265,9 @@ pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>
             DpAction::Output(port) => {
                 outputs.push(Output { port, packet: k.masked(FlowMask::packet_state()) })
             }
+            DpAction::CtClear => k.clear_conntrack(),
+            // The connection tracker's and the next pass's: the switch runs them.
+            DpAction::Ct(_) | DpAction::Recirc(_) => {}
         }
     }
 }
@@ -224,6 +290,18 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
             }
             DpAction::PopVlan => {
                 out.push_str("pop_vlan");
+                i += 1;
+            }
+            DpAction::Ct(ct) => {
+                let _ = write!(out, "{ct}");
+                i += 1;
+            }
+            DpAction::CtClear => {
+                out.push_str("ct_clear");
+                i += 1;
+            }
+            DpAction::Recirc(id) => {
+                let _ = write!(out, "recirc({id:#x})");
                 i += 1;
             }
             DpAction::PushVlan { tpid, tci } => {

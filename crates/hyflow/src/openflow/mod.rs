@@ -2,13 +2,16 @@
 
 pub mod action;
 pub mod classifier;
+pub mod ct;
 pub mod datapath;
 pub mod group;
 pub mod learn;
 pub mod names;
 pub mod normal;
 pub mod parser;
+pub mod passes;
 pub mod pipeline;
+pub mod recirc;
 pub mod reference;
 pub mod report;
 pub mod rule;

@@ -6,11 +6,13 @@
 use std::path::Path;
 
 use super::action::{Action, Conjunction, SubField};
+use super::ct;
 use super::names::{
     declared_tables, reserved_port, unquote, Names, ALL_PORT, CONTROLLER_PORT, FLOOD_PORT, LOCAL_PORT,
     NORMAL_PORT,
 };
 use super::rule::{Match, Rule};
+use crate::packet::ct_state;
 use crate::packet::field::{id, proto, FieldId, Prereq};
 use crate::packet::format::{parse_field_value, parse_int};
 use crate::packet::{FlowKey, FlowMask};
@@ -261,11 +263,17 @@ fn prereq_text(p: Prereq) -> &'static str {
         Prereq::Sctp => "nw_proto=132 (sctp), not a later fragment",
         Prereq::Icmp => "dl_type=0x0800,nw_proto=1 (icmp)",
         Prereq::Icmpv6 => "dl_type=0x86dd,nw_proto=58 (icmp6)",
+        Prereq::Ct => {
+            "a ct_state match of a valid connection (+new, +est, +rel, +rpl, +snat, +dnat, or +trk-inv)"
+        }
     }
 }
 
 /// OVS's normal form: a match may use a field only if it pins down what makes the field exist.
 fn match_satisfies(m: &Match, p: Prereq) -> bool {
+    if p == Prereq::Ct {
+        return ct_state::valid_in_match(m.value.get(id::CT_STATE) as u8, m.mask.get(id::CT_STATE) as u8);
+    }
     let dl = (m.mask.get(id::DL_TYPE) == 0xffff).then(|| m.value.dl_type());
     let nw = (m.mask.get(id::NW_PROTO) == 0xff).then(|| m.value.nw_proto());
     let vlan = (m.mask.get(id::VLAN_TCI) as u16 & proto::VLAN_CFI != 0).then(|| m.value.has_vlan());
@@ -548,7 +556,20 @@ fn writable(f: FieldId) -> bool {
             | id::VLAN_TPID
             | id::VLAN_TCI2
             | id::VLAN_TPID2
+            | id::RECIRC_ID
+            | id::CT_STATE
+            | id::CT_ZONE
+            | id::CT_NW_PROTO
+            | id::CT_NW_SRC
+            | id::CT_NW_DST
+            | id::CT_TP_SRC
+            | id::CT_TP_DST
     )
+}
+
+/// The EtherType a match pins, if it does.
+fn dl_type_of(m: &Match) -> Option<u16> {
+    (m.mask.get(id::DL_TYPE) == 0xffff).then(|| m.value.dl_type())
 }
 
 /// Whether the match of `rule` guarantees prerequisite `p`; always for actions outside a
@@ -664,6 +685,26 @@ pub(super) fn parse_action(
     rule: Option<&Rule>,
     names: &Names,
 ) -> Result<Option<Action>, SpecError> {
+    let a = parse_any_action(tok, rule, names)?;
+    if a.as_ref().is_some_and(ct::writes_ct_metadata) {
+        return Err(tok.fail("ct_mark and ct_label are set only inside ct(exec(...))"));
+    }
+    Ok(a)
+}
+
+/// One action of `ct(exec(...))`: a set of `ct_mark` or `ct_label`, nothing else (OVS).
+pub(super) fn parse_action_in_ct(
+    tok: &Tok,
+    rule: Option<&Rule>,
+    names: &Names,
+) -> Result<Option<Action>, SpecError> {
+    match parse_any_action(tok, rule, names)? {
+        Some(a) if ct::writes_ct_metadata(&a) => Ok(Some(a)),
+        _ => Err(tok.fail("ct: exec(...) may only set ct_mark and ct_label (set_field, load or move)")),
+    }
+}
+
+fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Option<Action>, SpecError> {
     let text = tok.text;
     // A bare number or quoted name is `output:` to that port. So is a word that is no
     // action's name but a reserved port or a known port name (below), as in OVS, which tries
@@ -903,11 +944,41 @@ pub(super) fn parse_action(
             }
             Action::Conjunction(Conjunction { id, clause: k - 1, n_clauses: n })
         }
-        "ct" | "ct_clear" | "nat" => {
-            return Err(tok.sub(0, name.len()).fail(format!(
-                "{name}: connection tracking is not modelled yet (no ct(), ct_clear, nat or ct_* matches)"
-            )))
+        "ct" => {
+            let ct = ct::parse_ct(&arg_tok, names, rule)?;
+            let nat_setup = ct.nat.is_some_and(|n| n.kind.is_some());
+            if !ct.commit && (nat_setup || !ct.exec.is_empty()) {
+                return Err(tok.fail(
+                    "ct needs commit to set a mark or label (exec) or set up NAT (nat(src|dst...)); without it only a bare nat applies",
+                ));
+            }
+            // OVS check_CT and check_NAT, against the rule's match.
+            if let Some(r) = rule {
+                let dl = dl_type_of(&r.matcher);
+                if !matches!(dl, Some(proto::ETH_IPV4 | proto::ETH_IPV6)) {
+                    return Err(
+                        tok.fail("ct requires the match to have dl_type=0x0800 or 0x86dd (ip or ipv6)")
+                    );
+                }
+                let inv =
+                    r.matcher.value.ct_state() & r.matcher.mask.get(id::CT_STATE) as u8 & ct_state::INV != 0;
+                if ct.commit && inv {
+                    return Err(tok
+                        .fail("ct(commit) cannot commit invalid connections (the match has ct_state=+inv)"));
+                }
+                if ct.nat.is_some_and(|n| n.addrs.is_some()) && dl != Some(proto::ETH_IPV4) {
+                    return Err(
+                        tok.fail("nat with IPv4 addresses requires the match to have dl_type=0x0800 (ip)")
+                    );
+                }
+            }
+            Action::Ct(Box::new(ct))
         }
+        "ct_clear" => {
+            no_arg()?;
+            Action::CtClear
+        }
+        "nat" => return Err(tok.fail("nat is an argument of ct: ct(nat(...))")),
         "learn" => {
             need_arg("its specs")?;
             Action::Learn(Box::new(super::learn::parse_learn(&arg_tok, names, rule)?))
@@ -960,13 +1031,13 @@ pub(super) fn parse_action(
     Ok(Some(a))
 }
 
-/// The message for a field name hyflow does not know: connection-tracking and recirculation
-/// fields are Open vSwitch's, but not modelled yet.
+/// The message for a field name hyflow does not know: some are Open vSwitch's, but not
+/// modelled yet.
 fn unknown_field(name: &str) -> String {
-    let ct =
-        name.starts_with("ct_") || name.starts_with("NXM_NX_CT_") || matches!(name, "recirc_id" | "dp_hash");
-    if ct {
-        format!("{name}: connection tracking and recirculation are not modelled yet")
+    if name.starts_with("ct_ipv6_") || name.starts_with("NXM_NX_CT_IPV6_") {
+        format!("{name}: IPv6 connection tuples are not modelled yet")
+    } else if matches!(name, "dp_hash" | "NXM_NX_DP_HASH") {
+        format!("{name}: the datapath hash is not modelled yet")
     } else {
         format!("unknown field '{name}'")
     }
@@ -1383,16 +1454,46 @@ mod tests {
 
     /// Pipelines built on connection tracking are refused where they use it, by name.
     #[test]
-    fn connection_tracking_is_refused_by_name() {
+    fn connection_tracking_prints_as_ovs_ofctl_and_reads_back() {
+        for flow in [
+            "table=0,priority=10,ct_state=-trk,ip actions=ct(table=1,zone=5)",
+            "table=1,priority=5,ct_state=+new+trk,tcp actions=ct(commit,zone=reg0[0..15],nat(dst=10.1.1.1:8080),exec(set_field:0x7->ct_mark)),output:2",
+            "table=1,priority=5,ct_state=+est+trk,ct_zone=3,ct_mark=0x7,ip actions=ct(commit,force,nat(src=10.9.0.1-10.9.0.9:1000-1999,persistent,hash)),ct_clear",
+            "table=1,priority=5,ct_state=-new-inv+trk,ct_label=0x1/0x1,ct_nw_dst=10.0.0.2,ct_nw_proto=6,ct_tp_dst=80,ip actions=ct(nat),output:1",
+        ] {
+            let rule = parse_flows(flow, "f").unwrap().remove(0);
+            let printed = rule.to_string();
+            assert_eq!(printed, flow, "printed as ovs-ofctl dump-flows does");
+            assert_eq!(parse_flows(&printed, "f").unwrap().remove(0), rule);
+        }
+    }
+
+    #[test]
+    fn bad_connection_tracking_says_where_and_why() {
         for (flow, column, want) in [
-            (
-                "ip,ct_state=-trk actions=ct(table=1)",
-                4,
-                "ct_state: connection tracking and recirculation are not modelled",
-            ),
-            ("ip actions=ct(commit,zone=5),output:1", 12, "ct: connection tracking is not modelled yet"),
-            ("recirc_id=0x1,ip actions=drop", 1, "recirc_id: connection tracking"),
-            ("ip actions=ct_clear,output:1", 12, "ct_clear: connection tracking is not modelled yet"),
+            ("actions=ct(table=1)", 9, "ct requires the match to have dl_type"),
+            ("ip actions=ct(zone=reg0[0..7])", 20, "a zone field has 16 bits"),
+            ("ip actions=ct(table=255)", 21, "invalid table 0xff"),
+            ("ip actions=ct(force)", 15, "\"force\" flag requires \"commit\""),
+            ("ip actions=ct(bogus)", 15, "invalid argument to \"ct\" action: `bogus'"),
+            ("ip actions=ct(exec(set_field:1->ct_mark))", 12, "ct needs commit"),
+            ("ip actions=ct(nat(src=10.0.0.1))", 12, "ct needs commit"),
+            ("ip actions=ct(commit,exec(output:1))", 27, "may only set ct_mark and ct_label"),
+            ("ip actions=set_field:1->ct_mark", 12, "only inside ct(exec(...))"),
+            ("ip actions=nat(src=10.0.0.1)", 12, "nat is an argument of ct"),
+            ("ip actions=ct(commit,nat(src=10.0.0.5-10.0.0.1))", 30, "bad range"),
+            ("ip actions=ct(commit,nat(hash))", 22, "Flags allowed only with"),
+            ("ip actions=ct(commit,nat(src=10.0.0.1,dst=10.0.0.2))", 39, "May only specify one of"),
+            ("ip actions=ct(commit,nat(src=[::1]))", 30, "IPv6 ranges are not modelled"),
+            ("ipv6 actions=ct(commit,nat(src=10.0.0.1))", 14, "nat with IPv4 addresses"),
+            ("ip,ct_state=+trk+inv actions=ct(commit)", 30, "cannot commit invalid connections"),
+            ("ct_state=+trk,ct_nw_dst=10.0.0.1,ip actions=drop", 15, "requires a ct_state match of a valid"),
+            ("ct_state=+bogus,ip actions=drop", 10, "unknown connection tracking state flag"),
+            ("ct_state=+trk+trk,ip actions=drop", 10, "only once"),
+            ("ip actions=set_field:1->ct_state", 25, "ct_state is not writable"),
+            ("ip actions=ct_clear(1)", 12, "ct_clear takes no argument"),
+            ("dp_hash=1,ip actions=drop", 1, "dp_hash: the datapath hash is not modelled yet"),
+            ("ct_ipv6_src=::1,ipv6 actions=drop", 1, "IPv6 connection tuples are not modelled yet"),
         ] {
             let e = parse_flows(flow, "f").unwrap_err();
             assert_eq!(e.column, column, "{flow}: {e}");

@@ -8,16 +8,20 @@
 
 use super::action::{conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
-use super::datapath::{commit, drop_uncommittable, DpAction, VlanFate};
+use super::ct::{Ct, CtZone};
+use super::datapath::{commit, drop_uncommittable, CtExec, DpAction, VlanFate};
 use super::group::{GroupKind, Groups, SwitchPorts};
 use super::names::LOCAL_PORT;
 use super::normal::{is_multicast, is_reserved, MacLearn, MacTable};
+use super::recirc::{Frozen, RecircIds};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{
-    DropReason, Interval, LookupPoint, Output, OutputMark, PointRec, Resume, Step, Traversal,
+    DropReason, Fork, Interval, LookupPoint, Output, OutputMark, PointRec, Resume, Step, Traversal,
 };
-use crate::packet::field::{id, proto, FieldId};
+use crate::packet::ct_state;
+use crate::packet::field::{id, proto, word, FieldId};
 use crate::packet::{FlowKey, FlowMask};
+use std::sync::Mutex;
 
 /// OpenFlow tables 0..=254.
 pub const N_TABLES: usize = 255;
@@ -46,6 +50,10 @@ pub struct Pipeline {
     groups: Groups,
     ports: SwitchPorts,
     macs: MacTable,
+    /// Frozen states of `ct(table=N)` passes by id: given out during translation, as OVS's
+    /// `recirc_alloc_id_ctx` does (equal states share an id, so translation stays a function
+    /// of the packet and the rules), behind a lock so that translation can take `&self`.
+    recirc: Mutex<RecircIds>,
 }
 
 impl Default for Pipeline {
@@ -67,7 +75,18 @@ impl Pipeline {
             groups: Groups::new(),
             ports: SwitchPorts::default(),
             macs: MacTable::default(),
+            recirc: Mutex::new(RecircIds::default()),
         }
+    }
+
+    /// The frozen state a recirculation id stands for.
+    pub fn frozen(&self, recirc_id: u32) -> Option<Frozen> {
+        self.recirc.lock().expect("recirculation ids").state(recirc_id).cloned()
+    }
+
+    /// Recirculation ids given out so far.
+    pub fn recirc_ids(&self) -> usize {
+        self.recirc.lock().expect("recirculation ids").len()
     }
 
     /// The MAC table.
@@ -212,11 +231,29 @@ impl Pipeline {
     }
 
     /// Runs `packet` through the pipeline from table 0, filling `tr`.
+    ///
+    /// A packet with a `recirc_id` is a later pass: translation thaws the state the id stands
+    /// for (the table to resume at, the pipeline metadata) and starts there, as OVS's upcall
+    /// of a recirculated packet does; an unknown id drops the packet.
     pub fn process(&self, packet: &FlowKey, tr: &mut Traversal) {
         tr.reset(packet);
         let mut x = Xlate::new(self, packet, tr, usize::MAX);
         x.init_wc();
-        x.lookup(None, 0, false);
+        match packet.recirc_id() {
+            0 => x.lookup(None, 0, false),
+            id => match self.frozen(id) {
+                Some(frozen) => {
+                    frozen.thaw_into(&mut x.flow);
+                    x.thawed = true;
+                    x.conntracked = frozen.conntracked;
+                    if !frozen.conntracked {
+                        x.flow.clear_conntrack();
+                    }
+                    x.lookup(None, frozen.table, false);
+                }
+                None => x.tr.drop_reason = Some(DropReason::NoRecirculationContext),
+            },
+        }
         x.execute();
         x.finish();
     }
@@ -317,6 +354,11 @@ struct Xlate<'a> {
     vlan_rebuilt: bool,
     /// Lookups allowed before translation stops (see [`Pipeline::run_from`]).
     budget: usize,
+    /// The packet is in the connection tracker's view: `ct_clear` has something to clear
+    /// (OVS `conntracked`).
+    conntracked: bool,
+    /// This pass resumed a frozen one (its metadata came from the recirculation id).
+    thawed: bool,
 }
 
 impl<'a> Xlate<'a> {
@@ -331,6 +373,8 @@ impl<'a> Xlate<'a> {
             table: 0,
             vlan_rebuilt: false,
             budget,
+            conntracked: flow.ct_state() & ct_state::TRK != 0,
+            thawed: false,
         }
     }
 
@@ -367,6 +411,8 @@ impl<'a> Xlate<'a> {
 
     fn init_wc(&mut self) {
         let wc = &mut self.tr.wc;
+        // OVS xlate_wc_init: these are always examined; a megaflow belongs to one pass.
+        wc.unwildcard_all(id::RECIRC_ID);
         wc.unwildcard_all(id::IN_PORT);
         wc.unwildcard_all(id::DL_TYPE);
         if self.flow.is_ip() {
@@ -561,6 +607,7 @@ impl<'a> Xlate<'a> {
         let p = f.def().prereq;
         match p {
             Prereq::Vlan => self.read(id::VLAN_TCI, proto::VLAN_CFI as u128),
+            Prereq::Ct => self.read(id::CT_STATE, crate::packet::ct_state::VALID_BITS as u128),
             // OVS is_ip_proto: the protocol is looked at only in an IP packet.
             Prereq::L4Ports | Prereq::Tcp | Prereq::Udp | Prereq::Sctp | Prereq::Icmp | Prereq::Icmpv6
                 if self.flow.is_ip() =>
@@ -718,6 +765,14 @@ impl<'a> Xlate<'a> {
                     }
                 }
                 Action::Controller => self.tr.to_controller += 1,
+                Action::Ct(ref ct) => self.conntrack(ct),
+                Action::CtClear => {
+                    if self.conntracked {
+                        self.conntracked = false;
+                        self.flow.clear_conntrack();
+                        self.tr.dp_actions.push(DpAction::CtClear);
+                    }
+                }
                 // No effect on forwarding (meters: rate limits are not modelled); a clause of a
                 // conjunction is never the rule a lookup returns.
                 Action::Note(_) | Action::Meter(_) | Action::Sample(_) | Action::Conjunction(_) => {}
@@ -758,6 +813,78 @@ impl<'a> Xlate<'a> {
             let step = self.tr.steps.len() as u32 - 1;
             self.tr.output_marks.push(OutputMark { step, written });
         }
+        self.commit_headers();
+        self.tr.dp_actions.push(DpAction::Output(port));
+        // What leaves is what the datapath actions made of the packet (registers and metadata
+        // are pipeline state and do not leave with it).
+        self.tr.outputs.push(Output { port, packet: self.base.masked(FlowMask::packet_state()) });
+    }
+
+    /// `ct(...)` (OVS `compose_conntrack_action`): header rewrites so far are committed, the
+    /// `exec` actions set the mark and label the datapath action carries, a `table` freezes
+    /// the pipeline for the clone's next pass, and this pass goes on untracked.
+    fn conntrack(&mut self, ct: &Ct) {
+        let zone = match ct.zone {
+            CtZone::Imm(z) => z,
+            CtZone::Field(s) => {
+                // A frozen field's value is implied by the recirculation id already.
+                if !(self.thawed && s.field.def().word <= word::IN_PORT) {
+                    self.read(s.field, s.mask());
+                }
+                ((self.flow.get(s.field) & s.mask()) >> s.offset) as u16
+            }
+        };
+        self.commit_headers();
+        let (mark_wc, label_wc) = (self.tr.wc.get(id::CT_MARK), self.tr.wc.get(id::CT_LABEL));
+        self.tr.wc.set(id::CT_MARK, 0);
+        self.tr.wc.set(id::CT_LABEL, 0);
+        for a in &ct.exec {
+            match *a {
+                Action::SetField { field, value, mask } => {
+                    self.tr.wc.unwildcard(field, mask);
+                    self.flow.set_masked(field, value, mask);
+                }
+                Action::Move { src, dst } => {
+                    self.read(src.field, src.mask());
+                    self.tr.wc.unwildcard(dst.field, dst.mask());
+                    let bits = (self.flow.get(src.field) & src.mask()) >> src.offset;
+                    self.flow.set_masked(dst.field, bits << dst.offset, dst.mask());
+                }
+                _ => unreachable!("the parser admits only sets of ct_mark and ct_label in exec"),
+            }
+        }
+        let masked = |f: FieldId, wc: &FlowMask, flow: &FlowKey| {
+            let m = wc.get(f);
+            (m != 0).then(|| (flow.get(f) & m, m))
+        };
+        let mark = masked(id::CT_MARK, &self.tr.wc, &self.flow).map(|(v, m)| (v as u32, m as u32));
+        let label = masked(id::CT_LABEL, &self.tr.wc, &self.flow);
+        self.tr.wc.set(id::CT_MARK, mark_wc);
+        self.tr.wc.set(id::CT_LABEL, label_wc);
+        self.tr.dp_actions.push(DpAction::Ct(CtExec {
+            commit: ct.commit,
+            force: ct.force,
+            zone,
+            mark,
+            label,
+            nat: ct.nat,
+        }));
+        if let Some(table) = ct.table {
+            let frozen = Frozen::of(&self.flow, table);
+            let id = self.p.recirc.lock().expect("recirculation ids").id_of(&frozen);
+            self.tr.dp_actions.push(DpAction::Recirc(id));
+            let mut flow = self.flow;
+            flow.set(id::CT_ZONE, zone as u128);
+            self.tr.forks.push(Fork { recirc_id: id, flow, nat: ct.nat });
+        }
+        // The ct_* fields exist only in the pass that recirculation starts.
+        self.flow.clear_conntrack();
+        self.conntracked = false;
+    }
+
+    /// Commits the header rewrites so far to the datapath actions (OVS
+    /// `xlate_commit_actions`), pinning what the datapath's rewrites depend on.
+    fn commit_headers(&mut self) {
         let n_before = self.tr.dp_actions.len();
         let fate = commit(&mut self.base, &self.flow, &self.tr.wc, &mut self.tr.dp_actions);
         // An IP header rewrite in the datapath carries the (unwritable) protocol, so the
@@ -779,10 +906,6 @@ impl<'a> Xlate<'a> {
                 self.tr.wc.unwildcard_all(tpid);
             }
         }
-        self.tr.dp_actions.push(DpAction::Output(port));
-        // What leaves is what the datapath actions made of the packet (registers and metadata
-        // are pipeline state and do not leave with it).
-        self.tr.outputs.push(Output { port, packet: self.base.masked(FlowMask::packet_state()) });
     }
 
     /// OVS `xlate_wc_finish`, plus dropping mask bits of headers the packet does not have.

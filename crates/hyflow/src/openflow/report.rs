@@ -6,8 +6,10 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use super::action::format_actions;
 use super::datapath::format_dp_actions;
+use super::passes::{Pass, MAX_RECIRCULATIONS};
 use super::pipeline::Pipeline;
 use super::traversal::{Output, Traversal};
+use crate::packet::ct_state;
 use crate::packet::format::{format_match, format_packet, packet_fields};
 use crate::packet::FlowKey;
 
@@ -92,6 +94,18 @@ pub struct TraceRecord<'a> {
     /// MACs `NORMAL` would learn (`MAC on port P, VLAN V`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub learned_macs: Vec<String>,
+    /// For a recirculated pass: the id it resumed (hex, as the datapath prints it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recirc_id: Option<String>,
+    /// For a recirculated pass: the connection state it resumed with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ct_state: Option<String>,
+    /// The passes recirculation started after this one (first pass only), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recirculations: Vec<TraceRecord<'a>>,
+    /// Whether recirculations were left unfollowed at the limit (first pass only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub recirculation_limit: bool,
 }
 
 impl<'a> TraceRecord<'a> {
@@ -119,7 +133,28 @@ impl<'a> TraceRecord<'a> {
             buckets: tr.buckets.iter().map(|(g, b)| format!("group {g} bucket {b}")).collect(),
             learned_flows: tr.learned.iter().map(|r| r.to_string()).collect(),
             learned_macs: tr.mac_learned.iter().map(mac_text).collect(),
+            recirc_id: None,
+            ct_state: None,
+            recirculations: Vec::new(),
+            recirculation_limit: false,
         }
+    }
+
+    /// The record of a packet's passes (see [`trace_passes`](super::passes::trace_passes)):
+    /// the first, holding the others.
+    pub fn of_passes(passes: &'a [Pass], p: &Pipeline, limit_reached: bool) -> TraceRecord<'a> {
+        let record = |pass: &'a Pass| {
+            let mut r = TraceRecord::new(&pass.tr, p);
+            if let Some(t) = &pass.thaw {
+                r.recirc_id = Some(format!("{:#x}", t.recirc_id));
+                r.ct_state = Some(ct_state::format_exact(t.ct_state));
+            }
+            r
+        };
+        let mut first = record(&passes[0]);
+        first.recirculations = passes[1..].iter().map(record).collect();
+        first.recirculation_limit = limit_reached;
+        first
     }
 }
 
@@ -178,5 +213,36 @@ pub fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
     let _ = writeln!(out, "\nFinal flow: {}", format_packet(&tr.final_flow));
     let _ = writeln!(out, "Megaflow: {}", format_match(&tr.megaflow.value, &tr.megaflow.mask));
     let _ = writeln!(out, "Datapath actions: {}", format_dp_actions(&tr.dp_actions, &tr.entry));
+    out
+}
+
+/// A packet's passes as text, as `ovs-appctl ofproto/trace` prints them: each recirculated
+/// pass after a banner saying which id it resumes and with which connection state.
+pub fn passes_text(passes: &[Pass], p: &Pipeline, limit_reached: bool) -> String {
+    let rule = "=".repeat(79);
+    let mut out = String::new();
+    for pass in passes {
+        if let Some(t) = &pass.thaw {
+            let how = if t.default_state {
+                "resume conntrack with default ct_state=trk|new (use --ct-next to customize)".to_string()
+            } else {
+                format!("resume conntrack with ct_state={}", ct_state::format_exact(t.ct_state))
+            };
+            let _ = writeln!(out, "\n{rule}\nrecirc({:#x}) - {how}", t.recirc_id);
+            if let Some(before) = &t.before_nat {
+                let _ = writeln!(out, "Replacing src/dst IP/ports to simulate NAT:");
+                let _ = writeln!(out, " Initial flow: {}", format_packet(before));
+                let _ = writeln!(out, " Modified flow: {}", format_packet(&pass.tr.entry));
+            }
+            let _ = writeln!(out, "{rule}\n");
+        }
+        out.push_str(&trace_text(&pass.tr, p));
+    }
+    if limit_reached {
+        let _ = writeln!(
+            out,
+            "\n{rule}\nTrace reached the recirculation limit ({MAX_RECIRCULATIONS}): stopping here."
+        );
+    }
     out
 }

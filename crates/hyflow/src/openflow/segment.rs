@@ -114,6 +114,10 @@ pub enum SegmentError {
     /// cannot do.
     #[error("the traversal learns flows or MACs")]
     Stateful,
+    /// Connection tracking and recirculation: the datapath's state between lookups, which a
+    /// chain of NIC tables cannot carry.
+    #[error("the traversal goes through the connection tracker or recirculates")]
+    Conntrack,
     /// The range is empty or beyond the lookups.
     #[error("lookups {start}..{end} are not within the traversal")]
     Range {
@@ -137,6 +141,9 @@ pub fn segmentable(tr: &Traversal) -> Result<(), SegmentError> {
     }
     if tr.is_stateful() {
         return Err(SegmentError::Stateful);
+    }
+    if tr.uses_conntrack() {
+        return Err(SegmentError::Conntrack);
     }
     Ok(())
 }

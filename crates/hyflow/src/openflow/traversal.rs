@@ -94,6 +94,8 @@ pub enum DropReason {
     RecursionTooDeep,
     /// More than [`MAX_RESUBMITS`](super::pipeline::MAX_RESUBMITS) table lookups.
     TooManyResubmits,
+    /// A later pass whose `recirc_id` no pass froze.
+    NoRecirculationContext,
 }
 
 impl DropReason {
@@ -102,6 +104,7 @@ impl DropReason {
         match self {
             DropReason::RecursionTooDeep => "recursion_too_deep",
             DropReason::TooManyResubmits => "too_many_resubmits",
+            DropReason::NoRecirculationContext => "no_recirculation_context",
         }
     }
 }
@@ -186,6 +189,17 @@ pub struct OutputMark {
     pub written: FlowMask,
 }
 
+/// A clone of the packet `ct(table=N)` recirculates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fork {
+    /// Its recirculation id.
+    pub recirc_id: u32,
+    /// The flow when it froze, with the connection's zone, and the mark and label `exec` set.
+    pub flow: FlowKey,
+    /// The `nat(...)` the connection tracker applies to it.
+    pub nat: Option<super::ct::Nat>,
+}
+
 /// Everything the slow path decided about one packet.
 #[derive(Clone, Debug, Default)]
 pub struct Traversal {
@@ -219,6 +233,8 @@ pub struct Traversal {
     pub uses_mac_table: bool,
     /// The group buckets that ran, in order: (group id, bucket id).
     pub buckets: Vec<(u32, u32)>,
+    /// Clones `ct(table=N)` sent to another pass, in order: what `ofproto/trace` follows.
+    pub forks: Vec<Fork>,
     /// Whether a group bucket ran. Buckets act on a copy of the packet (the flow is restored
     /// after each), which an overlay cannot express: such a traversal is never cut into
     /// sub-traversals.
@@ -255,6 +271,7 @@ impl Traversal {
     /// Starts a new packet; `megaflow` and `final_flow` are left for `process` to overwrite.
     pub(crate) fn reset(&mut self, entry: &FlowKey) {
         self.entry = *entry;
+        self.forks.clear();
         self.steps.clear();
         self.frames.clear();
         self.saved_flows.clear();
@@ -315,5 +332,15 @@ impl Traversal {
     /// Whether the decision learns (flows or MACs) or depends on the MAC table.
     pub fn is_stateful(&self) -> bool {
         !self.learned.is_empty() || self.uses_mac_table
+    }
+
+    /// Whether the decision goes through the connection tracker or recirculation: it is a
+    /// later pass, or its datapath actions track, clear or recirculate.
+    pub fn uses_conntrack(&self) -> bool {
+        self.entry.recirc_id() != 0
+            || self
+                .dp_actions
+                .iter()
+                .any(|a| matches!(a, DpAction::Ct(_) | DpAction::CtClear | DpAction::Recirc(_)))
     }
 }

@@ -11,7 +11,7 @@ pub enum Notation {
     /// Decimal integer (`tp_dst=80`).
     Decimal,
     /// Hexadecimal with `0x` (`dl_type=0x0800`, `metadata=0x1`); fields of up to 16 bits are
-    /// zero-padded to their width.
+    /// zero-padded to their width, wider ones print zero as `0` (C's `%#x`, as OVS).
     Hex,
     /// Colon-separated MAC (`dl_src=00:00:00:00:00:01`).
     Mac,
@@ -19,6 +19,8 @@ pub enum Notation {
     Ipv4,
     /// RFC 5952 IPv6 (`ipv6_src=2001:db8::1`).
     Ipv6,
+    /// Connection-tracking state flags: `new|trk` exact, `+trk-new` masked (see [`super::ct_state`]).
+    CtState,
 }
 
 /// What a packet must be for a field to exist in it (OVS's `mf_prereqs`).
@@ -48,6 +50,9 @@ pub enum Prereq {
     Icmp,
     /// IPv6 with `nw_proto=58`.
     Icmpv6,
+    /// A valid connection-tracking entry (OVS `MFP_CT_VALID`): decided from `ct_state`, which
+    /// [`Prereq::holds`] does not see (see [`valid_in_match`](super::ct_state::valid_in_match)).
+    Ct,
 }
 
 impl Prereq {
@@ -82,6 +87,7 @@ impl Prereq {
             Prereq::Icmpv6 => {
                 !later_frag && dl_type == Some(proto::ETH_IPV6) && nw_proto == Some(proto::IP_ICMPV6)
             }
+            Prereq::Ct => true,
         }
     }
 }
@@ -127,7 +133,7 @@ pub struct FieldDef {
 }
 
 /// Number of 64-bit words in a [`FlowKey`](super::FlowKey).
-pub const KEY_WORDS: usize = 23;
+pub const KEY_WORDS: usize = 28;
 
 /// Key word layout. Stages are contiguous word ranges, as in OVS's `struct flow` segments.
 pub mod word {
@@ -139,26 +145,37 @@ pub mod word {
     pub const TUN_ID: u8 = 9;
     /// `in_port` (high 32 bits) and `conj_id` (low 32).
     pub const IN_PORT: u8 = 10;
+    /// `recirc_id` (high 32) and `ct_mark` (low 32): datapath metadata recirculation and
+    /// connection tracking set, in the metadata stage as in OVS's `struct flow`.
+    pub const RECIRC_CT_MARK: u8 = 11;
+    /// `ct_state` (bits 56..64), `ct_nw_proto` (48..56), `ct_zone` (32..48).
+    pub const CT_STATE_ZONE: u8 = 12;
+    /// `ct_label` (two words).
+    pub const CT_LABEL: u8 = 13;
     /// `dl_dst` (high 48) and `dl_type` (low 16).
-    pub const ETH_DST_TYPE: u8 = 11;
+    pub const ETH_DST_TYPE: u8 = 15;
     /// `dl_src` (high 48) and outer `vlan_tci` (low 16).
-    pub const ETH_SRC_TCI: u8 = 12;
+    pub const ETH_SRC_TCI: u8 = 16;
     /// Outer TPID, inner TCI, inner TPID.
-    pub const VLAN_EXTRA: u8 = 13;
+    pub const VLAN_EXTRA: u8 = 17;
     /// `nw_src` (high 32) and `nw_dst` (low 32); ARP SPA/TPA share them.
-    pub const NW_ADDRS: u8 = 14;
+    pub const NW_ADDRS: u8 = 18;
+    /// The connection's original `ct_nw_src` (high 32) and `ct_nw_dst` (low 32): L3, as in
+    /// OVS's `struct flow`.
+    pub const CT_NW_ADDRS: u8 = 19;
     /// `ipv6_src` (two words).
-    pub const IPV6_SRC: u8 = 15;
+    pub const IPV6_SRC: u8 = 20;
     /// `ipv6_dst` (two words).
-    pub const IPV6_DST: u8 = 17;
+    pub const IPV6_DST: u8 = 22;
     /// `ipv6_label`, `nw_frag`, `nw_tos`, `nw_ttl`, `nw_proto`.
-    pub const NW_MISC: u8 = 19;
+    pub const NW_MISC: u8 = 24;
     /// `arp_sha` (high 48) and `tcp_flags` (low 16).
-    pub const ARP_SHA_TCP_FLAGS: u8 = 20;
+    pub const ARP_SHA_TCP_FLAGS: u8 = 25;
     /// `arp_tha` (high 48).
-    pub const ARP_THA: u8 = 21;
-    /// `tp_src` (bits 48..64) and `tp_dst` (bits 32..48).
-    pub const PORTS: u8 = 22;
+    pub const ARP_THA: u8 = 26;
+    /// `tp_src` (bits 48..64), `tp_dst` (32..48), and the connection's original `ct_tp_src`
+    /// (16..32) and `ct_tp_dst` (low 16).
+    pub const PORTS: u8 = 27;
 }
 
 /// First key word of each stage after metadata: L2, L3, L4.
@@ -329,6 +346,19 @@ pub static FIELDS: &[FieldDef] = &[
     // The conjunctive match a lookup found (`conjunction(id,k/n)` flows): set only during the
     // classifier's second lookup, never by a packet; matched exactly, as OVS requires.
     f!("conj_id", [], IN_PORT, 0, 32, false, None, Decimal, false),
+    // Datapath metadata of recirculation and connection tracking: set by the datapath
+    // between passes (`ct` fills the ct_* fields, `recirc` the id), read-only to OpenFlow,
+    // and kept in megaflows.
+    f!("recirc_id", ["NXM_NX_RECIRC_ID"], RECIRC_CT_MARK, 32, 32, false, None, Hex, true),
+    f!("ct_state", ["NXM_NX_CT_STATE"], CT_STATE_ZONE, 56, 8, true, None, CtState, true),
+    f!("ct_zone", ["NXM_NX_CT_ZONE"], CT_STATE_ZONE, 32, 16, false, None, Decimal, true),
+    f!("ct_mark", ["NXM_NX_CT_MARK"], RECIRC_CT_MARK, 0, 32, true, None, Hex, true),
+    f!("ct_label", ["NXM_NX_CT_LABEL"], CT_LABEL, 0, 128, true, None, Hex, true),
+    f!("ct_nw_proto", ["NXM_NX_CT_NW_PROTO"], CT_STATE_ZONE, 48, 8, false, Ct, Decimal, true),
+    f!("ct_nw_src", ["NXM_NX_CT_NW_SRC"], CT_NW_ADDRS, 32, 32, true, Ct, Ipv4, true),
+    f!("ct_nw_dst", ["NXM_NX_CT_NW_DST"], CT_NW_ADDRS, 0, 32, true, Ct, Ipv4, true),
+    f!("ct_tp_src", ["NXM_NX_CT_TP_SRC"], PORTS, 16, 16, true, Ct, Decimal, true),
+    f!("ct_tp_dst", ["NXM_NX_CT_TP_DST"], PORTS, 0, 16, true, Ct, Decimal, true),
 ];
 
 impl FieldId {
@@ -371,6 +401,8 @@ pub mod id {
         ARP_SHA = 40, ARP_THA = 41, TCP_FLAGS = 42, TP_SRC = 43, TP_DST = 44,
         TCP_SRC = 45, TCP_DST = 46, UDP_SRC = 47, UDP_DST = 48, SCTP_SRC = 49, SCTP_DST = 50,
         ICMP_TYPE = 51, ICMP_CODE = 52, ICMPV6_TYPE = 53, ICMPV6_CODE = 54, CONJ_ID = 55,
+        RECIRC_ID = 56, CT_STATE = 57, CT_ZONE = 58, CT_MARK = 59, CT_LABEL = 60,
+        CT_NW_PROTO = 61, CT_NW_SRC = 62, CT_NW_DST = 63, CT_TP_SRC = 64, CT_TP_DST = 65,
     }
 
     /// Register `n` (0..16).
@@ -434,6 +466,11 @@ mod tests {
             (id::TP_DST, "tp_dst"),
             (id::SCTP_DST, "sctp_dst"),
             (id::ICMPV6_CODE, "icmpv6_code"),
+            (id::CONJ_ID, "conj_id"),
+            (id::RECIRC_ID, "recirc_id"),
+            (id::CT_STATE, "ct_state"),
+            (id::CT_LABEL, "ct_label"),
+            (id::CT_TP_DST, "ct_tp_dst"),
         ];
         for (id, name) in pairs {
             assert_eq!(id.def().name, name);

@@ -64,6 +64,10 @@ pub fn prefix_mask(bits: u32, len: u32) -> u128 {
 pub fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), ValueError> {
     let def = field.def();
     let full = field.full_mask();
+    if def.notation == Notation::CtState {
+        let (v, m) = super::ct_state::parse(text).map_err(|e| verr(e, false))?;
+        return Ok((v as u128, m as u128));
+    }
     let (vtext, mtext) = match text.split_once('/') {
         Some((v, m)) => (v, Some(m)),
         None => (text, None),
@@ -88,7 +92,7 @@ pub fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), Val
                 .parse::<Ipv6Addr>()
                 .map(u128::from)
                 .map_err(|_| verr(format!("'{s}' is not an IPv6 address"), in_mask))?,
-            Notation::Decimal | Notation::Hex => {
+            Notation::Decimal | Notation::Hex | Notation::CtState => {
                 parse_int(s).ok_or_else(|| verr(format!("'{s}' is not a number"), in_mask))?
             }
         };
@@ -132,10 +136,14 @@ pub fn format_value(field: FieldId, v: u128) -> String {
         Notation::Ipv4 => Ipv4Addr::from(v as u32).to_string(),
         Notation::Ipv6 => Ipv6Addr::from(v).to_string(),
         Notation::Decimal => v.to_string(),
+        Notation::CtState => super::ct_state::format_exact(v as u8),
         Notation::Hex => {
             let digits = (def.bits as usize).div_ceil(4);
             if digits <= 4 {
                 format!("0x{v:0digits$x}")
+            } else if v == 0 {
+                // C's `%#x`, as OVS prints wider fields: no prefix on zero.
+                "0".to_string()
             } else {
                 format!("0x{v:x}")
             }
@@ -149,6 +157,9 @@ pub fn format_masked(field: FieldId, v: u128, m: u128) -> String {
     let full = field.full_mask();
     if m == full {
         return format_value(field, v);
+    }
+    if def.notation == Notation::CtState {
+        return super::ct_state::format_masked(v as u8, m as u8);
     }
     if matches!(def.notation, Notation::Ipv4 | Notation::Ipv6) {
         let len = m.count_ones();
@@ -236,7 +247,7 @@ pub fn format_packet(key: &FlowKey) -> String {
     exact.unwildcard_all(id::DL_SRC);
     exact.unwildcard_all(id::DL_DST);
     exact.unwildcard_all(id::DL_TYPE);
-    for f in [id::TUN_ID, id::METADATA].into_iter().chain((0..16).map(id::reg)) {
+    for f in [id::TUN_ID, id::METADATA].into_iter().chain((0..16).map(id::reg)).chain(DATAPATH_METADATA) {
         if key.get(f) != 0 {
             exact.unwildcard_all(f);
         }
@@ -246,13 +257,29 @@ pub fn format_packet(key: &FlowKey) -> String {
     }
     for def_id in (0..FIELDS.len()).map(|i| FieldId(i as u8)) {
         let d = def_id.def();
-        if d.packet && d.prereq != super::field::Prereq::None && key.prereq_ok(d.prereq) {
+        let shown_when_set = DATAPATH_METADATA.contains(&def_id);
+        if d.packet && d.prereq != super::field::Prereq::None && !shown_when_set && key.prereq_ok(d.prereq) {
             exact.unwildcard(def_id, def_id.full_mask());
         }
     }
     // Only DSCP is matchable in nw_tos; ECN is printed through nw_ecn.
     format_match_opts(key, &exact, false)
 }
+
+/// Recirculation and connection-tracking fields, in the order OVS prints them (before the
+/// protocol): set by the datapath between passes, shown when set.
+const DATAPATH_METADATA: [FieldId; 10] = [
+    id::RECIRC_ID,
+    id::CT_STATE,
+    id::CT_ZONE,
+    id::CT_MARK,
+    id::CT_LABEL,
+    id::CT_NW_SRC,
+    id::CT_NW_DST,
+    id::CT_NW_PROTO,
+    id::CT_TP_SRC,
+    id::CT_TP_DST,
+];
 
 /// Network Service Header's EtherType.
 const ETH_NSH: u16 = 0x894f;
@@ -387,6 +414,12 @@ fn format_match_opts(value: &FlowKey, mask: &FlowMask, shorthand: bool) -> Strin
         }
         out.push_str(s);
     };
+    for f in DATAPATH_METADATA {
+        let m = mask.get(f);
+        if m != 0 {
+            push(&format!("{}={}", f.def().name, format_masked(f, value.get(f) & m, m)));
+        }
+    }
     let dl_exact = mask.get(id::DL_TYPE) == 0xffff;
     let proto_exact = mask.get(id::NW_PROTO) == 0xff;
     let dl = value.dl_type();

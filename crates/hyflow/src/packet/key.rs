@@ -74,6 +74,8 @@ macro_rules! accessors {
 
 accessors! {
     in_port / set_in_port: u32 = id::IN_PORT,
+    recirc_id / set_recirc_id: u32 = id::RECIRC_ID,
+    ct_state / set_ct_state: u8 = id::CT_STATE,
     dl_type / set_dl_type: u16 = id::DL_TYPE,
     dl_src / set_dl_src: u64 = id::DL_SRC,
     dl_dst / set_dl_dst: u64 = id::DL_DST,
@@ -144,8 +146,29 @@ impl FlowKey {
         matches!(self.dl_type(), proto::ETH_IPV4 | proto::ETH_IPV6)
     }
 
+    /// Leaves the connection tracker's view: `ct_state` and every other `ct_*` field zero
+    /// (OVS `flow_clear_conntrack`).
+    pub fn clear_conntrack(&mut self) {
+        for f in [
+            id::CT_STATE,
+            id::CT_ZONE,
+            id::CT_MARK,
+            id::CT_LABEL,
+            id::CT_NW_PROTO,
+            id::CT_NW_SRC,
+            id::CT_NW_DST,
+            id::CT_TP_SRC,
+            id::CT_TP_DST,
+        ] {
+            self.set(f, 0);
+        }
+    }
+
     /// Whether a field exists in this packet (OVS `mf_are_prereqs_ok`).
     pub fn prereq_ok(&self, p: Prereq) -> bool {
+        if p == Prereq::Ct {
+            return self.get(id::CT_STATE) as u8 & super::ct_state::VALID_BITS != 0;
+        }
         let later = self.nw_frag() & proto::FRAG_LATER != 0;
         p.holds(Some(self.dl_type()), Some(self.nw_proto()), Some(self.has_vlan()), later)
     }

@@ -1,6 +1,7 @@
 //! Packets: the field table, the fixed-layout flow key, frame parsing and ovs-ofctl notation.
 
 pub mod build;
+pub mod ct_state;
 pub mod field;
 pub mod format;
 pub mod hash;

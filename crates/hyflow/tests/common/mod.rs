@@ -469,14 +469,12 @@ pub fn ovs_fixture(name: &str) -> serde_json::Value {
 }
 
 /// A megaflow as a sorted list of its tokens, without what is not flow semantics: the
-/// datapath details OVS prints (`recirc_id=0`, `eth`) and hyflow's explicit VLAN presence
+/// packet type OVS prints (`eth`) and hyflow's explicit VLAN presence
 /// (`vlan_tci=0x0000/0x1000`, `vlan_tci=0x1000/0x1000`); LOCAL by number, as hyflow prints it.
 pub fn megaflow_tokens(m: &str) -> Vec<String> {
     let mut v: Vec<String> = m
         .split(',')
-        .filter(|t| {
-            !matches!(*t, "recirc_id=0" | "eth" | "vlan_tci=0x0000/0x1000" | "vlan_tci=0x1000/0x1000")
-        })
+        .filter(|t| !matches!(*t, "eth" | "vlan_tci=0x0000/0x1000" | "vlan_tci=0x1000/0x1000"))
         .map(|t| t.replace("in_port=LOCAL", "in_port=65534"))
         .collect();
     v.sort();
