@@ -7,6 +7,7 @@
 //! configs; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
 
 pub mod cache;
+pub mod conntrack;
 pub mod experiment;
 pub mod host_time;
 pub mod input;

@@ -10,10 +10,11 @@
 use crate::cache::microflow::MicroflowConfigError;
 use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::{CachedFlow, Consistency, DecisionTables, MegaflowCache, MicroflowCache};
+use crate::conntrack::Conntrack;
 use crate::host_time::{HostClock, HostTimings};
 use crate::measure::FlowId;
 use crate::nic::{Arrival, NicHit, NicReport, NicScheme, Upcall};
-use crate::openflow::datapath::execute;
+use crate::openflow::datapath::{apply_headers, execute, uses_conntrack, DpAction};
 use crate::openflow::parser::FlowSpec;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{self, Command};
@@ -153,7 +154,45 @@ pub struct SwitchStats {
     pub learned: u64,
     /// Changes of the MAC table `NORMAL` uses (new, moved, evicted or expired MACs).
     pub mac_changes: u64,
+    /// Passes after a packet's first: clones `ct(table=N)` recirculated.
+    pub recirculations: u64,
+    /// Recirculations dropped at the datapath's depth limit ([`MAX_RECIRC_DEPTH`]).
+    pub recirc_too_deep: u64,
+    /// Where each pass was decided, by pass: the first, the second, the third, later ones.
+    pub by_pass: [PassStats; 4],
 }
+
+/// Where the passes of one depth were decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PassStats {
+    /// By the NIC.
+    pub nic: u64,
+    /// By the microflow cache.
+    pub microflow: u64,
+    /// By the megaflow cache.
+    pub megaflow: u64,
+    /// By the slow path.
+    pub upcalls: u64,
+}
+
+impl PassStats {
+    /// Passes counted.
+    pub fn total(&self) -> u64 {
+        self.nic + self.microflow + self.megaflow + self.upcalls
+    }
+
+    fn count(&mut self, layer: Layer) {
+        match layer {
+            Layer::Nic => self.nic += 1,
+            Layer::Microflow => self.microflow += 1,
+            Layer::Megaflow => self.megaflow += 1,
+            Layer::SlowPath => self.upcalls += 1,
+        }
+    }
+}
+
+/// Recirculations a packet may go through (OVS userspace datapath `MAX_RECIRC_DEPTH`).
+pub const MAX_RECIRC_DEPTH: u32 = 6;
 
 /// Whether an upcall may install its decision in the NIC (a NIC accepts a bounded number of
 /// table updates per second, so a timing model may refuse).
@@ -187,6 +226,10 @@ pub struct Switch {
     host: HostTimings,
     /// When idle MACs are next expired (OVS runs its MAC table's aging every second).
     next_mac_aging_ns: u64,
+    /// The datapath's connection tracker.
+    conntrack: Conntrack,
+    /// Clones waiting for their next pass, with their depth.
+    recirc_queue: Vec<(FlowKey, u32)>,
 }
 
 impl Switch {
@@ -222,6 +265,8 @@ impl Switch {
             clock: None,
             host: HostTimings::default(),
             next_mac_aging_ns: 0,
+            conntrack: Conntrack::new(),
+            recirc_queue: Vec::new(),
         })
     }
 
@@ -256,6 +301,11 @@ impl Switch {
     /// Switch-wide counters.
     pub fn stats(&self) -> SwitchStats {
         self.stats
+    }
+
+    /// The connection tracker.
+    pub fn conntrack(&self) -> &Conntrack {
+        &self.conntrack
     }
 
     /// The NIC scheme, if configured.
@@ -303,6 +353,25 @@ impl Switch {
         }
     }
 
+    /// Runs the passes the last decision's clones wait for, appending their outputs: each a
+    /// lookup in software (microflow, megaflow, slow path) of the clone as conntrack left it.
+    fn recirculate(&mut self, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) {
+        // In the order the clones were made, as OVS's datapath runs them.
+        let mut next = 0;
+        while next < self.recirc_queue.len() {
+            let (key, depth) = self.recirc_queue[next];
+            next += 1;
+            if depth > MAX_RECIRC_DEPTH {
+                self.stats.recirc_too_deep += 1;
+                continue;
+            }
+            self.stats.recirculations += 1;
+            let layer = self.lookup_host(&key, depth, bytes, now_ns, Offload::Refused, outputs);
+            self.stats.by_pass[(depth as usize).min(3)].count(layer);
+        }
+        self.recirc_queue.clear();
+    }
+
     /// The NIC part of [`Switch::process`]: counts the packet and, if the NIC forwards it,
     /// fills `outputs` and returns true. A packet it misses must then go to
     /// [`Switch::process_host`] (at the same or a later time: host software may serve it
@@ -324,8 +393,9 @@ impl Switch {
             stateful |= self.tables.stateful(path);
         }
         self.stats.nic_hits += 1;
+        self.stats.by_pass[0].nic += 1;
         if self.hit.stale {
-            self.count_stale(key, outputs, now_ns);
+            self.count_stale(key, outputs, None, now_ns);
         } else if stateful {
             self.learn_again(key, now_ns);
         }
@@ -346,11 +416,37 @@ impl Switch {
     ) -> Layer {
         outputs.clear();
         self.advance(now_ns);
+        let layer = self.lookup_host(key, 0, bytes, now_ns, offload, outputs);
+        self.stats.by_pass[0].count(layer);
+        self.recirculate(bytes, now_ns, outputs);
+        layer
+    }
+
+    /// One pass in software (the packet's first, or a recirculated clone's at `depth`):
+    /// microflow cache, megaflow cache, slow path; appends the outputs, queues the clones
+    /// its decision recirculates.
+    fn lookup_host(
+        &mut self,
+        key: &FlowKey,
+        depth: u32,
+        bytes: u64,
+        now_ns: u64,
+        offload: Offload,
+        outputs: &mut Vec<Output>,
+    ) -> Layer {
         let hash = hash_key(key);
         if let Some(microflow) = &mut self.microflow {
             if let Some(d) = microflow.lookup(key, hash, &mut self.tables) {
                 self.stats.microflow_hits += 1;
-                execute(self.tables.actions.get(d.actions), key, outputs);
+                Self::run(
+                    &mut self.conntrack,
+                    &mut self.recirc_queue,
+                    self.tables.actions.get(d.actions),
+                    key,
+                    depth,
+                    now_ns,
+                    outputs,
+                );
                 self.pipeline.credit(self.tables.rules(d), bytes);
                 if self.tables.stateful(d.path) {
                     self.learn_again(key, now_ns);
@@ -367,18 +463,60 @@ impl Switch {
                     microflow.insert(key, hash, d, self.epoch, &mut self.tables);
                 }
                 self.stats.megaflow_hits += 1;
-                execute(self.tables.actions.get(d.actions), key, outputs);
+                let actions = self.tables.actions.get(d.actions);
+                Self::run(&mut self.conntrack, &mut self.recirc_queue, actions, key, depth, now_ns, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes);
                 if stale {
-                    self.count_stale(key, outputs, now_ns);
+                    let conntracked = uses_conntrack(self.tables.actions.get(d.actions));
+                    let cached = conntracked.then(|| self.tables.actions.get(d.actions).to_vec());
+                    self.count_stale(key, outputs, cached.as_deref(), now_ns);
                 } else if self.tables.stateful(d.path) {
                     self.learn_again(key, now_ns);
                 }
                 return Layer::Megaflow;
             }
         }
-        self.upcall(key, hash, bytes, now_ns, offload, outputs);
+        self.upcall(key, hash, depth, bytes, now_ns, offload, outputs);
         Layer::SlowPath
+    }
+
+    /// Executes a decision's datapath actions on `key`, appending the copies that leave: with
+    /// the connection tracker and recirculation when the actions use them.
+    fn run(
+        conntrack: &mut Conntrack,
+        queue: &mut Vec<(FlowKey, u32)>,
+        actions: &[DpAction],
+        key: &FlowKey,
+        depth: u32,
+        now_ns: u64,
+        outputs: &mut Vec<Output>,
+    ) {
+        if !uses_conntrack(actions) {
+            execute(actions, key, outputs);
+            return;
+        }
+        let mut k = *key;
+        let mut start = 0;
+        for (i, a) in actions.iter().enumerate() {
+            match a {
+                DpAction::Ct(ct) => {
+                    execute(&actions[start..i], &k, outputs);
+                    apply_headers(&actions[start..i], &mut k);
+                    conntrack.execute(ct, &mut k, now_ns);
+                    start = i + 1;
+                }
+                DpAction::Recirc(id) => {
+                    execute(&actions[start..i], &k, outputs);
+                    apply_headers(&actions[start..i], &mut k);
+                    let mut clone = k;
+                    clone.set_recirc_id(*id);
+                    queue.push((clone, depth + 1));
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        execute(&actions[start..], &k, outputs);
     }
 
     /// A cached decision that learns (flows or MACs) or uses the MAC table was served: learn
@@ -429,19 +567,35 @@ impl Switch {
     /// A packet an outdated entry forwarded: counted, and compared with the slow path. It
     /// learns what the slow path learns now (the outdated entry may not know it learns), so
     /// that the flows learned do not depend on revalidation timing.
-    fn count_stale(&mut self, key: &FlowKey, outputs: &[Output], now_ns: u64) {
+    ///
+    /// A decision through the connection tracker is compared by its datapath actions
+    /// (`conntracked`): its outputs depend on connection state that executing it again would
+    /// change.
+    fn count_stale(
+        &mut self,
+        key: &FlowKey,
+        outputs: &[Output],
+        conntracked: Option<&[DpAction]>,
+        now_ns: u64,
+    ) {
         self.stats.stale += 1;
         self.pipeline.process(key, &mut self.tr);
-        if self.tr.outputs != outputs {
+        let wrong = match conntracked {
+            Some(actions) => self.tr.dp_actions != actions,
+            None => self.tr.outputs != outputs,
+        };
+        if wrong {
             self.stats.stale_wrong += 1;
         }
         self.install_learned(now_ns);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn upcall(
         &mut self,
         key: &FlowKey,
         hash: u64,
+        depth: u32,
         bytes: u64,
         now_ns: u64,
         offload: Offload,
@@ -449,7 +603,20 @@ impl Switch {
     ) {
         self.stats.upcalls += 1;
         self.pipeline.process(key, &mut self.tr);
-        outputs.extend_from_slice(&self.tr.outputs);
+        if self.tr.uses_conntrack() {
+            // What leaves depends on the connection tracker: run the actions as the datapath.
+            Self::run(
+                &mut self.conntrack,
+                &mut self.recirc_queue,
+                &self.tr.dp_actions,
+                key,
+                depth,
+                now_ns,
+                outputs,
+            );
+        } else {
+            outputs.extend_from_slice(&self.tr.outputs);
+        }
         self.pipeline.credit(self.tr.rules(), bytes);
         if self.tr.to_controller > 0 {
             // A controller action: OVS keeps such flows in the slow path.
@@ -466,6 +633,8 @@ impl Switch {
     fn install(&mut self, key: &FlowKey, hash: u64, now_ns: u64, offload: Offload) {
         let decision = self.tables.intern(&self.tr);
         self.installed.clear();
+        // The NIC has no connection tracker: such decisions stay in software.
+        let offload = if self.tr.uses_conntrack() { Offload::Refused } else { offload };
         if let (Some(nic), Offload::Allowed) = (&mut self.nic, offload) {
             self.stats.nic_offers += 1;
             let started = self.clock.as_ref().map(|c| c.now_ns());
@@ -506,8 +675,9 @@ impl Switch {
         self.advance(now_ns);
         let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
         self.pipeline.process(key, &mut self.tr);
-        if self.tr.to_controller > 0 {
-            // A controller action never leaves the slow path.
+        if self.tr.to_controller > 0 || self.tr.uses_conntrack() {
+            // A controller action never leaves the slow path; the NIC has no connection
+            // tracker.
             return Err(Refused::NotAFlow);
         }
         let decision = self.tables.intern(&self.tr);
@@ -585,6 +755,9 @@ impl Switch {
             self.next_mac_aging_ns = now_ns.saturating_add(1_000_000_000);
             if self.pipeline.expire_macs(now_ns) {
                 self.mac_table_changed(now_ns);
+            }
+            if !self.conntrack.is_empty() {
+                self.conntrack.sweep(now_ns);
             }
         }
     }

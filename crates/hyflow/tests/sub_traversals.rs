@@ -116,7 +116,7 @@ fn minimal_mask(tr: &Traversal, start: usize, len: usize) -> FlowMask {
 /// The pipeline of `flows` and the traversal of `packet` through it, recorded for segments.
 /// Without `learn` actions: a traversal that learns is never cut (as one through a group).
 fn recorded(flows: &str, packet: &FlowKey) -> (Pipeline, Traversal) {
-    let flows: Vec<String> = flows.lines().map(common::without_learning).collect();
+    let flows: Vec<String> = flows.lines().map(common::without_state).collect();
     let p = common::pipeline_of(&flows.join("\n"));
     let mut tr = Traversal::new();
     tr.record_segments = true;

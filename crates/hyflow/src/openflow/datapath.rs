@@ -243,10 +243,15 @@ fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> 
     fate
 }
 
-/// Runs datapath actions on a packet, as the datapath (or a NIC) executes a cached megaflow:
-/// every packet covered by the megaflow must get the same outputs as the slow path would give.
-pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>) {
-    let mut k = *packet;
+/// Whether datapath actions go through the connection tracker or recirculate: their outputs
+/// then depend on connection state, and the switch runs them with its tracker.
+pub fn uses_conntrack(actions: &[DpAction]) -> bool {
+    actions.iter().any(|a| matches!(a, DpAction::Ct(_) | DpAction::CtClear | DpAction::Recirc(_)))
+}
+
+/// Applies the header rewrites and VLAN changes of `actions` to `k` (what the packet is after
+/// them), ignoring outputs.
+pub fn apply_headers(actions: &[DpAction], k: &mut FlowKey) {
     for a in actions {
         match *a {
             DpAction::Set { field, value, mask } => k.set_masked(field, value, mask),
@@ -262,12 +267,23 @@ pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>
                 k.set_vlan_tpid(tpid);
                 k.set_vlan_tci(tci);
             }
+            DpAction::CtClear => k.clear_conntrack(),
+            DpAction::Output(_) | DpAction::Ct(_) | DpAction::Recirc(_) => {}
+        }
+    }
+}
+
+/// Runs datapath actions on a packet, as the datapath (or a NIC) executes a cached megaflow:
+/// every packet covered by the megaflow must get the same outputs as the slow path would give.
+pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>) {
+    let mut k = *packet;
+    for a in actions {
+        match *a {
             DpAction::Output(port) => {
                 outputs.push(Output { port, packet: k.masked(FlowMask::packet_state()) })
             }
-            DpAction::CtClear => k.clear_conntrack(),
-            // The connection tracker's and the next pass's: the switch runs them.
-            DpAction::Ct(_) | DpAction::Recirc(_) => {}
+            // Connection tracking and recirculation are the switch's (see `uses_conntrack`).
+            _ => apply_headers(std::slice::from_ref(a), &mut k),
         }
     }
 }

@@ -101,62 +101,83 @@ pub fn arb_match(table: u8) -> impl Strategy<Value = (String, &'static str)> {
         prop::option::weighted(0.3, prop::sample::select(vec!["1000", "2000", "0x400/0xfc00"])),
         prop::option::weighted(0.15, prop::sample::select(vec![0u8, 32, 64])),
         prop::option::weighted(0.4, 1u32..4),
-        prop::option::weighted(0.5, ipv6_prefix()),
+        (
+            prop::option::weighted(0.5, ipv6_prefix()),
+            prop::option::weighted(
+                0.3,
+                prop::sample::select(vec![
+                    "-trk",
+                    "+trk",
+                    "+trk+new",
+                    "+trk+est",
+                    "+trk+est+rpl",
+                    "+trk-inv",
+                    "+trk-new",
+                    "+trk+dnat",
+                    "+trk+snat",
+                ]),
+            ),
+        ),
     )
-        .prop_map(move |(p, port, src, dst, vlan, nw_src, nw_dst, tp_dst, tp_src, tos, reg0, v6)| {
-            let proto = PROTOS[p];
-            let mut m: Vec<String> = Vec::new();
-            if !proto.is_empty() {
-                m.push(proto.to_string());
-            }
-            if let Some(x) = port {
-                m.push(format!("in_port={x}"));
-            }
-            if let Some(x) = src {
-                m.push(format!("dl_src={}", MACS[x]));
-            }
-            if let Some(x) = dst {
-                m.push(format!("dl_dst={}", MACS[x]));
-            }
-            if let Some(v) = vlan {
-                m.push(format!("dl_vlan={v}"));
-            }
-            let v4 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
-            if v4 {
-                if let Some(x) = nw_src {
-                    m.push(format!("nw_src={x}"));
+        .prop_map(
+            move |(p, port, src, dst, vlan, nw_src, nw_dst, tp_dst, tp_src, tos, reg0, (v6, ct))| {
+                let proto = PROTOS[p];
+                let mut m: Vec<String> = Vec::new();
+                if !proto.is_empty() {
+                    m.push(proto.to_string());
                 }
-                if let Some(x) = nw_dst {
-                    m.push(format!("nw_dst={x}"));
+                if let Some(x) = port {
+                    m.push(format!("in_port={x}"));
                 }
-                if let Some(t) = tos {
-                    m.push(format!("nw_tos={t}"));
+                if let Some(x) = src {
+                    m.push(format!("dl_src={}", MACS[x]));
                 }
-            }
-            if proto == "ipv6" {
-                if let Some(x) = v6 {
-                    m.push(format!("ipv6_dst={x}"));
+                if let Some(x) = dst {
+                    m.push(format!("dl_dst={}", MACS[x]));
                 }
-            }
-            if matches!(proto, "tcp" | "udp") {
-                if let Some(x) = tp_dst {
-                    m.push(format!("tp_dst={x}"));
+                if let Some(v) = vlan {
+                    m.push(format!("dl_vlan={v}"));
                 }
-                if let Some(x) = tp_src {
-                    m.push(format!("tp_src={x}"));
+                let v4 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
+                if v4 {
+                    if let Some(x) = nw_src {
+                        m.push(format!("nw_src={x}"));
+                    }
+                    if let Some(x) = nw_dst {
+                        m.push(format!("nw_dst={x}"));
+                    }
+                    if let Some(t) = tos {
+                        m.push(format!("nw_tos={t}"));
+                    }
                 }
-            }
-            if let (Some(r), true) = (reg0, table > 0) {
-                m.push(format!("reg0={r}"));
-            }
-            (m.join(","), proto)
-        })
+                if proto == "ipv6" {
+                    if let Some(x) = v6 {
+                        m.push(format!("ipv6_dst={x}"));
+                    }
+                }
+                if matches!(proto, "tcp" | "udp") {
+                    if let Some(x) = tp_dst {
+                        m.push(format!("tp_dst={x}"));
+                    }
+                    if let Some(x) = tp_src {
+                        m.push(format!("tp_src={x}"));
+                    }
+                }
+                if let (Some(state), true) = (ct, v4) {
+                    m.push(format!("ct_state={state}"));
+                }
+                if let (Some(r), true) = (reg0, table > 0) {
+                    m.push(format!("reg0={r}"));
+                }
+                (m.join(","), proto)
+            },
+        )
 }
 
 fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Value = String> {
     let l3 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
     let l4 = matches!(proto, "tcp" | "udp");
-    (0u8..22, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
+    (0u8..26, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
         move |(kind, mac, ip, port, n, tos)| {
             let ip = ip.split('/').next().unwrap().to_string();
             match kind {
@@ -187,6 +208,22 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                     "learn(table={},NXM_OF_IN_PORT[],load:NXM_OF_ETH_SRC[0..31]->NXM_NX_REG1[])",
                     (n + 1) % ntables
                 ),
+                // Connection tracking: recirculation (to any table, so loops meet the depth
+                // limit), commits with marks and NAT, clearing.
+                22 if l3 => {
+                    format!("ct(table={},zone={})", (table + 1 + n) % ntables, [0, 1, 1, 2][n as usize])
+                }
+                23 if l3 => {
+                    format!("ct(commit,zone={},exec(set_field:{}->ct_mark))", [0, 1, 1, 2][n as usize], port)
+                }
+                24 if l3 => [
+                    "ct(commit,nat(src=10.9.0.1-10.9.0.2:2000-2001))",
+                    "ct(commit,zone=1,nat(dst=10.8.0.5:8080))",
+                    "ct(nat)",
+                    "ct(commit,force,zone=1,nat(dst=10.8.0.5))",
+                ][n as usize]
+                    .to_string(),
+                25 if l3 => "ct_clear".to_string(),
                 // A packet-in: such flows stay in the slow path, which the caches must respect.
                 15 if n == 0 => "controller".to_string(),
                 _ => format!("output:{port}"),
@@ -301,6 +338,11 @@ pub fn arb_packet() -> impl Strategy<Value = FlowKey> {
                         6 | 17 => {
                             k.set_tp_src(sp);
                             k.set_tp_dst(dp);
+                            if nw == 6 {
+                                // SYN, SYN+ACK, ACK, FIN+ACK, RST, PSH+ACK, none (invalid).
+                                let flags = [0x02u16, 0x12, 0x10, 0x11, 0x04, 0x18, 0][v6 as usize % 7];
+                                k.set(id::TCP_FLAGS, flags as u128);
+                            }
                         }
                         1 => {
                             k.set_tp_src(8);
@@ -437,10 +479,10 @@ pub fn arb_conjunctive_rules(table: u8, ntables: u8) -> impl Strategy<Value = Ve
     })
 }
 
-/// `line` (a flow, or an update's flow) without its `learn(...)` and `NORMAL` actions (`drop`
-/// if nothing is left): for tests whose reference cannot follow when a queue lets flows or
-/// MACs be learned.
-pub fn without_learning(line: &str) -> String {
+/// `line` (a flow, or an update's flow) without its `learn(...)`, `NORMAL`, `ct(...)` and
+/// `ct_clear` actions (`drop` if nothing is left): for tests whose reference cannot follow
+/// when a queue lets flows or MACs be learned or connections change state.
+pub fn without_state(line: &str) -> String {
     let Some((head, actions)) = line.split_once("actions=") else { return line.to_string() };
     let (mut kept, mut depth, mut start) = (Vec::new(), 0, 0);
     let bytes = actions.as_bytes();
@@ -456,7 +498,9 @@ pub fn without_learning(line: &str) -> String {
             _ => {}
         }
     }
-    let kept: Vec<&str> = kept.into_iter().filter(|a| !a.starts_with("learn(") && *a != "NORMAL").collect();
+    let stateful =
+        |a: &str| a.starts_with("learn(") || a.starts_with("ct(") || a == "NORMAL" || a == "ct_clear";
+    let kept: Vec<&str> = kept.into_iter().filter(|a| !stateful(a)).collect();
     let acts = if kept.is_empty() || kept == ["drop"] { "drop".to_string() } else { kept.join(",") };
     format!("{head}actions={acts}")
 }

@@ -1,0 +1,531 @@
+//! The datapath's connection tracker: what a datapath `ct(...)` action does to a packet,
+//! modelled on Open vSwitch's userspace conntrack (`lib/conntrack.c`, `conntrack-tcp.c`,
+//! `conntrack-other.c`, `conntrack-icmp.c`), deterministically: time is passed in.
+//!
+//! Modelled: connections per zone, keyed by their original and reply tuples (IPv4 and IPv6;
+//! TCP, UDP, SCTP and other protocols by ports, ICMP echo by type); `commit` creates them
+//! (`force` ends one found in the reply direction first); the states OVS derives
+//! (`new`, `est`, `rpl`, `inv`, `trk`, `snat`, `dnat`); TCP peer states driven by the flags
+//! (SYN, SYN+ACK, ACK, FIN, RST, invalid combinations) and reopening after close; the default
+//! timeouts of the userspace datapath per protocol state; mark and label set by `exec`; source
+//! and destination NAT with address and port ranges, replies translated back; the original
+//! tuple in `ct_nw_*`/`ct_tp_*`.
+//!
+//! Not modelled, because a flow key does not carry what they need: TCP sequence and window
+//! checks (no sequence numbers: any flag-valid segment is in window), ICMP errors related to
+//! their connection (no inner header: they are invalid), fragments (later fragments are
+//! invalid), application-layer gateways (`alg=` is refused when read). NAT picks its address
+//! and port from the range by a hash of the original tuple (OVS's choice also depends on its
+//! hash seed and on what is in use), moving on while the reply tuple is taken.
+
+use std::collections::HashMap;
+
+use crate::openflow::ct::{Nat, NatKind};
+use crate::openflow::datapath::CtExec;
+use crate::packet::ct_state::{DNAT, EST, INV, NEW, RPL, SNAT, TRK};
+use crate::packet::field::{id, proto};
+use crate::packet::FlowKey;
+
+const S: u64 = 1_000_000_000;
+
+/// Timeouts of the userspace datapath's default policy (`ct_dpif_netdev_tp_def`), ns.
+mod timeout {
+    use super::S;
+    pub const TCP_FIRST_PACKET: u64 = 30 * S;
+    pub const TCP_OPENING: u64 = 30 * S;
+    pub const TCP_ESTABLISHED: u64 = 24 * 3600 * S;
+    pub const TCP_CLOSING: u64 = 15 * 60 * S;
+    pub const TCP_FIN_WAIT: u64 = 45 * S;
+    pub const TCP_CLOSED: u64 = 30 * S;
+    pub const OTHER_FIRST: u64 = 60 * S;
+    pub const OTHER_MULTIPLE: u64 = 60 * S;
+    pub const OTHER_BIDIR: u64 = 30 * S;
+    pub const ICMP_FIRST: u64 = 60 * S;
+    pub const ICMP_REPLY: u64 = 30 * S;
+}
+
+const TCP_FIN: u16 = 0x01;
+const TCP_SYN: u16 = 0x02;
+const TCP_RST: u16 = 0x04;
+const TCP_PSH: u16 = 0x08;
+const TCP_ACK: u16 = 0x10;
+const TCP_URG: u16 = 0x20;
+
+/// One direction of a connection: what identifies its packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Tuple {
+    src: u128,
+    dst: u128,
+    /// Ports; ICMP: type and code.
+    sport: u16,
+    dport: u16,
+    proto: u8,
+}
+
+impl Tuple {
+    fn reversed(self) -> Tuple {
+        Tuple { src: self.dst, dst: self.src, sport: self.dport, dport: self.sport, proto: self.proto }
+    }
+}
+
+/// A TCP peer's state (OVS `CT_DPIF_TCPS_*`, the ones its update logic distinguishes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum TcpPeer {
+    Closed,
+    SynSent,
+    Established,
+    Closing,
+    FinWait2,
+    TimeWait,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProtoState {
+    /// Originator's and responder's peer states.
+    Tcp([TcpPeer; 2]),
+    /// UDP, SCTP and other protocols: first packet, several one way, both ways.
+    Other(u8),
+    /// ICMP echo: request seen, reply seen.
+    Icmp(bool),
+}
+
+/// What a packet did to a connection (OVS `ct_update_res`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Update {
+    Valid,
+    Invalid,
+    /// A new connection replaces a closed one.
+    New,
+    /// Still new (a retransmitted SYN, a second one-way packet).
+    ValidNew,
+}
+
+#[derive(Clone, Debug)]
+struct Conn {
+    zone: u16,
+    orig: Tuple,
+    /// What the reply packets carry (the reversed original, translated by NAT).
+    reply: Tuple,
+    state: ProtoState,
+    mark: u32,
+    label: u128,
+    nat: Option<NatKind>,
+    expires_ns: u64,
+}
+
+/// Counters of the connection tracker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ConntrackStats {
+    /// Packets through `ct`.
+    pub packets: u64,
+    /// Of those, tracked as invalid.
+    pub invalid: u64,
+    /// Connections committed.
+    pub committed: u64,
+    /// Connections that timed out.
+    pub expired: u64,
+    /// Packets whose addresses or ports NAT rewrote.
+    pub translated: u64,
+}
+
+/// The connection tracker: zones of connections.
+#[derive(Debug, Default)]
+pub struct Conntrack {
+    /// Both tuples of every connection → its slot and whether the tuple is the reply's.
+    index: HashMap<(u16, Tuple), (usize, bool)>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    live: usize,
+    stats: ConntrackStats,
+}
+
+impl Conntrack {
+    /// An empty tracker.
+    pub fn new() -> Conntrack {
+        Conntrack::default()
+    }
+
+    /// Connections held (some may have timed out without being swept yet).
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ConntrackStats {
+        self.stats
+    }
+
+    /// Removes the connections timed out at `now_ns`, in slot order.
+    pub fn sweep(&mut self, now_ns: u64) {
+        for slot in 0..self.conns.len() {
+            if self.conns[slot].as_ref().is_some_and(|c| c.expires_ns <= now_ns) {
+                self.remove(slot);
+                self.stats.expired += 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: usize) {
+        if let Some(c) = self.conns[slot].take() {
+            self.index.remove(&(c.zone, c.orig));
+            self.index.remove(&(c.zone, c.reply));
+            self.free.push(slot);
+            self.live -= 1;
+        }
+    }
+
+    /// The live connection a tuple belongs to, and whether the tuple is its reply direction.
+    fn find(&mut self, zone: u16, t: &Tuple, now_ns: u64) -> Option<(usize, bool)> {
+        let &(slot, reply) = self.index.get(&(zone, *t))?;
+        if self.conns[slot].as_ref().is_some_and(|c| c.expires_ns <= now_ns) {
+            self.remove(slot);
+            self.stats.expired += 1;
+            return None;
+        }
+        Some((slot, reply))
+    }
+
+    /// Runs datapath action `ct` on packet `k` at `now_ns` (OVS `process_one`): sets its
+    /// `ct_*` fields, and rewrites its addresses and ports if NAT applies.
+    pub fn execute(&mut self, ct: &CtExec, k: &mut FlowKey, now_ns: u64) {
+        self.stats.packets += 1;
+        // OVS resets the state when the packet enters another zone.
+        let mut state =
+            if k.ct_state() != 0 && k.get(id::CT_ZONE) as u16 != ct.zone { 0 } else { k.ct_state() };
+        let Some(tuple) = tuple_of(k) else {
+            self.write(k, ct.zone, INV | TRK, None);
+            self.stats.invalid += 1;
+            return;
+        };
+        let mut found = self.find(ct.zone, &tuple, now_ns);
+        if let (true, Some((_, true))) = (ct.force, found) {
+            let slot = found.take().expect("matched").0;
+            self.remove(slot);
+        }
+        let mut create = false;
+        if let Some((slot, reply)) = found {
+            let conn = self.conns[slot].as_mut().expect("indexed connections live");
+            match update(conn, k, reply, now_ns) {
+                Update::Valid => {
+                    state = (state | EST) & !NEW;
+                    if reply {
+                        state |= RPL;
+                    }
+                }
+                Update::Invalid => state = INV,
+                Update::ValidNew => state |= NEW,
+                Update::New => {
+                    self.remove(slot);
+                    found = None;
+                    create = true;
+                }
+            }
+            if ct.nat.is_some() && !create {
+                self.apply_nat(slot, reply, k, &mut state);
+            }
+        } else {
+            create = true;
+        }
+        if create {
+            if !valid_new(k, &tuple) {
+                state = INV;
+            } else {
+                state = NEW;
+                if ct.commit {
+                    let slot = self.commit(ct, &tuple, now_ns);
+                    found = Some((slot, false));
+                    if ct.nat.is_some_and(|n| n.kind.is_some()) {
+                        self.apply_nat(slot, false, k, &mut state);
+                    }
+                }
+            }
+        }
+        let slot = found.map(|(s, _)| s);
+        if let Some(s) = slot {
+            let conn = self.conns[s].as_mut().expect("live");
+            if let Some((v, m)) = ct.mark {
+                conn.mark = (conn.mark & !m) | (v & m);
+            }
+            if let Some((v, m)) = ct.label {
+                conn.label = (conn.label & !m) | (v & m);
+            }
+        }
+        if state & INV != 0 {
+            self.stats.invalid += 1;
+        }
+        let orig = match slot {
+            Some(s) => self.conns[s].as_ref().map(|c| (c.orig, c.mark, c.label)),
+            None => Some((tuple, 0, 0)),
+        };
+        self.write(k, ct.zone, state | TRK, orig);
+    }
+
+    /// OVS `write_ct_md`: state, zone, mark, label and the original tuple.
+    fn write(&self, k: &mut FlowKey, zone: u16, state: u8, conn: Option<(Tuple, u32, u128)>) {
+        k.set_ct_state(state);
+        k.set(id::CT_ZONE, zone as u128);
+        let (t, mark, label) = conn.unwrap_or((Tuple { src: 0, dst: 0, sport: 0, dport: 0, proto: 0 }, 0, 0));
+        k.set(id::CT_MARK, mark as u128);
+        k.set(id::CT_LABEL, label);
+        let v4 = k.dl_type() == proto::ETH_IPV4;
+        k.set(id::CT_NW_SRC, if v4 { t.src } else { 0 });
+        k.set(id::CT_NW_DST, if v4 { t.dst } else { 0 });
+        k.set(id::CT_NW_PROTO, t.proto as u128);
+        k.set(id::CT_TP_SRC, t.sport as u128);
+        k.set(id::CT_TP_DST, t.dport as u128);
+    }
+
+    /// Creates a connection for `tuple` (committed by `ct`), choosing its NAT.
+    fn commit(&mut self, ct: &CtExec, tuple: &Tuple, now_ns: u64) -> usize {
+        let (state, expiry) = match tuple.proto {
+            proto::IP_TCP => {
+                (ProtoState::Tcp([TcpPeer::SynSent, TcpPeer::Closed]), timeout::TCP_FIRST_PACKET)
+            }
+            proto::IP_ICMP | proto::IP_ICMPV6 => (ProtoState::Icmp(false), timeout::ICMP_FIRST),
+            _ => (ProtoState::Other(0), timeout::OTHER_FIRST),
+        };
+        let nat = ct.nat.and_then(|n| n.kind.map(|kind| (kind, n)));
+        let mut reply = tuple.reversed();
+        if let Some((kind, n)) = nat {
+            reply = self.free_reply(ct.zone, tuple, kind, &n);
+        }
+        let conn = Conn {
+            zone: ct.zone,
+            orig: *tuple,
+            reply,
+            state,
+            mark: 0,
+            label: 0,
+            nat: nat.map(|(kind, _)| kind),
+            expires_ns: now_ns.saturating_add(expiry),
+        };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.conns[s] = Some(conn);
+                s
+            }
+            None => {
+                self.conns.push(Some(conn));
+                self.conns.len() - 1
+            }
+        };
+        self.index.insert((ct.zone, *tuple), (slot, false));
+        self.index.insert((ct.zone, reply), (slot, true));
+        self.live += 1;
+        self.stats.committed += 1;
+        slot
+    }
+
+    /// The reply tuple of `orig` translated within `nat`'s ranges: the candidate a hash of the
+    /// original tuple picks, then the next ones while that reply tuple is taken.
+    fn free_reply(&self, zone: u16, orig: &Tuple, kind: NatKind, nat: &Nat) -> Tuple {
+        let base = orig.reversed();
+        let (addr_lo, addr_hi) = nat.addrs.map_or_else(
+            || {
+                let a = if kind == NatKind::Src { orig.src } else { orig.dst };
+                (a, a)
+            },
+            |(lo, hi)| (lo as u128, hi as u128),
+        );
+        let own_port = if kind == NatKind::Src { orig.sport } else { orig.dport };
+        let ports_apply = matches!(orig.proto, proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP);
+        let (port_lo, port_hi) = match nat.ports {
+            Some(r) if ports_apply => r,
+            _ => (own_port, own_port),
+        };
+        let n_addr = (addr_hi - addr_lo + 1).min(u64::MAX as u128) as u64;
+        let n_port = (port_hi - port_lo) as u64 + 1;
+        let mut bytes = [0u8; 37];
+        bytes[..16].copy_from_slice(&orig.src.to_be_bytes());
+        bytes[16..32].copy_from_slice(&orig.dst.to_be_bytes());
+        bytes[32..34].copy_from_slice(&orig.sport.to_be_bytes());
+        bytes[34..36].copy_from_slice(&orig.dport.to_be_bytes());
+        bytes[36] = orig.proto;
+        let h = xxhash_rust::xxh3::xxh3_64(&bytes);
+        let total = n_addr.saturating_mul(n_port);
+        let mut candidate = base;
+        for i in 0..total.min(65_536) {
+            let pick = (h.wrapping_add(i)) % total;
+            let (a, p) = (addr_lo + (pick / n_port) as u128, port_lo + (pick % n_port) as u16);
+            candidate = base;
+            match kind {
+                // Replies come back to the translated source.
+                NatKind::Src => {
+                    candidate.dst = a;
+                    candidate.dport = p;
+                }
+                // Replies come from the translated destination.
+                NatKind::Dst => {
+                    candidate.src = a;
+                    candidate.sport = p;
+                }
+            }
+            if !self.index.contains_key(&(zone, candidate)) {
+                break;
+            }
+        }
+        candidate
+    }
+
+    /// Translates a packet of the connection in `slot` (OVS `handle_nat`): the original
+    /// direction to the chosen address and port, replies back.
+    fn apply_nat(&mut self, slot: usize, reply: bool, k: &mut FlowKey, state: &mut u8) {
+        let conn = self.conns[slot].as_ref().expect("live");
+        let Some(kind) = conn.nat else { return };
+        let ports = matches!(conn.orig.proto, proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP);
+        let (src_f, dst_f) = if k.dl_type() == proto::ETH_IPV6 {
+            (id::IPV6_SRC, id::IPV6_DST)
+        } else {
+            (id::NW_SRC, id::NW_DST)
+        };
+        let (translated_src, now) = match (kind, reply) {
+            // Original direction: SNAT rewrites the source, DNAT the destination, to what the
+            // replies carry back.
+            (NatKind::Src, false) => (true, (conn.reply.dst, conn.reply.dport)),
+            (NatKind::Dst, false) => (false, (conn.reply.src, conn.reply.sport)),
+            // Replies: undo, towards the original endpoints.
+            (NatKind::Src, true) => (false, (conn.orig.src, conn.orig.sport)),
+            (NatKind::Dst, true) => (true, (conn.orig.dst, conn.orig.dport)),
+        };
+        let (addr_f, port_f) = if translated_src { (src_f, id::TP_SRC) } else { (dst_f, id::TP_DST) };
+        k.set(addr_f, now.0);
+        if ports {
+            k.set(port_f, now.1 as u128);
+        }
+        *state |= if translated_src { SNAT } else { DNAT };
+        self.stats.translated += 1;
+    }
+}
+
+/// The tuple of a packet conntrack can track, if it can.
+fn tuple_of(k: &FlowKey) -> Option<Tuple> {
+    if !k.is_ip() || k.nw_frag() & proto::FRAG_LATER != 0 {
+        return None;
+    }
+    let (src, dst) = if k.dl_type() == proto::ETH_IPV4 {
+        (k.get(id::NW_SRC), k.get(id::NW_DST))
+    } else {
+        (k.get(id::IPV6_SRC), k.get(id::IPV6_DST))
+    };
+    let p = k.nw_proto();
+    let (sport, dport) = match p {
+        proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP => (k.tp_src(), k.tp_dst()),
+        // Echo only: an error's connection is in the inner header a key does not have.
+        proto::IP_ICMP | proto::IP_ICMPV6 => match (k.tp_src(), k.tp_dst()) {
+            (t @ (0 | 8 | 128 | 129), c) => (echo_request(t), c),
+            _ => return None,
+        },
+        _ => (0, 0),
+    };
+    Some(Tuple { src, dst, sport, dport, proto: p })
+}
+
+/// Echo request and reply share a tuple up to direction: both keyed by the request's type.
+fn echo_request(t: u16) -> u16 {
+    match t {
+        0 => 8,
+        129 => 128,
+        t => t,
+    }
+}
+
+/// Whether a packet may start a connection (OVS `valid_new`).
+fn valid_new(k: &FlowKey, t: &Tuple) -> bool {
+    match t.proto {
+        proto::IP_TCP => {
+            let flags = k.get(id::TCP_FLAGS) as u16;
+            !tcp_invalid_flags(flags) && flags & (TCP_SYN | TCP_ACK) != TCP_SYN | TCP_ACK
+        }
+        // Only a request starts an echo connection.
+        proto::IP_ICMP => k.tp_src() == 8,
+        proto::IP_ICMPV6 => k.tp_src() == 128,
+        _ => true,
+    }
+}
+
+/// OVS `tcp_invalid_flags`.
+fn tcp_invalid_flags(flags: u16) -> bool {
+    if flags & TCP_SYN != 0 {
+        if flags & (TCP_RST | TCP_FIN) != 0 {
+            return true;
+        }
+    } else if flags & (TCP_ACK | TCP_RST) == 0 {
+        return true;
+    }
+    flags & TCP_ACK == 0 && flags & (TCP_FIN | TCP_PSH | TCP_URG) != 0
+}
+
+/// OVS `conn_update` for a packet of `conn` (`reply`: in the reply direction).
+fn update(conn: &mut Conn, k: &FlowKey, reply: bool, now_ns: u64) -> Update {
+    let (result, expiry) = match &mut conn.state {
+        ProtoState::Tcp(peers) => {
+            let flags = k.get(id::TCP_FLAGS) as u16;
+            if tcp_invalid_flags(flags) {
+                return Update::Invalid;
+            }
+            let (s, d) = if reply { (1, 0) } else { (0, 1) };
+            if flags & (TCP_SYN | TCP_ACK) == TCP_SYN {
+                if peers[d] >= TcpPeer::FinWait2 && peers[s] >= TcpPeer::FinWait2 {
+                    return Update::New;
+                } else if peers[s] <= TcpPeer::SynSent {
+                    peers[s] = TcpPeer::SynSent;
+                    conn.expires_ns = now_ns.saturating_add(timeout::TCP_FIRST_PACKET);
+                    return Update::ValidNew;
+                }
+            }
+            if flags & TCP_SYN != 0 && peers[s] < TcpPeer::SynSent {
+                peers[s] = TcpPeer::SynSent;
+            }
+            if flags & TCP_FIN != 0 && peers[s] < TcpPeer::Closing {
+                peers[s] = TcpPeer::Closing;
+            }
+            if flags & TCP_ACK != 0 {
+                if peers[d] == TcpPeer::SynSent {
+                    peers[d] = TcpPeer::Established;
+                } else if peers[d] == TcpPeer::Closing {
+                    peers[d] = TcpPeer::FinWait2;
+                }
+            }
+            if flags & TCP_RST != 0 {
+                peers[s] = TcpPeer::TimeWait;
+                peers[d] = TcpPeer::TimeWait;
+            }
+            let (a, b) = (peers[s], peers[d]);
+            let t = if a >= TcpPeer::FinWait2 && b >= TcpPeer::FinWait2 {
+                timeout::TCP_CLOSED
+            } else if a >= TcpPeer::Closing && b >= TcpPeer::Closing {
+                timeout::TCP_FIN_WAIT
+            } else if a < TcpPeer::Established || b < TcpPeer::Established {
+                timeout::TCP_OPENING
+            } else if a >= TcpPeer::Closing || b >= TcpPeer::Closing {
+                timeout::TCP_CLOSING
+            } else {
+                timeout::TCP_ESTABLISHED
+            };
+            (Update::Valid, t)
+        }
+        ProtoState::Other(st) => {
+            // OVS other_conn_update: first, multiple (one way), bidirectional.
+            if reply && *st != 2 {
+                *st = 2;
+                (Update::Valid, timeout::OTHER_BIDIR)
+            } else if *st == 0 {
+                *st = 1;
+                (Update::ValidNew, timeout::OTHER_MULTIPLE)
+            } else {
+                (Update::Valid, if *st == 2 { timeout::OTHER_BIDIR } else { timeout::OTHER_MULTIPLE })
+            }
+        }
+        ProtoState::Icmp(replied) => {
+            *replied |= reply;
+            (Update::Valid, if *replied { timeout::ICMP_REPLY } else { timeout::ICMP_FIRST })
+        }
+    };
+    conn.expires_ns = now_ns.saturating_add(expiry);
+    result
+}
