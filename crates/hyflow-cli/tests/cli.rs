@@ -1205,3 +1205,63 @@ fn incomplete_conjunctions_are_warned_about_with_their_place() {
     assert!(err.contains("conj.flows:4:32: conjunction 6 has 3 clauses here but 2 at line 3"), "{err}");
     assert!(err.contains("conj.flows:3:26: conjunction 6 in table 0 at priority 100 never matches: no flow is its clause 2 of 2"), "{err}");
 }
+
+const FIREWALL: &[u8] = b"table=0,priority=100,ip,ct_state=-trk actions=ct(table=1,zone=1)\n\
+    table=0,priority=1 actions=output:2\n\
+    table=1,priority=100,ip,ct_state=+trk+new actions=ct(commit,zone=1,nat(dst=10.8.0.5:8080)),output:2\n\
+    table=1,priority=100,ip,ct_state=+trk+est actions=ct(zone=1,nat),output:3\n\
+    table=1,priority=1 actions=drop\n";
+
+#[test]
+fn trace_follows_recirculation_with_the_states_given() {
+    let flows = tmp("fw.flows", FIREWALL);
+    let packet = "in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.96.0.1,tp_src=1000,tp_dst=80";
+    let f = flows.to_str().unwrap();
+    let out = hyflow(&["trace", "--flows", f, packet]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Datapath actions: ct(zone=1),recirc(0x1)"), "{text}");
+    assert!(text.contains("recirc(0x1) - resume conntrack with default ct_state=trk|new"), "{text}");
+    assert!(text.contains("Megaflow: recirc_id=0x1,ct_state=+new+trk,ip,"), "{text}");
+    assert!(text.contains("Datapath actions: ct(commit,zone=1,nat(dst=10.8.0.5:8080)),2"), "{text}");
+    let out = hyflow(&["trace", "--flows", f, "--ct-next", "trk,est", "--json", packet]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let second = &v["recirculations"][0];
+    assert_eq!(second["ct_state"], "est|trk");
+    assert_eq!(second["datapath_actions"], "ct(zone=1,nat),3");
+    // Clap's own message: the option, the value and why.
+    for (state, why) in
+        [("trk,bogus", "bogus: unknown connection tracking state flag"), ("new", "If \"trk\" is unset")]
+    {
+        let out = hyflow(&["trace", "--flows", f, "--ct-next", state, packet]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains(&format!("invalid value '{state}' for '--ct-next <STATE>'")) && err.contains(why),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn replay_reports_passes_and_the_connection_tracker() {
+    let flows = tmp("fw.flows", FIREWALL);
+    let pcap = examples().join("../crates/hyflow/tests/data/pcap-corpus/captures/of13_ericsson.pcapng");
+    let args = ["replay", "--flows", flows.to_str().unwrap(), "--trace", pcap.to_str().unwrap()];
+    let out = hyflow(&[&args[..], &["--json", "-"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["recirculation"];
+    let first: u64 =
+        ["nic", "microflow", "megaflow", "upcalls"].iter().map(|k| r["passes"][0][k].as_u64().unwrap()).sum();
+    let second: u64 =
+        ["nic", "microflow", "megaflow", "upcalls"].iter().map(|k| r["passes"][1][k].as_u64().unwrap()).sum();
+    assert!(r["recirculations"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(second, r["recirculations"].as_u64().unwrap(), "every recirculation is a second pass here");
+    assert_eq!(first, v["packets"].as_u64().unwrap());
+    assert_eq!(r["passes"][0]["nic"], 0, "the NIC has no connection tracker: {r}");
+    assert!(r["conntrack"]["committed"].as_u64().unwrap() > 0, "{r}");
+    let text = String::from_utf8(hyflow(&args).stdout).unwrap();
+    assert!(text.contains("recirculation: ") && text.contains("conntrack: "), "{text}");
+}

@@ -63,8 +63,14 @@ struct Tuple {
 }
 
 impl Tuple {
+    /// The tuple of the other direction (ICMP echo keeps its type and code: both directions
+    /// are keyed by the request's).
     fn reversed(self) -> Tuple {
-        Tuple { src: self.dst, dst: self.src, sport: self.dport, dport: self.sport, proto: self.proto }
+        let (sport, dport) = match self.proto {
+            proto::IP_ICMP | proto::IP_ICMPV6 => (self.sport, self.dport),
+            _ => (self.dport, self.sport),
+        };
+        Tuple { src: self.dst, dst: self.src, sport, dport, proto: self.proto }
     }
 }
 
@@ -528,4 +534,165 @@ fn update(conn: &mut Conn, k: &FlowKey, reply: bool, now_ns: u64) -> Update {
     };
     conn.expires_ns = now_ns.saturating_add(expiry);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openflow::parse_packet;
+    use crate::packet::ct_state;
+
+    fn ct(commit: bool, zone: u16) -> CtExec {
+        CtExec { commit, force: false, zone, mark: None, label: None, nat: None }
+    }
+
+    fn tcp(src: &str, dst: &str, sport: u16, dport: u16, flags: u16) -> FlowKey {
+        let mut k =
+            parse_packet(&format!("tcp,nw_src={src},nw_dst={dst},tp_src={sport},tp_dst={dport}")).unwrap();
+        k.set(id::TCP_FLAGS, flags as u128);
+        k
+    }
+
+    /// Runs `ct` on a copy of `k` and returns the state it leaves.
+    fn state(t: &mut Conntrack, ct: &CtExec, k: &FlowKey, now_s: u64) -> String {
+        let mut k = *k;
+        t.execute(ct, &mut k, now_s * S);
+        ct_state::format_exact(k.ct_state())
+    }
+
+    #[test]
+    fn a_tcp_handshake_goes_new_then_established() {
+        let mut t = Conntrack::new();
+        let syn = tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_SYN);
+        let synack = tcp("10.0.0.2", "10.0.0.1", 80, 1000, TCP_SYN | TCP_ACK);
+        let ack = tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_ACK);
+        // Not committed: new every time, nothing held.
+        assert_eq!(state(&mut t, &ct(false, 0), &syn, 0), "new|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &syn, 0), "new|trk");
+        assert!(t.is_empty());
+        assert_eq!(state(&mut t, &ct(true, 0), &syn, 0), "new|trk");
+        // A retransmitted SYN is still new; the reply establishes, in the reply direction.
+        assert_eq!(state(&mut t, &ct(false, 0), &syn, 1), "new|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &synack, 1), "est|rpl|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &ack, 1), "est|trk");
+        // Other zones do not know it; a SYN+ACK cannot start a connection.
+        assert_eq!(state(&mut t, &ct(false, 7), &ack, 1), "new|trk");
+        assert_eq!(state(&mut t, &ct(true, 7), &synack, 1), "inv|trk");
+        // Invalid flag combinations are invalid.
+        assert_eq!(state(&mut t, &ct(false, 0), &tcp("10.0.0.1", "10.0.0.2", 1000, 80, 0), 1), "inv|trk");
+        assert_eq!(t.len(), 1);
+        let mut k = ack;
+        t.execute(&ct(false, 0), &mut k, S);
+        assert_eq!(
+            (k.get(id::CT_NW_SRC), k.get(id::CT_TP_DST), k.get(id::CT_NW_PROTO)),
+            (0x0a00_0001, 80, 6),
+            "the original tuple"
+        );
+    }
+
+    #[test]
+    fn connections_time_out_as_the_userspace_datapath_does() {
+        let mut t = Conntrack::new();
+        let syn = tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_SYN);
+        t.execute(&ct(true, 0), &mut syn.clone(), 0);
+        // A half-open connection lasts 30 s.
+        assert_eq!(
+            state(&mut t, &ct(false, 0), &tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_ACK), 29),
+            "est|trk"
+        );
+        assert_eq!(
+            state(&mut t, &ct(false, 0), &tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_ACK), 70),
+            "new|trk"
+        );
+        assert_eq!(t.stats().expired, 1);
+        // UDP: new twice one way (first, multiple), established both ways, 30 s after a reply.
+        let out = parse_packet("udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=5000,tp_dst=53").unwrap();
+        let back = parse_packet("udp,nw_src=10.0.0.2,nw_dst=10.0.0.1,tp_src=53,tp_dst=5000").unwrap();
+        assert_eq!(state(&mut t, &ct(true, 0), &out, 100), "new|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &out, 101), "new|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &out, 102), "est|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &back, 103), "est|rpl|trk");
+        t.sweep(132 * S);
+        assert_eq!(t.len(), 1, "30 s after the reply");
+        t.sweep(134 * S);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn nat_translates_new_connections_and_their_replies() {
+        let mut t = Conntrack::new();
+        let nat = Nat {
+            kind: Some(NatKind::Dst),
+            addrs: Some((0x0a08_0005, 0x0a08_0005)),
+            ports: Some((8080, 8080)),
+            ..Nat::default()
+        };
+        let commit = CtExec { nat: Some(nat), mark: Some((7, 0xff)), ..ct(true, 3) };
+        let mut k = tcp("10.0.0.1", "10.96.0.10", 1000, 80, TCP_SYN);
+        t.execute(&commit, &mut k, 0);
+        assert_eq!(ct_state::format_exact(k.ct_state()), "new|trk|dnat");
+        assert_eq!((k.nw_dst(), k.tp_dst()), (0x0a08_0005, 8080), "to the backend");
+        assert_eq!(k.get(id::CT_MARK), 7);
+        // The backend's reply, un-NATed by a bare nat: back from the service address.
+        let mut reply = tcp("10.8.0.5", "10.0.0.1", 8080, 1000, TCP_SYN | TCP_ACK);
+        let unnat = CtExec { nat: Some(Nat::default()), ..ct(false, 3) };
+        t.execute(&unnat, &mut reply, S);
+        assert_eq!(ct_state::format_exact(reply.ct_state()), "est|rpl|trk|snat");
+        assert_eq!((reply.nw_src(), reply.tp_src()), (0x0a60_000a, 80));
+        assert_eq!(reply.get(id::CT_MARK), 7);
+        // Without nat in the ct action nothing is rewritten.
+        let mut plain = tcp("10.0.0.1", "10.96.0.10", 1000, 80, TCP_ACK);
+        t.execute(&ct(false, 3), &mut plain, S);
+        assert_eq!((plain.nw_dst(), plain.ct_state() & ct_state::DNAT), (0x0a60_000a, 0));
+        assert_eq!(t.stats().translated, 2);
+    }
+
+    #[test]
+    fn source_nat_picks_free_ports_in_its_range() {
+        let mut t = Conntrack::new();
+        let nat = Nat {
+            kind: Some(NatKind::Src),
+            addrs: Some((0x0a09_0001, 0x0a09_0001)),
+            ports: Some((2000, 2001)),
+            ..Nat::default()
+        };
+        let commit = CtExec { nat: Some(nat), ..ct(true, 0) };
+        let mut ports = Vec::new();
+        for sport in [1000, 1001] {
+            let mut k =
+                parse_packet(&format!("udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src={sport},tp_dst=53"))
+                    .unwrap();
+            t.execute(&commit, &mut k, 0);
+            assert_eq!(k.nw_src(), 0x0a09_0001);
+            ports.push(k.tp_src());
+        }
+        ports.sort();
+        assert_eq!(ports, vec![2000, 2001], "two connections, two ports");
+    }
+
+    #[test]
+    fn force_restarts_a_connection_seen_from_the_other_side() {
+        let mut t = Conntrack::new();
+        let a = parse_packet("udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=5000,tp_dst=53").unwrap();
+        let b = parse_packet("udp,nw_src=10.0.0.2,nw_dst=10.0.0.1,tp_src=53,tp_dst=5000").unwrap();
+        t.execute(&ct(true, 0), &mut a.clone(), 0);
+        let force = CtExec { force: true, ..ct(true, 0) };
+        assert_eq!(state(&mut t, &force, &b, 1), "new|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &a, 1), "est|rpl|trk", "now the other way round");
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn what_cannot_be_tracked_is_invalid() {
+        let mut t = Conntrack::new();
+        for p in ["arp", "icmp,icmp_type=3,icmp_code=1", "ip,nw_frag=later"] {
+            assert_eq!(state(&mut t, &ct(true, 0), &parse_packet(p).unwrap(), 0), "inv|trk", "{p}");
+        }
+        let echo = parse_packet("icmp,nw_src=10.0.0.1,nw_dst=10.0.0.2,icmp_type=8").unwrap();
+        let reply = parse_packet("icmp,nw_src=10.0.0.2,nw_dst=10.0.0.1,icmp_type=0").unwrap();
+        assert_eq!(state(&mut t, &ct(false, 0), &reply, 0), "inv|trk", "a reply starts nothing");
+        assert_eq!(state(&mut t, &ct(true, 0), &echo, 0), "new|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &reply, 0), "est|rpl|trk");
+        assert_eq!(t.stats().invalid, 4);
+    }
 }

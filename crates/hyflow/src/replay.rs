@@ -6,12 +6,13 @@
 //! before the first packet at or after that time; updates due at the same moment apply in
 //! file order; updates due after the last packet apply when the replay finishes.
 
+use crate::conntrack::ConntrackStats;
 use crate::input::MalformedCounts;
 use crate::nic::gigaflow::GigaflowReport;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{Update, When};
 use crate::packet::FlowKey;
-use crate::switch::{Layer, Switch};
+use crate::switch::{Layer, PassStats, Switch};
 
 /// Updates ordered for application.
 pub(crate) struct Schedule {
@@ -177,6 +178,9 @@ pub struct ReplayReport {
     pub snaplen_truncated: u64,
     pub nic_scheme: &'static str,
     pub gigaflow: Option<GigaflowReport>,
+    /// Connection tracking and recirculation, when the pipeline used them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recirculation: Option<RecircReport>,
     /// Shares over the packets after a warm-up, if one was asked for (the figures above
     /// count from the first packet, warm-up included).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,6 +188,24 @@ pub struct ReplayReport {
     /// Which layers exist (for the text table's "off").
     #[serde(skip)]
     pub layers: Layers,
+}
+
+/// Connection tracking and recirculation: where each pass was decided, the megaflows each
+/// pass holds, and the connection tracker's counters.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RecircReport {
+    /// Passes after packets' first (clones `ct(table=N)` recirculated).
+    pub recirculations: u64,
+    /// Clones dropped at the datapath's recirculation depth limit.
+    pub too_deep: u64,
+    /// Where the passes were decided: the first, the second, the third, later ones.
+    pub passes: [PassStats; 4],
+    /// Megaflow entries held at the end, by the pass they serve.
+    pub megaflows_now: [usize; 4],
+    /// The connection tracker's counters.
+    pub conntrack: ConntrackStats,
+    /// Connections held at the end.
+    pub connections_now: usize,
 }
 
 /// Where packets were handled after a warm-up: the steady state, where the cumulative
@@ -302,6 +324,16 @@ impl ReplayReport {
             snaplen_truncated,
             nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
             gigaflow,
+            recirculation: (s.recirculations > 0 || sw.conntrack().stats().packets > 0).then(|| {
+                RecircReport {
+                    recirculations: s.recirculations,
+                    too_deep: s.recirc_too_deep,
+                    passes: s.by_pass,
+                    megaflows_now: sw.megaflows_by_pass(),
+                    conntrack: sw.conntrack().stats(),
+                    connections_now: sw.conntrack().len(),
+                }
+            }),
             steady: None,
             layers: Layers {
                 nic: sw.nic().is_some(),
@@ -385,6 +417,9 @@ impl ReplayReport {
             "action table {} lists, {} rule paths; controller (slow-path only) packets {}\n",
             r.action_table_entries, r.rule_paths, r.controller
         ));
+        if let Some(rc) = &r.recirculation {
+            out.push_str(&rc.text());
+        }
         if let Some(st) = &r.steady {
             out.push_str(&format!(
                 "steady state (the {} packets from {:.3} s of trace on): nic {:.2}%, microflow {:.2}%, megaflow {:.2}%, slowpath {:.2}%\n",
@@ -431,6 +466,46 @@ impl ReplayReport {
                 r.snaplen_truncated
             ));
         }
+        out
+    }
+}
+
+impl RecircReport {
+    /// The per-pass table and the connection tracker's line.
+    fn text(&self) -> String {
+        let mut out = format!(
+            "\nrecirculation: {} passes after the first ({} dropped at depth {})\n{:<10} {:>12} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
+            self.recirculations,
+            self.too_deep,
+            crate::switch::MAX_RECIRC_DEPTH,
+            "pass",
+            "passes",
+            "nic",
+            "microflow",
+            "megaflow",
+            "slowpath",
+            "megaflows"
+        );
+        for (i, (p, m)) in self.passes.iter().zip(self.megaflows_now).enumerate() {
+            let total = p.total();
+            if total == 0 && m == 0 {
+                continue;
+            }
+            let share = |n: u64| format!("{:.2}%", 100.0 * rate(n, total));
+            let name = if i == 3 { "4+".to_string() } else { (i + 1).to_string() };
+            out.push_str(&format!(
+                "{name:<10} {total:>12} {:>9} {:>9} {:>9} {:>9} {m:>10}\n",
+                share(p.nic),
+                share(p.microflow),
+                share(p.megaflow),
+                share(p.upcalls)
+            ));
+        }
+        let c = &self.conntrack;
+        out.push_str(&format!(
+            "conntrack: {} packets, {} connections committed, {} held, {} timed out, {} invalid, {} translated by NAT\n",
+            c.packets, c.committed, self.connections_now, c.expired, c.invalid, c.translated
+        ));
         out
     }
 }

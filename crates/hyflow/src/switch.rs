@@ -130,7 +130,8 @@ pub struct SwitchStats {
     pub bytes: u64,
     /// Decided by the NIC.
     pub nic_hits: u64,
-    /// Decided by the microflow cache.
+    /// Decided by the microflow cache (these four count packets by their first pass; see
+    /// `by_pass` for recirculated ones).
     pub microflow_hits: u64,
     /// Decided by the megaflow cache.
     pub megaflow_hits: u64,
@@ -230,6 +231,10 @@ pub struct Switch {
     conntrack: Conntrack,
     /// Clones waiting for their next pass, with their depth.
     recirc_queue: Vec<(FlowKey, u32)>,
+    /// The pass (1, 2, ...) each recirculation id was first seen at, by id.
+    recirc_pass: Vec<u8>,
+    /// Where the last packet's recirculated passes were decided, in order.
+    last_passes: Vec<Layer>,
 }
 
 impl Switch {
@@ -267,6 +272,8 @@ impl Switch {
             next_mac_aging_ns: 0,
             conntrack: Conntrack::new(),
             recirc_queue: Vec::new(),
+            recirc_pass: Vec::new(),
+            last_passes: Vec::new(),
         })
     }
 
@@ -306,6 +313,28 @@ impl Switch {
     /// The connection tracker.
     pub fn conntrack(&self) -> &Conntrack {
         &self.conntrack
+    }
+
+    /// Where the recirculated passes of the last packet [`Switch::process_host`] handled were
+    /// decided, in order (empty if it did not recirculate): each costs the host a lookup.
+    pub fn last_passes(&self) -> &[Layer] {
+        &self.last_passes
+    }
+
+    /// Megaflow entries held now by the pass they serve: the first, the second, the third,
+    /// later ones (the figure OVS operators watch per recirculation).
+    pub fn megaflows_by_pass(&self) -> [usize; 4] {
+        let mut out = [0; 4];
+        if let Some(m) = &self.megaflow {
+            for id in m.space().ids() {
+                let e = m.space().entry(id).expect("listed entries live");
+                let recirc = e.data.rep.recirc_id() as usize;
+                let pass =
+                    if recirc == 0 { 0 } else { self.recirc_pass.get(recirc).copied().unwrap_or(3) as usize };
+                out[pass.min(3)] += 1;
+            }
+        }
+        out
     }
 
     /// The NIC scheme, if configured.
@@ -366,8 +395,16 @@ impl Switch {
                 continue;
             }
             self.stats.recirculations += 1;
+            let id = key.recirc_id() as usize;
+            if self.recirc_pass.len() <= id {
+                self.recirc_pass.resize(id + 1, 0);
+            }
+            if self.recirc_pass[id] == 0 {
+                self.recirc_pass[id] = depth.min(255) as u8;
+            }
             let layer = self.lookup_host(&key, depth, bytes, now_ns, Offload::Refused, outputs);
             self.stats.by_pass[(depth as usize).min(3)].count(layer);
+            self.last_passes.push(layer);
         }
         self.recirc_queue.clear();
     }
@@ -416,6 +453,7 @@ impl Switch {
     ) -> Layer {
         outputs.clear();
         self.advance(now_ns);
+        self.last_passes.clear();
         let layer = self.lookup_host(key, 0, bytes, now_ns, offload, outputs);
         self.stats.by_pass[0].count(layer);
         self.recirculate(bytes, now_ns, outputs);
@@ -437,7 +475,8 @@ impl Switch {
         let hash = hash_key(key);
         if let Some(microflow) = &mut self.microflow {
             if let Some(d) = microflow.lookup(key, hash, &mut self.tables) {
-                self.stats.microflow_hits += 1;
+                // Layers count packets by their first pass; `by_pass` counts every pass.
+                self.stats.microflow_hits += (depth == 0) as u64;
                 Self::run(
                     &mut self.conntrack,
                     &mut self.recirc_queue,
@@ -462,7 +501,7 @@ impl Switch {
                 if let (Some(microflow), false) = (&mut self.microflow, stale) {
                     microflow.insert(key, hash, d, self.epoch, &mut self.tables);
                 }
-                self.stats.megaflow_hits += 1;
+                self.stats.megaflow_hits += (depth == 0) as u64;
                 let actions = self.tables.actions.get(d.actions);
                 Self::run(&mut self.conntrack, &mut self.recirc_queue, actions, key, depth, now_ns, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes);
@@ -601,7 +640,7 @@ impl Switch {
         offload: Offload,
         outputs: &mut Vec<Output>,
     ) {
-        self.stats.upcalls += 1;
+        self.stats.upcalls += (depth == 0) as u64;
         self.pipeline.process(key, &mut self.tr);
         if self.tr.uses_conntrack() {
             // What leaves depends on the connection tracker: run the actions as the datapath.

@@ -257,7 +257,10 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
             self.policy_packet_work_ns += work;
             extra_ns += work;
         }
-        self.costs.service_ns(layer) + extra_ns.round() as u64
+        // Every recirculated pass is another lookup in software, priced as its layer (the
+        // connection tracker's own work is not priced apart).
+        let passes_ns: u64 = self.switch.last_passes().iter().map(|&l| self.costs.service_ns(l)).sum();
+        self.costs.service_ns(layer) + passes_ns + extra_ns.round() as u64
     }
 }
 
