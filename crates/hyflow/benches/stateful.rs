@@ -2,6 +2,9 @@
 //! against the same three outputs written inline (the baseline). (2) Megaflow-cache hits on an
 //! L2 switch: `NORMAL` (every hit learns its source MAC again, by re-translation) against the
 //! same forwarding written as one flow per destination MAC (the baseline, nothing to learn).
+//! (3) Megaflow-cache hits through a stateful firewall: `ct(table=1)` then, in the second
+//! pass, established connections forwarded (two cached passes and two trips through the
+//! connection tracker per packet) against the same forwarding without conntrack.
 
 use std::hint::black_box;
 
@@ -115,5 +118,63 @@ fn bench_normal(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_groups, bench_normal);
+/// Packets of 64 established TCP connections, both directions, after their handshakes.
+fn connections() -> (Vec<FlowKey>, Vec<FlowKey>) {
+    let conn = |c: u64, flags: u16, reply: bool| {
+        let (a, b, sp) = (format!("10.0.0.{}", 1 + c % 32), format!("10.1.0.{}", 1 + c / 32), 1000 + c);
+        let text = if reply {
+            format!("in_port=2,tcp,nw_src={b},nw_dst={a},tp_src=80,tp_dst={sp},tcp_flags={flags}")
+        } else {
+            format!("in_port=1,tcp,nw_src={a},nw_dst={b},tp_src={sp},tp_dst=80,tcp_flags={flags}")
+        };
+        parse_packet(&text).unwrap()
+    };
+    let handshakes = (0..HOSTS).flat_map(|c| [conn(c, 0x02, false), conn(c, 0x12, true), conn(c, 0x10, false)]).collect();
+    let mut seed = 5u64;
+    let traffic = (0..BATCH)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            conn((seed >> 33) % HOSTS, 0x10, (seed >> 50) & 1 == 1)
+        })
+        .collect();
+    (handshakes, traffic)
+}
+
+fn bench_conntrack(c: &mut Criterion) {
+    let config = SwitchConfig { nic: None, microflow: None::<MicroflowConfig>, ..SwitchConfig::default() };
+    let firewall = "table=0,priority=10,ip,ct_state=-trk actions=ct(table=1,zone=1)\n\
+        table=1,priority=10,ip,ct_state=+trk+new,in_port=1 actions=ct(commit,zone=1),output:2\n\
+        table=1,priority=10,ip,ct_state=+trk+est,in_port=1 actions=output:2\n\
+        table=1,priority=10,ip,ct_state=+trk+est,in_port=2 actions=output:1\n\
+        table=1,priority=1 actions=drop";
+    let stateless = "table=0,priority=10,ip,in_port=1 actions=output:2\n\
+        table=0,priority=10,ip,in_port=2 actions=output:1";
+    let (handshakes, traffic) = connections();
+    let mut group = c.benchmark_group("stateful");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.sample_size(20);
+    for (name, flows) in [("megaflow_hits/conntrack_firewall", firewall), ("megaflow_hits/stateless", stateless)] {
+        let mut sw = Switch::new(Pipeline::from_rules(parse_flows(flows, "f").unwrap()), config).unwrap();
+        let mut outputs = Vec::new();
+        // Warm: every connection established, every megaflow installed.
+        for (i, k) in handshakes.iter().chain(&traffic).enumerate() {
+            sw.process(k, 64, i as u64, &mut outputs);
+        }
+        let mut now = 10 * BATCH as u64;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut n = 0;
+                for k in &traffic {
+                    now += 1;
+                    sw.process(black_box(k), 64, now, &mut outputs);
+                    n += outputs.len();
+                }
+                n
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_groups, bench_normal, bench_conntrack);
 criterion_main!(benches);

@@ -18,7 +18,7 @@
 //! and port from the range by a hash of the original tuple (OVS's choice also depends on its
 //! hash seed and on what is in use), moving on while the reply tuple is taken.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use crate::openflow::ct::{Nat, NatKind};
 use crate::openflow::datapath::CtExec;
