@@ -9,7 +9,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use hyflow::openflow::report::{passes_text, TraceRecord};
 use hyflow_front::gen::{
-    self, GenDynamicArgs, GenGatewayArgs, GenPipelineArgs, GenTrafficArgs, GenUpdatesArgs,
+    self, GenConversationsArgs, GenDynamicArgs, GenGatewayArgs, GenPipelineArgs, GenTrafficArgs,
+    GenUpdatesArgs,
 };
 use hyflow_front::replay::ReplayArgs;
 use hyflow_front::trace::TraceArgs;
@@ -75,6 +76,11 @@ enum GenCommand {
     /// A pcap trace whose flows exercise the rules of a flow file: Zipf flow sizes, Poisson
     /// arrivals, 64/576/1500-byte frames; deterministic for a seed.
     Traffic(GenTrafficArgs),
+    /// Conversations for stateful pipelines, as pcapng with a port per interface: TCP
+    /// handshakes, data and closes, UDP requests and responses, ICMP echoes, from a spec of
+    /// first packets; replies are built from where the pipeline (with its connection tracker)
+    /// sends each first packet, so a service's reply comes from the endpoint it chose.
+    Conversations(GenConversationsArgs),
     /// A rule-update stream for a flow file (modify-strict 60%, delete-strict 20%, add 20%).
     Updates(GenUpdatesArgs),
     /// Traffic whose large flows change over time, with bursts (for `hyflow topk`): random
@@ -103,6 +109,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => run_trace(args),
         Command::Replay(args) => replay::run(*args),
         Command::Gen(GenCommand::Traffic(args)) => gen::traffic(args).map(say),
+        Command::Gen(GenCommand::Conversations(args)) => gen::conversations(args).map(say),
         Command::Gen(GenCommand::Updates(args)) => gen::updates(args).map(say),
         Command::Gen(GenCommand::Dynamic(args)) => gen::dynamic(args).map(say),
         Command::Gen(GenCommand::Gateway(args)) => gen::gateway(args).map(say),

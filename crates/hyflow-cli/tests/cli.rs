@@ -1265,3 +1265,26 @@ fn replay_reports_passes_and_the_connection_tracker() {
     let text = String::from_utf8(hyflow(&args).stdout).unwrap();
     assert!(text.contains("recirculation: ") && text.contains("conntrack: "), "{text}");
 }
+
+#[test]
+fn conversations_replay_through_the_firewall_both_ways() {
+    let flows = tmp("fw.flows", FIREWALL);
+    let spec = tmp("conv.spec", b"# to the service\nweight=2 in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.96.0.1,tp_dst=80\nin_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.7,tp_dst=53\n");
+    let out_file = spec.with_file_name("conv.pcapng");
+    let (f, s, o) = (flows.to_str().unwrap(), spec.to_str().unwrap(), out_file.to_str().unwrap());
+    let out =
+        hyflow(&["gen", "conversations", "--flows", f, "--spec", s, "--out", o, "--conversations", "300"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(said.contains("of 300 conversations (300 answered, 0 unanswered)"), "{said}");
+    let out = hyflow(&["replay", "--flows", f, "--trace", o, "--json", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ct = &v["recirculation"]["conntrack"];
+    assert_eq!(ct["invalid"], 0, "{v}");
+    assert!(ct["translated"].as_u64().unwrap() > 1000, "{v}");
+    // A bad spec line: file, line, column, token.
+    let bad = tmp("bad.spec", b"in_port=1,tcp,nw_dst=10.0.0.300\n");
+    let out = hyflow(&["gen", "conversations", "--flows", f, "--spec", bad.to_str().unwrap(), "--out", o]);
+    fails_with(&out, &["bad.spec:1:", "10.0.0.300"]);
+}

@@ -121,6 +121,39 @@ pub struct GenTrafficArgs {
 }
 
 #[derive(Args)]
+pub struct GenConversationsArgs {
+    /// Flow file the conversations go through (its replies are built from where first packets
+    /// leave).
+    #[arg(long, value_name = "FILE")]
+    pub flows: PathBuf,
+    #[command(flatten)]
+    pub names: NameArgs,
+    /// Conversations: per line `[weight=W] PACKET`, the first packet of a kind of conversation
+    /// as a packet string (`in_port=pod1,tcp,nw_src=..,nw_dst=..,tp_dst=80`; its source port
+    /// varies per conversation).
+    #[arg(long, value_name = "FILE")]
+    pub spec: PathBuf,
+    /// Output pcapng (interface i is port i+1, as `replay --trace` reads it back).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Conversations to generate (at most 200000).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub conversations: usize,
+    /// Mean conversations started per second (Poisson).
+    #[arg(long, value_name = "CPS", default_value_t = 1000.0)]
+    pub rate: f64,
+    /// Data packets each way per conversation (TCP segments, UDP requests, ICMP echoes).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub exchanges: u32,
+    /// Round-trip time between the ends, in microseconds.
+    #[arg(long, value_name = "US", default_value_t = 200)]
+    pub rtt_us: u64,
+    /// RNG seed.
+    #[arg(long, value_name = "X", default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Args)]
 pub struct GenDynamicArgs {
     /// Output pcap.
     #[arg(long, value_name = "FILE")]
@@ -338,5 +371,39 @@ pub fn pipeline(a: GenPipelineArgs) -> Result<String> {
         a.out.join("traffic.txt").display(),
         workload.pool.len(),
         trace.display(),
+    ))
+}
+
+pub fn conversations(a: GenConversationsArgs) -> Result<String> {
+    use hyflow::switch::{Switch, SwitchConfig};
+    use hyflow::trace::PortsPcapngWriter;
+    use hyflow::workload::conversations::{generate_conversations, parse_spec, ConversationConfig};
+    let flows = a.names.read_flows(&a.flows)?;
+    let spec_name = a.spec.display().to_string();
+    let text = std::fs::read_to_string(&a.spec)
+        .map_err(|e| anyhow::anyhow!("{spec_name}: cannot read: {}", hyflow::os_reason(&e)))?;
+    let kinds = parse_spec(&text, &spec_name, &flows.names)?;
+    let mut switch = Switch::new(flows.pipeline(), SwitchConfig::no_cache())?;
+    let config = ConversationConfig {
+        conversations: a.conversations,
+        rate: a.rate,
+        exchanges: a.exchanges,
+        rtt_ns: a.rtt_us.saturating_mul(1000),
+        seed: a.seed,
+    };
+    let made = generate_conversations(&mut switch, &kinds, &config).map_err(anyhow::Error::msg)?;
+    let mut writer = PortsPcapngWriter::create(&a.out, made.max_port)?;
+    for (i, (ts, key, _)) in made.packets.iter().enumerate() {
+        writer.write_packet(*ts, key.in_port(), &made.frame(i))?;
+    }
+    writer.finish()?;
+    let s = made.stats;
+    Ok(format!(
+        "wrote {} packets of {} conversations ({} answered, {} unanswered) to {}",
+        s.packets,
+        a.conversations,
+        s.answered,
+        s.unanswered,
+        a.out.display()
     ))
 }

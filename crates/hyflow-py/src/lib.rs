@@ -143,6 +143,7 @@ fn options(command: &str) -> PyResult<String> {
         "gen_dynamic" => opts::<gen::GenDynamicArgs>("gen dynamic"),
         "gen_pipeline" => opts::<gen::GenPipelineArgs>("gen pipeline"),
         "gen_gateway" => opts::<gen::GenGatewayArgs>("gen gateway"),
+        "gen_conversations" => opts::<gen::GenConversationsArgs>("gen conversations"),
         other => return Err(HyflowError::new_err(format!("no command '{other}'"))),
     };
     serde_json::to_string(&list).map_err(|e| error(e.into()))
@@ -443,6 +444,10 @@ fn generate(py: Python<'_>, kind: &str, argv: Vec<String>) -> PyResult<String> {
         "gateway" => {
             let a: gen::GenGatewayArgs = parse("gen gateway", argv)?;
             Box::new(move || gen::gateway(a))
+        }
+        "conversations" => {
+            let a: gen::GenConversationsArgs = parse("gen conversations", argv)?;
+            Box::new(move || gen::conversations(a))
         }
         other => return Err(HyflowError::new_err(format!("no generator '{other}'"))),
     };

@@ -129,7 +129,8 @@ fn connections() -> (Vec<FlowKey>, Vec<FlowKey>) {
         };
         parse_packet(&text).unwrap()
     };
-    let handshakes = (0..HOSTS).flat_map(|c| [conn(c, 0x02, false), conn(c, 0x12, true), conn(c, 0x10, false)]).collect();
+    let handshakes =
+        (0..HOSTS).flat_map(|c| [conn(c, 0x02, false), conn(c, 0x12, true), conn(c, 0x10, false)]).collect();
     let mut seed = 5u64;
     let traffic = (0..BATCH)
         .map(|_| {
@@ -153,7 +154,9 @@ fn bench_conntrack(c: &mut Criterion) {
     let mut group = c.benchmark_group("stateful");
     group.throughput(Throughput::Elements(BATCH as u64));
     group.sample_size(20);
-    for (name, flows) in [("megaflow_hits/conntrack_firewall", firewall), ("megaflow_hits/stateless", stateless)] {
+    for (name, flows) in
+        [("megaflow_hits/conntrack_firewall", firewall), ("megaflow_hits/stateless", stateless)]
+    {
         let mut sw = Switch::new(Pipeline::from_rules(parse_flows(flows, "f").unwrap()), config).unwrap();
         let mut outputs = Vec::new();
         // Warm: every connection established, every megaflow installed.

@@ -134,7 +134,8 @@ def load_trace(path, in_port: int | None = None) -> pd.DataFrame:
 
 def options(command: str) -> pd.DataFrame:
     """The keywords of ``command`` (replay, sim, topk, eval_topk, trace, gen_traffic,
-    gen_updates, gen_dynamic, gen_pipeline, gen_gateway) with type, default and help."""
+    gen_updates, gen_dynamic, gen_pipeline, gen_gateway, gen_conversations) with type, default and
+    help."""
     return pd.DataFrame(
         [
             {"keyword": o.name, "type": o.python_type, "default": o.typed_default(), "choices": list(o.choices), "help": o.help}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import _hyflow, _options
 
-__all__ = ["dynamic", "gateway", "pipeline", "traffic", "updates"]
+__all__ = ["conversations", "dynamic", "gateway", "pipeline", "traffic", "updates"]
 
 
 def _generator(kind: str, intro: str):
@@ -25,3 +25,7 @@ updates = _generator("updates", "A rule-update stream for a flow file (``hyflow 
 dynamic = _generator("dynamic", "Traffic whose large flows change, with bursts (``hyflow gen dynamic``).")
 pipeline = _generator("pipeline", "A Pipebench-style workload for a Gigaflow reference pipeline (``hyflow gen pipeline``).")
 gateway = _generator("gateway", "Cloud-gateway traffic as a pcap (``hyflow gen gateway``).")
+conversations = _generator(
+    "conversations",
+    "Conversations for stateful pipelines as pcapng, a port per interface (``hyflow gen conversations``).",
+)

@@ -17,7 +17,7 @@ mod writer;
 
 pub use self::error::TraceError;
 pub use self::reader::TraceReader;
-pub use self::writer::PcapWriter;
+pub use self::writer::{PcapWriter, PortsPcapngWriter};
 
 /// Largest captured packet length accepted when the file's snapshot length does not allow more.
 ///

@@ -144,6 +144,72 @@ fn pcap_to_io(e: PcapError) -> io::Error {
     }
 }
 
+/// Writes Ethernet packets arriving on several switch ports as pcapng, one interface per
+/// port: interface `i` is port `i + 1`, as hyflow reads pcapng back (`replay --trace`), with
+/// nanosecond timestamps (`if_tsresol` 9).
+pub struct PortsPcapngWriter {
+    out: pcap_file::pcapng::PcapNgWriter<BufWriter<File>>,
+    name: String,
+    /// Bytes written so far (where a failed write was).
+    offset: u64,
+}
+
+impl PortsPcapngWriter {
+    /// Creates (or truncates) `path` with interfaces for ports `1..=ports`.
+    pub fn create(path: &Path, ports: u32) -> Result<Self, TraceError> {
+        use pcap_file::pcapng::blocks::interface_description::{
+            InterfaceDescriptionBlock, InterfaceDescriptionOption,
+        };
+        let name = path.display().to_string();
+        let file = File::create(path).map_err(|cause| TraceError::Open { file: name.clone(), cause })?;
+        let fail = |e: PcapError, offset: u64| TraceError::Io {
+            file: name.clone(),
+            offset,
+            cause: io::Error::other(e.to_string()),
+        };
+        let mut out = pcap_file::pcapng::PcapNgWriter::new(BufWriter::with_capacity(256 * 1024, file))
+            .map_err(|e| fail(e, 0))?;
+        let mut offset = 28;
+        for port in 1..=ports.max(1) {
+            let idb = InterfaceDescriptionBlock {
+                linktype: DataLink::ETHERNET,
+                snaplen: MAX_PACKET_LEN,
+                options: vec![
+                    InterfaceDescriptionOption::IfName(format!("port{port}").into()),
+                    InterfaceDescriptionOption::IfTsResol(9),
+                ],
+            };
+            offset += out.write_pcapng_block(idb).map_err(|e| fail(e, offset))? as u64;
+        }
+        Ok(PortsPcapngWriter { out, name, offset })
+    }
+
+    /// Writes one frame arriving on `port` at `ts_ns`.
+    pub fn write_packet(&mut self, ts_ns: u64, port: u32, data: &[u8]) -> Result<(), TraceError> {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        let epb = EnhancedPacketBlock {
+            interface_id: port.saturating_sub(1),
+            timestamp: std::time::Duration::from_nanos(ts_ns),
+            original_len: data.len() as u32,
+            data: std::borrow::Cow::Borrowed(data),
+            options: Vec::new(),
+        };
+        let n = self.out.write_pcapng_block(epb).map_err(|e| TraceError::Io {
+            file: self.name.clone(),
+            offset: self.offset,
+            cause: io::Error::other(e.to_string()),
+        })?;
+        self.offset += n as u64;
+        Ok(())
+    }
+
+    /// Flushes; reports a failure to write.
+    pub fn finish(self) -> Result<(), TraceError> {
+        let (name, offset) = (self.name, self.offset);
+        self.out.into_inner().flush().map_err(|cause| TraceError::Io { file: name, offset, cause })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{TraceFormat, TraceReader};
@@ -272,5 +338,22 @@ mod tests {
         let e = PcapWriter::create(path, LinkType::Ethernet, true).unwrap_err();
         assert!(matches!(e, TraceError::Open { .. }));
         assert!(e.to_string().starts_with("/nonexistent-tracework-dir/out.pcap: cannot open"));
+    }
+
+    #[test]
+    fn pcapng_interfaces_are_ports() {
+        let path = std::env::temp_dir().join(format!("hyflow-ports-{}.pcapng", std::process::id()));
+        let mut w = PortsPcapngWriter::create(&path, 3).unwrap();
+        w.write_packet(1_500, 3, &[0u8; 60]).unwrap();
+        w.write_packet(2_000_000_007, 1, &[1u8; 64]).unwrap();
+        w.finish().unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let mut r = super::super::TraceReader::new(std::io::BufReader::new(file), "p".into()).unwrap();
+        let mut got = Vec::new();
+        while let Some(p) = r.next_packet().unwrap() {
+            got.push((p.ts_ns, p.interface, p.data.len()));
+        }
+        std::fs::remove_file(&path).ok();
+        assert_eq!(got, vec![(1_500, 2, 60), (2_000_000_007, 0, 64)]);
     }
 }

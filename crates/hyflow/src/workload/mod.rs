@@ -3,6 +3,7 @@
 //! pipelines, traffic with churn and bursts, rule-update streams, the built-in workload.
 
 pub mod builtin;
+pub mod conversations;
 pub mod dynamics;
 pub mod flow_arrivals;
 pub mod gateway;
