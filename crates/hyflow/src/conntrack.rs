@@ -208,7 +208,12 @@ impl Conntrack {
             self.stats.invalid += 1;
             return;
         };
-        let mut found = self.find(ct.zone, &tuple, now_ns);
+        // The connection the packet already belongs to in this zone (OVS keeps it with the
+        // packet, `md.conn`): after NAT the packet's own tuple is neither direction's.
+        let mut found = match self.cached(k, ct.zone, state, &tuple, now_ns) {
+            Some(hit) => Some(hit),
+            None => self.find(ct.zone, &tuple, now_ns),
+        };
         if let (true, Some((_, true))) = (ct.force, found) {
             let slot = found.take().expect("matched").0;
             self.remove(slot);
@@ -269,6 +274,34 @@ impl Conntrack {
             None => Some((tuple, 0, 0)),
         };
         self.write(k, ct.zone, state | TRK, orig);
+    }
+
+    /// The connection a packet tracked in `zone` carries from an earlier `ct` (its original
+    /// tuple is in the `ct_*` fields), and whether the packet goes in its reply direction.
+    /// IPv4 only: the key does not hold IPv6 original tuples.
+    fn cached(
+        &mut self,
+        k: &FlowKey,
+        zone: u16,
+        state: u8,
+        tuple: &Tuple,
+        now_ns: u64,
+    ) -> Option<(usize, bool)> {
+        let tracked = state & TRK != 0 && state & INV == 0 && k.get(id::CT_ZONE) as u16 == zone;
+        if !tracked || k.dl_type() != proto::ETH_IPV4 || k.get(id::CT_NW_PROTO) == 0 {
+            return None;
+        }
+        let orig = Tuple {
+            src: k.get(id::CT_NW_SRC),
+            dst: k.get(id::CT_NW_DST),
+            sport: k.get(id::CT_TP_SRC) as u16,
+            dport: k.get(id::CT_TP_DST) as u16,
+            proto: k.get(id::CT_NW_PROTO) as u8,
+        };
+        let (slot, _) = self.find(zone, &orig, now_ns)?;
+        let conn = self.conns[slot].as_ref()?;
+        let reply = *tuple == conn.reply || *tuple == conn.orig.reversed();
+        Some((slot, reply))
     }
 
     /// OVS `write_ct_md`: state, zone, mark, label and the original tuple.
@@ -694,5 +727,21 @@ mod tests {
         assert_eq!(state(&mut t, &ct(true, 0), &echo, 0), "new|trk");
         assert_eq!(state(&mut t, &ct(false, 0), &reply, 0), "est|rpl|trk");
         assert_eq!(t.stats().invalid, 4);
+    }
+
+    #[test]
+    fn a_second_commit_after_nat_updates_the_connection_the_packet_belongs_to() {
+        // Antrea's EndpointDNAT, then its IngressRule commit in the same zone: one connection,
+        // whose reply is un-NATed (OVS keeps the connection with the packet).
+        let mut t = Conntrack::new();
+        let nat = Nat { kind: Some(NatKind::Dst), addrs: Some((0x0a00_0002, 0x0a00_0002)), ..Nat::default() };
+        let mut k = tcp("10.0.0.1", "10.0.0.100", 1000, 80, TCP_SYN);
+        t.execute(&CtExec { nat: Some(nat), ..ct(true, 1) }, &mut k, 0);
+        t.execute(&CtExec { label: Some((3, 0xffff_ffff)), ..ct(true, 1) }, &mut k, 0);
+        assert_eq!((t.len(), k.nw_dst(), k.get(id::CT_LABEL)), (1, 0x0a00_0002, 3));
+        let mut reply = tcp("10.0.0.2", "10.0.0.1", 80, 1000, TCP_SYN | TCP_ACK);
+        t.execute(&CtExec { nat: Some(Nat::default()), ..ct(false, 1) }, &mut reply, S);
+        assert_eq!(ct_state::format_exact(reply.ct_state()), "est|rpl|trk|snat");
+        assert_eq!((reply.nw_src(), reply.get(id::CT_LABEL)), (0x0a00_0064, 3));
     }
 }

@@ -77,7 +77,7 @@ impl std::fmt::Display for CtExec {
             parts.push(format!("mark={}/{}", c_hex(v as u128), c_hex(m as u128)));
         }
         if let Some((v, m)) = self.label {
-            let text = if m == u128::MAX { format!("{v:#x}") } else { format!("{v:#x}/{m:#x}") };
+            let text = if m == u128::MAX { c_hex(v) } else { format!("{}/{}", c_hex(v), c_hex(m)) };
             parts.push(format!("label={text}"));
         }
         if let Some(nat) = &self.nat {
