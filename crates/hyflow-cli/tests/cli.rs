@@ -1288,3 +1288,56 @@ fn conversations_replay_through_the_firewall_both_ways() {
     let out = hyflow(&["gen", "conversations", "--flows", f, "--spec", bad.to_str().unwrap(), "--out", o]);
     fails_with(&out, &["bad.spec:1:", "10.0.0.300"]);
 }
+
+/// The Antrea and OVN examples load, their packets trace, and their conversations replay
+/// through conntrack without an invalid packet, every layer agreeing with the slow path.
+#[test]
+fn the_antrea_and_ovn_examples_run() {
+    let ex = examples();
+    let antrea = ex.join("antrea");
+    let a = |f: &str| antrea.join(f).to_str().unwrap().to_string();
+    let names = ["--ports", &a("ports.txt"), "--tables", &a("tables.txt"), "--groups", &a("groups.txt")].map(String::from);
+    let ovn = ex.join("ovn");
+    let o = |f: &str| ovn.join(f).to_str().unwrap().to_string();
+    for (flows, names, packets, spec) in [
+        (a("antrea.flows"), names.to_vec(), a("packets.txt"), a("conversations.txt")),
+        (o("ovn.flows"), vec!["--ports".to_string(), o("ports.txt")], o("packets.txt"), o("conversations.txt")),
+    ] {
+        let with = |cmd: &[&str], extra: &[&str]| {
+            let mut args: Vec<&str> = cmd.to_vec();
+            args.extend(["--flows", &flows]);
+            args.extend(names.iter().map(String::as_str));
+            args.extend_from_slice(extra);
+            hyflow(&args)
+        };
+        let out = with(&["trace"], &["--packets", &packets]);
+        assert!(out.status.success(), "{flows}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8(out.stdout).unwrap().contains("recirc("), "{flows}: no packet recirculates");
+        let pcap = tmp("conv.pcapng", b"");
+        let out = with(&["gen", "conversations"], &["--spec", &spec, "--out", pcap.to_str().unwrap(), "--conversations", "400"]);
+        assert!(out.status.success(), "{flows}: {}", String::from_utf8_lossy(&out.stderr));
+        let mut runs = Vec::new();
+        for layers in [&["--no-cache"][..], &[][..]] {
+            let mut extra = vec!["--trace", pcap.to_str().unwrap(), "--decisions", "-"];
+            extra.extend_from_slice(layers);
+            let out = with(&["replay"], &extra);
+            assert!(out.status.success(), "{flows}: {}", String::from_utf8_lossy(&out.stderr));
+            runs.push(out.stdout);
+        }
+        // Per packet, the same outputs with and without caches.
+        let outputs = |run: &[u8]| -> Vec<serde_json::Value> {
+            run.split(|&b| b == b'\n')
+                .filter(|l| l.starts_with(b"{"))
+                .map(|l| serde_json::from_slice::<serde_json::Value>(l).unwrap()["outputs"].clone())
+                .collect()
+        };
+        let (reference, cached) = (outputs(&runs[0]), outputs(&runs[1]));
+        assert!(reference.len() > 3000, "{flows}: {} decisions", reference.len());
+        assert_eq!(reference, cached, "{flows}");
+        let out = with(&["replay"], &["--trace", pcap.to_str().unwrap(), "--json", "-"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &v["recirculation"];
+        assert_eq!(r["conntrack"]["invalid"], 0, "{flows}: {r}");
+        assert!(r["recirculations"].as_u64().unwrap() >= v["packets"].as_u64().unwrap() / 2, "{flows}: {r}");
+    }
+}
