@@ -1296,12 +1296,18 @@ fn the_antrea_and_ovn_examples_run() {
     let ex = examples();
     let antrea = ex.join("antrea");
     let a = |f: &str| antrea.join(f).to_str().unwrap().to_string();
-    let names = ["--ports", &a("ports.txt"), "--tables", &a("tables.txt"), "--groups", &a("groups.txt")].map(String::from);
+    let names = ["--ports", &a("ports.txt"), "--tables", &a("tables.txt"), "--groups", &a("groups.txt")]
+        .map(String::from);
     let ovn = ex.join("ovn");
     let o = |f: &str| ovn.join(f).to_str().unwrap().to_string();
     for (flows, names, packets, spec) in [
         (a("antrea.flows"), names.to_vec(), a("packets.txt"), a("conversations.txt")),
-        (o("ovn.flows"), vec!["--ports".to_string(), o("ports.txt")], o("packets.txt"), o("conversations.txt")),
+        (
+            o("ovn.flows"),
+            vec!["--ports".to_string(), o("ports.txt")],
+            o("packets.txt"),
+            o("conversations.txt"),
+        ),
     ] {
         let with = |cmd: &[&str], extra: &[&str]| {
             let mut args: Vec<&str> = cmd.to_vec();
@@ -1312,9 +1318,15 @@ fn the_antrea_and_ovn_examples_run() {
         };
         let out = with(&["trace"], &["--packets", &packets]);
         assert!(out.status.success(), "{flows}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8(out.stdout).unwrap().contains("recirc("), "{flows}: no packet recirculates");
+        assert!(
+            String::from_utf8(out.stdout).unwrap().contains("recirc("),
+            "{flows}: no packet recirculates"
+        );
         let pcap = tmp("conv.pcapng", b"");
-        let out = with(&["gen", "conversations"], &["--spec", &spec, "--out", pcap.to_str().unwrap(), "--conversations", "400"]);
+        let out = with(
+            &["gen", "conversations"],
+            &["--spec", &spec, "--out", pcap.to_str().unwrap(), "--conversations", "400"],
+        );
         assert!(out.status.success(), "{flows}: {}", String::from_utf8_lossy(&out.stderr));
         let mut runs = Vec::new();
         for layers in [&["--no-cache"][..], &[][..]] {

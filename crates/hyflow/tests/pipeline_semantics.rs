@@ -242,3 +242,39 @@ fn deepest_nesting_the_limits_allow_does_not_exhaust_the_stack() {
     assert_eq!(tr.drop_reason, Some(DropReason::TooManyResubmits));
     assert!(tr.steps.iter().map(|s| s.depth).max().unwrap() as u32 >= MAX_RESUBMITS - 1);
 }
+
+/// Checked against Open vSwitch 4.0.90: `output:FIELD[]` sends to the port number the bits hold
+/// (none if it is the input port or no port), and its megaflow is the one the reads made.
+#[test]
+fn output_to_the_port_a_register_holds() {
+    let p = pipeline(
+        "priority=10,ip actions=load:0x3->NXM_NX_REG1[],output:NXM_NX_REG1[]\n\
+         priority=20,tcp actions=move:NXM_OF_TCP_DST[]->NXM_NX_REG1[0..15],output:NXM_NX_REG1[0..15]\n\
+         priority=5 actions=output:NXM_OF_IN_PORT[]\n",
+    );
+    for (packet, dp, mf) in [
+        (
+            "ip,in_port=1,nw_src=10.0.0.1",
+            "3",
+            "recirc_id=0,ip,in_port=1,vlan_tci=0x0000/0x1000,nw_proto=0,nw_frag=no",
+        ),
+        (
+            "tcp,in_port=1,tp_dst=2",
+            "2",
+            "recirc_id=0,tcp,in_port=1,vlan_tci=0x0000/0x1000,nw_frag=no,tp_dst=2",
+        ),
+        (
+            "tcp,in_port=1,tp_dst=1",
+            "drop",
+            "recirc_id=0,tcp,in_port=1,vlan_tci=0x0000/0x1000,nw_frag=no,tp_dst=1",
+        ),
+        ("arp,in_port=2", "drop", "recirc_id=0,arp,in_port=2,vlan_tci=0x0000/0x1000"),
+    ] {
+        let tr = run(&p, packet);
+        let k = hyflow::openflow::parse_packet(packet).unwrap();
+        assert_eq!(hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
+        assert_eq!(megaflow(&tr), mf, "{packet}");
+    }
+    let rule = &hyflow::openflow::parse_flows("ip actions=output:reg1[0..15]", "f").unwrap()[0];
+    assert_eq!(hyflow::openflow::action::format_actions(&rule.actions), "output:reg1[0..15]");
+}

@@ -41,6 +41,9 @@ pub enum Action {
     Output(u32),
     /// Send the packet back out of its input port (`in_port` / `output:in_port`).
     OutputInPort,
+    /// `output:FIELD[a..b]`: to the port number the bits hold (`output:NXM_NX_REG1[]`, as
+    /// Antrea's Output table does), or to nothing if they hold none.
+    OutputReg(SubField),
     /// `FLOOD`: a copy to every port of the switch but the input port (ports marked
     /// `no-flood` are not modelled: every port floods).
     Flood,
@@ -127,6 +130,23 @@ pub enum Action {
     Conjunction(Conjunction),
 }
 
+/// The output a port number stands for (OVS `xlate_output_action`): a port, or one of the
+/// reserved ports `IN_PORT`, `FLOOD`, `ALL`, `NORMAL`, `CONTROLLER`, `LOCAL`; `None` for any
+/// other number (nothing is sent).
+pub fn action_for_port(port: u32) -> Option<Action> {
+    use super::names::{ALL_PORT, CONTROLLER_PORT, FLOOD_PORT, LOCAL_PORT, NORMAL_PORT};
+    match port {
+        p if p > 0 && p < 0xff00 => Some(Action::Output(p)),
+        0xfff8 => Some(Action::OutputInPort),
+        FLOOD_PORT => Some(Action::Flood),
+        ALL_PORT => Some(Action::All),
+        NORMAL_PORT => Some(Action::Normal),
+        CONTROLLER_PORT => Some(Action::Controller),
+        LOCAL_PORT => Some(Action::Output(LOCAL_PORT)),
+        _ => None,
+    }
+}
+
 /// The conjunctions a rule is a clause of (empty for an ordinary rule).
 pub fn conjunctions(actions: &[Action]) -> Vec<Conjunction> {
     actions
@@ -143,6 +163,7 @@ impl std::fmt::Display for Action {
         match self {
             Action::Output(p) => write!(f, "output:{p}"),
             Action::OutputInPort => write!(f, "in_port"),
+            Action::OutputReg(src) => write!(f, "output:{src}"),
             Action::Flood => write!(f, "FLOOD"),
             Action::All => write!(f, "ALL"),
             Action::Normal => write!(f, "NORMAL"),

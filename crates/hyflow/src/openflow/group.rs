@@ -870,6 +870,7 @@ fn action_set(actions: &[Action]) -> Vec<Action> {
         Action::Resubmit { .. } => Some(1),
         Action::Output(_)
         | Action::OutputInPort
+        | Action::OutputReg(_)
         | Action::Flood
         | Action::All
         | Action::Normal

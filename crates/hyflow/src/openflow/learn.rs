@@ -149,16 +149,8 @@ impl Learn {
                 LearnSpec::Output { src } => {
                     let port = (flow.get(src.field) & src.mask()) >> src.offset;
                     // OVS: a port number, or IN_PORT, FLOOD, LOCAL, ALL; anything else is dropped.
-                    match u32::try_from(port) {
-                        Ok(p) if p > 0 && p < 0xff00 => actions.push(Action::Output(p)),
-                        Ok(0xfff8) => actions.push(Action::OutputInPort),
-                        Ok(0xfffb) => actions.push(Action::Flood),
-                        Ok(0xfffc) => actions.push(Action::All),
-                        Ok(super::names::LOCAL_PORT) => {
-                            actions.push(Action::Output(super::names::LOCAL_PORT))
-                        }
-                        _ => {}
-                    }
+                    let to = u32::try_from(port).ok().and_then(super::action::action_for_port);
+                    actions.extend(to.filter(|a| !matches!(a, Action::Normal | Action::Controller)));
                 }
             }
         }

@@ -759,7 +759,20 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
                     arg_tok.fail("only output:PORT, output(PORT) and output(port=PORT) are supported")
                 );
             }
-            parse_port(&arg_tok, port, names)?
+            if port.contains('[') {
+                // output:FIELD[a..b]: the port a register (or any field) holds at run time.
+                let src = parse_subfield(&arg_tok.sub(arg.len() - port.len(), arg.len()))?;
+                if !satisfied(rule, src.field.def().prereq) {
+                    return Err(arg_tok.fail(format!(
+                        "output from {} requires the match to have {}",
+                        src.field.def().name,
+                        prereq_text(src.field.def().prereq)
+                    )));
+                }
+                Action::OutputReg(src)
+            } else {
+                parse_port(&arg_tok, port, names)?
+            }
         }
         "in_port" | "IN_PORT" => {
             no_arg()?;

@@ -6,7 +6,7 @@
 //! header rewrites at each output, output to the input port skipped, table miss ends the path.
 //! It fills a reusable [`Traversal`] with every lookup, the megaflow and the datapath actions.
 
-use super::action::{conjunctions, Action};
+use super::action::{action_for_port, conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::ct::{Ct, CtZone};
 use super::datapath::{commit, drop_uncommittable, CtExec, DpAction, VlanFate};
@@ -649,30 +649,21 @@ impl<'a> Xlate<'a> {
             };
             top.pc += 1;
             match *a {
-                Action::Output(port) => {
-                    // Whether the port is the input port decides (megaflows pin in_port always).
-                    self.read_for_segments(id::IN_PORT, u128::MAX);
-                    if port != self.flow.in_port() {
-                        self.output(port);
-                    }
-                }
-                Action::OutputInPort => {
-                    self.read_for_segments(id::IN_PORT, u128::MAX);
-                    self.output(self.flow.in_port())
-                }
-                Action::Flood | Action::All => {
-                    // Every port but the input port, in port order (OVS's order is that of its
-                    // hash map of ports, which depends on its history).
-                    self.read_for_segments(id::IN_PORT, u128::MAX);
-                    let in_port = self.flow.in_port();
-                    for &port in p.ports.all() {
-                        if port != in_port {
-                            self.output(port);
-                        }
+                Action::Output(_)
+                | Action::OutputInPort
+                | Action::Flood
+                | Action::All
+                | Action::Normal
+                | Action::Controller => self.send_to_port(a),
+                Action::OutputReg(src) => {
+                    // OVS xlate_output_reg_action: the port number the bits hold, if it is one.
+                    self.read(src.field, src.mask());
+                    let port = (self.flow.get(src.field) & src.mask()) >> src.offset;
+                    if let Some(to) = u32::try_from(port).ok().and_then(action_for_port) {
+                        self.send_to_port(&to);
                     }
                 }
                 Action::Group(g) => self.group(g),
-                Action::Normal => self.normal(),
                 Action::Learn(ref l) => {
                     // OVS learn_mask: the learned flow is made of these bits.
                     for f in l.read_bits() {
@@ -764,7 +755,6 @@ impl<'a> Xlate<'a> {
                         self.flow.set_vlan_tci(tci);
                     }
                 }
-                Action::Controller => self.tr.to_controller += 1,
                 Action::Ct(ref ct) => self.conntrack(ct),
                 Action::CtClear => {
                     if self.conntracked {
@@ -794,6 +784,38 @@ impl<'a> Xlate<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// An output to a port or a reserved port (`output:N`, `in_port`, `FLOOD`, `ALL`,
+    /// `NORMAL`, `CONTROLLER`).
+    fn send_to_port(&mut self, a: &Action) {
+        match *a {
+            Action::Output(port) => {
+                // Whether the port is the input port decides (megaflows pin in_port always).
+                self.read_for_segments(id::IN_PORT, u128::MAX);
+                if port != self.flow.in_port() {
+                    self.output(port);
+                }
+            }
+            Action::OutputInPort => {
+                self.read_for_segments(id::IN_PORT, u128::MAX);
+                self.output(self.flow.in_port())
+            }
+            Action::Flood | Action::All => {
+                // Every port but the input port, in port order (OVS's order is that of its
+                // hash map of ports, which depends on its history).
+                self.read_for_segments(id::IN_PORT, u128::MAX);
+                let in_port = self.flow.in_port();
+                for &port in self.p.ports.all() {
+                    if port != in_port {
+                        self.output(port);
+                    }
+                }
+            }
+            Action::Normal => self.normal(),
+            Action::Controller => self.tr.to_controller += 1,
+            _ => unreachable!("only outputs go to ports"),
         }
     }
 

@@ -226,6 +226,8 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                 25 if l3 => "ct_clear".to_string(),
                 // A packet-in: such flows stay in the slow path, which the caches must respect.
                 15 if n == 0 => "controller".to_string(),
+                // To the port a register holds (0..3 after the loads above; 0 sends nothing).
+                15 if n == 1 => "output:NXM_NX_REG0[0..15]".to_string(),
                 _ => format!("output:{port}"),
             }
         },
