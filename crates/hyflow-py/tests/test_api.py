@@ -281,3 +281,23 @@ def test_groups_through_keywords(tmp_path):
     assert t.record["outputs"][2]["packet"]["nw_src"] == "1.1.1.1"
     with pytest.raises(hyflow.HyflowError, match=r"flows.txt:1:19: group 1 does not exist \(no groups are known: give them with --groups\)"):
         hyflow.load_flows(flows)
+
+
+def test_conntrack_passes_and_conversations_match_cli(tmp_path):
+    antrea = FLOWS.parent / "antrea"
+    names = {"ports": antrea / "ports.txt", "tables": antrea / "tables.txt", "groups": antrea / "groups.txt"}
+    flags = [x for k, v in names.items() for x in (f"--{k}", v)]
+    packets = antrea / "packets.txt"
+    traces = hyflow.trace(antrea / "antrea.flows", packets=packets, ct_next=["trk,est"], **names)
+    done = cli("trace", "--flows", antrea / "antrea.flows", *flags, "--packets", packets, "--ct-next", "trk,est", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [t.record for t in traces] == [json.loads(line) for line in done.stdout.splitlines()]
+    assert traces[0].record["recirculations"][0]["ct_state"] == "est|trk"
+    line = hyflow.gen.conversations(flows=antrea / "antrea.flows", spec=antrea / "conversations.txt",
+                                    out=tmp_path / "c.pcapng", conversations=200, **names)
+    assert "of 200 conversations" in line
+    r = hyflow.replay(flows=antrea / "antrea.flows", trace=tmp_path / "c.pcapng", **names)
+    cli_summary = cli_json("replay", "--flows", antrea / "antrea.flows", *flags, "--trace", tmp_path / "c.pcapng")
+    assert without_host(r.summary) == without_host(cli_summary)
+    rc = r.summary["recirculation"]
+    assert rc["recirculations"] > 0 and rc["conntrack"]["invalid"] == 0
