@@ -173,6 +173,7 @@ pub struct ReplayReport {
     pub stale: u64,
     pub stale_wrong: u64,
     pub controller: u64,
+    pub slow_actions: u64,
     pub malformed: u64,
     pub malformed_reasons: MalformedCounts,
     pub snaplen_truncated: u64,
@@ -319,6 +320,7 @@ impl ReplayReport {
             stale: s.stale,
             stale_wrong: s.stale_wrong,
             controller: s.controller,
+            slow_actions: s.slow_actions,
             malformed: malformed.total(),
             malformed_reasons: malformed.clone(),
             snaplen_truncated,
@@ -417,6 +419,12 @@ impl ReplayReport {
             "action table {} lists, {} rule paths; controller (slow-path only) packets {}\n",
             r.action_table_entries, r.rule_paths, r.controller
         ));
+        if r.slow_actions > 0 {
+            out.push_str(&format!(
+                "slow-path only packets for rewrites the datapath cannot do (ARP, ICMP type/code) {}\n",
+                r.slow_actions
+            ));
+        }
         if let Some(rc) = &r.recirculation {
             out.push_str(&rc.text());
         }

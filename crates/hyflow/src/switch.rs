@@ -143,6 +143,9 @@ pub struct SwitchStats {
     pub stale_wrong: u64,
     /// Packets that needed the slow path for a controller action (`dec_ttl` at TTL ≤ 1).
     pub controller: u64,
+    /// Packets that stayed in the slow path for a rewrite OVS's datapath cannot do (ARP
+    /// fields, ICMP type and code).
+    pub slow_actions: u64,
     /// Rule updates applied.
     pub updates: u64,
     /// Rules added, modified or deleted by them.
@@ -657,9 +660,14 @@ impl Switch {
             outputs.extend_from_slice(&self.tr.outputs);
         }
         self.pipeline.credit(self.tr.rules(), bytes);
-        if self.tr.to_controller > 0 {
-            // A controller action: OVS keeps such flows in the slow path.
-            self.stats.controller += 1;
+        if self.tr.slow_path_only() {
+            // A controller action, or a rewrite the datapath cannot do: OVS keeps such flows
+            // in the slow path.
+            if self.tr.to_controller > 0 {
+                self.stats.controller += 1;
+            } else {
+                self.stats.slow_actions += 1;
+            }
         } else if self.nic.is_some() || self.microflow.is_some() || self.megaflow.is_some() {
             self.install(key, hash, now_ns, offload);
         }
@@ -714,7 +722,7 @@ impl Switch {
         self.advance(now_ns);
         let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
         self.pipeline.process(key, &mut self.tr);
-        if self.tr.to_controller > 0 || self.tr.uses_conntrack() {
+        if self.tr.slow_path_only() || self.tr.uses_conntrack() {
             // A controller action never leaves the slow path; the NIC has no connection
             // tracker.
             return Err(Refused::NotAFlow);

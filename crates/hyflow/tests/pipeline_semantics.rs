@@ -278,3 +278,48 @@ fn output_to_the_port_a_register_holds() {
     let rule = &hyflow::openflow::parse_flows("ip actions=output:reg1[0..15]", "f").unwrap()[0];
     assert_eq!(hyflow::openflow::action::format_actions(&rule.actions), "output:reg1[0..15]");
 }
+
+/// Checked against Open vSwitch 4.0.90: ARP rewrites and ICMP type/code rewrites are datapath
+/// actions OVS slow-paths (`SLOW_ACTION`), an ICMP set is unmasked (type and code together,
+/// both pinned in the megaflow); such decisions are never cached.
+#[test]
+fn arp_and_icmp_rewrites_stay_in_the_slow_path() {
+    let p = pipeline(
+        "priority=10,arp,arp_op=1 actions=set_field:2->arp_op,set_field:10.0.0.9->arp_spa,output:2\n\
+         priority=10,icmp,icmp_type=8 actions=set_field:0->icmp_type,output:2\n\
+         priority=10,icmp,icmp_type=3 actions=set_field:9->icmp_code,output:3\n\
+         priority=5,icmp actions=output:4\n",
+    );
+    for (packet, dp, mf, slow) in [
+        (
+            "arp,in_port=1,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.2",
+            "set(arp(sip=10.0.0.9,op=2)),2",
+            "recirc_id=0,arp,in_port=1,vlan_tci=0x0000/0x1000,arp_spa=10.0.0.1,arp_op=1",
+            true,
+        ),
+        (
+            "icmp,in_port=1,icmp_type=8,icmp_code=0,nw_src=10.0.0.1",
+            "set(icmp(type=0,code=0)),2",
+            "recirc_id=0,icmp,in_port=1,vlan_tci=0x0000/0x1000,nw_frag=no,icmp_type=8,icmp_code=0",
+            true,
+        ),
+        (
+            "icmp,in_port=1,icmp_type=3,icmp_code=1",
+            "set(icmp(type=3,code=9)),3",
+            "recirc_id=0,icmp,in_port=1,vlan_tci=0x0000/0x1000,nw_frag=no,icmp_type=3,icmp_code=1",
+            true,
+        ),
+        (
+            "icmp,in_port=1,icmp_type=0,icmp_code=0",
+            "4",
+            "recirc_id=0,icmp,in_port=1,vlan_tci=0x0000/0x1000,nw_frag=no,icmp_type=0x0/0xfe",
+            false,
+        ),
+    ] {
+        let tr = run(&p, packet);
+        let k = parse_packet(packet).unwrap();
+        assert_eq!(hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
+        assert_eq!(megaflow(&tr), mf, "{packet}");
+        assert_eq!(tr.slow_path_only(), slow, "{packet}");
+    }
+}

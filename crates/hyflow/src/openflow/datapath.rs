@@ -163,6 +163,28 @@ impl Header {
     }
 }
 
+/// Whether the packet is ICMP over IPv4 or ICMPv6 over IPv6 (its type and code are the
+/// transport fields).
+fn is_icmp(k: &FlowKey) -> bool {
+    matches!(
+        (k.dl_type(), k.nw_proto()),
+        (proto::ETH_IPV4, proto::IP_ICMP) | (proto::ETH_IPV6, proto::IP_ICMPV6)
+    )
+}
+
+/// Whether datapath actions rewrite a header OVS's datapath cannot (ARP, ICMP type and code:
+/// `commit_set_arp_action` and `commit_set_icmp_action` return `SLOW_ACTION`), which keeps the
+/// flow in the slow path.
+pub fn needs_slow_path(actions: &[DpAction], k: &FlowKey) -> bool {
+    actions.iter().any(|a| match *a {
+        DpAction::Set { field, .. } => {
+            let h = Header::of(field, k);
+            h == Header::Arp || (h == Header::L4 && is_icmp(k))
+        }
+        _ => false,
+    })
+}
+
 /// Clears from `written` the bits of header fields no datapath action can rewrite on a packet
 /// shaped like `k` (an L3 header with a zero protocol): written in the flow, they leave as
 /// they came.
@@ -188,6 +210,16 @@ pub fn drop_uncommittable(k: &FlowKey, written: &mut FlowMask) {
 pub fn commit(base: &mut FlowKey, flow: &FlowKey, wc: &FlowMask, out: &mut Vec<DpAction>) -> [VlanFate; 2] {
     for (header, fields) in Header::COMMIT_ORDER {
         if !header.present(flow) {
+            continue;
+        }
+        if header == Header::L4 && is_icmp(flow) {
+            // OVS commit_set_icmp_action: an unmasked set of type and code together.
+            if fields.iter().any(|&f| base.get(f) != flow.get(f)) {
+                for &f in fields {
+                    out.push(DpAction::Set { field: f, value: flow.get(f) & 0xff, mask: 0xff });
+                    base.set(f, flow.get(f));
+                }
+            }
             continue;
         }
         for &f in fields {
@@ -336,12 +368,18 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
                     if Header::of(field, entry) != group {
                         break;
                     }
-                    let text = if mask == field.full_mask() {
+                    let icmp = group == Header::L4 && is_icmp(entry);
+                    let text = if mask == field.full_mask() || icmp {
                         dp_value(field, value)
                     } else {
                         format!("{}/{}", dp_value(field, value), dp_value(field, mask))
                     };
-                    parts.push(format!("{}={text}", dp_name(field)));
+                    let name = match field {
+                        id::TP_SRC if icmp => "type",
+                        id::TP_DST if icmp => "code",
+                        _ => dp_name(field),
+                    };
+                    parts.push(format!("{name}={text}"));
                     i += 1;
                 }
                 let _ = write!(out, "set({}({}))", group.name(entry), parts.join(","));

@@ -9,7 +9,7 @@
 use super::action::{action_for_port, conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::ct::{Ct, CtZone};
-use super::datapath::{commit, drop_uncommittable, CtExec, DpAction, VlanFate};
+use super::datapath::{commit, drop_uncommittable, needs_slow_path, CtExec, DpAction, VlanFate};
 use super::group::{GroupKind, Groups, SwitchPorts};
 use super::names::LOCAL_PORT;
 use super::normal::{is_multicast, is_reserved, MacLearn, MacTable};
@@ -909,6 +909,14 @@ impl<'a> Xlate<'a> {
     fn commit_headers(&mut self) {
         let n_before = self.tr.dp_actions.len();
         let fate = commit(&mut self.base, &self.flow, &self.tr.wc, &mut self.tr.dp_actions);
+        if needs_slow_path(&self.tr.dp_actions[n_before..], &self.flow) {
+            self.tr.slow_action = true;
+            // An ICMP set is unmasked: type and code both pinned (OVS put_icmp_key).
+            if self.flow.is_ip() && matches!(self.flow.nw_proto(), proto::IP_ICMP | proto::IP_ICMPV6) {
+                self.tr.wc.unwildcard(id::TP_SRC, 0xff);
+                self.tr.wc.unwildcard(id::TP_DST, 0xff);
+            }
+        }
         // An IP header rewrite in the datapath carries the (unwritable) protocol, so the
         // megaflow must pin it, as OVS's commit of set(ipv4(..)) does.
         let ip_set = self.tr.dp_actions[n_before..].iter().any(|a| {

@@ -213,6 +213,12 @@ pub fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
     let _ = writeln!(out, "\nFinal flow: {}", format_packet(&tr.final_flow));
     let _ = writeln!(out, "Megaflow: {}", format_match(&tr.megaflow.value, &tr.megaflow.mask));
     let _ = writeln!(out, "Datapath actions: {}", format_dp_actions(&tr.dp_actions, &tr.entry));
+    if tr.slow_action {
+        let _ = writeln!(
+            out,
+            "This flow is handled by the userspace slow path because it:\n  - Uses action(s) not supported by datapath."
+        );
+    }
     out
 }
 

@@ -133,7 +133,7 @@ pub fn segmentable(tr: &Traversal) -> Result<(), SegmentError> {
     if !tr.record_segments || tr.points.len() != tr.steps.len() {
         return Err(SegmentError::NotRecorded);
     }
-    if tr.drop_reason.is_some() || tr.to_controller > 0 {
+    if tr.drop_reason.is_some() || tr.slow_path_only() {
         return Err(SegmentError::SlowPathOnly);
     }
     if tr.through_group {

@@ -224,6 +224,9 @@ pub struct Traversal {
     /// Copies sent to the controller: `controller` actions and TTL expiries. A decision with
     /// any stays in the slow path (OVS slow-paths such flows), so no cache holds it.
     pub to_controller: u32,
+    /// A header rewrite OVS's datapath cannot do (ARP fields, ICMP type and code): as in OVS,
+    /// the decision stays in the slow path.
+    pub slow_action: bool,
     /// Flows the `learn` actions made from the packet, in order (installed by the switch, not
     /// by translation, which has no side effects).
     pub learned: Vec<super::rule::Rule>,
@@ -272,6 +275,7 @@ impl Traversal {
     pub(crate) fn reset(&mut self, entry: &FlowKey) {
         self.entry = *entry;
         self.forks.clear();
+        self.slow_action = false;
         self.steps.clear();
         self.frames.clear();
         self.saved_flows.clear();
@@ -327,6 +331,12 @@ impl Traversal {
     /// then [`LookupRef::STATEFUL`] if it learns or uses the MAC table.
     pub fn outcomes(&self) -> impl Iterator<Item = LookupRef> + '_ {
         self.steps.iter().map(Step::outcome).chain(self.is_stateful().then_some(LookupRef::STATEFUL))
+    }
+
+    /// Whether the decision must stay in the slow path (OVS slow-paths it): a copy to the
+    /// controller, or a rewrite the datapath cannot do.
+    pub fn slow_path_only(&self) -> bool {
+        self.to_controller > 0 || self.slow_action
     }
 
     /// Whether the decision learns (flows or MACs) or depends on the MAC table.
