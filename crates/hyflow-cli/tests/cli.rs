@@ -1264,6 +1264,21 @@ fn replay_reports_passes_and_the_connection_tracker() {
     assert!(r["conntrack"]["committed"].as_u64().unwrap() > 0, "{r}");
     let text = String::from_utf8(hyflow(&args).stdout).unwrap();
     assert!(text.contains("recirculation: ") && text.contains("conntrack: "), "{text}");
+    // A NIC that tracks connections takes first and later passes; sim does not time it yet.
+    let out = hyflow(&[&args[..], &["--nic-conntrack", "--json", "-"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let passes = &v["recirculation"]["passes"];
+    assert!(passes[0]["nic"].as_u64().unwrap() > 0 && passes[1]["nic"].as_u64().unwrap() > 0, "{passes}");
+    let out = hyflow(&[
+        "sim",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--trace",
+        pcap.to_str().unwrap(),
+        "--nic-conntrack",
+    ]);
+    fails_with(&out, &["--nic-conntrack: sim does not time hardware connection tracking yet"]);
 }
 
 #[test]

@@ -433,6 +433,9 @@ impl SimArgs {
         if a.switch.nic.is_some() || a.switch.no_nic {
             bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
         }
+        if a.switch.nic_conntrack {
+            bail!("--nic-conntrack: sim does not time hardware connection tracking yet (replay models it)");
+        }
         let base = switch_config(&a.switch)?;
         if let Some(flag) = a.policy_args.misplaced(a.policy).first() {
             bail!(

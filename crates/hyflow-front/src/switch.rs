@@ -50,6 +50,14 @@ pub struct SwitchArgs {
     /// Default megaflow; `sim` takes --policy instead.
     #[arg(long, value_enum)]
     pub nic: Option<NicArg>,
+    /// The NIC tracks connections in hardware too (`replay`, megaflow NIC): decisions through
+    /// `ct` and their recirculated passes may be offloaded, and a packet whose first pass the
+    /// NIC holds makes its later passes there while it holds them. An upper bound: the
+    /// hardware's connection table is the software's (ConnectX-6 and tc `ct` offload only
+    /// established connections). Without it the NIC leaves every decision through `ct` to
+    /// software.
+    #[arg(long)]
+    pub nic_conntrack: bool,
     /// Defaults of a published setup; options given explicitly override them.
     /// `gigaflow-paper`: the Gigaflow artifact's evaluation (docs/gigaflow-paper-setup.md) —
     /// 63 usable masks per NIC table for both schemes, 8,000 entries per Gigaflow stage and
@@ -221,6 +229,7 @@ pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
             NicArg::Gigaflow => NicConfig::Gigaflow(gigaflow_nic(a)),
         }),
         nic_update_latency_ns: 0,
+        nic_conntrack: a.nic_conntrack,
         microflow: (!a.no_microflow && !paper(a))
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
         megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),

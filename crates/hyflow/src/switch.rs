@@ -49,6 +49,10 @@ pub struct SwitchConfig {
     pub nic: Option<NicConfig>,
     /// Time from a NIC install to the first packet the entry forwards (0: at once).
     pub nic_update_latency_ns: u64,
+    /// The NIC runs the connection tracker too (an upper bound: its connection table is the
+    /// software's): decisions through `ct` may be offloaded, and a packet whose first pass the
+    /// NIC decided makes its recirculated passes in the NIC while it holds them.
+    pub nic_conntrack: bool,
     /// The microflow cache, or none.
     pub microflow: Option<MicroflowConfig>,
     /// Megaflow cache entries, or none.
@@ -66,6 +70,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             nic: Some(NicConfig::default()),
             nic_update_latency_ns: 0,
+            nic_conntrack: false,
             microflow: Some(MicroflowConfig { entries: DEFAULT_MICROFLOW_ENTRIES, ways: 1 }),
             megaflow: Some(DEFAULT_MEGAFLOW_ENTRIES),
             consistency: Consistency::default(),
@@ -387,7 +392,9 @@ impl Switch {
 
     /// Runs the passes the last decision's clones wait for, appending their outputs: each a
     /// lookup in software (microflow, megaflow, slow path) of the clone as conntrack left it.
-    fn recirculate(&mut self, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) {
+    /// With `in_nic` (the first pass was the NIC's, which tracks connections), each pass is
+    /// looked up in the NIC first; a pass it misses goes to software, and so do the later ones.
+    fn recirculate(&mut self, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>, mut in_nic: bool) {
         // In the order the clones were made, as OVS's datapath runs them.
         let mut next = 0;
         while next < self.recirc_queue.len() {
@@ -405,7 +412,14 @@ impl Switch {
             if self.recirc_pass[id] == 0 {
                 self.recirc_pass[id] = depth.min(255) as u8;
             }
-            let layer = self.lookup_host(&key, depth, bytes, now_ns, Offload::Refused, outputs);
+            let layer = if in_nic && self.nic_pass(&key, depth, bytes, now_ns, outputs) {
+                Layer::Nic
+            } else {
+                in_nic = false;
+                // A NIC that tracks connections takes later passes' decisions too.
+                let offload = if self.config.nic_conntrack { Offload::Allowed } else { Offload::Refused };
+                self.lookup_host(&key, depth, bytes, now_ns, offload, outputs)
+            };
             self.stats.by_pass[(depth as usize).min(3)].count(layer);
             self.last_passes.push(layer);
         }
@@ -427,6 +441,7 @@ impl Switch {
         }
         // The hit's outputs become the caller's; the caller's buffer is reused for the next.
         std::mem::swap(outputs, &mut self.hit.outputs);
+        let conntracked = self.hit.actions.filter(|&a| uses_conntrack(self.tables.actions.get(a)));
         let mut stateful = false;
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes);
@@ -434,8 +449,18 @@ impl Switch {
         }
         self.stats.nic_hits += 1;
         self.stats.by_pass[0].nic += 1;
+        if let Some(actions) = conntracked {
+            // Hardware connection tracking: the actions run with the tracker, the clones
+            // recirculate in the NIC while it holds their passes.
+            outputs.clear();
+            self.last_passes.clear();
+            let list = self.tables.actions.get(actions);
+            Self::run(&mut self.conntrack, &mut self.recirc_queue, list, key, 0, now_ns, outputs);
+            self.recirculate(bytes, now_ns, outputs, true);
+        }
         if self.hit.stale {
-            self.count_stale(key, outputs, None, now_ns);
+            let cached = conntracked.map(|a| self.tables.actions.get(a).to_vec());
+            self.count_stale(key, outputs, cached.as_deref(), now_ns);
         } else if stateful {
             self.learn_again(key, now_ns);
         }
@@ -459,8 +484,35 @@ impl Switch {
         self.last_passes.clear();
         let layer = self.lookup_host(key, 0, bytes, now_ns, offload, outputs);
         self.stats.by_pass[0].count(layer);
-        self.recirculate(bytes, now_ns, outputs);
+        self.recirculate(bytes, now_ns, outputs, false);
         layer
+    }
+
+    /// A recirculated pass in a NIC that tracks connections: if it holds the pass, its outputs
+    /// are appended, its clones queued, and true returned.
+    fn nic_pass(
+        &mut self,
+        key: &FlowKey,
+        depth: u32,
+        bytes: u64,
+        now_ns: u64,
+        outputs: &mut Vec<Output>,
+    ) -> bool {
+        let Some(nic) = &mut self.nic else { return false };
+        if !nic.lookup(Arrival { key, bytes, now_ns }, &self.tables, &mut self.hit) {
+            return false;
+        }
+        for &path in &self.hit.paths {
+            self.pipeline.credit(self.tables.path_rules(path), bytes);
+        }
+        match self.hit.actions {
+            Some(a) => {
+                let list = self.tables.actions.get(a);
+                Self::run(&mut self.conntrack, &mut self.recirc_queue, list, key, depth, now_ns, outputs);
+            }
+            None => outputs.append(&mut self.hit.outputs),
+        }
+        true
     }
 
     /// One pass in software (the packet's first, or a recirculated clone's at `depth`):
@@ -681,7 +733,8 @@ impl Switch {
         let decision = self.tables.intern(&self.tr);
         self.installed.clear();
         // The NIC has no connection tracker: such decisions stay in software.
-        let offload = if self.tr.uses_conntrack() { Offload::Refused } else { offload };
+        let offload =
+            if self.tr.uses_conntrack() && !self.config.nic_conntrack { Offload::Refused } else { offload };
         if let (Some(nic), Offload::Allowed) = (&mut self.nic, offload) {
             self.stats.nic_offers += 1;
             let started = self.clock.as_ref().map(|c| c.now_ns());
@@ -722,7 +775,7 @@ impl Switch {
         self.advance(now_ns);
         let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
         self.pipeline.process(key, &mut self.tr);
-        if self.tr.slow_path_only() || self.tr.uses_conntrack() {
+        if self.tr.slow_path_only() || (self.tr.uses_conntrack() && !self.config.nic_conntrack) {
             // A controller action never leaves the slow path; the NIC has no connection
             // tracker.
             return Err(Refused::NotAFlow);

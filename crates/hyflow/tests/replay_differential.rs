@@ -125,6 +125,7 @@ fn configs() -> Vec<(&'static str, SwitchConfig)> {
     let none = SwitchConfig::no_cache();
     vec![
         ("all layers", full),
+        ("all layers, the NIC tracks connections", SwitchConfig { nic_conntrack: true, ..full }),
         ("tiny layers, short max-idle", tiny),
         ("nic only", SwitchConfig { nic: full.nic, ..none }),
         (

@@ -283,6 +283,7 @@ impl NicScheme for ExactMatch {
         }
         hit.paths.clear();
         hit.paths.push(d.path);
+        hit.actions = Some(d.actions);
         true
     }
 

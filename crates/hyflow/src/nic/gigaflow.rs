@@ -490,6 +490,7 @@ impl NicScheme for Gigaflow {
         hit.outputs.clear();
         hit.paths.clear();
         hit.stale = false;
+        hit.actions = None;
         let mut state = *pkt.key;
         let mut tag = INITIAL_TAG;
         for stage in self.stages.iter_mut() {

@@ -50,6 +50,7 @@ impl NicScheme for MegaflowOffload {
         }
         hit.paths.clear();
         hit.paths.push(e.decision.path);
+        hit.actions = Some(e.decision.actions);
         true
     }
 

@@ -99,6 +99,9 @@ pub struct NicHit {
     pub outputs: Vec<Output>,
     /// Rule paths of the entries that applied, in order (their rules are credited).
     pub paths: Vec<ItemRef>,
+    /// The action list of the decision, when one entry held all of it (not Gigaflow's
+    /// chains): the switch runs it itself when it goes through the connection tracker.
+    pub actions: Option<ItemRef>,
     /// Whether one of them awaits a revalidation verdict (the decision is stale).
     pub stale: bool,
     /// Whether the caller needs the copies that leave; if not, a scheme may skip building
