@@ -502,15 +502,27 @@ impl Switch {
         if !nic.lookup(Arrival { key, bytes, now_ns }, &self.tables, &mut self.hit) {
             return false;
         }
+        let mut stateful = false;
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes);
+            stateful |= self.tables.stateful(path);
         }
+        let first = outputs.len();
         match self.hit.actions {
             Some(a) => {
                 let list = self.tables.actions.get(a);
                 Self::run(&mut self.conntrack, &mut self.recirc_queue, list, key, depth, now_ns, outputs);
             }
             None => outputs.append(&mut self.hit.outputs),
+        }
+        if self.hit.stale {
+            // Judged as a stale first pass is: by its datapath actions when it tracks.
+            let cached = self.hit.actions.map(|a| self.tables.actions.get(a).to_vec());
+            let cached = cached.filter(|list| uses_conntrack(list));
+            let pass_outputs = outputs[first..].to_vec();
+            self.count_stale(key, &pass_outputs, cached.as_deref(), now_ns);
+        } else if stateful {
+            self.learn_again(key, now_ns);
         }
         true
     }

@@ -707,7 +707,7 @@ fn apply(effects: &[Effect], state: &FlowKey, outputs: &mut Vec<Output>) -> Flow
     for e in effects {
         match e {
             Effect::Output(port, ov) => {
-                outputs.push(Output { port: *port, packet: ov.apply(state).masked(FlowMask::packet_state()) })
+                outputs.push(Output { port: *port, packet: ov.apply(state).masked(FlowMask::leaving()) })
             }
             Effect::Exit(ov) => next = ov.apply(state),
         }

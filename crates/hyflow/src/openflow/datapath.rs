@@ -311,9 +311,7 @@ pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>
     let mut k = *packet;
     for a in actions {
         match *a {
-            DpAction::Output(port) => {
-                outputs.push(Output { port, packet: k.masked(FlowMask::packet_state()) })
-            }
+            DpAction::Output(port) => outputs.push(Output { port, packet: k.masked(FlowMask::leaving()) }),
             // Connection tracking and recirculation are the switch's (see `uses_conntrack`).
             _ => apply_headers(std::slice::from_ref(a), &mut k),
         }

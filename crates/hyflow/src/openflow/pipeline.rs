@@ -839,7 +839,7 @@ impl<'a> Xlate<'a> {
         self.tr.dp_actions.push(DpAction::Output(port));
         // What leaves is what the datapath actions made of the packet (registers and metadata
         // are pipeline state and do not leave with it).
-        self.tr.outputs.push(Output { port, packet: self.base.masked(FlowMask::packet_state()) });
+        self.tr.outputs.push(Output { port, packet: self.base.masked(FlowMask::leaving()) });
     }
 
     /// `ct(...)` (OVS `compose_conntrack_action`): header rewrites so far are committed, the

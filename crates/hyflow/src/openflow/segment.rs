@@ -77,7 +77,7 @@ impl SegmentEffects {
     /// lookup.
     pub fn apply(&self, state: &FlowKey, outputs: &mut Vec<Output>) -> FlowKey {
         for (port, ov) in &self.outputs {
-            outputs.push(Output { port: *port, packet: ov.apply(state).masked(FlowMask::packet_state()) });
+            outputs.push(Output { port: *port, packet: ov.apply(state).masked(FlowMask::leaving()) });
         }
         self.exit.apply(state)
     }

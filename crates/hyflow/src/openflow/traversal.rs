@@ -83,7 +83,7 @@ impl LookupRef {
 pub struct Output {
     /// Port it leaves on.
     pub port: u32,
-    /// Header state as it leaves.
+    /// Header state as it leaves (no datapath metadata: see [`FlowMask::leaving`]).
     pub packet: FlowKey,
 }
 

@@ -192,6 +192,31 @@ impl FlowMask {
         })
     }
 
+    /// What leaves the switch on a port: the packet's headers, without the datapath's own
+    /// metadata (`recirc_id` and the connection tracker's `ct_*` fields, which megaflows match
+    /// but no packet carries out).
+    pub fn leaving() -> &'static FlowMask {
+        static MASK: std::sync::OnceLock<FlowMask> = std::sync::OnceLock::new();
+        MASK.get_or_init(|| {
+            let mut m = *FlowMask::packet_state();
+            for f in [
+                id::RECIRC_ID,
+                id::CT_STATE,
+                id::CT_ZONE,
+                id::CT_MARK,
+                id::CT_LABEL,
+                id::CT_NW_PROTO,
+                id::CT_NW_SRC,
+                id::CT_NW_DST,
+                id::CT_TP_SRC,
+                id::CT_TP_DST,
+            ] {
+                m.set(f, 0);
+            }
+            m
+        })
+    }
+
     /// Bitwise AND with another mask.
     #[inline]
     pub fn intersect_with(&mut self, other: &FlowMask) {
