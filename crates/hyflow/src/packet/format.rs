@@ -268,18 +268,15 @@ pub fn format_packet(key: &FlowKey) -> String {
 
 /// Recirculation and connection-tracking fields, in the order OVS prints them (before the
 /// protocol): set by the datapath between passes, shown when set.
-const DATAPATH_METADATA: [FieldId; 10] = [
-    id::RECIRC_ID,
-    id::CT_STATE,
-    id::CT_ZONE,
-    id::CT_MARK,
-    id::CT_LABEL,
-    id::CT_NW_SRC,
-    id::CT_NW_DST,
-    id::CT_NW_PROTO,
-    id::CT_TP_SRC,
-    id::CT_TP_DST,
-];
+const DATAPATH_METADATA: [FieldId; 10] = {
+    let mut all = [id::RECIRC_ID; 10];
+    let mut i = 0;
+    while i < 9 {
+        all[i + 1] = id::CONNTRACK[i];
+        i += 1;
+    }
+    all
+};
 
 /// Network Service Header's EtherType.
 const ETH_NSH: u16 = 0x894f;

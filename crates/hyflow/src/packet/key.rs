@@ -149,17 +149,7 @@ impl FlowKey {
     /// Leaves the connection tracker's view: `ct_state` and every other `ct_*` field zero
     /// (OVS `flow_clear_conntrack`).
     pub fn clear_conntrack(&mut self) {
-        for f in [
-            id::CT_STATE,
-            id::CT_ZONE,
-            id::CT_MARK,
-            id::CT_LABEL,
-            id::CT_NW_PROTO,
-            id::CT_NW_SRC,
-            id::CT_NW_DST,
-            id::CT_TP_SRC,
-            id::CT_TP_DST,
-        ] {
+        for f in id::CONNTRACK {
             self.set(f, 0);
         }
     }
@@ -199,18 +189,7 @@ impl FlowMask {
         static MASK: std::sync::OnceLock<FlowMask> = std::sync::OnceLock::new();
         MASK.get_or_init(|| {
             let mut m = *FlowMask::packet_state();
-            for f in [
-                id::RECIRC_ID,
-                id::CT_STATE,
-                id::CT_ZONE,
-                id::CT_MARK,
-                id::CT_LABEL,
-                id::CT_NW_PROTO,
-                id::CT_NW_SRC,
-                id::CT_NW_DST,
-                id::CT_TP_SRC,
-                id::CT_TP_DST,
-            ] {
+            for f in std::iter::once(id::RECIRC_ID).chain(id::CONNTRACK) {
                 m.set(f, 0);
             }
             m
