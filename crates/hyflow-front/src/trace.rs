@@ -51,11 +51,9 @@ pub struct TraceArgs {
 fn parse_ct_next(text: &str) -> Result<u8, String> {
     let mut state = 0;
     for flag in text.split([',', '|', ' ']).filter(|f| !f.is_empty()) {
-        let (value, _) =
-            ct_state::parse(flag).ok().filter(|_| ct_state::NAMES.contains(&flag)).ok_or_else(|| {
-                format!("{flag}: unknown connection tracking state flag ({})", ct_state::NAMES.join(", "))
-            })?;
-        state |= value;
+        state |= ct_state::flag(flag).ok_or_else(|| {
+            format!("{flag}: unknown connection tracking state flag ({})", ct_state::NAMES.join(", "))
+        })?;
     }
     match ct_state::impossible(state) {
         Some(why) => Err(why),

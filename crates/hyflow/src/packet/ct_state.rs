@@ -24,7 +24,8 @@ pub const DNAT: u8 = 0x80;
 /// Flag names in bit order.
 pub const NAMES: [&str; 8] = ["new", "est", "rel", "rpl", "inv", "trk", "snat", "dnat"];
 
-fn bit_of(name: &str) -> Option<u8> {
+/// The bit of a flag's name (`trk` → [`TRK`]).
+pub fn flag(name: &str) -> Option<u8> {
     NAMES.iter().position(|&n| n == name).map(|i| 1u8 << i)
 }
 
@@ -78,8 +79,7 @@ pub fn parse(text: &str) -> Result<(u8, u8), String> {
             rest = &rest[1..];
             let end = rest.find(['+', '-']).unwrap_or(rest.len());
             let name = &rest[..end];
-            let bit =
-                bit_of(name).ok_or_else(|| format!("{name}: unknown connection tracking state flag"))?;
+            let bit = flag(name).ok_or_else(|| format!("{name}: unknown connection tracking state flag"))?;
             if mask & bit != 0 {
                 return Err(format!("{name}: Each ct_state flag can be specified only once"));
             }
@@ -93,7 +93,7 @@ pub fn parse(text: &str) -> Result<(u8, u8), String> {
     }
     let mut value = 0u8;
     for part in text.split('|') {
-        value |= match bit_of(part) {
+        value |= match flag(part) {
             Some(bit) => bit,
             None => number(part)?,
         };

@@ -405,9 +405,21 @@ pub mod id {
         CT_NW_PROTO = 61, CT_NW_SRC = 62, CT_NW_DST = 63, CT_TP_SRC = 64, CT_TP_DST = 65,
     }
 
-    /// The connection tracker's fields, in the order OVS prints them.
-    pub const CONNTRACK: [FieldId; 9] =
-        [CT_STATE, CT_ZONE, CT_MARK, CT_LABEL, CT_NW_SRC, CT_NW_DST, CT_NW_PROTO, CT_TP_SRC, CT_TP_DST];
+    /// The datapath's own metadata, in the order OVS prints it: `recirc_id`, then the
+    /// connection tracker's fields (`DATAPATH[1..]`). Megaflows match them; no packet carries
+    /// them out.
+    pub const DATAPATH: [FieldId; 10] = [
+        RECIRC_ID,
+        CT_STATE,
+        CT_ZONE,
+        CT_MARK,
+        CT_LABEL,
+        CT_NW_SRC,
+        CT_NW_DST,
+        CT_NW_PROTO,
+        CT_TP_SRC,
+        CT_TP_DST,
+    ];
 
     /// Register `n` (0..16).
     pub const fn reg(n: u8) -> FieldId {

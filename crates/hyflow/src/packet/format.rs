@@ -247,7 +247,7 @@ pub fn format_packet(key: &FlowKey) -> String {
     exact.unwildcard_all(id::DL_SRC);
     exact.unwildcard_all(id::DL_DST);
     exact.unwildcard_all(id::DL_TYPE);
-    for f in [id::TUN_ID, id::METADATA].into_iter().chain((0..16).map(id::reg)).chain(DATAPATH_METADATA) {
+    for f in [id::TUN_ID, id::METADATA].into_iter().chain((0..16).map(id::reg)).chain(id::DATAPATH) {
         if key.get(f) != 0 {
             exact.unwildcard_all(f);
         }
@@ -257,7 +257,7 @@ pub fn format_packet(key: &FlowKey) -> String {
     }
     for def_id in (0..FIELDS.len()).map(|i| FieldId(i as u8)) {
         let d = def_id.def();
-        let shown_when_set = DATAPATH_METADATA.contains(&def_id);
+        let shown_when_set = id::DATAPATH.contains(&def_id);
         if d.packet && d.prereq != super::field::Prereq::None && !shown_when_set && key.prereq_ok(d.prereq) {
             exact.unwildcard(def_id, def_id.full_mask());
         }
@@ -265,18 +265,6 @@ pub fn format_packet(key: &FlowKey) -> String {
     // Only DSCP is matchable in nw_tos; ECN is printed through nw_ecn.
     format_match_opts(key, &exact, false)
 }
-
-/// Recirculation and connection-tracking fields, in the order OVS prints them (before the
-/// protocol): set by the datapath between passes, shown when set.
-const DATAPATH_METADATA: [FieldId; 10] = {
-    let mut all = [id::RECIRC_ID; 10];
-    let mut i = 0;
-    while i < 9 {
-        all[i + 1] = id::CONNTRACK[i];
-        i += 1;
-    }
-    all
-};
 
 /// Network Service Header's EtherType.
 const ETH_NSH: u16 = 0x894f;
@@ -411,7 +399,7 @@ fn format_match_opts(value: &FlowKey, mask: &FlowMask, shorthand: bool) -> Strin
         }
         out.push_str(s);
     };
-    for f in DATAPATH_METADATA {
+    for f in id::DATAPATH {
         let m = mask.get(f);
         if m != 0 {
             push(&format!("{}={}", f.def().name, format_masked(f, value.get(f) & m, m)));

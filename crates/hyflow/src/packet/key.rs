@@ -149,7 +149,7 @@ impl FlowKey {
     /// Leaves the connection tracker's view: `ct_state` and every other `ct_*` field zero
     /// (OVS `flow_clear_conntrack`).
     pub fn clear_conntrack(&mut self) {
-        for f in id::CONNTRACK {
+        for &f in &id::DATAPATH[1..] {
             self.set(f, 0);
         }
     }
@@ -189,7 +189,7 @@ impl FlowMask {
         static MASK: std::sync::OnceLock<FlowMask> = std::sync::OnceLock::new();
         MASK.get_or_init(|| {
             let mut m = *FlowMask::packet_state();
-            for f in std::iter::once(id::RECIRC_ID).chain(id::CONNTRACK) {
+            for f in id::DATAPATH {
                 m.set(f, 0);
             }
             m

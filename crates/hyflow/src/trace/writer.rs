@@ -169,6 +169,7 @@ impl PortsPcapngWriter {
         };
         let mut out = pcap_file::pcapng::PcapNgWriter::new(BufWriter::with_capacity(256 * 1024, file))
             .map_err(|e| fail(e, 0))?;
+        // The section header PcapNgWriter::new writes has no options: 28 bytes.
         let mut offset = 28;
         for port in 1..=ports.max(1) {
             let idb = InterfaceDescriptionBlock {

@@ -277,15 +277,14 @@ fn reply_of(o: &Output) -> FlowKey {
     }
     match k.nw_proto() {
         // An echo reply: type 0 (ICMPv6: 129), the request's code.
-        proto::IP_ICMP => r.set_tp_src(0),
-        proto::IP_ICMPV6 => r.set_tp_src(129),
+        p @ (proto::IP_ICMP | proto::IP_ICMPV6) => {
+            r.set_tp_src(if p == proto::IP_ICMP { 0 } else { 129 });
+            copy(&mut r, id::TP_DST, id::TP_DST);
+        }
         _ => {
             copy(&mut r, id::TP_SRC, id::TP_DST);
             copy(&mut r, id::TP_DST, id::TP_SRC);
         }
-    }
-    if matches!(k.nw_proto(), proto::IP_ICMP | proto::IP_ICMPV6) {
-        copy(&mut r, id::TP_DST, id::TP_DST);
     }
     r.set_in_port(o.port);
     r
