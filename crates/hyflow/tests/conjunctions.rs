@@ -219,3 +219,29 @@ fn an_equal_priority_rule_added_beside_a_failed_conjunction_revalidates_the_cach
     sw.process(&k, 64, 3, &mut outputs);
     assert_eq!(outputs.iter().map(|o| o.port).collect::<Vec<_>>(), want);
 }
+
+/// Once a conjunction completes, OVS looks up `conj_id` among the hard rules of every
+/// priority: with no `conj_id` rule there, a rule of *lower* priority than the fallback can
+/// win. So adding one must revalidate decisions that fell back above it (found by the replay
+/// differential test, through a learned flow). Open vSwitch's `ofproto/trace` on these flows
+/// gives output 3, then 4 once the priority-5 rule is added.
+#[test]
+fn a_low_priority_rule_added_under_a_completed_conjunction_revalidates_the_caches() {
+    use hyflow::openflow::parser::{parse_flow_spec, SpecKind};
+    use hyflow::openflow::update::Command;
+    use hyflow::switch::{Switch, SwitchConfig};
+    let flows = "priority=200,udp actions=conjunction(1,1/2)\n\
+                 priority=200 actions=conjunction(1,2/2)\n\
+                 priority=100 actions=output:3";
+    let k = parse_packet("in_port=1,udp,dl_dst=ff:ff:ff:ff:ff:ff").unwrap();
+    let spec =
+        parse_flow_spec("priority=5,dl_dst=ff:ff:ff:ff:ff:ff actions=output:4", SpecKind::Add).unwrap();
+    let mut sw = Switch::new(pipeline(flows), SwitchConfig::default()).unwrap();
+    let mut outputs = Vec::new();
+    sw.process(&k, 64, 0, &mut outputs);
+    sw.process(&k, 64, 1, &mut outputs);
+    assert_eq!(outputs.iter().map(|o| o.port).collect::<Vec<_>>(), [3], "cached before the update");
+    sw.apply_update(Command::Add, &spec, 2);
+    sw.process(&k, 64, 3, &mut outputs);
+    assert_eq!(outputs.iter().map(|o| o.port).collect::<Vec<_>>(), [4], "as Open vSwitch after the add");
+}

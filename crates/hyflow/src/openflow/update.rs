@@ -231,8 +231,12 @@ pub fn apply(p: &mut Pipeline, command: Command, spec: &FlowSpec, changed: &mut 
 /// answer is the `conj_id` rule, whatever its own priority), so a change to one is taken to
 /// change every lookup of its table.
 fn conjunctive(r: &Rule) -> bool {
-    r.matcher.mask.get(crate::packet::field::id::CONJ_ID) != 0
-        || r.actions.iter().any(|a| matches!(a, crate::openflow::Action::Conjunction(_)))
+    r.matcher.mask.get(crate::packet::field::id::CONJ_ID) != 0 || is_clause(r)
+}
+
+/// Whether a rule is a clause of a conjunction (its actions are `conjunction(...)`).
+fn is_clause(r: &Rule) -> bool {
+    r.actions.iter().any(|a| matches!(a, crate::openflow::Action::Conjunction(_)))
 }
 
 /// Every outcome of `table`: each rule and its miss.
@@ -252,11 +256,18 @@ fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
     // except after a conjunctive match that did not complete, whose fallback may take an
     // equal-priority rule added later: in a table with conjunctions, equal priorities too.
     let with_conjunctions = p.rules().any(|(_, r)| r.table == new.table && conjunctive(r));
+    // And once a conjunction completes, OVS's second lookup (on `conj_id`) answers with the
+    // best hard rule matching at any priority, conj_id rule or not: a new rule, whatever its
+    // priority, may take the packets of an answer the lookup fell back to below the clauses.
+    let clauses_top =
+        p.rules().filter(|(_, r)| r.table == new.table && is_clause(r)).map(|(_, r)| r.priority).max();
     changed.extend(
         p.rules()
             .filter(|(_, r)| {
                 r.table == new.table
-                    && (r.priority < new.priority || (with_conjunctions && r.priority == new.priority))
+                    && (r.priority < new.priority
+                        || (with_conjunctions && r.priority == new.priority)
+                        || clauses_top.is_some_and(|top| r.priority < top))
                     && r.matcher.overlaps(&new.matcher)
             })
             .map(|(id, _)| LookupRef::rule(id)),
