@@ -263,9 +263,12 @@ proptest! {
     ) {
         // A stale decision through the connection tracker changes connections differently
         // from the reference, and later packets with them: this property is about stale
-        // decisions only.
-        let lines: Vec<String> = lines.iter().map(|l| common::without_state(l)).collect();
-        let gens: Vec<_> = gens.into_iter().map(|(p, k, r, v)| (p, k, common::without_state(&r), v)).collect();
+        // decisions only. Nor does it recirculate: a stale pass is judged by its datapath
+        // actions, so another recirculation id is wrong even where the next pass happens to
+        // give the same outputs (the dp_hash group 6 becomes the one-pass group 5).
+        let stateless = |l: &str| common::without_state(l).replace("group:6", "group:5");
+        let lines: Vec<String> = lines.iter().map(|l| stateless(l)).collect();
+        let gens: Vec<_> = gens.into_iter().map(|(p, k, r, v)| (p, k, stateless(&r), v)).collect();
         let packets = sequence(&pool, &picks);
         let updates = updates_text(&lines, &gens);
         let reference = replay(&lines, &updates, &packets, SwitchConfig::no_cache());

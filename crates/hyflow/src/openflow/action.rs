@@ -9,7 +9,7 @@ use crate::packet::format::format_value;
 use crate::packet::FieldId;
 
 /// A contiguous bit range of a field, as in `NXM_NX_REG0[8..15]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SubField {
     /// The field.
     pub field: FieldId,
@@ -35,7 +35,7 @@ impl std::fmt::Display for SubField {
 }
 
 /// One action or instruction.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Send a copy of the packet as it is now to a port (skipped if it is the input port).
     Output(u32),

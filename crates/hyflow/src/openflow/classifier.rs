@@ -61,7 +61,7 @@ pub struct ClsEntry {
 
 /// One `conjunction(id,k/n)` action of a soft rule: it is clause `clause` (0-based) of
 /// conjunction `id`, which has `n_clauses` clauses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Conjunction {
     /// The conjunction's id (what `conj_id=` flows match).
     pub id: u32,

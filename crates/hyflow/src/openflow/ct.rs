@@ -17,7 +17,7 @@ use crate::packet::field::id;
 use crate::packet::format::parse_int;
 
 /// Where `ct` takes its zone from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CtZone {
     /// A constant (`zone=5`; 0 when not given).
     Imm(u16),
@@ -54,7 +54,7 @@ pub struct Nat {
 }
 
 /// The `ct(...)` action.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Ct {
     /// `commit`: create the connection if it is new (or update it).
     pub commit: bool,

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use super::ct::Nat;
+use super::ovs_hash::symmetric_l3l4_hash;
 use super::traversal::Output;
 use crate::packet::field::{id, proto, FieldId};
 use crate::packet::format::format_value;
@@ -41,6 +42,9 @@ pub enum DpAction {
     Ct(CtExec),
     /// Leave the connection tracker's view: `ct_state` and the other `ct_*` fields cleared.
     CtClear,
+    /// Set `dp_hash` to the packet's symmetric L3/L4 hash with this basis (OVS
+    /// `hash(sym_l4(basis))`), for the next pass's select group.
+    Hash(u32),
     /// Recirculate a clone of the packet as it is now with this `recirc_id`: another pass
     /// through the datapath, resuming the pipeline where it froze.
     Recirc(u32),
@@ -300,6 +304,7 @@ pub fn apply_headers(actions: &[DpAction], k: &mut FlowKey) {
                 k.set_vlan_tci(tci);
             }
             DpAction::CtClear => k.clear_conntrack(),
+            DpAction::Hash(basis) => k.set(id::DP_HASH, symmetric_l3l4_hash(k, basis) as u128),
             DpAction::Output(_) | DpAction::Ct(_) | DpAction::Recirc(_) => {}
         }
     }
@@ -344,6 +349,10 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
             }
             DpAction::CtClear => {
                 out.push_str("ct_clear");
+                i += 1;
+            }
+            DpAction::Hash(basis) => {
+                let _ = write!(out, "hash(sym_l4({basis}))");
                 i += 1;
             }
             DpAction::Recirc(id) => {

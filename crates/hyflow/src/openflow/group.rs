@@ -13,18 +13,25 @@
 //! - `select` hashes: `selection_method=hash,fields(...)` hashes the named fields (masked) in
 //!   Open vSwitch's field order with `selection_method_param` as basis, un-wildcarding them;
 //!   without fields, and as OVS's fallback, the symmetric L4 hash of `flow_hash_symmetric_l4`.
-//!   OVS's default method is `dp_hash`, which recirculates to let the datapath hash; hyflow
-//!   does not model recirculation yet and uses the symmetric L4 hash in one pass instead, with
-//!   a warning when the groups are loaded (same distribution, other buckets than OVS's).
+//! - OVS's default method, when the weights fit 256 hash values, is `dp_hash`: the pass ends
+//!   with the datapath hashing the packet (`hash(sym_l4(0))`, [`super::ovs_hash`]) and
+//!   recirculating; the next pass resumes at the group action, with the actions left after it
+//!   in every enclosing action list, and takes the bucket Webster's method mapped that hash to
+//!   (or the next live one). Explicit `selection_method=dp_hash` uses the algorithm of
+//!   `selection_method_param`: `sym_l4` (0x1 in its high word) as above; the default `l4`
+//!   hashes the packet as received (its RSS hash), which hyflow does not model: such groups
+//!   pick by the symmetric L4 hash in one pass, with a warning when loaded. A `dp_hash` group
+//!   reached inside another group's bucket picks the same way (OVS freezes there too).
 //!
-//! The hash functions are OVS's portable ones (murmur3-based `hash_*`, Jenkins' `jhash`), as a
-//! build without SSE 4.2 uses them, so a bucket is the one such an OVS picks.
+//! The hash functions are OVS's own ([`super::ovs_hash`]), so a bucket is the one Open vSwitch
+//! picks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::action::Action;
 use super::names::{Names, CONTROLLER_PORT};
+use super::ovs_hash::{hash_bytes, hash_int, hash_uint64, symmetric_l4_hash};
 use super::parser::{
     parse_action, parse_port_number, read_lines, split_top, strip_comment, FlowFileError, Tok,
 };
@@ -85,6 +92,15 @@ pub enum Selection {
         /// Fields hashed.
         fields: Vec<HashField>,
         /// The hash's starting value.
+        basis: u32,
+    },
+    /// OVS's `dp_hash` method (its default when the weights fit 256 hash values): the datapath
+    /// hashes the packet (`hash(sym_l4(basis))`) and recirculates; the next pass takes the
+    /// bucket its `dp_hash` maps to, or the next live one in the map.
+    DpHash {
+        /// Bucket index per hash value (a power of two of them).
+        map: Box<[u16]>,
+        /// Basis of the datapath's hash.
         basis: u32,
     },
 }
@@ -221,7 +237,17 @@ impl Groups {
             return self.first_live(g.id, ports, 0);
         }
         let hash = match &g.selection {
-            Selection::SymmetricL4 => {
+            Selection::DpHash { map, .. } if packet.get(id::DP_HASH) != 0 => {
+                // OVS pick_dp_hash_select_group: the mapped bucket, or the next live one.
+                let (h, mask) = (packet.get(id::DP_HASH) as usize, map.len() - 1);
+                wc.unwildcard(id::DP_HASH, mask as u128);
+                return (0..=mask)
+                    .map(|i| map[(h + i) & mask] as usize)
+                    .find(|&b| self.bucket_live(g, &g.buckets[b], ports, 0));
+            }
+            // Without a dp_hash (the translation recirculates for one, except inside another
+            // group's bucket), the default hash.
+            Selection::SymmetricL4 | Selection::DpHash { .. } => {
                 mask_symmetric_l4(packet, wc);
                 symmetric_l4_hash(packet)
             }
@@ -240,132 +266,6 @@ impl Groups {
         }
         best.map(|(i, _)| i)
     }
-}
-
-// ---- Open vSwitch's hash functions (lib/hash.h without SSE 4.2, lib/jhash.c) ----
-
-fn mhash_add(hash: u32, data: u32) -> u32 {
-    let mut h = hash;
-    if data != 0 {
-        let d = data.wrapping_mul(0xcc9e_2d51).rotate_left(15).wrapping_mul(0x1b87_3593);
-        h ^= d;
-    }
-    h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64)
-}
-
-fn hash_finish(hash: u32, last: u32) -> u32 {
-    let mut h = hash ^ last;
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
-}
-
-/// OVS `hash_int` (= `hash_2words(x, basis)`).
-pub fn hash_int(x: u32, basis: u32) -> u32 {
-    hash_finish(mhash_add(mhash_add(x, 0), basis), 8)
-}
-
-/// OVS `hash_uint64`.
-fn hash_uint64(x: u64) -> u32 {
-    hash_finish(mhash_add(mhash_add(0, x as u32), (x >> 32) as u32), 8)
-}
-
-/// OVS `hash_bytes`: little-endian words of the bytes, the tail zero-padded.
-fn hash_bytes(bytes: &[u8], basis: u32) -> u32 {
-    let mut h = basis;
-    let mut chunks = bytes.chunks_exact(4);
-    for c in &mut chunks {
-        h = mhash_add(h, u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut tmp = [0u8; 4];
-        tmp[..rest.len()].copy_from_slice(rest);
-        h = mhash_add(h, u32::from_le_bytes(tmp));
-    }
-    hash_finish(h, bytes.len() as u32)
-}
-
-fn jhash_mix(a: &mut u32, b: &mut u32, c: &mut u32) {
-    *a = a.wrapping_sub(*c) ^ c.rotate_left(4);
-    *c = c.wrapping_add(*b);
-    *b = b.wrapping_sub(*a) ^ a.rotate_left(6);
-    *a = a.wrapping_add(*c);
-    *c = c.wrapping_sub(*b) ^ b.rotate_left(8);
-    *b = b.wrapping_add(*a);
-    *a = a.wrapping_sub(*c) ^ c.rotate_left(16);
-    *c = c.wrapping_add(*b);
-    *b = b.wrapping_sub(*a) ^ a.rotate_left(19);
-    *a = a.wrapping_add(*c);
-    *c = c.wrapping_sub(*b) ^ b.rotate_left(4);
-    *b = b.wrapping_add(*a);
-}
-
-fn jhash_final(a: &mut u32, b: &mut u32, c: &mut u32) {
-    *c = (*c ^ *b).wrapping_sub(b.rotate_left(14));
-    *a = (*a ^ *c).wrapping_sub(c.rotate_left(11));
-    *b = (*b ^ *a).wrapping_sub(a.rotate_left(25));
-    *c = (*c ^ *b).wrapping_sub(b.rotate_left(16));
-    *a = (*a ^ *c).wrapping_sub(c.rotate_left(4));
-    *b = (*b ^ *a).wrapping_sub(a.rotate_left(14));
-    *c = (*c ^ *b).wrapping_sub(b.rotate_left(24));
-}
-
-/// OVS `jhash_bytes`.
-fn jhash_bytes(bytes: &[u8], basis: u32) -> u32 {
-    let word = |p: &[u8], i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
-    let init = 0xdead_beef_u32.wrapping_add(bytes.len() as u32).wrapping_add(basis);
-    let (mut a, mut b, mut c) = (init, init, init);
-    let mut p = bytes;
-    while p.len() >= 12 {
-        a = a.wrapping_add(word(p, 0));
-        b = b.wrapping_add(word(p, 4));
-        c = c.wrapping_add(word(p, 8));
-        jhash_mix(&mut a, &mut b, &mut c);
-        p = &p[12..];
-    }
-    if !p.is_empty() {
-        let mut tmp = [0u8; 12];
-        tmp[..p.len()].copy_from_slice(p);
-        a = a.wrapping_add(word(&tmp, 0));
-        b = b.wrapping_add(word(&tmp, 4));
-        c = c.wrapping_add(word(&tmp, 8));
-        jhash_final(&mut a, &mut b, &mut c);
-    }
-    c
-}
-
-/// OVS `flow_hash_symmetric_l4(flow, 0)`: a 32-byte struct of address XORs, EtherType, VLAN
-/// ids, the TCP/SCTP port XOR and the protocol, hashed with `jhash_bytes`.
-fn symmetric_l4_hash(k: &FlowKey) -> u32 {
-    let mut s = [0u8; 32];
-    let dl = k.dl_type();
-    let nw = k.nw_proto();
-    let ports = |s: &mut [u8; 32]| {
-        if nw == proto::IP_TCP || nw == proto::IP_SCTP {
-            let x = (k.get(id::TP_SRC) ^ k.get(id::TP_DST)) as u16;
-            s[20..22].copy_from_slice(&x.to_be_bytes());
-        }
-    };
-    if dl == proto::ETH_IPV4 {
-        let x = (k.get(id::NW_SRC) ^ k.get(id::NW_DST)) as u32;
-        s[0..4].copy_from_slice(&x.to_be_bytes());
-        s[28] = nw;
-        ports(&mut s);
-    } else if dl == proto::ETH_IPV6 {
-        let x = k.get(id::IPV6_SRC) ^ k.get(id::IPV6_DST);
-        s[0..16].copy_from_slice(&x.to_be_bytes());
-        s[28] = nw;
-        ports(&mut s);
-    }
-    s[16..18].copy_from_slice(&dl.to_be_bytes());
-    let vid = (k.vlan_tci() ^ k.vlan_tci2()) & 0x0fff;
-    s[18..20].copy_from_slice(&vid.to_be_bytes());
-    let macs = (k.get(id::DL_SRC) ^ k.get(id::DL_DST)) as u64;
-    s[22..28].copy_from_slice(&macs.to_be_bytes()[2..]);
-    jhash_bytes(&s, 0)
 }
 
 /// What `flow_mask_hash_fields(NX_HASH_FIELDS_SYMMETRIC_L4)` un-wildcards.
@@ -515,18 +415,20 @@ impl Loader {
             return Ok(());
         }
         let at = |e: super::parser::SpecError| FlowFileError::at(file, number, e.column, &e.token, e.message);
-        let (group, line_refs, dp_hash) = parse_group(body, names).map_err(at)?;
+        let (group, line_refs, unmodelled_dp_hash) = parse_group(body, names).map_err(at)?;
         let token = format!("group_id={}", group.id);
-        if dp_hash {
+        if unmodelled_dp_hash {
             self.warnings.push(FlowFileError::at(
                 file,
                 number,
                 1,
                 &token,
                 format!(
-                    "select group {}: Open vSwitch picks its bucket with dp_hash after a recirculation, which \
-                     hyflow does not model yet; hyflow picks by the symmetric L4 hash in one pass (same \
-                     spread, other buckets than OVS's); selection_method=hash picks as OVS does",
+                    "select group {}: Open vSwitch picks its bucket with dp_hash after the datapath's \
+                     hash(l4) action, which hashes the packet as the NIC or datapath received it and which \
+                     hyflow does not model; hyflow picks by the symmetric L4 hash in one pass (same spread, \
+                     other buckets than OVS's); selection_method_param=0x100000000 (sym_l4) or \
+                     selection_method=hash pick as OVS does",
                     group.id
                 ),
             ));
@@ -586,7 +488,7 @@ pub fn parse_groups(text: &str, file: &str, names: &mut Names) -> Result<(Groups
 }
 
 /// One group line; also returns its references to groups (id, column, token), and whether
-/// Open vSwitch would select by `dp_hash` (which hyflow does not model yet).
+/// Open vSwitch would select by a `dp_hash` hyflow does not model (see the module's notes).
 type ParsedGroup = (Group, Vec<(u32, usize, String)>, bool);
 
 fn parse_group(line: &str, names: &Names) -> Result<ParsedGroup, super::parser::SpecError> {
@@ -654,12 +556,6 @@ fn parse_group(line: &str, names: &Names) -> Result<ParsedGroup, super::parser::
             return Err(tok.fail("only select groups have a selection method"));
         }
     }
-    let selection = match (method.map(|(_, m)| m), fields) {
-        (Some("hash"), Some((_, fields))) => {
-            Selection::Fields { fields, basis: hash_uint64(param.map_or(0, |(_, p)| p)) }
-        }
-        _ => Selection::SymmetricL4,
-    };
     let mut refs = Vec::new();
     let mut buckets = Vec::new();
     if let Some(start) = buckets_at {
@@ -682,29 +578,61 @@ fn parse_group(line: &str, names: &Names) -> Result<ParsedGroup, super::parser::
             return Err(whole.fail(format!("bucket id {} is used twice", b.id)));
         }
     }
-    // OVS group_set_selection_method: no method tries dp_hash with at most 256 hash values,
-    // `dp_hash` with any number OVS allows; both fall back to the default hash otherwise.
-    let dp_hash = kind == GroupKind::Select
-        && match method.map(|(_, m)| m) {
-            None => dp_hash_fits(&buckets, 256),
-            Some("dp_hash") => dp_hash_fits(&buckets, 0),
-            _ => false,
-        };
-    Ok((Group { id, kind, buckets, selection }, refs, dp_hash))
+    // OVS group_set_selection_method: no method tries dp_hash (symmetric L3/L4 hash, basis 0)
+    // with at most 256 hash values, `dp_hash` with any number OVS allows and the algorithm and
+    // basis of `selection_method_param`; both fall back to the default hash otherwise.
+    let param = param.map_or(0, |(_, p)| p);
+    let (selection, unmodelled_dp_hash) = match (method.map(|(_, m)| m), fields) {
+        (Some("hash"), Some((_, fields))) => (Selection::Fields { fields, basis: hash_uint64(param) }, false),
+        (None, _) if kind == GroupKind::Select => match dp_hash_table(&buckets, 256) {
+            Some(map) => (Selection::DpHash { map, basis: 0 }, false),
+            None => (Selection::SymmetricL4, false),
+        },
+        (Some("dp_hash"), _) => match dp_hash_table(&buckets, 0) {
+            Some(map) if param >> 32 == OVS_HASH_ALG_SYM_L4 => {
+                (Selection::DpHash { map, basis: param as u32 }, false)
+            }
+            Some(_) => (Selection::SymmetricL4, true),
+            None => (Selection::SymmetricL4, false),
+        },
+        _ => (Selection::SymmetricL4, false),
+    };
+    Ok((Group { id, kind, buckets, selection }, refs, unmodelled_dp_hash))
 }
 
-/// Whether OVS can map the buckets' weights onto at most `max_hash` dp_hash values (0: no
-/// limit but its own 256): `group_setup_dp_hash_table`'s test.
-fn dp_hash_fits(buckets: &[Bucket], max_hash: u64) -> bool {
+/// OVS's `OVS_HASH_ALG_SYM_L4`, the datapath hash algorithm hyflow models.
+const OVS_HASH_ALG_SYM_L4: u64 = 1;
+
+/// OVS `group_setup_dp_hash_table`: the bucket (index) each `dp_hash` value maps to, as many
+/// values as the weights need (a power of two, 16 to 256; at most `max_hash` unless 0),
+/// shared out by Webster's method; `None` when the weights need more.
+fn dp_hash_table(buckets: &[Bucket], max_hash: u64) -> Option<Box<[u16]>> {
     const MAX_SELECT_GROUP_HASH_VALUES: u64 = 256;
     let total: u64 = buckets.iter().map(|b| b.weight as u64).sum();
-    let Some(min_weight) = buckets.iter().map(|b| b.weight as u64).filter(|&w| w > 0).min() else {
-        return false;
-    };
+    let min_weight = buckets.iter().map(|b| b.weight as u64).filter(|&w| w > 0).min()?;
     let min_slots = total.div_ceil(min_weight);
     let min_slots = min_slots.max((buckets.len() as u64 * 4).min(MAX_SELECT_GROUP_HASH_VALUES));
     let n_hash = min_slots.next_power_of_two().max(16);
-    n_hash <= MAX_SELECT_GROUP_HASH_VALUES && (max_hash == 0 || n_hash <= max_hash)
+    if n_hash > MAX_SELECT_GROUP_HASH_VALUES || (max_hash != 0 && n_hash > max_hash) {
+        return None;
+    }
+    // Each value goes to the bucket of highest weight / divisor (the first of equals), whose
+    // divisor then grows by 2.
+    let mut divisors = vec![1u32; buckets.len()];
+    let mut values: Vec<f64> = buckets.iter().map(|b| b.weight as f64).collect();
+    let mut map = Vec::with_capacity(n_hash as usize);
+    for _ in 0..n_hash {
+        let mut winner = 0;
+        for i in 1..buckets.len() {
+            if values[i] > values[winner] {
+                winner = i;
+            }
+        }
+        divisors[winner] += 2;
+        values[winner] = buckets[winner].weight as f64 / divisors[winner] as f64;
+        map.push(winner as u16);
+    }
+    Some(map.into())
 }
 
 /// `key=value`, `key:value` or `key(value)` (OVS `ofputil_parse_key_value`), with the value's

@@ -27,7 +27,7 @@ use crate::packet::format::{format_value, parse_field_value, parse_int};
 use crate::packet::{FlowKey, FlowMask};
 
 /// What one spec takes from the packet, or the constant it uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LearnSource {
     /// Bits of the learning packet.
     Field(SubField),
@@ -36,7 +36,7 @@ pub enum LearnSource {
 }
 
 /// One spec of a `learn` action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LearnSpec {
     /// The learned flow matches `dst` against the source.
     Match {
@@ -60,7 +60,7 @@ pub enum LearnSpec {
 }
 
 /// A `learn` action.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Learn {
     /// Table of the learned flow (default 1).
     pub table: u8,

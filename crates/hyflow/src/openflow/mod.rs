@@ -8,6 +8,7 @@ pub mod group;
 pub mod learn;
 pub mod names;
 pub mod normal;
+pub mod ovs_hash;
 pub mod parser;
 pub mod passes;
 pub mod pipeline;

@@ -557,6 +557,7 @@ fn writable(f: FieldId) -> bool {
             | id::VLAN_TCI2
             | id::VLAN_TPID2
             | id::RECIRC_ID
+            | id::DP_HASH
             | id::CT_STATE
             | id::CT_ZONE
             | id::CT_NW_PROTO
@@ -1049,8 +1050,6 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
 fn unknown_field(name: &str) -> String {
     if name.starts_with("ct_ipv6_") || name.starts_with("NXM_NX_CT_IPV6_") {
         format!("{name}: IPv6 connection tuples are not modelled yet")
-    } else if matches!(name, "dp_hash" | "NXM_NX_DP_HASH") {
-        format!("{name}: the datapath hash is not modelled yet")
     } else {
         format!("unknown field '{name}'")
     }
@@ -1505,7 +1504,6 @@ mod tests {
             ("ct_state=+trk+trk,ip actions=drop", 10, "only once"),
             ("ip actions=set_field:1->ct_state", 25, "ct_state is not writable"),
             ("ip actions=ct_clear(1)", 12, "ct_clear takes no argument"),
-            ("dp_hash=1,ip actions=drop", 1, "dp_hash: the datapath hash is not modelled yet"),
             ("ct_ipv6_src=::1,ipv6 actions=drop", 1, "IPv6 connection tuples are not modelled yet"),
         ] {
             let e = parse_flows(flow, "f").unwrap_err();

@@ -1,6 +1,8 @@
 //! A packet's passes through the pipeline as `ovs-appctl ofproto/trace` follows them: the
 //! first pass, then every clone `ct(table=N)` recirculates, in order, each resuming with a
-//! connection state the caller chooses (`--ct-next`), not the connection tracker's.
+//! connection state the caller chooses (`--ct-next`), not the connection tracker's. A pass
+//! ending in the datapath's `hash` and `recirc` (a select group's `dp_hash` method) is
+//! followed too, with the hash the datapath computes (`ofproto/trace` stops there).
 //!
 //! This is the slow path's view, for tracing and for checking against Open vSwitch; the
 //! switch runs passes with its connection tracker instead.
@@ -8,6 +10,7 @@
 use std::collections::VecDeque;
 
 use super::ct::NatKind;
+use super::datapath::{apply_headers, DpAction};
 use super::pipeline::Pipeline;
 use super::traversal::{Fork, Traversal};
 use crate::packet::ct_state;
@@ -28,6 +31,29 @@ pub struct Thaw {
     pub default_state: bool,
     /// The flow before the NAT the fork asked for was simulated, if it asked for one.
     pub before_nat: Option<FlowKey>,
+    /// For a pass after the datapath's `hash` (not `ct`): the `dp_hash` it computed.
+    pub dp_hash: Option<u32>,
+}
+
+/// A recirculation waiting to be followed.
+enum Next {
+    /// A clone `ct(table=N)` sent.
+    Fork(Fork),
+    /// The packet itself, hashed by the datapath: its id and the packet as it recirculates.
+    Hashed(u32, FlowKey),
+}
+
+/// The recirculations a pass ends with: its `ct` clones in order, then the packet itself if
+/// the datapath hashed and recirculated it.
+fn recirculations(tr: &Traversal, queue: &mut VecDeque<Next>) {
+    queue.extend(tr.forks.iter().copied().map(Next::Fork));
+    if let [.., DpAction::Hash(_), DpAction::Recirc(id)] = tr.dp_actions[..] {
+        let mut k = tr.entry;
+        apply_headers(&tr.dp_actions, &mut k);
+        let mut k = k.masked(FlowMask::packet_state());
+        k.set_recirc_id(id);
+        queue.push_back(Next::Hashed(id, k));
+    }
 }
 
 /// One pass of a traced packet.
@@ -46,18 +72,35 @@ pub struct Pass {
 /// [`MAX_RECIRCULATIONS`].
 pub fn trace_passes(p: &Pipeline, packet: &FlowKey, ct_next: &[u8], passes: &mut Vec<Pass>) -> bool {
     let mut used = 0;
-    let mut queue: VecDeque<Fork> = VecDeque::new();
+    let mut queue: VecDeque<Next> = VecDeque::new();
     let mut next_states = ct_next.iter().copied();
     passes.clear();
     let mut pass = Pass::default();
     p.process(packet, &mut pass.tr);
-    queue.extend(pass.tr.forks.iter().copied());
+    recirculations(&pass.tr, &mut queue);
     passes.push(pass);
-    while let Some(fork) = queue.pop_front() {
+    while let Some(next) = queue.pop_front() {
         if used == MAX_RECIRCULATIONS {
             return true;
         }
         used += 1;
+        let fork = match next {
+            Next::Fork(fork) => fork,
+            Next::Hashed(recirc_id, flow) => {
+                let thaw = Thaw {
+                    recirc_id,
+                    ct_state: flow.ct_state(),
+                    default_state: false,
+                    before_nat: None,
+                    dp_hash: Some(flow.get(id::DP_HASH) as u32),
+                };
+                let mut pass = Pass { thaw: Some(thaw), tr: Traversal::new() };
+                p.process(&flow, &mut pass.tr);
+                recirculations(&pass.tr, &mut queue);
+                passes.push(pass);
+                continue;
+            }
+        };
         let mut flow = fork.flow.masked(FlowMask::packet_state());
         flow.set_recirc_id(fork.recirc_id);
         let (state, default_state) = match next_states.next() {
@@ -80,11 +123,17 @@ pub fn trace_passes(p: &Pipeline, packet: &FlowKey, ct_next: &[u8], passes: &mut
             before
         });
         let mut pass = Pass {
-            thaw: Some(Thaw { recirc_id: fork.recirc_id, ct_state: state, default_state, before_nat }),
+            thaw: Some(Thaw {
+                recirc_id: fork.recirc_id,
+                ct_state: state,
+                default_state,
+                before_nat,
+                dp_hash: None,
+            }),
             tr: Traversal::new(),
         };
         p.process(&flow, &mut pass.tr);
-        queue.extend(pass.tr.forks.iter().copied());
+        recirculations(&pass.tr, &mut queue);
         passes.push(pass);
     }
     false

@@ -10,10 +10,10 @@ use super::action::{action_for_port, conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::ct::{Ct, CtZone};
 use super::datapath::{commit, drop_uncommittable, needs_slow_path, CtExec, DpAction, VlanFate};
-use super::group::{GroupKind, Groups, SwitchPorts};
+use super::group::{GroupKind, Groups, Selection, SwitchPorts};
 use super::names::LOCAL_PORT;
 use super::normal::{is_multicast, is_reserved, MacLearn, MacTable};
-use super::recirc::{Frozen, RecircIds};
+use super::recirc::{Frozen, FrozenList, RecircIds};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{
     DropReason, Fork, Interval, LookupPoint, Output, OutputMark, PointRec, Resume, Step, Traversal,
@@ -21,7 +21,7 @@ use super::traversal::{
 use crate::packet::ct_state;
 use crate::packet::field::{id, proto, word, FieldId};
 use crate::packet::{FlowKey, FlowMask};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// OpenFlow tables 0..=254.
 pub const N_TABLES: usize = 255;
@@ -80,7 +80,7 @@ impl Pipeline {
     }
 
     /// The frozen state a recirculation id stands for.
-    pub fn frozen(&self, recirc_id: u32) -> Option<Frozen> {
+    pub fn frozen(&self, recirc_id: u32) -> Option<Arc<Frozen>> {
         self.recirc.lock().expect("recirculation ids").state(recirc_id).cloned()
     }
 
@@ -237,22 +237,16 @@ impl Pipeline {
     /// of a recirculated packet does; an unknown id drops the packet.
     pub fn process(&self, packet: &FlowKey, tr: &mut Traversal) {
         tr.reset(packet);
+        let thawed = match packet.recirc_id() {
+            0 => None,
+            id => Some(self.frozen(id)),
+        };
         let mut x = Xlate::new(self, packet, tr, usize::MAX);
         x.init_wc();
-        match packet.recirc_id() {
-            0 => x.lookup(None, 0, false),
-            id => match self.frozen(id) {
-                Some(frozen) => {
-                    frozen.thaw_into(&mut x.flow);
-                    x.thawed = true;
-                    x.conntracked = frozen.conntracked;
-                    if !frozen.conntracked {
-                        x.flow.clear_conntrack();
-                    }
-                    x.lookup(None, frozen.table, false);
-                }
-                None => x.tr.drop_reason = Some(DropReason::NoRecirculationContext),
-            },
+        match &thawed {
+            None => x.lookup(None, 0, false),
+            Some(Some(frozen)) => x.thaw(frozen),
+            Some(None) => x.tr.drop_reason = Some(DropReason::NoRecirculationContext),
         }
         x.execute();
         x.finish();
@@ -337,6 +331,8 @@ enum List {
     Bucket { group: u32, bucket: u16 },
     /// An `all` group: its buckets from `next` on, run one after the other.
     Buckets { group: u32, next: u16 },
+    /// Action list `i` of the frozen state this pass resumed.
+    Frozen(u16),
 }
 
 /// Translation state for one packet (OVS's `xlate_ctx`).
@@ -359,6 +355,8 @@ struct Xlate<'a> {
     conntracked: bool,
     /// This pass resumed a frozen one (its metadata came from the recirculation id).
     thawed: bool,
+    /// The frozen state whose action lists this pass resumed.
+    frozen: Option<&'a Frozen>,
 }
 
 impl<'a> Xlate<'a> {
@@ -375,7 +373,29 @@ impl<'a> Xlate<'a> {
             budget,
             conntracked: flow.ct_state() & ct_state::TRK != 0,
             thawed: false,
+            frozen: None,
         }
+    }
+
+    /// Starts a later pass from its frozen state: metadata restored, then a lookup in the
+    /// table `ct(table=N)` named, or the frozen action lists resumed, innermost on top.
+    fn thaw(&mut self, frozen: &'a Frozen) {
+        frozen.thaw_into(&mut self.flow);
+        self.thawed = true;
+        self.conntracked = frozen.conntracked;
+        if !frozen.conntracked {
+            self.flow.clear_conntrack();
+        }
+        if frozen.lists.is_empty() {
+            return self.lookup(None, frozen.table, false);
+        }
+        self.frozen = Some(frozen);
+        let mut old_table = 0;
+        for (i, l) in frozen.lists.iter().enumerate() {
+            self.tr.frames.push(Frame { list: List::Frozen(i as u16), pc: 0, old_table, deepens: 0 });
+            old_table = l.table;
+        }
+        self.table = old_table;
     }
 
     /// Un-wildcards bits an action examined, in the megaflow and (when recording) in the
@@ -530,11 +550,48 @@ impl<'a> Xlate<'a> {
                 }
             }
             GroupKind::Select | GroupKind::FastFailover => {
+                // Whether the packet has a dp_hash at all is not matched, as in OVS: its
+                // recirculation id implies it (`Frozen::hashed`).
+                if let Selection::DpHash { basis, .. } = g.selection {
+                    let in_bucket = self.tr.frames.iter().any(|f| matches!(f.list, List::Bucket { .. }));
+                    if self.flow.get(id::DP_HASH) == 0 && !in_bucket {
+                        return self.freeze_for_hash(basis);
+                    }
+                }
                 if let Some(b) = p.groups.pick(g, &self.flow, &mut self.tr.wc, &p.ports) {
                     self.enter_bucket(id, b as u16);
                 }
             }
         }
+    }
+
+    /// A select group's `dp_hash` method without a hash yet (OVS `pick_dp_hash_select_group`):
+    /// this pass ends with the datapath hashing the packet and recirculating it; the next
+    /// resumes with the group action and whatever each enclosing action list had left.
+    fn freeze_for_hash(&mut self, basis: u32) {
+        let frames = &self.tr.frames;
+        let mut lists: Vec<FrozenList> = Vec::with_capacity(frames.len());
+        for (i, f) in frames.iter().enumerate() {
+            let table = frames.get(i + 1).map_or(self.table, |inner| inner.old_table);
+            let actions: &[Action] = match f.list {
+                List::Rule(r) => self.p.rule(r).map_or(&[], |rule| &rule.actions),
+                List::Frozen(j) => self.frozen.map_or(&[], |fz| &fz.lists[j as usize].actions),
+                List::Bucket { .. } | List::Buckets { .. } => unreachable!("no freeze inside a bucket"),
+            };
+            // The innermost list resumes at the group action itself, as OVS freezes it.
+            let innermost = i + 1 == frames.len();
+            let from = if innermost { f.pc - 1 } else { f.pc };
+            if innermost || from < actions.len() {
+                lists.push(FrozenList { actions: actions[from.min(actions.len())..].into(), table });
+            }
+        }
+        let frozen = Frozen::resuming(&self.flow, lists.into(), self.conntracked);
+        let id = self.p.recirc.lock().expect("recirculation ids").id_of(&frozen);
+        self.commit_headers();
+        self.tr.dp_actions.push(DpAction::Hash(basis));
+        self.tr.dp_actions.push(DpAction::Recirc(id));
+        // OVS ctx->exit: nothing more runs in this pass.
+        self.tr.frames.clear();
     }
 
     /// OVS `xlate_normal` on trunk ports without bonds, mirrors or multicast snooping (see
@@ -630,6 +687,7 @@ impl<'a> Xlate<'a> {
             let actions: &[Action] = match top.list {
                 // A rule since deleted (a resumed continuation) has nothing left to run.
                 List::Rule(r) => p.rule(r).map_or(&[], |rule| &rule.actions),
+                List::Frozen(i) => self.frozen.map_or(&[], |f| &f.lists[i as usize].actions),
                 List::Bucket { group, bucket } => {
                     p.groups.get(group).map_or(&[], |g| &g.buckets[bucket as usize].executed)
                 }

@@ -229,7 +229,11 @@ pub fn passes_text(passes: &[Pass], p: &Pipeline, limit_reached: bool) -> String
     let mut out = String::new();
     for pass in passes {
         if let Some(t) = &pass.thaw {
-            let how = if t.default_state {
+            let how = if let Some(h) = t.dp_hash {
+                format!(
+                    "resume with dp_hash={h:#x}, the datapath's hash (ofproto/trace stops before this pass)"
+                )
+            } else if t.default_state {
                 "resume conntrack with default ct_state=trk|new (use --ct-next to customize)".to_string()
             } else {
                 format!("resume conntrack with ct_state={}", ct_state::format_exact(t.ct_state))

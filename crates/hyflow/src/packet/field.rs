@@ -148,7 +148,8 @@ pub mod word {
     /// `recirc_id` (high 32) and `ct_mark` (low 32): datapath metadata recirculation and
     /// connection tracking set, in the metadata stage as in OVS's `struct flow`.
     pub const RECIRC_CT_MARK: u8 = 11;
-    /// `ct_state` (bits 56..64), `ct_nw_proto` (48..56), `ct_zone` (32..48).
+    /// `ct_state` (bits 56..64), `ct_nw_proto` (48..56), `ct_zone` (32..48) and `dp_hash`
+    /// (low 32).
     pub const CT_STATE_ZONE: u8 = 12;
     /// `ct_label` (two words).
     pub const CT_LABEL: u8 = 13;
@@ -359,6 +360,9 @@ pub static FIELDS: &[FieldDef] = &[
     f!("ct_nw_dst", ["NXM_NX_CT_NW_DST"], CT_NW_ADDRS, 0, 32, true, Ct, Ipv4, true),
     f!("ct_tp_src", ["NXM_NX_CT_TP_SRC"], PORTS, 16, 16, true, Ct, Decimal, true),
     f!("ct_tp_dst", ["NXM_NX_CT_TP_DST"], PORTS, 0, 16, true, Ct, Decimal, true),
+    // The datapath's hash of the packet, set by its `hash` action before a recirculation
+    // (select groups' `dp_hash` method); 0 until then.
+    f!("dp_hash", ["NXM_NX_DP_HASH"], CT_STATE_ZONE, 0, 32, true, None, Hex, true),
 ];
 
 impl FieldId {
@@ -403,13 +407,15 @@ pub mod id {
         ICMP_TYPE = 51, ICMP_CODE = 52, ICMPV6_TYPE = 53, ICMPV6_CODE = 54, CONJ_ID = 55,
         RECIRC_ID = 56, CT_STATE = 57, CT_ZONE = 58, CT_MARK = 59, CT_LABEL = 60,
         CT_NW_PROTO = 61, CT_NW_SRC = 62, CT_NW_DST = 63, CT_TP_SRC = 64, CT_TP_DST = 65,
+        DP_HASH = 66,
     }
 
-    /// The datapath's own metadata, in the order OVS prints it: `recirc_id`, then the
-    /// connection tracker's fields (`DATAPATH[1..]`). Megaflows match them; no packet carries
-    /// them out.
-    pub const DATAPATH: [FieldId; 10] = [
+    /// The datapath's own metadata, in the order OVS prints it: `recirc_id`, `dp_hash`, then
+    /// the connection tracker's fields ([`CONNTRACK`]). Megaflows match them; no packet
+    /// carries them out.
+    pub const DATAPATH: [FieldId; 11] = [
         RECIRC_ID,
+        DP_HASH,
         CT_STATE,
         CT_ZONE,
         CT_MARK,
@@ -420,6 +426,9 @@ pub mod id {
         CT_TP_SRC,
         CT_TP_DST,
     ];
+
+    /// The connection tracker's fields: what `ct_clear` clears and a pass after `ct` sees.
+    pub const CONNTRACK: &[FieldId] = DATAPATH.split_at(2).1;
 
     /// Register `n` (0..16).
     pub const fn reg(n: u8) -> FieldId {

@@ -149,7 +149,7 @@ impl FlowKey {
     /// Leaves the connection tracker's view: `ct_state` and every other `ct_*` field zero
     /// (OVS `flow_clear_conntrack`).
     pub fn clear_conntrack(&mut self) {
-        for &f in &id::DATAPATH[1..] {
+        for &f in id::CONNTRACK {
             self.set(f, 0);
         }
     }

@@ -13,10 +13,12 @@ use hyflow::packet::field::id;
 use hyflow::packet::{FlowKey, FlowMask};
 use proptest::prelude::*;
 
-/// The groups every random pipeline may use (`group:1`..`group:5`): an all group whose
+/// The groups every random pipeline may use (`group:1`..`group:6`): an all group whose
 /// buckets rewrite, output and resubmit; select groups hashing fields (with a zero-weight
-/// bucket) and by OVS's default hash; a fast-failover group whose first watched port is down
-/// and whose last bucket watches a group; an indirect group that decrements the TTL.
+/// bucket), by OVS's default hash, and by `dp_hash` (recirculating; weighted, one bucket
+/// watching a port that is down, one resubmitting); a fast-failover group whose first watched
+/// port is down and whose last bucket watches a group; an indirect group that decrements the
+/// TTL.
 pub const GROUPS: &str = "\
 group_id=1,type=all,bucket=mod_dl_src:00:00:00:00:00:09,output:1,bucket=output:2,output:3,\
 bucket=load:2->NXM_NX_REG0[],resubmit(,1)
@@ -25,7 +27,9 @@ bucket=weight:3,mod_nw_tos:32,output:2,bucket=weight:0,output:3
 group_id=3,type=ff,bucket=watch_port:5,output:5,bucket=watch_port:4,mod_nw_dst:10.9.9.9,output:4,\
 bucket=watch_group:2,group:2
 group_id=4,type=indirect,bucket=dec_ttl,mod_vlan_vid:9,output:6
-group_id=5,type=select,selection_method=hash,bucket=output:1,bucket=output:2,bucket=output:3";
+group_id=5,type=select,selection_method=hash,bucket=output:1,bucket=output:2,bucket=output:3
+group_id=6,type=select,bucket=weight:50,output:1,bucket=weight:100,mod_dl_dst:00:00:00:00:00:07,output:2,\
+bucket=weight:100,watch_port:5,output:5,bucket=weight:100,load:6->NXM_NX_REG1[],resubmit(,1)";
 
 /// The switch of random pipelines: ports 1..6 and LOCAL, port 5 down.
 pub fn switch_ports() -> SwitchPorts {
@@ -196,7 +200,7 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                 12 => format!("set_field:{}->dl_dst", MACS[mac]),
                 13 => "move:NXM_NX_REG0[0..7]->NXM_NX_REG1[8..15]".to_string(),
                 14 if table > 0 => format!("resubmit({port},{})", table - 1),
-                16 | 17 | 19 => format!("group:{}", 1 + (port + n as u32) % 5),
+                16 | 17 | 19 => format!("group:{}", 1 + (port + n as u32) % 6),
                 18 => ["FLOOD", "ALL", "NORMAL", "NORMAL"][n as usize].to_string(),
                 // Flows learned into the pipeline's tables while it runs.
                 20 => format!(
