@@ -4,7 +4,8 @@ crates/hyflow/tests/data.
 
 Random select groups without a selection method (weights random, some 0, some too uneven for
 256 hash values, where OVS falls back to its default hash in one pass), reached directly or
-through resubmits, with actions before and after the group in every action list. Loaded into
+through resubmits, with actions before and after the group in every action list, in some
+pipelines after a `ct(table=1)` pass. Loaded into
 a running ovs-vswitchd (dummy datapath, bridge br0, ports p1..p4 as OpenFlow and datapath
 ports 1..4), each random packet (TCP, UDP, ICMP, IPv6, ARP, some VLAN-tagged) is *received*
 on its port (`netdev-dummy/receive`), so that the userspace datapath itself hashes it
@@ -36,7 +37,7 @@ def group(r, gid):
     return f"group_id={gid},type=select," + ",".join(buckets)
 
 
-def pipeline(r, n_groups):
+def pipeline(r, n_groups, conntrack):
     g = lambda: f"group:{r.randint(1, n_groups)}"
     pre = lambda ip=True: r.choice(["", "load:0x5->NXM_NX_REG3[],", "set_field:0x1->metadata,"]
                                    + (["mod_nw_tos:32,"] if ip else []))
@@ -53,6 +54,9 @@ def pipeline(r, n_groups):
         "table=2,priority=1 actions=output:3",
         f"table=3,priority=5 actions=output:{r.choice(PORTS)}",
     ]
+    if conntrack:
+        # IP goes through the connection tracker first: the group's pass follows a ct pass.
+        flows.append("table=0,priority=30,ip,ct_state=-trk actions=ct(table=1,zone=1)")
     return flows
 
 
@@ -101,6 +105,7 @@ def packet(r):
 
 
 DP_FLOW = re.compile(r"recirc_id\((0x[0-9a-f]+|\d+)\),(?:dp_hash\((0x[0-9a-f]+)/(0x[0-9a-f]+)\),)?.*actions:(.*)$")
+RECIRC = re.compile(r"recirc\((0x[0-9a-f]+)\)$")
 
 
 def datapath_flows(ovs):
@@ -114,30 +119,46 @@ def datapath_flows(ovs):
     return flows
 
 
+def chain(flows):
+    """The passes a packet took, following each pass's recirculation from recirc_id 0; None
+    while a pass it recirculates to is not installed yet."""
+    passes, rid = [], 0
+    while True:
+        if rid not in flows:
+            return None
+        passes.append((rid,) + flows[rid])
+        m = RECIRC.search(flows[rid][2])
+        if not m:
+            return passes
+        rid = int(m.group(1), 16)
+
+
 def receive(ovs, of, dp):
-    """The passes of one received packet: per pass, its datapath actions, and after the
-    first the dp_hash and the second pass's megaflow as ofproto/trace gives it."""
-    # Purged with their ukeys, so that the packet is upcalled and its flows installed anew.
+    """The passes of one received packet: per pass, its datapath actions; after a hash, the
+    dp_hash the datapath computed and, after the datapath's hash alone (no ct before it),
+    the pass's megaflow as ofproto/trace gives it."""
+    # Purged with their ukeys, so that the packet is upcalled and its flows installed anew;
+    # the connection tracker flushed, so that every packet starts a connection.
     ovs.appctl("revalidator/purge")
+    ovs.appctl("dpctl/flush-conntrack")
     ovs.appctl("netdev-dummy/receive", f"p{of.split(',')[0].split('=')[1]}", dp)
     for _ in range(100):
-        flows = datapath_flows(ovs)
-        done = 0 in flows and ("recirc(" not in flows[0][2] or len(flows) > 1)
-        if done:
+        passes = chain(datapath_flows(ovs))
+        if passes:
             break
         time.sleep(0.05)
     else:
         raise RuntimeError(f"no datapath flows for {dp}")
-    first = flows[0]
-    passes = [{"dp_actions": first[2]}]
-    later = [k for k in flows if k != 0]
-    if later:
-        rid = later[0]
-        dp_hash, mask, actions = flows[rid]
-        traced = ovs.trace(f"recirc_id={rid:#x},dp_hash={dp_hash:#x},{of}")
-        passes.append({"dp_hash": dp_hash, "dp_hash_mask": mask, "dp_actions": actions,
-                       "megaflow": traced["megaflow"], "trace_dp_actions": traced["dp_actions"]})
-    return {"packet": of, "passes": passes}
+    out = []
+    for i, (rid, dp_hash, mask, actions) in enumerate(passes):
+        p = {"dp_actions": actions}
+        if dp_hash is not None:
+            p.update({"dp_hash": dp_hash, "dp_hash_mask": mask})
+            if i == 1:
+                traced = ovs.trace(f"recirc_id={rid:#x},dp_hash={dp_hash:#x},{of}")
+                p.update({"megaflow": traced["megaflow"], "trace_dp_actions": traced["dp_actions"]})
+        out.append(p)
+    return {"packet": of, "passes": out}
 
 
 def main():
@@ -148,7 +169,7 @@ def main():
     for _ in range(args.cases):
         n_groups = r.randint(1, 3)
         groups = [group(r, g) for g in range(1, n_groups + 1)]
-        flows = pipeline(r, n_groups)
+        flows = pipeline(r, n_groups, conntrack=r.random() < 0.4)
         ovs.ofctl("del-flows", "br0")
         ovs.ofctl("del-groups", "br0", of15=True)
         ovs.load("add-groups", groups, of15=True)
