@@ -1264,21 +1264,55 @@ fn replay_reports_passes_and_the_connection_tracker() {
     assert!(r["conntrack"]["committed"].as_u64().unwrap() > 0, "{r}");
     let text = String::from_utf8(hyflow(&args).stdout).unwrap();
     assert!(text.contains("recirculation: ") && text.contains("conntrack: "), "{text}");
-    // A NIC that tracks connections takes first and later passes; sim does not time it yet.
-    let out = hyflow(&[&args[..], &["--nic-conntrack", "--json", "-"]].concat());
+    // A NIC that tracks every connection takes first and later passes.
+    let out = hyflow(&[&args[..], &["--nic-conntrack", "all", "--json", "-"]].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let passes = &v["recirculation"]["passes"];
     assert!(passes[0]["nic"].as_u64().unwrap() > 0 && passes[1]["nic"].as_u64().unwrap() > 0, "{passes}");
-    let out = hyflow(&[
-        "sim",
-        "--flows",
-        flows.to_str().unwrap(),
-        "--trace",
-        pcap.to_str().unwrap(),
-        "--nic-conntrack",
-    ]);
-    fails_with(&out, &["--nic-conntrack: sim does not time hardware connection tracking yet"]);
+}
+
+/// `--nic-conntrack established`: the NIC tracks the connections software saw established; in
+/// `replay` and `sim` alike, new connections' packets go to software and the rest stay in
+/// hardware, with the same outputs.
+#[test]
+fn a_nic_tracking_established_connections_in_replay_and_sim() {
+    let flows = tmp("fw-est.flows", FIREWALL);
+    let spec = tmp(
+        "conv-est.spec",
+        b"in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.96.0.1,tp_dst=80
+in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.7,tp_dst=53
+",
+    );
+    let pcap = spec.with_file_name("conv-est.pcapng");
+    let (f, s, o) = (flows.to_str().unwrap(), spec.to_str().unwrap(), pcap.to_str().unwrap());
+    let out =
+        hyflow(&["gen", "conversations", "--flows", f, "--spec", s, "--out", o, "--conversations", "300"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let base = ["--flows", f, "--trace", o, "--nic-conntrack", "established"];
+    let out = hyflow(&[&["replay"][..], &base, &["--json", "-"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["recirculation"];
+    let (nic, packets) = (r["passes"][0]["nic"].as_u64().unwrap(), v["packets"].as_u64().unwrap());
+    assert!(nic > packets / 4 && nic < packets, "the NIC takes established connections only: {r}");
+    assert!(r["conntrack"]["offloaded"].as_u64().unwrap() >= 250, "{r}");
+    assert!(r["nic_conntrack_misses"].as_u64().unwrap() > 0, "{r}");
+    let text = String::from_utf8(hyflow(&[&["replay"][..], &base].concat()).stdout).unwrap();
+    assert!(text.contains("NIC connection table: "), "{text}");
+    // sim times it: per packet, the outputs replay gives.
+    let decisions = |cmd: &str| -> Vec<serde_json::Value> {
+        let out = hyflow(&[&[cmd][..], &base, &["--decisions", "-"]].concat());
+        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| l.starts_with(b"{"))
+            .map(|l| serde_json::from_slice::<serde_json::Value>(l).unwrap()["outputs"].clone())
+            .collect()
+    };
+    let (replayed, simulated) = (decisions("replay"), decisions("sim"));
+    assert_eq!(replayed.len() as u64, packets);
+    assert_eq!(replayed, simulated);
 }
 
 #[test]

@@ -331,6 +331,14 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
         "host: {} microflow hits, {} megaflow hits, {} upcalls; NIC installs {} ({} refused for the update cap)",
         s.host.microflow_hits, s.host.megaflow_hits, s.host.upcalls, s.nic.installs, s.nic.installs_refused_rate_cap
     )?;
+    if s.host.continued_from_nic > 0 {
+        writeln!(
+            out,
+            "  and the later passes of {} packets the NIC took but could not finish (a connection not in its \
+             table, or a pass it holds no entry for)",
+            s.host.continued_from_nic
+        )?;
+    }
     writeln!(out, "NIC: {} entries at the end, {} at most", s.nic.entries, s.nic.entries_peak)?;
     if s.nic.installs_refused_rate_cap > 0 {
         writeln!(
@@ -432,9 +440,6 @@ impl SimArgs {
         let a = self;
         if a.switch.nic.is_some() || a.switch.no_nic {
             bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
-        }
-        if a.switch.nic_conntrack {
-            bail!("--nic-conntrack: sim does not time hardware connection tracking yet (replay models it)");
         }
         let base = switch_config(&a.switch)?;
         if let Some(flag) = a.policy_args.misplaced(a.policy).first() {

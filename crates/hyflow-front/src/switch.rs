@@ -13,7 +13,7 @@ use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::nic::paper_setup;
 use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::update::read_updates_file_named;
-use hyflow::switch::{MicroflowConfig, NicConfig, SwitchConfig};
+use hyflow::switch::{MicroflowConfig, NicConfig, NicConntrack, SwitchConfig};
 use hyflow::workload::gateway::{GatewayConfig, SPEC_PREFIX};
 
 use crate::names::NameArgs;
@@ -50,14 +50,20 @@ pub struct SwitchArgs {
     /// Default megaflow; `sim` takes --policy instead.
     #[arg(long, value_enum)]
     pub nic: Option<NicArg>,
-    /// The NIC tracks connections in hardware too (`replay`, megaflow NIC): decisions through
-    /// `ct` and their recirculated passes may be offloaded, and a packet whose first pass the
-    /// NIC holds makes its later passes there while it holds them. An upper bound: the
-    /// hardware's connection table is the software's (ConnectX-6 and tc `ct` offload only
-    /// established connections). Without it the NIC leaves every decision through `ct` to
-    /// software.
-    #[arg(long)]
-    pub nic_conntrack: bool,
+    /// The NIC tracks connections in hardware too (megaflow NIC): decisions through `ct` and
+    /// their recirculated passes may be offloaded, and a packet whose first pass the NIC holds
+    /// makes its later passes there while it holds them. `established`: as tc's `ct` offload
+    /// (ConnectX-class NICs) — the NIC tracks TCP connections once both peers are established
+    /// and UDP ones once both directions were seen, up to --nic-ct-entries, from
+    /// --nic-update-latency after (sim); new connections, TCP SYN/FIN/RST segments, ICMP and
+    /// connections left out go to software from the pass that tracks them. `all`: every
+    /// connection from its first packet, an upper bound. Without it the NIC leaves every
+    /// decision through `ct` to software.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub nic_conntrack: Option<NicConntrackArg>,
+    /// Connections the NIC's table holds with --nic-conntrack established.
+    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    pub nic_ct_entries: usize,
     /// Defaults of a published setup; options given explicitly override them.
     /// `gigaflow-paper`: the Gigaflow artifact's evaluation (docs/gigaflow-paper-setup.md) —
     /// 63 usable masks per NIC table for both schemes, 8,000 entries per Gigaflow stage and
@@ -139,6 +145,15 @@ pub enum NicArg {
     Megaflow,
     /// Gigaflow: sub-traversals in K tagged stages.
     Gigaflow,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NicConntrackArg {
+    /// The connections software saw established, while the NIC's table has room (tc `ct`
+    /// offload).
+    Established,
+    /// Every connection from its first packet (an upper bound).
+    All,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -229,7 +244,11 @@ pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
             NicArg::Gigaflow => NicConfig::Gigaflow(gigaflow_nic(a)),
         }),
         nic_update_latency_ns: 0,
-        nic_conntrack: a.nic_conntrack,
+        nic_conntrack: match a.nic_conntrack {
+            None => NicConntrack::Off,
+            Some(NicConntrackArg::Established) => NicConntrack::Established { entries: a.nic_ct_entries },
+            Some(NicConntrackArg::All) => NicConntrack::All,
+        },
         microflow: (!a.no_microflow && !paper(a))
             .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
         megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),

@@ -11,6 +11,14 @@
 //! and destination NAT with address and port ranges, replies translated back; the original
 //! tuple in `ct_nw_*`/`ct_tp_*`.
 //!
+//! **Hardware offload** (when the NIC tracks connections, [`HwOffload`]): as Linux's flow
+//! table under tc's `ct` action (what OVS's hardware offload and ConnectX-class NICs use), a
+//! connection is offloaded once it is established — TCP when both peers are (after the
+//! handshake's ACK), UDP once both directions were seen; ICMP and other protocols never —
+//! while the NIC's connection table has room; from then on the NIC tracks its packets, except
+//! TCP SYN, FIN and RST segments, which go to software (a FIN or RST ends the offload). A
+//! connection that ends or times out leaves the table.
+//!
 //! Not modelled, because a flow key does not carry what they need: TCP sequence and window
 //! checks (no sequence numbers: any flag-valid segment is in window), ICMP errors related to
 //! their connection (no inner header: they are invalid), fragments (later fragments are
@@ -117,6 +125,30 @@ struct Conn {
     label: u128,
     nat: Option<NatKind>,
     expires_ns: u64,
+    /// When the NIC started tracking it (offloaded), if it does.
+    offloaded_ns: Option<u64>,
+}
+
+impl Conn {
+    /// Whether the NIC's table may hold the connection (Linux `tcf_ct_flow_table_process_conn`):
+    /// TCP while both peers are established (not opening, not closing), UDP once both
+    /// directions were seen; nothing else (ICMP, other protocols stay in software).
+    fn offloadable(&self) -> bool {
+        match self.state {
+            ProtoState::Tcp(peers) => peers == [TcpPeer::Established; 2],
+            ProtoState::Other(st) => self.orig.proto == proto::IP_UDP && st == 2,
+            ProtoState::Icmp(_) => false,
+        }
+    }
+}
+
+/// The NIC's connection table, when the NIC tracks connections (see the module's notes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HwOffload {
+    /// Connections it holds at most.
+    pub entries: usize,
+    /// From the offload decision to the first packet the NIC tracks.
+    pub latency_ns: u64,
 }
 
 /// Counters of the connection tracker.
@@ -132,6 +164,10 @@ pub struct ConntrackStats {
     pub expired: u64,
     /// Packets whose addresses or ports NAT rewrote.
     pub translated: u64,
+    /// Connections offloaded to the NIC's connection table.
+    pub offloaded: u64,
+    /// Established connections not offloaded because the NIC's table was full.
+    pub offload_full: u64,
 }
 
 /// The connection tracker: zones of connections.
@@ -143,12 +179,45 @@ pub struct Conntrack {
     free: Vec<usize>,
     live: usize,
     stats: ConntrackStats,
+    /// The NIC's connection table, if the NIC tracks connections.
+    hw: Option<HwOffload>,
+    /// Connections the NIC's table holds.
+    hw_held: usize,
 }
 
 impl Conntrack {
     /// An empty tracker.
     pub fn new() -> Conntrack {
         Conntrack::default()
+    }
+
+    /// A tracker whose connections are offloaded to a NIC with this connection table.
+    pub fn with_offload(hw: HwOffload) -> Conntrack {
+        Conntrack { hw: Some(hw), ..Conntrack::default() }
+    }
+
+    /// Connections the NIC's table holds.
+    pub fn offloaded(&self) -> usize {
+        self.hw_held
+    }
+
+    /// Whether the NIC tracks the packet `k` in datapath action `ct` at `now_ns`: its
+    /// connection is offloaded (and active) and it is not a TCP SYN, FIN or RST segment.
+    pub fn in_hardware(&self, ct: &CtExec, k: &FlowKey, now_ns: u64) -> bool {
+        if k.is_ip()
+            && k.nw_proto() == proto::IP_TCP
+            && k.get(id::TCP_FLAGS) as u16 & (TCP_SYN | TCP_FIN | TCP_RST) != 0
+        {
+            return false;
+        }
+        let Some(tuple) = tuple_of(k) else { return false };
+        let state = if k.get(id::CT_ZONE) as u16 != ct.zone { 0 } else { k.ct_state() };
+        let slot = carried(k, ct.zone, state)
+            .and_then(|orig| self.index.get(&(ct.zone, orig)))
+            .or_else(|| self.index.get(&(ct.zone, tuple)))
+            .map(|&(slot, _)| slot);
+        let conn = slot.and_then(|s| self.conns[s].as_ref());
+        conn.is_some_and(|c| c.expires_ns > now_ns && c.offloaded_ns.is_some_and(|t| t <= now_ns))
     }
 
     /// Connections held (some may have timed out without being swept yet).
@@ -182,6 +251,28 @@ impl Conntrack {
             self.index.remove(&(c.zone, c.reply));
             self.free.push(slot);
             self.live -= 1;
+            self.hw_held -= c.offloaded_ns.is_some() as usize;
+        }
+    }
+
+    /// After packet `k` of the connection in `slot` was tracked as `state`: offloads the
+    /// connection once the NIC can track it, while the NIC's table has room, and ends the
+    /// offload of one it no longer can (a TCP FIN or RST began closing it).
+    fn offload(&mut self, slot: usize, state: u8, now_ns: u64) {
+        let Some(hw) = self.hw else { return };
+        let Some(conn) = self.conns[slot].as_mut() else { return };
+        if !conn.offloadable() {
+            if conn.offloaded_ns.take().is_some() {
+                self.hw_held -= 1;
+            }
+        } else if state & EST != 0 && state & INV == 0 && conn.offloaded_ns.is_none() {
+            if self.hw_held < hw.entries {
+                conn.offloaded_ns = Some(now_ns.saturating_add(hw.latency_ns));
+                self.hw_held += 1;
+                self.stats.offloaded += 1;
+            } else {
+                self.stats.offload_full += 1;
+            }
         }
     }
 
@@ -269,6 +360,9 @@ impl Conntrack {
         if state & INV != 0 {
             self.stats.invalid += 1;
         }
+        if let Some(s) = slot {
+            self.offload(s, state, now_ns);
+        }
         let orig = match slot {
             Some(s) => self.conns[s].as_ref().map(|c| (c.orig, c.mark, c.label)),
             None => Some((tuple, 0, 0)),
@@ -287,17 +381,7 @@ impl Conntrack {
         tuple: &Tuple,
         now_ns: u64,
     ) -> Option<(usize, bool)> {
-        let tracked = state & TRK != 0 && state & INV == 0 && k.get(id::CT_ZONE) as u16 == zone;
-        if !tracked || k.dl_type() != proto::ETH_IPV4 || k.get(id::CT_NW_PROTO) == 0 {
-            return None;
-        }
-        let orig = Tuple {
-            src: k.get(id::CT_NW_SRC),
-            dst: k.get(id::CT_NW_DST),
-            sport: k.get(id::CT_TP_SRC) as u16,
-            dport: k.get(id::CT_TP_DST) as u16,
-            proto: k.get(id::CT_NW_PROTO) as u8,
-        };
+        let orig = carried(k, zone, state)?;
         let (slot, _) = self.find(zone, &orig, now_ns)?;
         let conn = self.conns[slot].as_ref()?;
         let reply = *tuple == conn.reply || *tuple == conn.orig.reversed();
@@ -342,6 +426,7 @@ impl Conntrack {
             label: 0,
             nat: nat.map(|(kind, _)| kind),
             expires_ns: now_ns.saturating_add(expiry),
+            offloaded_ns: None,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -439,6 +524,22 @@ impl Conntrack {
         *state |= if translated_src { SNAT } else { DNAT };
         self.stats.translated += 1;
     }
+}
+
+/// The original tuple of the connection a packet tracked in `zone` carries in its `ct_*`
+/// fields (IPv4 only: the key does not hold IPv6 original tuples).
+fn carried(k: &FlowKey, zone: u16, state: u8) -> Option<Tuple> {
+    let tracked = state & TRK != 0 && state & INV == 0 && k.get(id::CT_ZONE) as u16 == zone;
+    if !tracked || k.dl_type() != proto::ETH_IPV4 || k.get(id::CT_NW_PROTO) == 0 {
+        return None;
+    }
+    Some(Tuple {
+        src: k.get(id::CT_NW_SRC),
+        dst: k.get(id::CT_NW_DST),
+        sport: k.get(id::CT_TP_SRC) as u16,
+        dport: k.get(id::CT_TP_DST) as u16,
+        proto: k.get(id::CT_NW_PROTO) as u8,
+    })
 }
 
 /// The tuple of a packet conntrack can track, if it can.
@@ -621,6 +722,61 @@ mod tests {
             (0x0a00_0001, 80, 6),
             "the original tuple"
         );
+    }
+
+    #[test]
+    fn the_nic_tracks_established_connections_while_its_table_has_room() {
+        let hw = HwOffload { entries: 1, latency_ns: S / 10 };
+        let mut t = Conntrack::with_offload(hw);
+        let (c, z) = (ct(true, 0), ct(false, 0));
+        let syn = tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_SYN);
+        let synack = tcp("10.0.0.2", "10.0.0.1", 80, 1000, TCP_SYN | TCP_ACK);
+        let ack = tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_ACK);
+        let data = tcp("10.0.0.2", "10.0.0.1", 80, 1000, TCP_ACK | TCP_PSH);
+        let fin = tcp("10.0.0.1", "10.0.0.2", 1000, 80, TCP_ACK | TCP_FIN);
+        state(&mut t, &c, &syn, 0);
+        state(&mut t, &z, &synack, 0);
+        // The reply alone does not establish the originator's peer: not offloaded yet.
+        assert_eq!(t.offloaded(), 0);
+        assert!(!t.in_hardware(&z, &ack, 0));
+        assert_eq!(state(&mut t, &z, &ack, 1), "est|trk");
+        assert_eq!(t.offloaded(), 1);
+        // From the offload's latency on, both directions; never a SYN, FIN or RST.
+        assert!(!t.in_hardware(&z, &data, S));
+        assert!(t.in_hardware(&z, &data, 2 * S) && t.in_hardware(&z, &ack, 2 * S));
+        assert!(!t.in_hardware(&z, &fin, 2 * S) && !t.in_hardware(&ct(false, 3), &data, 2 * S));
+        // A second connection finds the table full.
+        let (syn2, synack2) =
+            (tcp("10.0.0.3", "10.0.0.2", 1, 80, TCP_SYN), tcp("10.0.0.2", "10.0.0.3", 80, 1, 0x12));
+        state(&mut t, &c, &syn2, 2);
+        state(&mut t, &z, &synack2, 2);
+        state(&mut t, &z, &tcp("10.0.0.3", "10.0.0.2", 1, 80, TCP_ACK), 2);
+        assert_eq!((t.offloaded(), t.stats().offload_full), (1, 1));
+        // The FIN, in software, ends the first offload; its slot goes to the next that asks.
+        state(&mut t, &z, &fin, 3);
+        assert!(!t.in_hardware(&z, &data, 4 * S));
+        assert_eq!(t.offloaded(), 0);
+        state(&mut t, &z, &tcp("10.0.0.2", "10.0.0.3", 80, 1, TCP_ACK), 4);
+        assert_eq!((t.offloaded(), t.stats().offloaded), (1, 2));
+        // UDP once both directions were seen; ICMP never.
+        let mut u = Conntrack::with_offload(HwOffload { entries: 8, latency_ns: 0 });
+        let udp = |a: &str, b: &str, p: u16, q: u16| {
+            parse_packet(&format!("udp,nw_src={a},nw_dst={b},tp_src={p},tp_dst={q}")).unwrap()
+        };
+        state(&mut u, &c, &udp("10.0.0.1", "10.0.0.2", 5000, 53), 0);
+        state(&mut u, &z, &udp("10.0.0.1", "10.0.0.2", 5000, 53), 0);
+        assert_eq!(u.offloaded(), 0);
+        state(&mut u, &z, &udp("10.0.0.2", "10.0.0.1", 53, 5000), 0);
+        assert!(u.in_hardware(&z, &udp("10.0.0.1", "10.0.0.2", 5000, 53), 0));
+        let ping = parse_packet("icmp,nw_src=10.0.0.1,nw_dst=10.0.0.2,icmp_type=8").unwrap();
+        let pong = parse_packet("icmp,nw_src=10.0.0.2,nw_dst=10.0.0.1,icmp_type=0").unwrap();
+        state(&mut u, &c, &ping, 0);
+        assert_eq!(state(&mut u, &z, &pong, 0), "est|rpl|trk");
+        assert!(!u.in_hardware(&z, &ping, 0));
+        assert_eq!(u.offloaded(), 1);
+        // Timing out frees the table.
+        u.sweep(3600 * S);
+        assert_eq!((u.offloaded(), u.len()), (0, 0));
     }
 
     #[test]

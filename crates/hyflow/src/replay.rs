@@ -207,6 +207,11 @@ pub struct RecircReport {
     pub conntrack: ConntrackStats,
     /// Connections held at the end.
     pub connections_now: usize,
+    /// Connections the NIC's table held at the end (`--nic-conntrack established`).
+    pub nic_connections_now: usize,
+    /// NIC hits that went to software because the NIC's table did not hold a connection the
+    /// decision tracks.
+    pub nic_conntrack_misses: u64,
 }
 
 /// Where packets were handled after a warm-up: the steady state, where the cumulative
@@ -334,6 +339,8 @@ impl ReplayReport {
                     megaflows_now: sw.megaflows_by_pass(),
                     conntrack: sw.conntrack().stats(),
                     connections_now: sw.conntrack().len(),
+                    nic_connections_now: sw.conntrack().offloaded(),
+                    nic_conntrack_misses: s.nic_conntrack_misses,
                 }
             }),
             steady: None,
@@ -514,6 +521,13 @@ impl RecircReport {
             "conntrack: {} packets, {} connections committed, {} held, {} timed out, {} invalid, {} translated by NAT\n",
             c.packets, c.committed, self.connections_now, c.expired, c.invalid, c.translated
         ));
+        if c.offloaded > 0 || self.nic_conntrack_misses > 0 {
+            out.push_str(&format!(
+                "NIC connection table: {} connections offloaded, {} held, {} left out (table full); \
+                 {} NIC hits sent to software for a connection it does not hold\n",
+                c.offloaded, self.nic_connections_now, c.offload_full, self.nic_conntrack_misses
+            ));
+        }
         out
     }
 }

@@ -10,7 +10,7 @@
 use crate::cache::microflow::MicroflowConfigError;
 use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::{CachedFlow, Consistency, DecisionTables, MegaflowCache, MicroflowCache};
-use crate::conntrack::Conntrack;
+use crate::conntrack::{Conntrack, HwOffload};
 use crate::host_time::{HostClock, HostTimings};
 use crate::measure::FlowId;
 use crate::nic::{Arrival, NicHit, NicReport, NicScheme, Upcall};
@@ -42,6 +42,33 @@ pub struct MicroflowConfig {
     pub ways: usize,
 }
 
+/// Connection tracking in the NIC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NicConntrack {
+    /// None: a decision through `ct` stays in software, as without hardware offload of `ct`.
+    #[default]
+    Off,
+    /// As tc's `ct` offload does it (Linux's flow table, ConnectX-class NICs): the NIC tracks
+    /// the connections software saw established, at most `entries` of them, each from
+    /// [`SwitchConfig::nic_update_latency_ns`] after software offloaded it (see
+    /// [`crate::conntrack`]); a packet whose connection it does not hold (new, closing, or
+    /// left out) goes to software from the pass that tracks it.
+    Established {
+        /// Connections the NIC's table holds at most.
+        entries: usize,
+    },
+    /// Every connection, from its first packet: an upper bound (the NIC's table is the
+    /// software's).
+    All,
+}
+
+impl NicConntrack {
+    /// Whether the NIC tracks connections at all.
+    pub fn is_on(self) -> bool {
+        self != NicConntrack::Off
+    }
+}
+
 /// Which layers exist and how they behave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SwitchConfig {
@@ -49,10 +76,10 @@ pub struct SwitchConfig {
     pub nic: Option<NicConfig>,
     /// Time from a NIC install to the first packet the entry forwards (0: at once).
     pub nic_update_latency_ns: u64,
-    /// The NIC runs the connection tracker too (an upper bound: its connection table is the
-    /// software's): decisions through `ct` may be offloaded, and a packet whose first pass the
-    /// NIC decided makes its recirculated passes in the NIC while it holds them.
-    pub nic_conntrack: bool,
+    /// Whether, and how, the NIC tracks connections: decisions through `ct` may then be
+    /// offloaded, and a packet whose first pass the NIC decided makes its recirculated passes
+    /// in the NIC while it holds them.
+    pub nic_conntrack: NicConntrack,
     /// The microflow cache, or none.
     pub microflow: Option<MicroflowConfig>,
     /// Megaflow cache entries, or none.
@@ -70,7 +97,7 @@ impl Default for SwitchConfig {
         SwitchConfig {
             nic: Some(NicConfig::default()),
             nic_update_latency_ns: 0,
-            nic_conntrack: false,
+            nic_conntrack: NicConntrack::Off,
             microflow: Some(MicroflowConfig { entries: DEFAULT_MICROFLOW_ENTRIES, ways: 1 }),
             megaflow: Some(DEFAULT_MEGAFLOW_ENTRIES),
             consistency: Consistency::default(),
@@ -167,6 +194,10 @@ pub struct SwitchStats {
     pub recirculations: u64,
     /// Recirculations dropped at the datapath's depth limit ([`MAX_RECIRC_DEPTH`]).
     pub recirc_too_deep: u64,
+    /// NIC hits (first passes and later ones) that went to software because the NIC's
+    /// connection table did not hold a connection the decision tracks
+    /// ([`NicConntrack::Established`]).
+    pub nic_conntrack_misses: u64,
     /// Where each pass was decided, by pass: the first, the second, the third, later ones.
     pub by_pass: [PassStats; 4],
 }
@@ -278,7 +309,12 @@ impl Switch {
             clock: None,
             host: HostTimings::default(),
             next_mac_aging_ns: 0,
-            conntrack: Conntrack::new(),
+            conntrack: match config.nic_conntrack {
+                NicConntrack::Established { entries } => {
+                    Conntrack::with_offload(HwOffload { entries, latency_ns: config.nic_update_latency_ns })
+                }
+                _ => Conntrack::new(),
+            },
             recirc_queue: Vec::new(),
             recirc_pass: Vec::new(),
             last_passes: Vec::new(),
@@ -323,8 +359,9 @@ impl Switch {
         &self.conntrack
     }
 
-    /// Where the recirculated passes of the last packet [`Switch::process_host`] handled were
-    /// decided, in order (empty if it did not recirculate): each costs the host a lookup.
+    /// Where the recirculated passes of the last packet [`Switch::process_nic`] or
+    /// [`Switch::process_host`] handled were decided, in order (empty if it did not
+    /// recirculate): each one in software costs the host a lookup.
     pub fn last_passes(&self) -> &[Layer] {
         &self.last_passes
     }
@@ -417,7 +454,8 @@ impl Switch {
             } else {
                 in_nic = false;
                 // A NIC that tracks connections takes later passes' decisions too.
-                let offload = if self.config.nic_conntrack { Offload::Allowed } else { Offload::Refused };
+                let offload =
+                    if self.config.nic_conntrack.is_on() { Offload::Allowed } else { Offload::Refused };
                 self.lookup_host(&key, depth, bytes, now_ns, offload, outputs)
             };
             self.stats.by_pass[(depth as usize).min(3)].count(layer);
@@ -432,11 +470,15 @@ impl Switch {
     /// after a queue).
     pub fn process_nic(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> bool {
         outputs.clear();
+        self.last_passes.clear();
         self.advance(now_ns);
         self.stats.packets += 1;
         self.stats.bytes += bytes;
         let Some(nic) = &mut self.nic else { return false };
         if !nic.lookup(Arrival { key, bytes, now_ns }, &self.tables, &mut self.hit) {
+            return false;
+        }
+        if !self.hardware_tracks(key, now_ns) {
             return false;
         }
         // The hit's outputs become the caller's; the caller's buffer is reused for the next.
@@ -453,7 +495,6 @@ impl Switch {
             // Hardware connection tracking: the actions run with the tracker, the clones
             // recirculate in the NIC while it holds their passes.
             outputs.clear();
-            self.last_passes.clear();
             let list = self.tables.actions.get(actions);
             Self::run(&mut self.conntrack, &mut self.recirc_queue, list, key, 0, now_ns, outputs);
             self.recirculate(bytes, now_ns, outputs, true);
@@ -502,6 +543,9 @@ impl Switch {
         if !nic.lookup(Arrival { key, bytes, now_ns }, &self.tables, &mut self.hit) {
             return false;
         }
+        if !self.hardware_tracks(key, now_ns) {
+            return false;
+        }
         let mut stateful = false;
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes);
@@ -523,6 +567,33 @@ impl Switch {
             self.count_stale(key, &pass_outputs, cached.as_deref(), now_ns);
         } else if stateful {
             self.learn_again(key, now_ns);
+        }
+        true
+    }
+
+    /// Whether the NIC can carry out the decision it just found for `key` (in `self.hit`): it
+    /// always can, unless the decision goes through `ct` and the NIC tracks only the
+    /// connections it holds ([`NicConntrack::Established`]) and does not hold one the decision
+    /// looks up — then the packet goes to software, counted in
+    /// [`SwitchStats::nic_conntrack_misses`]. A second `ct` in the same pass is asked about
+    /// with the packet as the first found it.
+    fn hardware_tracks(&mut self, key: &FlowKey, now_ns: u64) -> bool {
+        let (NicConntrack::Established { .. }, Some(a)) = (self.config.nic_conntrack, self.hit.actions)
+        else {
+            return true;
+        };
+        let list = self.tables.actions.get(a);
+        let mut k = *key;
+        let mut start = 0;
+        for (i, action) in list.iter().enumerate() {
+            if let DpAction::Ct(ct) = action {
+                apply_headers(&list[start..i], &mut k);
+                start = i;
+                if !self.conntrack.in_hardware(ct, &k, now_ns) {
+                    self.stats.nic_conntrack_misses += 1;
+                    return false;
+                }
+            }
         }
         true
     }
@@ -745,8 +816,11 @@ impl Switch {
         let decision = self.tables.intern(&self.tr);
         self.installed.clear();
         // The NIC has no connection tracker: such decisions stay in software.
-        let offload =
-            if self.tr.uses_conntrack() && !self.config.nic_conntrack { Offload::Refused } else { offload };
+        let offload = if self.tr.uses_conntrack() && !self.config.nic_conntrack.is_on() {
+            Offload::Refused
+        } else {
+            offload
+        };
         if let (Some(nic), Offload::Allowed) = (&mut self.nic, offload) {
             self.stats.nic_offers += 1;
             let started = self.clock.as_ref().map(|c| c.now_ns());
@@ -787,7 +861,7 @@ impl Switch {
         self.advance(now_ns);
         let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
         self.pipeline.process(key, &mut self.tr);
-        if self.tr.slow_path_only() || (self.tr.uses_conntrack() && !self.config.nic_conntrack) {
+        if self.tr.slow_path_only() || (self.tr.uses_conntrack() && !self.config.nic_conntrack.is_on()) {
             // A controller action never leaves the slow path; the NIC has no connection
             // tracker.
             return Err(Refused::NotAFlow);

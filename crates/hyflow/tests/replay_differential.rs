@@ -19,7 +19,7 @@ use hyflow::openflow::traversal::Output;
 use hyflow::packet::field::id;
 use hyflow::packet::FlowKey;
 use hyflow::replay::Replay;
-use hyflow::switch::{Layer, MicroflowConfig, NicConfig, Switch, SwitchConfig};
+use hyflow::switch::{Layer, MicroflowConfig, NicConfig, NicConntrack, Switch, SwitchConfig};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
@@ -89,6 +89,9 @@ struct Run {
     stale_wrong: u64,
     recirculations: u64,
     conntrack: ConntrackStats,
+    /// Connections the NIC's table took, NIC hits it sent to software for want of one, and
+    /// second passes the NIC made.
+    offloaded: (u64, u64, u64),
 }
 
 fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchConfig) -> Run {
@@ -109,7 +112,13 @@ fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchCo
         counters,
         stale_wrong: sw.stats().stale_wrong,
         recirculations: sw.stats().recirculations,
-        conntrack: sw.conntrack().stats(),
+        // What the tracker did to packets; where it ran (offloaded or not) may differ.
+        conntrack: ConntrackStats { offloaded: 0, offload_full: 0, ..sw.conntrack().stats() },
+        offloaded: (
+            sw.conntrack().stats().offloaded,
+            sw.stats().nic_conntrack_misses,
+            sw.stats().by_pass[1].nic,
+        ),
     }
 }
 
@@ -125,7 +134,18 @@ fn configs() -> Vec<(&'static str, SwitchConfig)> {
     let none = SwitchConfig::no_cache();
     vec![
         ("all layers", full),
-        ("all layers, the NIC tracks connections", SwitchConfig { nic_conntrack: true, ..full }),
+        (
+            "all layers, the NIC tracks every connection",
+            SwitchConfig { nic_conntrack: NicConntrack::All, ..full },
+        ),
+        (
+            "all layers, the NIC tracks 3 established connections, 2 ms after software",
+            SwitchConfig {
+                nic_conntrack: NicConntrack::Established { entries: 3 },
+                nic_update_latency_ns: 2_000_000,
+                ..full
+            },
+        ),
         ("tiny layers, short max-idle", tiny),
         ("nic only", SwitchConfig { nic: full.nic, ..none }),
         (
@@ -389,13 +409,14 @@ fn connection_tracking_keeps_every_cache_exact() {
     let mut runner = TestRunner::deterministic();
     let (mut scenarios, mut recirculating, mut translating, mut established) = (0, 0, 0, 0);
     let mut packets_seen = 0;
+    let (mut offloading, mut sent_back, mut in_hardware) = (0, 0, 0);
     while scenarios < 500 {
         let (lines, pool, picks, gens) = strategy.new_tree(&mut runner).expect("strategy").current();
         scenarios += 1;
         let packets = sequence(&pool, &picks);
         let updates = updates_text(&lines, &gens);
         let reference = replay(&lines, &updates, &packets, SwitchConfig::no_cache());
-        for (name, config) in configs().into_iter().take(5) {
+        for (name, config) in configs().into_iter().take(6) {
             let run = replay(&lines, &updates, &packets, config);
             for (i, (want, got)) in reference.decisions.iter().zip(&run.decisions).enumerate() {
                 assert_eq!(
@@ -408,6 +429,11 @@ fn connection_tracking_keeps_every_cache_exact() {
             }
             assert_eq!(reference.counters, run.counters, "{name}: rule counters");
             assert_eq!(reference.conntrack, run.conntrack, "{name}: connection tracker");
+            if name.contains("established") {
+                offloading += (run.offloaded.0 > 0) as usize;
+                sent_back += (run.offloaded.1 > 0) as usize;
+                in_hardware += (run.offloaded.2 > 0) as usize;
+            }
         }
         packets_seen += packets.len();
         recirculating += (reference.recirculations > 0) as usize;
@@ -415,7 +441,13 @@ fn connection_tracking_keeps_every_cache_exact() {
         established += (reference.conntrack.committed > 0
             && reference.conntrack.packets > reference.conntrack.committed) as usize;
     }
-    eprintln!("{scenarios} scenarios, {packets_seen} packets: {recirculating} recirculate, {translating} translate addresses, {established} see committed connections again");
+    eprintln!("{scenarios} scenarios, {packets_seen} packets: {recirculating} recirculate, {translating} translate addresses, {established} see committed connections again; the NIC's table took connections in {offloading}, made later passes in {in_hardware}, sent packets back to software in {sent_back}");
+    assert!(offloading >= 25, "the NIC's connection table took connections in only {offloading} scenarios");
+    assert!(
+        in_hardware >= 10,
+        "the NIC made later passes of tracked packets in only {in_hardware} scenarios"
+    );
+    assert!(sent_back >= 100, "the NIC sent packets back to software in only {sent_back} scenarios");
     assert!(recirculating >= 200, "only {recirculating} of 500 scenarios recirculate");
     assert!(translating >= 50, "only {translating} of 500 scenarios use NAT");
     assert!(established >= 100, "only {established} of 500 scenarios revisit connections");

@@ -115,6 +115,9 @@ pub struct HostCounts {
     pub megaflow_hits: u64,
     /// Upcalls.
     pub upcalls: u64,
+    /// Packets the NIC took whose later passes host software made (the NIC tracking
+    /// connections, but not holding every connection or pass they need).
+    pub continued_from_nic: u64,
 }
 
 /// The NIC over a simulation.
@@ -311,6 +314,7 @@ fn simulate_at(
             microflow_hits: stats.microflow,
             megaflow_hits: stats.megaflow,
             upcalls: stats.upcalls,
+            continued_from_nic: stats.continued,
         },
         nic: NicSummary {
             installs,

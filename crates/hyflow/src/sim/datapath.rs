@@ -2,6 +2,8 @@
 //! priced by a cost model, with an offload policy deciding what the NIC holds within the
 //! NIC's update and counter-read budgets.
 
+use hashbrown::HashMap;
+
 use crate::measure::KeySpec;
 use crate::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy, PolicyReport, Seen};
 use crate::openflow::traversal::Output;
@@ -26,6 +28,19 @@ pub struct DatapathStats {
     pub installs_capped: u64,
     /// Rule updates applied.
     pub rule_updates: u64,
+    /// Packets the NIC took whose later passes host software made (the NIC tracking
+    /// connections, but not holding every connection or pass they need): they wait for a
+    /// core like misses.
+    pub continued: u64,
+}
+
+/// A packet the NIC took, waiting for a core to make its later passes.
+#[derive(Debug)]
+struct Continued {
+    /// Those passes' service time.
+    service_ns: u64,
+    /// Its outputs (kept only when decisions are recorded).
+    outputs: Vec<Output>,
 }
 
 /// One packet's fate in a simulation: decided at `t_ns` by `layer`, or lost (`None`).
@@ -64,6 +79,8 @@ pub struct SwitchDatapath<P> {
     outputs: Vec<Output>,
     decisions: Option<DecisionLog>,
     stats: DatapathStats,
+    /// Packets the NIC took whose later passes wait for a core, by input index.
+    continued: HashMap<u64, Continued>,
 }
 
 impl<P: OffloadPolicy> SwitchDatapath<P> {
@@ -94,6 +111,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
             outputs: Vec::new(),
             decisions: None,
             stats: DatapathStats::default(),
+            continued: HashMap::new(),
         })
     }
 
@@ -191,6 +209,16 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
             nic.apply();
         });
         let hit = self.switch.process_nic(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs);
+        // A packet whose later passes went to software (the NIC tracking connections, but not
+        // holding every connection or pass they need) waits for a core like a miss; that core
+        // only does those passes.
+        let software = self.switch.last_passes().iter().filter(|&&l| l != Layer::Nic);
+        let software_ns: u64 = software.map(|&l| self.costs.service_ns(l)).sum();
+        if hit && software_ns > 0 {
+            let outputs = if self.decisions.is_some() { self.outputs.clone() } else { Vec::new() };
+            self.continued.insert(pkt.index, Continued { service_ns: software_ns, outputs });
+            return false;
+        }
         if hit {
             self.record(pkt, t_ns, Some(Layer::Nic));
         }
@@ -198,6 +226,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
     }
 
     fn lost(&mut self, t_ns: u64, pkt: &SimPacket) {
+        self.continued.remove(&pkt.index);
         self.record(pkt, t_ns, None);
     }
 
@@ -229,6 +258,12 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
 
     fn host(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
+        if let Some(c) = self.continued.remove(&pkt.index) {
+            self.outputs = c.outputs;
+            self.record(pkt, t_ns, Some(Layer::Nic));
+            self.stats.continued += 1;
+            return c.service_ns;
+        }
         let wants = self.switch.nic().is_some() && self.policy.install_on_upcall(t_ns);
         let capped = wants && self.budget.updates.available(t_ns) == 0;
         let offload = if wants && !capped { Offload::Allowed } else { Offload::Refused };
