@@ -140,7 +140,7 @@ pub fn symmetric_l4_hash(k: &FlowKey) -> u32 {
 /// OVS `flow_hash_symmetric_l3l4(flow, basis, false)`, the datapath's `hash(sym_l4(basis))`
 /// that sets `dp_hash` for a select group: the address XOR, the protocol and (TCP and SCTP,
 /// unfragmented) the port XOR, so both directions of a connection hash alike; other packets
-/// hash their Ethernet header ([`symmetric_l2_hash`]). Values are hashed as the bytes of
+/// hash their Ethernet header (`flow_hash_symmetric_l2`). Values are hashed as the bytes of
 /// OVS's `struct flow` (network order) read as little-endian words, as on x86.
 pub fn symmetric_l3l4_hash(k: &FlowKey, basis: u32) -> u32 {
     let mut h = basis;
