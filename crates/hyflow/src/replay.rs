@@ -167,6 +167,8 @@ pub struct ReplayReport {
     pub updates: u64,
     pub rules_changed: u64,
     pub learned: u64,
+    /// Rules deleted because their idle or hard timeout passed.
+    pub rules_expired: u64,
     pub mac_changes: u64,
     pub retranslations: u64,
     pub nic_revalidation_ms: f64,
@@ -319,6 +321,7 @@ impl ReplayReport {
             updates: s.updates,
             rules_changed: s.rules_changed,
             learned: s.learned,
+            rules_expired: s.rules_expired,
             mac_changes: s.mac_changes,
             retranslations: s.retranslations,
             nic_revalidation_ms: host.nic_revalidation_ms(),
@@ -413,6 +416,9 @@ impl ReplayReport {
             "\nupdates {} ({} rules changed, {} entries re-translated); stale decisions {} ({} with wrong outputs)\n",
             r.updates, r.rules_changed, r.retranslations, r.stale, r.stale_wrong
         ));
+        if r.rules_expired > 0 {
+            out.push_str(&format!("rules expired (idle or hard timeout) {}\n", r.rules_expired));
+        }
         if r.learned > 0 {
             out.push_str(&format!("flows learned or changed by learn actions {}\n", r.learned));
         }

@@ -16,12 +16,13 @@ use crate::measure::FlowId;
 use crate::nic::{Arrival, NicHit, NicReport, NicScheme, Upcall};
 use crate::openflow::datapath::{apply_headers, execute, uses_conntrack, DpAction};
 use crate::openflow::parser::FlowSpec;
+use crate::openflow::rule::RuleId;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{self, Command};
 use crate::openflow::{LookupRef, Pipeline, Traversal};
 use crate::packet::hash::hash_key;
 use crate::packet::FlowKey;
-use crate::revalidator::{CacheId, Caches, EntryAt, Removal, Revalidator, Translator};
+use crate::revalidator::{CacheId, Caches, EntryAt, Removal, Revalidator, Translator, SWEEP_INTERVAL_NS};
 use crate::tuple_space::EntryId;
 
 pub use crate::nic::NicConfig;
@@ -188,6 +189,8 @@ pub struct SwitchStats {
     pub nic_offers: u64,
     /// Flows `learn` actions installed or changed.
     pub learned: u64,
+    /// Rules deleted because their idle or hard timeout passed.
+    pub rules_expired: u64,
     /// Changes of the MAC table `NORMAL` uses (new, moved, evicted or expired MACs).
     pub mac_changes: u64,
     /// Passes after a packet's first: clones `ct(table=N)` recirculated.
@@ -266,6 +269,10 @@ pub struct Switch {
     host: HostTimings,
     /// When idle MACs are next expired (OVS runs its MAC table's aging every second).
     next_mac_aging_ns: u64,
+    /// When flow expiry is next checked.
+    next_expiry_ns: u64,
+    /// Rules found expired (reused).
+    expired: Vec<RuleId>,
     /// The datapath's connection tracker.
     conntrack: Conntrack,
     /// Clones waiting for their next pass, with their depth.
@@ -278,7 +285,9 @@ pub struct Switch {
 
 impl Switch {
     /// A switch forwarding with `pipeline`.
-    pub fn new(pipeline: Pipeline, config: SwitchConfig) -> Result<Switch, SwitchConfigError> {
+    pub fn new(mut pipeline: Pipeline, config: SwitchConfig) -> Result<Switch, SwitchConfigError> {
+        // The rules given were installed when the run starts.
+        pipeline.stamp_changes(0);
         let nic = config.nic.map(|n| n.build(config.nic_update_latency_ns)).transpose()?;
         let microflow = config
             .microflow
@@ -309,6 +318,8 @@ impl Switch {
             clock: None,
             host: HostTimings::default(),
             next_mac_aging_ns: 0,
+            next_expiry_ns: 0,
+            expired: Vec::new(),
             conntrack: match config.nic_conntrack {
                 NicConntrack::Established { entries } => {
                     Conntrack::with_offload(HwOffload { entries, latency_ns: config.nic_update_latency_ns })
@@ -486,7 +497,7 @@ impl Switch {
         let conntracked = self.hit.actions.filter(|&a| uses_conntrack(self.tables.actions.get(a)));
         let mut stateful = false;
         for &path in &self.hit.paths {
-            self.pipeline.credit(self.tables.path_rules(path), bytes);
+            self.pipeline.credit(self.tables.path_rules(path), bytes, now_ns);
             stateful |= self.tables.stateful(path);
         }
         self.stats.nic_hits += 1;
@@ -548,7 +559,7 @@ impl Switch {
         }
         let mut stateful = false;
         for &path in &self.hit.paths {
-            self.pipeline.credit(self.tables.path_rules(path), bytes);
+            self.pipeline.credit(self.tables.path_rules(path), bytes, now_ns);
             stateful |= self.tables.stateful(path);
         }
         let first = outputs.len();
@@ -624,7 +635,7 @@ impl Switch {
                     now_ns,
                     outputs,
                 );
-                self.pipeline.credit(self.tables.rules(d), bytes);
+                self.pipeline.credit(self.tables.rules(d), bytes, now_ns);
                 if self.tables.stateful(d.path) {
                     self.learn_again(key, now_ns);
                 }
@@ -642,7 +653,7 @@ impl Switch {
                 self.stats.megaflow_hits += (depth == 0) as u64;
                 let actions = self.tables.actions.get(d.actions);
                 Self::run(&mut self.conntrack, &mut self.recirc_queue, actions, key, depth, now_ns, outputs);
-                self.pipeline.credit(self.tables.rules(d), bytes);
+                self.pipeline.credit(self.tables.rules(d), bytes, now_ns);
                 if stale {
                     let conntracked = uses_conntrack(self.tables.actions.get(d.actions));
                     let cached = conntracked.then(|| self.tables.actions.get(d.actions).to_vec());
@@ -720,9 +731,11 @@ impl Switch {
         self.tr.mac_learned = macs;
         for rule in &learned {
             let table = self.pipeline.table(rule.table);
-            let current =
-                table.find_exact(&rule.matcher, rule.priority).and_then(|id| self.pipeline.rule(id));
+            let id = table.find_exact(&rule.matcher, rule.priority);
+            let current = id.and_then(|id| self.pipeline.rule(id));
             if current.is_some_and(|r| r.actions == rule.actions && r.cookie == rule.cookie) {
+                // Learning it again refreshes it: its hard timeout restarts, as in OVS.
+                self.pipeline.touch(id.expect("found"));
                 continue;
             }
             let spec = FlowSpec {
@@ -739,6 +752,7 @@ impl Switch {
         }
         learned.clear();
         self.tr.learned = learned;
+        self.pipeline.stamp_changes(now_ns);
     }
 
     /// A packet an outdated entry forwarded: counted, and compared with the slow path. It
@@ -794,7 +808,7 @@ impl Switch {
         } else {
             outputs.extend_from_slice(&self.tr.outputs);
         }
-        self.pipeline.credit(self.tr.rules(), bytes);
+        self.pipeline.credit(self.tr.rules(), bytes, now_ns);
         if self.tr.slow_path_only() {
             // A controller action, or a rewrite the datapath cannot do: OVS keeps such flows
             // in the slow path.
@@ -899,6 +913,7 @@ impl Switch {
         self.advance(now_ns);
         self.changed.clear();
         let n = update::apply(&mut self.pipeline, command, spec, &mut self.changed);
+        self.pipeline.stamp_changes(now_ns);
         self.stats.updates += 1;
         self.stats.rules_changed += n as u64;
         self.revalidate_changed(now_ns);
@@ -934,9 +949,30 @@ impl Switch {
 
     /// Brings the revalidator and the idle sweeper up to `now_ns`.
     #[inline]
+    /// Deletes the rules whose idle or hard timeout has passed, as OVS does after each of its
+    /// revalidator's dumps, and revalidates what they decided.
+    fn expire_rules(&mut self, now_ns: u64) {
+        let mut expired = std::mem::take(&mut self.expired);
+        expired.clear();
+        self.pipeline.expired(now_ns, &mut expired);
+        if !expired.is_empty() {
+            self.changed.clear();
+            for &id in &expired {
+                update::delete(&mut self.pipeline, id, &mut self.changed);
+            }
+            self.stats.rules_expired += expired.len() as u64;
+            self.revalidate_changed(now_ns);
+        }
+        self.expired = expired;
+    }
+
     fn advance(&mut self, now_ns: u64) {
         let mut caches = Caches { nic: self.nic.as_deref_mut(), megaflow: self.megaflow.as_mut() };
         self.revalidator.advance(now_ns, &mut caches, &mut self.tables);
+        if now_ns >= self.next_expiry_ns {
+            self.next_expiry_ns = now_ns.saturating_add(SWEEP_INTERVAL_NS);
+            self.expire_rules(now_ns);
+        }
         if now_ns >= self.next_mac_aging_ns {
             self.next_mac_aging_ns = now_ns.saturating_add(1_000_000_000);
             if self.pipeline.expire_macs(now_ns) {

@@ -223,7 +223,7 @@ fn rule_counters_are_credited_per_hit() {
     let pkt: FlowKey = parse_packet(TCP).unwrap();
     p.process(&pkt, &mut tr);
     let hits: Vec<_> = tr.rules().collect();
-    p.credit(hits, 100);
+    p.credit(hits, 100, 0);
     let ids: Vec<_> = p.rules().map(|(id, _)| id).collect();
     assert_eq!((p.stats(ids[0]).packets, p.stats(ids[0]).bytes), (1, 100));
     assert_eq!((p.stats(ids[1]).packets, p.stats(ids[1]).bytes), (2, 200));

@@ -88,6 +88,7 @@ struct Run {
     counters: Vec<(u64, u64)>,
     stale_wrong: u64,
     recirculations: u64,
+    rules_expired: u64,
     conntrack: ConntrackStats,
     /// Connections the NIC's table took, NIC hits it sent to software for want of one, and
     /// second passes the NIC made.
@@ -95,13 +96,24 @@ struct Run {
 }
 
 fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchConfig) -> Run {
+    replay_spaced(lines, updates, packets, config, 1_000_000)
+}
+
+/// [`replay`] with packets `gap_ns` apart.
+fn replay_spaced(
+    lines: &[String],
+    updates: &str,
+    packets: &[FlowKey],
+    config: SwitchConfig,
+    gap_ns: u64,
+) -> Run {
     let pipeline = common::pipeline_of(&lines.join("\n"));
     let ups = common::updates_of(updates);
     let mut r = Replay::new(Switch::new(pipeline, config).expect("valid config"), ups);
     let mut outputs = Vec::new();
     let mut decisions = Vec::new();
     for (i, k) in packets.iter().enumerate() {
-        let layer = r.packet(i as u64 * 1_000_000, k, 64 + i as u64 % 7, &mut outputs);
+        let layer = r.packet(i as u64 * gap_ns, k, 64 + i as u64 % 7, &mut outputs);
         decisions.push((layer, outputs.clone()));
     }
     let (sw, _) = r.finish();
@@ -112,6 +124,7 @@ fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchCo
         counters,
         stale_wrong: sw.stats().stale_wrong,
         recirculations: sw.stats().recirculations,
+        rules_expired: sw.stats().rules_expired,
         // What the tracker did to packets; where it ran (offloaded or not) may differ.
         conntrack: ConntrackStats { offloaded: 0, offload_full: 0, ..sw.conntrack().stats() },
         offloaded: (
@@ -359,6 +372,48 @@ fn revalidation_evicts_an_entry_whose_new_translation_needs_more_bits() {
             "{name}"
         );
     }
+}
+
+/// 300 random scenarios with packets 60 ms apart over up to 4.8 s, so that rules with idle
+/// and hard timeouts (and learned flows with hard timeouts) expire, and every cache
+/// configuration forgets what they decided: each packet gets the slow path's outputs, rules
+/// the same counters, and the same rules expire; the scenarios do see rules expire.
+#[test]
+fn rules_expire_alike_in_every_cache() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let strategy = (
+        arb_pipeline(10),
+        prop::collection::vec(arb_packet(), 1..10),
+        prop::collection::vec(any::<prop::sample::Index>(), 20..80),
+        prop::collection::vec(arb_update(), 0..6),
+    );
+    let mut runner = TestRunner::deterministic();
+    let (mut expiring, mut expired) = (0, 0);
+    for _ in 0..300 {
+        let (lines, pool, picks, gens) = strategy.new_tree(&mut runner).expect("strategy").current();
+        let packets = sequence(&pool, &picks);
+        let updates = updates_text(&lines, &gens);
+        let reference = replay_spaced(&lines, &updates, &packets, SwitchConfig::no_cache(), 60_000_000);
+        for (name, config) in configs() {
+            let run = replay_spaced(&lines, &updates, &packets, config, 60_000_000);
+            for (i, (want, got)) in reference.decisions.iter().zip(&run.decisions).enumerate() {
+                assert_eq!(
+                    want.1,
+                    got.1,
+                    "{name}: packet {i} via {:?}\nflows:\n{}\nupdates:\n{updates}",
+                    got.0,
+                    lines.join("\n")
+                );
+            }
+            assert_eq!(reference.counters, run.counters, "{name}: rule counters");
+            assert_eq!(reference.rules_expired, run.rules_expired, "{name}: rules expired");
+        }
+        expiring += (reference.rules_expired > 0) as usize;
+        expired += reference.rules_expired;
+    }
+    eprintln!("300 scenarios: rules expired in {expiring} ({expired} rules)");
+    assert!(expiring >= 150, "rules expired in only {expiring} of 300 scenarios");
 }
 
 /// A random pipeline behind a stateful firewall, as real ones are: untracked IP goes through

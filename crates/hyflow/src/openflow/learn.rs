@@ -15,8 +15,9 @@
 //! replaced, counters kept, added if absent), the megaflow of the learning packet holds every
 //! source bit read, and the learned flow is installed again whenever a packet takes the
 //! learning path, cached or not (OVS re-runs `learn` from the flow statistics of the datapath
-//! flows). Not modelled: timeouts of learned flows (they never expire), `limit`, `result_dst`,
-//! `delete_learned` and `fin_*_timeout` (refused).
+//! flows); learning it again restarts its hard timeout, as OVS's learn refresh does (see
+//! [`super::expiry`]). Not modelled: `limit`, `result_dst`, `delete_learned` and
+//! `fin_*_timeout` (refused).
 
 use super::action::{Action, SubField};
 use super::names::Names;
@@ -66,9 +67,9 @@ pub struct Learn {
     pub table: u8,
     /// Its priority (default 32768).
     pub priority: u16,
-    /// Its idle timeout as written (not modelled: learned flows never expire).
+    /// The learned flow's idle timeout, s.
     pub idle_timeout: u16,
-    /// Its hard timeout as written (not modelled).
+    /// The learned flow's hard timeout, s.
     pub hard_timeout: u16,
     /// Its cookie.
     pub cookie: u64,

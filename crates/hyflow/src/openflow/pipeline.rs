@@ -10,6 +10,7 @@ use super::action::{action_for_port, conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::ct::{Ct, CtZone};
 use super::datapath::{commit, drop_uncommittable, needs_slow_path, CtExec, DpAction, VlanFate};
+use super::expiry::RuleTimers;
 use super::group::{GroupKind, Groups, Selection, SwitchPorts};
 use super::names::LOCAL_PORT;
 use super::normal::{is_multicast, is_reserved, MacLearn, MacTable};
@@ -45,6 +46,7 @@ pub struct Pipeline {
     rules: Vec<Option<Rule>>,
     seqs: Vec<u64>,
     stats: Vec<RuleStats>,
+    timers: RuleTimers,
     next_seq: u64,
     n_rules: usize,
     groups: Groups,
@@ -70,6 +72,7 @@ impl Pipeline {
             rules: Vec::new(),
             seqs: Vec::new(),
             stats: Vec::new(),
+            timers: RuleTimers::default(),
             next_seq: 0,
             n_rules: 0,
             groups: Groups::new(),
@@ -138,6 +141,7 @@ impl Pipeline {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.classify(id, &rule, seq);
+        self.timers.added(id, &rule);
         self.rules.push(Some(rule));
         self.seqs.push(seq);
         self.stats.push(RuleStats::default());
@@ -162,6 +166,7 @@ impl Pipeline {
     pub fn remove(&mut self, id: RuleId) -> Option<Rule> {
         let rule = self.rules.get_mut(id as usize)?.take()?;
         self.tables[rule.table as usize].remove(&rule.matcher, id);
+        self.timers.removed(id);
         self.n_rules -= 1;
         Some(rule)
     }
@@ -172,6 +177,7 @@ impl Pipeline {
         let Some(rule) = self.rules.get_mut(id as usize).and_then(|r| r.as_mut()) else { return false };
         let reclassify = conjunctions(&rule.actions) != conjunctions(actions);
         rule.actions = actions.to_vec();
+        self.timers.modified(id);
         if let Some(c) = cookie {
             rule.cookie = c;
         }
@@ -220,13 +226,34 @@ impl Pipeline {
         self.stats.get(id as usize).copied().unwrap_or_default()
     }
 
-    /// Credits one packet of `bytes` to every rule it hit (once per hit).
-    pub fn credit(&mut self, rules: impl IntoIterator<Item = RuleId>, bytes: u64) {
+    /// Credits one packet of `bytes`, seen at `now_ns`, to every rule it hit (once per hit).
+    pub fn credit(&mut self, rules: impl IntoIterator<Item = RuleId>, bytes: u64, now_ns: u64) {
         for r in rules {
             if let Some(s) = self.stats.get_mut(r as usize) {
                 s.packets += 1;
                 s.bytes += bytes;
+                self.timers.hit(r, now_ns);
             }
+        }
+    }
+
+    /// Refreshes rule `id` as if modified (a `learn` action learning it again): its hard
+    /// timeout restarts at the next [`Pipeline::stamp_changes`].
+    pub fn touch(&mut self, id: RuleId) {
+        self.timers.modified(id);
+    }
+
+    /// The rules added or modified since the last call were, at `now_ns` (their hard
+    /// timeouts count from then; see [`super::expiry`]).
+    pub fn stamp_changes(&mut self, now_ns: u64) {
+        self.timers.stamp(now_ns);
+    }
+
+    /// Appends to `out` the rules whose idle or hard timeout has passed at `now_ns`, in id
+    /// order (none if no rule has a timeout).
+    pub fn expired(&self, now_ns: u64, out: &mut Vec<RuleId>) {
+        if self.timers.any() {
+            self.timers.expired(now_ns, |id| self.rule(id), out);
         }
     }
 

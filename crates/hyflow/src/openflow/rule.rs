@@ -59,7 +59,7 @@ pub struct Rule {
     pub cookie: u64,
     /// Seconds without a hit before the rule expires (0 = never).
     pub idle_timeout: u16,
-    /// Seconds after install before the rule expires (0 = never).
+    /// Seconds after install, or the last modification, before the rule expires (0 = never).
     pub hard_timeout: u16,
     /// What packets the rule applies to.
     pub matcher: Match,

@@ -11,7 +11,7 @@ use std::path::Path;
 use super::names::Names;
 use super::parser::{parse_flow_spec_named, read_lines, strip_comment, FlowFileError, FlowSpec, SpecKind};
 use super::pipeline::{Pipeline, N_TABLES};
-use super::rule::Rule;
+use super::rule::{Rule, RuleId};
 use super::traversal::LookupRef;
 
 /// What an update does.
@@ -214,16 +214,22 @@ pub fn apply(p: &mut Pipeline, command: Command, spec: &FlowSpec, changed: &mut 
         Command::Delete | Command::DeleteStrict => {
             let targets = select(p, spec, command.strict());
             for &id in &targets {
-                if let Some(r) = p.remove(id) {
-                    if conjunctive(&r) {
-                        whole_table(p, r.table, changed);
-                    }
-                }
-                changed.push(LookupRef::rule(id));
+                delete(p, id, changed);
             }
             targets.len()
         }
     }
+}
+
+/// Deletes rule `id` (as `delete-strict` of it would, or its expiry), appending the lookup
+/// outcomes that may now differ to `changed`.
+pub fn delete(p: &mut Pipeline, id: RuleId, changed: &mut Vec<LookupRef>) {
+    if let Some(r) = p.remove(id) {
+        if conjunctive(&r) {
+            whole_table(p, r.table, changed);
+        }
+    }
+    changed.push(LookupRef::rule(id));
 }
 
 /// Whether a rule takes part in conjunctive matching: a clause (`conjunction(...)`) or a rule

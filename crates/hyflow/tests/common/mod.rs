@@ -204,9 +204,10 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                 18 => ["FLOOD", "ALL", "NORMAL", "NORMAL"][n as usize].to_string(),
                 // Flows learned into the pipeline's tables while it runs.
                 20 => format!(
-                    "learn(table={},priority={},NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])",
+                    "learn(table={},priority={},hard_timeout={},NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])",
                     n % ntables,
-                    [5, 100, 300, 32768][n as usize]
+                    [5, 100, 300, 32768][n as usize],
+                    n % 3
                 ),
                 21 => format!(
                     "learn(table={},NXM_OF_IN_PORT[],load:NXM_OF_ETH_SRC[0..31]->NXM_NX_REG1[])",
@@ -247,8 +248,9 @@ pub fn arb_rule(table: u8, ntables: u8) -> impl Strategy<Value = String> {
             prop::collection::vec(arb_action(proto, table, ntables), 0..4),
             prop::option::weighted(0.45, (table + 1)..ntables.max(table + 2)),
             prop::option::weighted(0.1, 1u64..4),
+            prop::option::weighted(0.15, (any::<bool>(), 1u16..3)),
         )
-            .prop_map(move |(m, prio, mut acts, goto, meta)| {
+            .prop_map(move |(m, prio, mut acts, goto, meta, timeout)| {
                 if let Some(w) = meta {
                     acts.push(format!("write_metadata:{w:#x}/0xff"));
                 }
@@ -257,7 +259,13 @@ pub fn arb_rule(table: u8, ntables: u8) -> impl Strategy<Value = String> {
                 }
                 let acts = if acts.is_empty() { "drop".to_string() } else { acts.join(",") };
                 let sep = if m.is_empty() { "" } else { "," };
-                format!("table={table},priority={prio}{sep}{m} actions={acts}")
+                // Some rules expire (seconds: the tests that space packets out see it).
+                let timeout = match timeout {
+                    Some((true, t)) => format!(",idle_timeout={t}"),
+                    Some((false, t)) => format!(",hard_timeout={t}"),
+                    None => String::new(),
+                };
+                format!("table={table},priority={prio}{timeout}{sep}{m} actions={acts}")
             })
     })
 }

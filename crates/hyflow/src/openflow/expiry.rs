@@ -1,0 +1,88 @@
+//! Flow expiry: rules' `idle_timeout` and `hard_timeout`, as Open vSwitch enforces them
+//! (`ofproto-dpif.c` `rule_expire`).
+//!
+//! A rule with a hard timeout expires once more than that many seconds passed since it was
+//! added or last modified (a `modify` restarts it, and so does a `learn` action learning the
+//! same flow again); one with an idle timeout, once no packet hit it for more than that many
+//! seconds (counting from its addition). The switch asks which rules expired as often as
+//! OVS's revalidator dumps its flows, and deletes them as a `delete-strict` would.
+//!
+//! Rule changes are stamped with the time after the fact ([`RuleTimers::stamp`]): the
+//! pipeline's edits stay free of time, and the switch, which has it, stamps them.
+
+use std::collections::BTreeSet;
+
+use super::rule::{Rule, RuleId};
+
+/// When each rule was last modified and last hit, and which rules can expire.
+#[derive(Clone, Debug, Default)]
+pub struct RuleTimers {
+    /// Per rule id: (modified, used), ns.
+    times: Vec<(u64, u64)>,
+    /// Rules added (true) or modified (false) since the last stamp.
+    unstamped: Vec<(RuleId, bool)>,
+    /// Installed rules with a timeout.
+    expirable: BTreeSet<RuleId>,
+}
+
+impl RuleTimers {
+    /// Rule `id` was added.
+    pub fn added(&mut self, id: RuleId, rule: &Rule) {
+        if self.times.len() <= id as usize {
+            self.times.resize(id as usize + 1, (0, 0));
+        }
+        self.unstamped.push((id, true));
+        if rule.idle_timeout > 0 || rule.hard_timeout > 0 {
+            self.expirable.insert(id);
+        }
+    }
+
+    /// Rule `id` was modified: its hard timeout restarts.
+    pub fn modified(&mut self, id: RuleId) {
+        self.unstamped.push((id, false));
+    }
+
+    /// Rule `id` was removed.
+    pub fn removed(&mut self, id: RuleId) {
+        self.expirable.remove(&id);
+    }
+
+    /// Rule `id` was hit at `now_ns`.
+    #[inline]
+    pub fn hit(&mut self, id: RuleId, now_ns: u64) {
+        if let Some(t) = self.times.get_mut(id as usize) {
+            t.1 = now_ns;
+        }
+    }
+
+    /// The additions and modifications since the last stamp happened at `now_ns`.
+    pub fn stamp(&mut self, now_ns: u64) {
+        for (id, added) in self.unstamped.drain(..) {
+            let t = &mut self.times[id as usize];
+            t.0 = now_ns;
+            if added {
+                t.1 = now_ns;
+            }
+        }
+    }
+
+    /// Appends to `out` the rules expired at `now_ns`, in id order; `rule` gives an id's rule.
+    pub fn expired<'a>(&self, now_ns: u64, rule: impl Fn(RuleId) -> Option<&'a Rule>, out: &mut Vec<RuleId>) {
+        const S: u64 = 1_000_000_000;
+        for &id in &self.expirable {
+            let (Some(r), Some(&(modified, used))) = (rule(id), self.times.get(id as usize)) else {
+                continue;
+            };
+            let hard = r.hard_timeout > 0 && now_ns > modified + r.hard_timeout as u64 * S;
+            let idle = r.idle_timeout > 0 && now_ns > used + r.idle_timeout as u64 * S;
+            if hard || idle {
+                out.push(id);
+            }
+        }
+    }
+
+    /// Whether any installed rule has a timeout.
+    pub fn any(&self) -> bool {
+        !self.expirable.is_empty()
+    }
+}
