@@ -39,6 +39,9 @@ fn expect(flows: &str, packets: &[(u64, &str, &[u32])], expired: u64) {
     }
 }
 
+/// Checked against Open vSwitch 4.0.90 (dummy datapath, the packets received on a port,
+/// `time/stop` and `time/warp` to the same times): at 2.6 s its table holds the idle rule
+/// (3 packets) and the catch-all, at 4 s the catch-all alone.
 #[test]
 fn hard_and_idle_timeouts_delete_rules_in_every_layer() {
     let flows = "priority=10,ip,nw_dst=10.0.0.1,hard_timeout=2 actions=output:2\n\
