@@ -65,6 +65,8 @@ fn hard_and_idle_timeouts_delete_rules_in_every_layer() {
     );
 }
 
+/// Checked against Open vSwitch 4.0.90 the same way: at 3 s both learned flows live (A's
+/// learned again at 1.8 s), at 3.5 s B's is gone and C's learned, at 4.5 s A's is gone.
 #[test]
 fn learning_a_flow_again_restarts_its_hard_timeout() {
     // MAC learning with learned flows that live 2 s after they were last learned.
