@@ -1206,6 +1206,24 @@ fn incomplete_conjunctions_are_warned_about_with_their_place() {
     assert!(err.contains("conj.flows:3:26: conjunction 6 in table 0 at priority 100 never matches: no flow is its clause 2 of 2"), "{err}");
 }
 
+/// Meters load (OVS's flows use them) with one warning saying their rate limits are not
+/// modelled, naming the first.
+#[test]
+fn meters_are_accepted_and_reported_as_not_modelled() {
+    let flows = tmp(
+        "meters.flows",
+        b"priority=10,ip actions=meter:1,output:2\npriority=5 actions=meter:2,output:3\n",
+    );
+    let out = hyflow(&["trace", "--flows", flows.to_str().unwrap(), "in_port=1,ip"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("meters.flows:1:24: 2 flow(s) use meters: accepted, but rate limits are not modelled"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Datapath actions: 2"));
+}
+
 const FIREWALL: &[u8] = b"table=0,priority=100,ip,ct_state=-trk actions=ct(table=1,zone=1)\n\
     table=0,priority=1 actions=output:2\n\
     table=1,priority=100,ip,ct_state=+trk+new actions=ct(commit,zone=1,nat(dst=10.8.0.5:8080)),output:2\n\

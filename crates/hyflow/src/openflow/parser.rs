@@ -1302,14 +1302,31 @@ pub fn read_flow_file_checked(
     read_lines(path, |line, number, file| declare_tables(names, line, number, file))?;
     let mut rules = Vec::new();
     let mut clauses = Clauses::default();
+    // The first flow using a meter, and how many do.
+    let (mut metered, mut first_meter) = (0, None);
     read_lines(path, |line, number, file| {
         if let Some(rule) = parse_flow_line(line, number, file, names)? {
             clauses.note(&rule, line, number);
+            if rule.actions.iter().any(|a| matches!(a, Action::Meter(_))) {
+                metered += 1;
+                if first_meter.is_none() {
+                    let column = line.find("meter").map_or(1, |i| i + 1);
+                    let token: String = line[column - 1..].chars().take_while(|c| *c != ',').collect();
+                    first_meter = Some(FlowFileError::at(file, number, column, &token, String::new()));
+                }
+            }
             rules.push(rule);
         }
         Ok(())
     })?;
-    let warnings = clauses.problems(&path.display().to_string());
+    let mut warnings = clauses.problems(&path.display().to_string());
+    if let Some(mut w) = first_meter {
+        w.message = format!(
+            "{metered} flow(s) use meters: accepted, but rate limits are not modelled (what a meter \
+             would drop is forwarded)"
+        );
+        warnings.push(w);
+    }
     Ok((rules, warnings))
 }
 
