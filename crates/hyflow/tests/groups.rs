@@ -212,7 +212,7 @@ fn random_pipelines_exercise_every_group() {
         .unwrap();
     let (packets, through, by_group) = (packets.get(), through.get(), by_group.into_inner());
     // They learn flows too (`replay_differential` checks every layer learns as the slow path).
-    assert!(learning.get() * 20 >= packets, "only {} of {packets} packets learned a flow", learning.get());
+    assert!(learning.get() * 30 >= packets, "only {} of {packets} packets learned a flow", learning.get());
     eprintln!("{through} of {packets} packets through a group; per group (pipelines using it): {by_group:?}");
     assert!(through * 20 >= packets, "only {through} of {packets} packets went through a group");
     assert!(by_group.iter().all(|&n| n >= 50), "some group is rarely used: {by_group:?}");

@@ -80,6 +80,12 @@ pub enum Action {
         /// Destination bits (same width).
         dst: SubField,
     },
+    /// `push:SRC[a..b]`: push the bits onto the translation's stack (OVS's `stack_push`, the
+    /// stack frozen across recirculations with the rest of the pipeline state).
+    StackPush(SubField),
+    /// `pop:DST[a..b]`: pop the stack's top into the bits (its low bits; nothing if the stack
+    /// is empty).
+    StackPop(SubField),
     /// `write_metadata:V/M` instruction.
     WriteMetadata {
         /// Value.
@@ -194,6 +200,8 @@ impl std::fmt::Display for Action {
                 }
             }
             Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
+            Action::StackPush(src) => write!(f, "push:{src}"),
+            Action::StackPop(dst) => write!(f, "pop:{dst}"),
             Action::WriteMetadata { value, mask } => write!(f, "write_metadata:{value:#x}/{mask:#x}"),
             Action::PushVlan(tpid) => write!(f, "push_vlan:{tpid:#06x}"),
             Action::PopVlan => write!(f, "pop_vlan"),

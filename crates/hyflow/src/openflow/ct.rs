@@ -263,7 +263,7 @@ pub fn writes_ct_metadata(a: &Action) -> bool {
     let ct = |f| f == id::CT_MARK || f == id::CT_LABEL;
     match a {
         Action::SetField { field, .. } => ct(*field),
-        Action::Move { dst, .. } => ct(dst.field),
+        Action::Move { dst, .. } | Action::StackPop(dst) => ct(dst.field),
         _ => false,
     }
 }

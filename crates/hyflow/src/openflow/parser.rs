@@ -874,6 +874,20 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
             }
             Action::Move { src, dst }
         }
+        "push" | "pop" => {
+            need_arg("a field")?;
+            let field = parse_subfield(&arg_tok)?;
+            if name == "pop" {
+                check_writable(&arg_tok, field.field, rule)?;
+                Action::StackPop(field)
+            } else {
+                if !satisfied(rule, field.field.def().prereq) {
+                    return Err(arg_tok
+                        .fail(format!("reading {arg} requires {}", prereq_text(field.field.def().prereq))));
+                }
+                Action::StackPush(field)
+            }
+        }
         "write_metadata" => {
             need_arg("a value")?;
             let (v, m) = match arg.split_once('/') {

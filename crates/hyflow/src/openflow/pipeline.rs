@@ -408,6 +408,7 @@ impl<'a> Xlate<'a> {
     /// table `ct(table=N)` named, or the frozen action lists resumed, innermost on top.
     fn thaw(&mut self, frozen: &'a Frozen) {
         frozen.thaw_into(&mut self.flow);
+        self.tr.stack.extend_from_slice(&frozen.stack);
         self.thawed = true;
         self.conntracked = frozen.conntracked;
         if !frozen.conntracked {
@@ -612,7 +613,7 @@ impl<'a> Xlate<'a> {
                 lists.push(FrozenList { actions: actions[from.min(actions.len())..].into(), table });
             }
         }
-        let frozen = Frozen::resuming(&self.flow, lists.into(), self.conntracked);
+        let frozen = Frozen::resuming(&self.flow, lists.into(), &self.tr.stack, self.conntracked);
         let id = self.p.recirc.lock().expect("recirculation ids").id_of(&frozen);
         self.commit_headers();
         self.tr.dp_actions.push(DpAction::Hash(basis));
@@ -780,6 +781,23 @@ impl<'a> Xlate<'a> {
                         self.wrote(dst.field, dst.mask());
                         let bits = (self.flow.get(src.field) & src.mask()) >> src.offset;
                         self.flow.set_masked(dst.field, bits << dst.offset, dst.mask());
+                    }
+                }
+                Action::StackPush(src) => {
+                    self.read(src.field, src.mask());
+                    self.tr.uses_stack = true;
+                    self.tr.stack.push((self.flow.get(src.field) & src.mask()) >> src.offset);
+                }
+                Action::StackPop(dst) => {
+                    self.tr.uses_stack = true;
+                    if let Some(v) = self.tr.stack.pop() {
+                        self.overwritten(dst.field, dst.mask());
+                        self.wrote(dst.field, dst.mask());
+                        self.flow.set_masked(
+                            dst.field,
+                            v.checked_shl(dst.offset as u32).unwrap_or(0),
+                            dst.mask(),
+                        );
                     }
                 }
                 Action::WriteMetadata { value, mask } => {
@@ -977,7 +995,7 @@ impl<'a> Xlate<'a> {
             nat: ct.nat,
         }));
         if let Some(table) = ct.table {
-            let frozen = Frozen::of(&self.flow, table);
+            let frozen = Frozen::of(&self.flow, table, &self.tr.stack);
             let id = self.p.recirc.lock().expect("recirculation ids").id_of(&frozen);
             self.tr.dp_actions.push(DpAction::Recirc(id));
             let mut flow = self.flow;

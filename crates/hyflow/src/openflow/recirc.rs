@@ -6,8 +6,8 @@
 //! group using the `dp_hash` method ends the pass with the datapath hashing the packet, and
 //! the next pass resumes *inside* the action lists: at the group action, then the actions
 //! left after it in each enclosing list (OVS's frozen actions). Either way the next pass
-//! starts with the pipeline metadata (registers, `metadata`, input port, tunnel id) the packet
-//! had, which the datapath does not carry. The datapath carries only an id, `recirc_id`;
+//! starts with the pipeline metadata (registers, `metadata`, input port, tunnel id) and the
+//! `push`/`pop` stack the packet had, which the datapath does not carry. The datapath carries only an id, `recirc_id`;
 //! equal frozen states share one, as in OVS, so each pass's megaflows are shared by every
 //! packet that froze alike.
 //!
@@ -44,6 +44,8 @@ pub struct Frozen {
     pub lists: Box<[FrozenList]>,
     /// The pipeline metadata words at the freeze.
     pub metadata: [u64; FROZEN_WORDS],
+    /// The translation's stack (`push`/`pop`), bottom first.
+    pub stack: Box<[u128]>,
     /// Whether the packet carries a `dp_hash` into the next pass. OVS does not freeze this:
     /// keeping packets with and without one under different ids lets a later pass's select
     /// group tell them apart without its megaflow matching `dp_hash` (see `Pipeline`).
@@ -53,15 +55,17 @@ pub struct Frozen {
 }
 
 impl Frozen {
-    /// The state `flow` freezes in, resuming with a lookup in `table`.
-    pub fn of(flow: &FlowKey, table: u8) -> Frozen {
+    /// The state `flow` freezes in with `stack`, resuming with a lookup in `table`.
+    pub fn of(flow: &FlowKey, table: u8, stack: &[u128]) -> Frozen {
         let hashed = flow.get(id::DP_HASH) != 0;
-        Frozen { table, lists: Box::new([]), metadata: Self::metadata_of(flow), hashed, conntracked: true }
+        let metadata = Self::metadata_of(flow);
+        Frozen { table, lists: Box::new([]), metadata, stack: stack.into(), hashed, conntracked: true }
     }
 
     /// The state `flow` freezes in, resuming `lists` after the datapath hashed it.
-    pub fn resuming(flow: &FlowKey, lists: Box<[FrozenList]>, conntracked: bool) -> Frozen {
-        Frozen { table: 0, lists, metadata: Self::metadata_of(flow), hashed: true, conntracked }
+    pub fn resuming(flow: &FlowKey, lists: Box<[FrozenList]>, stack: &[u128], conntracked: bool) -> Frozen {
+        let metadata = Self::metadata_of(flow);
+        Frozen { table: 0, lists, metadata, stack: stack.into(), hashed: true, conntracked }
     }
 
     fn metadata_of(flow: &FlowKey) -> [u64; FROZEN_WORDS] {

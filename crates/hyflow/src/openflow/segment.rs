@@ -110,6 +110,9 @@ pub enum SegmentError {
     /// A group bucket ran: the flow was restored after it, which an overlay cannot express.
     #[error("the traversal went through a group")]
     ThroughGroup,
+    /// `push` or `pop` ran: the stack is translation state an entry cannot carry.
+    #[error("the traversal pushes or pops the stack")]
+    Stack,
     /// A `learn` or `NORMAL` action ran: every packet served must learn again, which a NIC
     /// cannot do.
     #[error("the traversal learns flows or MACs")]
@@ -138,6 +141,9 @@ pub fn segmentable(tr: &Traversal) -> Result<(), SegmentError> {
     }
     if tr.through_group {
         return Err(SegmentError::ThroughGroup);
+    }
+    if tr.uses_stack {
+        return Err(SegmentError::Stack);
     }
     if tr.is_stateful() {
         return Err(SegmentError::Stateful);

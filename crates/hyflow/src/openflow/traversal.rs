@@ -238,6 +238,11 @@ pub struct Traversal {
     pub buckets: Vec<(u32, u32)>,
     /// Clones `ct(table=N)` sent to another pass, in order: what `ofproto/trace` follows.
     pub forks: Vec<Fork>,
+    /// Whether `push` or `pop` ran: a sub-traversal entry cannot carry the stack, so such a
+    /// traversal is never cut.
+    pub uses_stack: bool,
+    /// The `push`/`pop` stack, kept here so it is reused across packets.
+    pub(crate) stack: Vec<u128>,
     /// Whether a group bucket ran. Buckets act on a copy of the packet (the flow is restored
     /// after each), which an overlay cannot express: such a traversal is never cut into
     /// sub-traversals.
@@ -280,6 +285,8 @@ impl Traversal {
         self.frames.clear();
         self.saved_flows.clear();
         self.through_group = false;
+        self.uses_stack = false;
+        self.stack.clear();
         self.buckets.clear();
         self.learned.clear();
         self.mac_learned.clear();

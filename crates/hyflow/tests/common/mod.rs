@@ -8,7 +8,7 @@ use hyflow::openflow::names::LOCAL_PORT;
 use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::parser::parse_flows_named;
 use hyflow::openflow::update::{parse_updates_named, Update};
-use hyflow::openflow::{Names, Pipeline};
+use hyflow::openflow::{parse_packet, Names, Pipeline};
 use hyflow::packet::field::id;
 use hyflow::packet::{FlowKey, FlowMask};
 use proptest::prelude::*;
@@ -181,7 +181,7 @@ pub fn arb_match(table: u8) -> impl Strategy<Value = (String, &'static str)> {
 fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Value = String> {
     let l3 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
     let l4 = matches!(proto, "tcp" | "udp");
-    (0u8..26, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
+    (0u8..28, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
         move |(kind, mac, ip, port, n, tos)| {
             let ip = ip.split('/').next().unwrap().to_string();
             match kind {
@@ -229,6 +229,13 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                 ][n as usize]
                     .to_string(),
                 25 if l3 => "ct_clear".to_string(),
+                // The translation's stack: pushed fields popped later (maybe in another
+                // table, another pass) into registers later tables match, or a header.
+                26 => ["push:NXM_NX_REG0[]", "push:NXM_OF_ETH_SRC[]", "push:NXM_OF_IN_PORT[]", "push:NXM_NX_REG1[8..15]"]
+                    [n as usize]
+                    .to_string(),
+                27 => ["pop:NXM_NX_REG1[]", "pop:NXM_NX_REG0[0..15]", "pop:NXM_OF_ETH_DST[]", "pop:NXM_NX_REG0[]"][n as usize]
+                    .to_string(),
                 // A packet-in: such flows stay in the slow path, which the caches must respect.
                 15 if n == 0 => "controller".to_string(),
                 // To the port a register holds (0..3 after the loads above; 0 sends nothing).
@@ -537,4 +544,102 @@ pub fn megaflow_tokens(m: &str) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// Renumbers recirculation ids by first appearance, so that OVS's ids (global to its bridge
+/// and never reused at once) and hyflow's compare.
+pub struct Renumber(std::collections::HashMap<String, usize>);
+
+impl Renumber {
+    pub fn text(&mut self, s: &str) -> String {
+        let mut out = String::new();
+        let mut rest = s;
+        while let Some(i) = rest.find("recirc") {
+            let (head, tail) = rest.split_at(i);
+            out.push_str(head);
+            let (prefix, after) = if let Some(t) = tail.strip_prefix("recirc_id=") {
+                ("recirc_id=", t)
+            } else if let Some(t) = tail.strip_prefix("recirc(") {
+                ("recirc(", t)
+            } else {
+                out.push_str("recirc");
+                rest = &tail[6..];
+                continue;
+            };
+            let end = after.find([',', ')']).unwrap_or(after.len());
+            let id = &after[..end];
+            let n = if id == "0" {
+                0
+            } else {
+                let next = self.0.len() + 1;
+                *self.0.entry(id.to_string()).or_insert(next)
+            };
+            out.push_str(&format!("{prefix}#{n}"));
+            rest = &after[end..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// Checks the passes of every packet of a fixture made by `scripts/ovs_ct_vectors.py` or
+/// `scripts/ovs_stack_vectors.py` (`ofproto/trace --ct-next`): each pass's datapath actions and
+/// megaflow as Open vSwitch's, recirculation ids renumbered. Returns (packets, passes, packets
+/// that recirculated).
+pub fn check_pass_vectors(fixture: &str) -> (usize, usize, usize) {
+    use hyflow::openflow::datapath::format_dp_actions;
+    use hyflow::openflow::parser::parse_flows;
+    use hyflow::openflow::passes::trace_passes;
+    use hyflow::packet::format::format_match;
+    use std::collections::HashMap;
+    let data = ovs_fixture(fixture);
+    let (mut packets, mut passes_seen, mut recirculated) = (0, 0, 0);
+    let mut passes = Vec::new();
+    for case in data["cases"].as_array().unwrap() {
+        let flows: Vec<&str> =
+            case["flows"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        let p = Pipeline::from_rules(parse_flows(&flows.join("\n"), "flows").unwrap());
+        for v in case["packets"].as_array().unwrap() {
+            let text = v["packet"].as_str().unwrap();
+            let k = parse_packet(text).unwrap();
+            trace_passes(&p, &k, &ct_next(&v["ct_next"]), &mut passes);
+            let want = v["passes"].as_array().unwrap();
+            let (mut ours, mut theirs) = (Renumber(HashMap::new()), Renumber(HashMap::new()));
+            let got: Vec<(String, Vec<String>)> = passes
+                .iter()
+                .map(|pass| {
+                    let m = format_match(&pass.tr.megaflow.value, &pass.tr.megaflow.mask);
+                    (
+                        ours.text(&format_dp_actions(&pass.tr.dp_actions, &pass.tr.entry)),
+                        megaflow_tokens(&ours.text(&m)),
+                    )
+                })
+                .collect();
+            let expected: Vec<(String, Vec<String>)> = want
+                .iter()
+                .map(|w| {
+                    (
+                        theirs.text(w["dp_actions"].as_str().unwrap()),
+                        megaflow_tokens(&theirs.text(w["megaflow"].as_str().unwrap())),
+                    )
+                })
+                .collect();
+            assert_eq!(got, expected, "{text} --ct-next {:?} through {flows:#?}", v["ct_next"]);
+            packets += 1;
+            passes_seen += passes.len();
+            recirculated += (passes.len() > 1) as usize;
+        }
+    }
+    (packets, passes_seen, recirculated)
+}
+
+/// `--ct-next` states as a fixture lists them (`"trk,est"`).
+fn ct_next(states: &serde_json::Value) -> Vec<u8> {
+    use hyflow::packet::ct_state;
+    states
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().split(',').map(|f| ct_state::parse(f).unwrap().0).fold(0, |a, b| a | b))
+        .collect()
 }
