@@ -508,13 +508,16 @@ impl Switch {
             outputs.clear();
             let list = self.tables.actions.get(actions);
             Self::run(&mut self.conntrack, &mut self.recirc_queue, list, key, 0, now_ns, outputs);
-            self.recirculate(bytes, now_ns, outputs, true);
         }
+        // What this pass learns is learned before the next pass, as after an upcall.
         if self.hit.stale {
             let cached = conntracked.map(|a| self.tables.actions.get(a).to_vec());
             self.count_stale(key, outputs, cached.as_deref(), now_ns);
         } else if stateful {
             self.learn_again(key, now_ns);
+        }
+        if conntracked.is_some() {
+            self.recirculate(bytes, now_ns, outputs, true);
         }
         true
     }
@@ -684,22 +687,33 @@ impl Switch {
             return;
         }
         let mut k = *key;
-        let mut start = 0;
-        for (i, a) in actions.iter().enumerate() {
+        let (mut start, mut i) = (0, 0);
+        while i < actions.len() {
+            let a = &actions[i];
+            i += 1;
             match a {
                 DpAction::Ct(ct) => {
-                    execute(&actions[start..i], &k, outputs);
-                    apply_headers(&actions[start..i], &mut k);
+                    execute(&actions[start..i - 1], &k, outputs);
+                    apply_headers(&actions[start..i - 1], &mut k);
                     conntrack.execute(ct, &mut k, now_ns);
-                    start = i + 1;
+                    start = i;
                 }
                 DpAction::Recirc(id) => {
-                    execute(&actions[start..i], &k, outputs);
-                    apply_headers(&actions[start..i], &mut k);
+                    execute(&actions[start..i - 1], &k, outputs);
+                    apply_headers(&actions[start..i - 1], &mut k);
                     let mut clone = k;
                     clone.set_recirc_id(*id);
                     queue.push((clone, depth + 1));
-                    start = i + 1;
+                    start = i;
+                }
+                DpAction::Clone(len) => {
+                    // The body runs on a copy, with the tracker; the packet goes on as it was.
+                    execute(&actions[start..i - 1], &k, outputs);
+                    apply_headers(&actions[start..i - 1], &mut k);
+                    let body = &actions[i..i + *len as usize];
+                    Self::run(conntrack, queue, body, &k, depth, now_ns, outputs);
+                    i += *len as usize;
+                    start = i;
                 }
                 _ => {}
             }

@@ -201,7 +201,7 @@ fn random_pipelines_exercise_every_group() {
                     p.process(k, &mut tr);
                     packets.set(packets.get() + 1);
                     learning.set(learning.get() + !tr.learned.is_empty() as u32);
-                    if tr.through_group {
+                    if tr.ran_on_copy {
                         through.set(through.get() + 1);
                         used.iter().for_each(|&g| by_group.borrow_mut()[g - 1] += 1);
                     }

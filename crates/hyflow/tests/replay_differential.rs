@@ -44,8 +44,10 @@ fn updates_text(lines: &[String], gens: &[UpdateGen]) -> String {
         let loose = loose.join(",");
         let (_, new_actions) = new_rule.split_once(" actions=").expect("generated rules have actions");
         // The new rule was made for some table; a goto in it may not suit the target's table.
-        // Nor a ct action a target that is not IP.
-        let ip = matcher.split(',').any(|t| matches!(t, "ip" | "tcp" | "udp" | "icmp"));
+        // Nor a ct action a target that is not IP, or one matching invalid connections (no
+        // commit there, as OVS checks).
+        let ip = matcher.split(',').any(|t| matches!(t, "ip" | "tcp" | "udp" | "icmp"))
+            && !matcher.contains("+inv");
         let new_actions = common::without_state(&format!("actions={new_actions}"));
         let new_actions =
             if ip { new_rule.split_once(" actions=").unwrap().1 } else { &new_actions["actions=".len()..] };

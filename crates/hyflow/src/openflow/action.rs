@@ -86,6 +86,9 @@ pub enum Action {
     /// `pop:DST[a..b]`: pop the stack's top into the bits (its low bits; nothing if the stack
     /// is empty).
     StackPop(SubField),
+    /// `clone(ACTIONS)`: run the actions on a copy of the packet and of the pipeline state;
+    /// what follows sees them as before (OVS `clone`).
+    Clone(Vec<Action>),
     /// `write_metadata:V/M` instruction.
     WriteMetadata {
         /// Value.
@@ -201,6 +204,13 @@ impl std::fmt::Display for Action {
             }
             Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
             Action::StackPush(src) => write!(f, "push:{src}"),
+            Action::Clone(body) => {
+                write!(f, "clone(")?;
+                for (i, a) in body.iter().enumerate() {
+                    write!(f, "{}{a}", if i > 0 { "," } else { "" })?;
+                }
+                write!(f, ")")
+            }
             Action::StackPop(dst) => write!(f, "pop:{dst}"),
             Action::WriteMetadata { value, mask } => write!(f, "write_metadata:{value:#x}/{mask:#x}"),
             Action::PushVlan(tpid) => write!(f, "push_vlan:{tpid:#06x}"),

@@ -25,6 +25,9 @@ pub enum DpAction {
         value: u128,
         /// Bits written.
         mask: u128,
+        /// Whether it begins a datapath `set(header(...))`: a commit sets each header once,
+        /// with every field it changes, and two commits set it twice, as OVS prints them.
+        opens: bool,
     },
     /// Remove the outer VLAN tag.
     PopVlan,
@@ -45,6 +48,9 @@ pub enum DpAction {
     /// Set `dp_hash` to the packet's symmetric L3/L4 hash with this basis (OVS
     /// `hash(sym_l4(basis))`), for the next pass's select group.
     Hash(u32),
+    /// `clone(...)`: the next this many actions run on a copy of the packet; the packet
+    /// after them is as before them.
+    Clone(u32),
     /// Recirculate a clone of the packet as it is now with this `recirc_id`: another pass
     /// through the datapath, resuming the pipeline where it froze.
     Recirc(u32),
@@ -219,18 +225,25 @@ pub fn commit(base: &mut FlowKey, flow: &FlowKey, wc: &FlowMask, out: &mut Vec<D
         if header == Header::L4 && is_icmp(flow) {
             // OVS commit_set_icmp_action: an unmasked set of type and code together.
             if fields.iter().any(|&f| base.get(f) != flow.get(f)) {
-                for &f in fields {
-                    out.push(DpAction::Set { field: f, value: flow.get(f) & 0xff, mask: 0xff });
+                for (i, &f) in fields.iter().enumerate() {
+                    out.push(DpAction::Set {
+                        field: f,
+                        value: flow.get(f) & 0xff,
+                        mask: 0xff,
+                        opens: i == 0,
+                    });
                     base.set(f, flow.get(f));
                 }
             }
             continue;
         }
+        let mut opens = true;
         for &f in fields {
             let v = flow.get(f);
             if base.get(f) != v {
                 let mask = wc.get(f) | (base.get(f) ^ v);
-                out.push(DpAction::Set { field: f, value: v & mask, mask });
+                out.push(DpAction::Set { field: f, value: v & mask, mask, opens });
+                opens = false;
                 base.set(f, v);
             }
         }
@@ -288,9 +301,12 @@ pub fn uses_conntrack(actions: &[DpAction]) -> bool {
 /// Applies the header rewrites and VLAN changes of `actions` to `k` (what the packet is after
 /// them), ignoring outputs.
 pub fn apply_headers(actions: &[DpAction], k: &mut FlowKey) {
-    for a in actions {
+    let mut i = 0;
+    while i < actions.len() {
+        let a = &actions[i];
+        i += 1;
         match *a {
-            DpAction::Set { field, value, mask } => k.set_masked(field, value, mask),
+            DpAction::Set { field, value, mask, .. } => k.set_masked(field, value, mask),
             DpAction::PopVlan => {
                 k.set_vlan_tpid(k.vlan_tpid2());
                 k.set_vlan_tci(k.vlan_tci2());
@@ -305,6 +321,8 @@ pub fn apply_headers(actions: &[DpAction], k: &mut FlowKey) {
             }
             DpAction::CtClear => k.clear_conntrack(),
             DpAction::Hash(basis) => k.set(id::DP_HASH, symmetric_l3l4_hash(k, basis) as u128),
+            // What a clone's actions do stays with the copy.
+            DpAction::Clone(len) => i += len as usize,
             DpAction::Output(_) | DpAction::Ct(_) | DpAction::Recirc(_) => {}
         }
     }
@@ -314,9 +332,17 @@ pub fn apply_headers(actions: &[DpAction], k: &mut FlowKey) {
 /// every packet covered by the megaflow must get the same outputs as the slow path would give.
 pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>) {
     let mut k = *packet;
-    for a in actions {
+    let mut i = 0;
+    while i < actions.len() {
+        let a = &actions[i];
+        i += 1;
         match *a {
             DpAction::Output(port) => outputs.push(Output { port, packet: k.masked(FlowMask::leaving()) }),
+            DpAction::Clone(len) => {
+                let body = &actions[i..i + len as usize];
+                execute(body, &k, outputs);
+                i += len as usize;
+            }
             // Connection tracking and recirculation are the switch's (see `uses_conntrack`).
             _ => apply_headers(std::slice::from_ref(a), &mut k),
         }
@@ -355,6 +381,11 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
                 let _ = write!(out, "hash(sym_l4({basis}))");
                 i += 1;
             }
+            DpAction::Clone(len) => {
+                let body = &actions[i + 1..i + 1 + len as usize];
+                let _ = write!(out, "clone({})", format_dp_actions(body, entry));
+                i += 1 + len as usize;
+            }
             DpAction::Recirc(id) => {
                 let _ = write!(out, "recirc({id:#x})");
                 i += 1;
@@ -371,8 +402,8 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
                 // Group consecutive sets of one header: set(ipv4(src=..,ttl=..)).
                 let group = Header::of(first, entry);
                 let mut parts = Vec::new();
-                while let Some(&DpAction::Set { field, value, mask }) = actions.get(i) {
-                    if Header::of(field, entry) != group {
+                while let Some(&DpAction::Set { field, value, mask, opens }) = actions.get(i) {
+                    if Header::of(field, entry) != group || (opens && !parts.is_empty()) {
                         break;
                     }
                     let icmp = group == Header::L4 && is_icmp(entry);

@@ -1007,6 +1007,21 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
             Action::CtClear
         }
         "nat" => return Err(tok.fail("nat is an argument of ct: ct(nat(...))")),
+        "clone" => {
+            // OVS: a nested action list, never instructions.
+            let mut body = Vec::new();
+            for t in split_top(arg, arg_tok.offset, b", \t\r") {
+                match parse_action(&t, rule, names)? {
+                    Some(Action::GotoTable(_) | Action::WriteMetadata { .. }) => {
+                        return Err(
+                            t.fail("clone holds actions, not instructions (goto_table, write_metadata)")
+                        )
+                    }
+                    a => body.extend(a),
+                }
+            }
+            Action::Clone(body)
+        }
         "learn" => {
             need_arg("its specs")?;
             Action::Learn(Box::new(super::learn::parse_learn(&arg_tok, names, rule)?))

@@ -384,6 +384,12 @@ struct Xlate<'a> {
     thawed: bool,
     /// The frozen state whose action lists this pass resumed.
     frozen: Option<&'a Frozen>,
+    /// `clone` bodies being run (their nesting).
+    clone_depth: u32,
+    /// Frames when the innermost running `clone` body began (0 outside any).
+    clone_floor: usize,
+    /// Whether the body action running now is its body's last.
+    clone_last: bool,
 }
 
 impl<'a> Xlate<'a> {
@@ -401,6 +407,9 @@ impl<'a> Xlate<'a> {
             conntracked: flow.ct_state() & ct_state::TRK != 0,
             thawed: false,
             frozen: None,
+            clone_depth: 0,
+            clone_floor: 0,
+            clone_last: false,
         }
     }
 
@@ -554,17 +563,14 @@ impl<'a> Xlate<'a> {
 
     /// OVS `xlate_group_action`: the resubmit limits apply, then the group's buckets run
     /// (a group that does not exist ends the action list; loading flows refuses them).
-    fn group(&mut self, id: u32) {
+    fn group(&mut self, id: u32) -> bool {
         if self.out_of_resources() {
-            return;
+            return true;
         }
         // Buckets restore the flow when they end: no sub-traversal can express that.
-        self.tr.through_group = true;
+        self.tr.ran_on_copy = true;
         let p = self.p;
-        let Some(g) = p.groups.get(id) else {
-            self.pop_frame();
-            return;
-        };
+        let Some(g) = p.groups.get(id) else { return false };
         match g.kind {
             GroupKind::All => self.tr.frames.push(Frame {
                 list: List::Buckets { group: id, next: 0 },
@@ -582,8 +588,9 @@ impl<'a> Xlate<'a> {
                 // recirculation id implies it (`Frozen::hashed`).
                 if let Selection::DpHash { basis, .. } = g.selection {
                     let in_bucket = self.tr.frames.iter().any(|f| matches!(f.list, List::Bucket { .. }));
-                    if self.flow.get(id::DP_HASH) == 0 && !in_bucket {
-                        return self.freeze_for_hash(basis);
+                    if self.flow.get(id::DP_HASH) == 0 && !in_bucket && self.clone_depth == 0 {
+                        self.freeze_for_hash(basis);
+                        return true;
                     }
                 }
                 if let Some(b) = p.groups.pick(g, &self.flow, &mut self.tr.wc, &p.ports) {
@@ -591,6 +598,7 @@ impl<'a> Xlate<'a> {
                 }
             }
         }
+        true
     }
 
     /// A select group's `dp_hash` method without a hash yet (OVS `pick_dp_hash_select_group`):
@@ -620,6 +628,77 @@ impl<'a> Xlate<'a> {
         self.tr.dp_actions.push(DpAction::Recirc(id));
         // OVS ctx->exit: nothing more runs in this pass.
         self.tr.frames.clear();
+    }
+
+    /// Whether no action follows the one running now (OVS's `is_last_action`): none left in
+    /// any action list it was reached through — up to the innermost `clone` body, whose own
+    /// last action counts as last, as OVS translates bodies.
+    fn nothing_follows(&self) -> bool {
+        let p = self.p;
+        let left = |f: &Frame| match f.list {
+            List::Rule(r) => p.rule(r).map_or(0, |rule| rule.actions.len().saturating_sub(f.pc)),
+            List::Frozen(i) => {
+                self.frozen.map_or(0, |fz| fz.lists[i as usize].actions.len().saturating_sub(f.pc))
+            }
+            List::Bucket { group, bucket } => p
+                .groups
+                .get(group)
+                .map_or(0, |g| g.buckets[bucket as usize].executed.len().saturating_sub(f.pc)),
+            List::Buckets { group, next } => {
+                p.groups.get(group).map_or(0, |g| g.buckets.len().saturating_sub(next as usize))
+            }
+        };
+        let frames_done = self.tr.frames[self.clone_floor..].iter().all(|f| left(f) == 0);
+        frames_done && (self.clone_depth == 0 || self.clone_last)
+    }
+
+    /// `clone(...)` (OVS `clone_xlate_actions`): the body runs on a copy of the packet and
+    /// the pipeline state, restored after it. Its datapath actions are wrapped in the
+    /// datapath's `clone` only when something follows and they cannot be undone by later
+    /// rewrites (`ct`, `ct_clear`, `hash`); otherwise they stay inline and the rewrites after
+    /// put the packet back, as OVS does.
+    fn clone_actions(&mut self, body: &'a [Action]) {
+        // Nesting is bounded by the resubmit limits in OVS; here the Rust stack also must be.
+        if self.clone_depth >= MAX_DEPTH {
+            self.tr.drop_reason = Some(DropReason::RecursionTooDeep);
+            return;
+        }
+        self.tr.ran_on_copy = true;
+        let last = self.nothing_follows();
+        if !last {
+            self.commit_headers();
+        }
+        let (flow, conntracked, base) = (self.flow, self.conntracked, self.base);
+        let stack_mark = self.tr.saved_stacks.len();
+        let tr = &mut *self.tr;
+        tr.saved_stacks.extend_from_slice(&tr.stack);
+        let body_start = self.tr.dp_actions.len();
+        let (outer_floor, outer_last) = (self.clone_floor, self.clone_last);
+        self.clone_floor = self.tr.frames.len();
+        self.clone_depth += 1;
+        for (i, a) in body.iter().enumerate() {
+            self.clone_last = i + 1 == body.len();
+            if !self.step(a) {
+                break;
+            }
+            self.execute_down_to(self.clone_floor);
+            // A translation limit ended everything.
+            if self.tr.drop_reason.is_some() {
+                break;
+            }
+        }
+        self.clone_depth -= 1;
+        (self.clone_floor, self.clone_last) = (outer_floor, outer_last);
+        let body_len = self.tr.dp_actions.len() - body_start;
+        if !last && !reversible(&self.tr.dp_actions[body_start..]) {
+            self.tr.dp_actions.insert(body_start, DpAction::Clone(body_len as u32));
+            self.base = base;
+        }
+        (self.flow, self.conntracked) = (flow, conntracked);
+        let tr = &mut *self.tr;
+        tr.stack.clear();
+        tr.stack.extend_from_slice(&tr.saved_stacks[stack_mark..]);
+        tr.saved_stacks.truncate(stack_mark);
     }
 
     /// OVS `xlate_normal` on trunk ports without bonds, mirrors or multicast snooping (see
@@ -706,13 +785,20 @@ impl<'a> Xlate<'a> {
 
     /// Runs action lists until the frame stack is empty or a translation limit is hit.
     fn execute(&mut self) {
-        while let Some(top) = self.tr.frames.last_mut() {
+        self.execute_down_to(0);
+    }
+
+    /// Runs action lists until `floor` frames are left (those below belong to whoever called),
+    /// or a translation limit drops the packet.
+    fn execute_down_to(&mut self, floor: usize) {
+        while self.tr.frames.len() > floor {
             if self.tr.drop_reason.is_some() {
                 self.tr.frames.clear();
                 return;
             }
+            let top = self.tr.frames.last_mut().expect("above the floor");
             let p = self.p;
-            let actions: &[Action] = match top.list {
+            let actions: &'a [Action] = match top.list {
                 // A rule since deleted (a resumed continuation) has nothing left to run.
                 List::Rule(r) => p.rule(r).map_or(&[], |rule| &rule.actions),
                 List::Frozen(i) => self.frozen.map_or(&[], |f| &f.lists[i as usize].actions),
@@ -734,160 +820,168 @@ impl<'a> Xlate<'a> {
                 continue;
             };
             top.pc += 1;
-            match *a {
-                Action::Output(_)
-                | Action::OutputInPort
-                | Action::Flood
-                | Action::All
-                | Action::Normal
-                | Action::Controller => self.send_to_port(a),
-                Action::OutputReg(src) => {
-                    // OVS xlate_output_reg_action: the port number the bits hold, if it is one.
+            if !self.step(a) {
+                self.pop_frame();
+            }
+        }
+    }
+
+    /// Runs one action; false when it ends its action list (OVS returns from
+    /// `do_xlate_actions`: a group that does not exist, `dec_ttl` at TTL 1).
+    fn step(&mut self, a: &'a Action) -> bool {
+        match *a {
+            Action::Output(_)
+            | Action::OutputInPort
+            | Action::Flood
+            | Action::All
+            | Action::Normal
+            | Action::Controller => self.send_to_port(a),
+            Action::OutputReg(src) => {
+                // OVS xlate_output_reg_action: the port number the bits hold, if it is one.
+                self.read(src.field, src.mask());
+                let port = (self.flow.get(src.field) & src.mask()) >> src.offset;
+                if let Some(to) = u32::try_from(port).ok().and_then(action_for_port) {
+                    self.send_to_port(&to);
+                }
+            }
+            Action::Group(g) => return self.group(g),
+            Action::Learn(ref l) => {
+                // OVS learn_mask: the learned flow is made of these bits.
+                for f in l.read_bits() {
+                    self.read(f.field, f.mask());
+                }
+                self.tr.learned.push(l.flow_for(&self.flow));
+            }
+            Action::GotoTable(t) => self.lookup(None, t, true),
+            Action::Resubmit { in_port, table } => self.lookup(in_port, table.unwrap_or(self.table), true),
+            Action::SetField { field, value, mask } => {
+                if self.prereq_ok(field) {
+                    // OVS mf_set_mask_l3_prereqs: an L3 rewrite pins the protocol, which
+                    // decides whether the datapath can rewrite the header at all.
+                    if is_l3_rewrite(field, &self.flow) {
+                        self.read(id::NW_PROTO, u128::MAX);
+                    }
+                    self.overwritten(field, mask);
+                    self.wrote(field, mask);
+                    self.flow.set_masked(field, value, mask);
+                }
+            }
+            Action::Move { src, dst } => {
+                let src_ok = self.prereq_ok(src.field);
+                if src_ok && self.prereq_ok(dst.field) {
                     self.read(src.field, src.mask());
-                    let port = (self.flow.get(src.field) & src.mask()) >> src.offset;
-                    if let Some(to) = u32::try_from(port).ok().and_then(action_for_port) {
-                        self.send_to_port(&to);
+                    self.overwritten(dst.field, dst.mask());
+                    self.wrote(dst.field, dst.mask());
+                    let bits = (self.flow.get(src.field) & src.mask()) >> src.offset;
+                    self.flow.set_masked(dst.field, bits << dst.offset, dst.mask());
+                }
+            }
+            Action::StackPush(src) => {
+                self.read(src.field, src.mask());
+                self.tr.uses_stack = true;
+                self.tr.stack.push((self.flow.get(src.field) & src.mask()) >> src.offset);
+            }
+            Action::StackPop(dst) => {
+                self.tr.uses_stack = true;
+                if let Some(v) = self.tr.stack.pop() {
+                    self.overwritten(dst.field, dst.mask());
+                    self.wrote(dst.field, dst.mask());
+                    self.flow.set_masked(
+                        dst.field,
+                        v.checked_shl(dst.offset as u32).unwrap_or(0),
+                        dst.mask(),
+                    );
+                }
+            }
+            Action::WriteMetadata { value, mask } => {
+                self.wrote(id::METADATA, mask as u128);
+                self.flow.set_masked(id::METADATA, value as u128, mask as u128);
+            }
+            Action::PushVlan(tpid) => {
+                self.vlan_rebuilt = true;
+                self.vlan_stack_rewritten();
+                // OVS flow_push_vlan_uninit: existing tags become part of the key.
+                if self.flow.has_vlan() {
+                    self.tr.wc.unwildcard_all(id::VLAN_TCI);
+                    self.tr.wc.unwildcard_all(id::VLAN_TPID);
+                }
+                self.flow.set_vlan_tpid2(self.flow.vlan_tpid());
+                self.flow.set_vlan_tci2(self.flow.vlan_tci());
+                self.flow.set_vlan_tpid(tpid);
+                self.flow.set_vlan_tci(proto::VLAN_CFI);
+            }
+            Action::PopVlan => {
+                self.vlan_rebuilt = true;
+                self.vlan_stack_rewritten();
+                if self.flow.vlan_tci2() & proto::VLAN_CFI != 0 {
+                    self.tr.wc.unwildcard_all(id::VLAN_TCI2);
+                    self.tr.wc.unwildcard_all(id::VLAN_TPID2);
+                }
+                self.flow.set_vlan_tpid(self.flow.vlan_tpid2());
+                self.flow.set_vlan_tci(self.flow.vlan_tci2());
+                self.flow.set_vlan_tpid2(0);
+                self.flow.set_vlan_tci2(0);
+            }
+            Action::SetVlanVid { vid, push_if_needed } => {
+                // Whether a tag exists decides; the VID bits are overwritten or unused.
+                self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
+                self.overwritten(id::VLAN_TCI, 0x0fff);
+                if self.flow.has_vlan() || push_if_needed {
+                    self.wrote(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
+                    self.read_for_segments(id::VLAN_TPID, u128::MAX);
+                    if self.flow.vlan_tpid() == 0 {
+                        self.wrote(id::VLAN_TPID, u128::MAX);
+                        self.flow.set_vlan_tpid(proto::ETH_VLAN);
                     }
+                    let tci = (self.flow.vlan_tci() & !0x0fff) | vid | proto::VLAN_CFI;
+                    self.flow.set_vlan_tci(tci);
                 }
-                Action::Group(g) => self.group(g),
-                Action::Learn(ref l) => {
-                    // OVS learn_mask: the learned flow is made of these bits.
-                    for f in l.read_bits() {
-                        self.read(f.field, f.mask());
+            }
+            Action::SetVlanPcp { pcp, push_if_needed } => {
+                self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
+                self.overwritten(id::VLAN_TCI, 0xe000);
+                if self.flow.has_vlan() || push_if_needed {
+                    self.wrote(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
+                    self.read_for_segments(id::VLAN_TPID, u128::MAX);
+                    if self.flow.vlan_tpid() == 0 {
+                        self.wrote(id::VLAN_TPID, u128::MAX);
+                        self.flow.set_vlan_tpid(proto::ETH_VLAN);
                     }
-                    self.tr.learned.push(l.flow_for(&self.flow));
+                    let tci = (self.flow.vlan_tci() & !0xe000) | ((pcp as u16) << 13) | proto::VLAN_CFI;
+                    self.flow.set_vlan_tci(tci);
                 }
-                Action::GotoTable(t) => self.lookup(None, t, true),
-                Action::Resubmit { in_port, table } => {
-                    self.lookup(in_port, table.unwrap_or(self.table), true)
+            }
+            Action::Ct(ref ct) => self.conntrack(ct),
+            Action::Clone(ref body) => self.clone_actions(body),
+            Action::CtClear => {
+                if self.conntracked {
+                    self.conntracked = false;
+                    self.flow.clear_conntrack();
+                    self.tr.dp_actions.push(DpAction::CtClear);
                 }
-                Action::SetField { field, value, mask } => {
-                    if self.prereq_ok(field) {
-                        // OVS mf_set_mask_l3_prereqs: an L3 rewrite pins the protocol, which
-                        // decides whether the datapath can rewrite the header at all.
-                        if is_l3_rewrite(field, &self.flow) {
-                            self.read(id::NW_PROTO, u128::MAX);
-                        }
-                        self.overwritten(field, mask);
-                        self.wrote(field, mask);
-                        self.flow.set_masked(field, value, mask);
-                    }
-                }
-                Action::Move { src, dst } => {
-                    let src_ok = self.prereq_ok(src.field);
-                    if src_ok && self.prereq_ok(dst.field) {
-                        self.read(src.field, src.mask());
-                        self.overwritten(dst.field, dst.mask());
-                        self.wrote(dst.field, dst.mask());
-                        let bits = (self.flow.get(src.field) & src.mask()) >> src.offset;
-                        self.flow.set_masked(dst.field, bits << dst.offset, dst.mask());
-                    }
-                }
-                Action::StackPush(src) => {
-                    self.read(src.field, src.mask());
-                    self.tr.uses_stack = true;
-                    self.tr.stack.push((self.flow.get(src.field) & src.mask()) >> src.offset);
-                }
-                Action::StackPop(dst) => {
-                    self.tr.uses_stack = true;
-                    if let Some(v) = self.tr.stack.pop() {
-                        self.overwritten(dst.field, dst.mask());
-                        self.wrote(dst.field, dst.mask());
-                        self.flow.set_masked(
-                            dst.field,
-                            v.checked_shl(dst.offset as u32).unwrap_or(0),
-                            dst.mask(),
-                        );
-                    }
-                }
-                Action::WriteMetadata { value, mask } => {
-                    self.wrote(id::METADATA, mask as u128);
-                    self.flow.set_masked(id::METADATA, value as u128, mask as u128);
-                }
-                Action::PushVlan(tpid) => {
-                    self.vlan_rebuilt = true;
-                    self.vlan_stack_rewritten();
-                    // OVS flow_push_vlan_uninit: existing tags become part of the key.
-                    if self.flow.has_vlan() {
-                        self.tr.wc.unwildcard_all(id::VLAN_TCI);
-                        self.tr.wc.unwildcard_all(id::VLAN_TPID);
-                    }
-                    self.flow.set_vlan_tpid2(self.flow.vlan_tpid());
-                    self.flow.set_vlan_tci2(self.flow.vlan_tci());
-                    self.flow.set_vlan_tpid(tpid);
-                    self.flow.set_vlan_tci(proto::VLAN_CFI);
-                }
-                Action::PopVlan => {
-                    self.vlan_rebuilt = true;
-                    self.vlan_stack_rewritten();
-                    if self.flow.vlan_tci2() & proto::VLAN_CFI != 0 {
-                        self.tr.wc.unwildcard_all(id::VLAN_TCI2);
-                        self.tr.wc.unwildcard_all(id::VLAN_TPID2);
-                    }
-                    self.flow.set_vlan_tpid(self.flow.vlan_tpid2());
-                    self.flow.set_vlan_tci(self.flow.vlan_tci2());
-                    self.flow.set_vlan_tpid2(0);
-                    self.flow.set_vlan_tci2(0);
-                }
-                Action::SetVlanVid { vid, push_if_needed } => {
-                    // Whether a tag exists decides; the VID bits are overwritten or unused.
-                    self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
-                    self.overwritten(id::VLAN_TCI, 0x0fff);
-                    if self.flow.has_vlan() || push_if_needed {
-                        self.wrote(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
-                        self.read_for_segments(id::VLAN_TPID, u128::MAX);
-                        if self.flow.vlan_tpid() == 0 {
-                            self.wrote(id::VLAN_TPID, u128::MAX);
-                            self.flow.set_vlan_tpid(proto::ETH_VLAN);
-                        }
-                        let tci = (self.flow.vlan_tci() & !0x0fff) | vid | proto::VLAN_CFI;
-                        self.flow.set_vlan_tci(tci);
-                    }
-                }
-                Action::SetVlanPcp { pcp, push_if_needed } => {
-                    self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
-                    self.overwritten(id::VLAN_TCI, 0xe000);
-                    if self.flow.has_vlan() || push_if_needed {
-                        self.wrote(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
-                        self.read_for_segments(id::VLAN_TPID, u128::MAX);
-                        if self.flow.vlan_tpid() == 0 {
-                            self.wrote(id::VLAN_TPID, u128::MAX);
-                            self.flow.set_vlan_tpid(proto::ETH_VLAN);
-                        }
-                        let tci = (self.flow.vlan_tci() & !0xe000) | ((pcp as u16) << 13) | proto::VLAN_CFI;
-                        self.flow.set_vlan_tci(tci);
-                    }
-                }
-                Action::Ct(ref ct) => self.conntrack(ct),
-                Action::CtClear => {
-                    if self.conntracked {
-                        self.conntracked = false;
-                        self.flow.clear_conntrack();
-                        self.tr.dp_actions.push(DpAction::CtClear);
-                    }
-                }
-                // No effect on forwarding (meters: rate limits are not modelled); a clause of a
-                // conjunction is never the rule a lookup returns.
-                Action::Note(_) | Action::Meter(_) | Action::Sample(_) | Action::Conjunction(_) => {}
-                Action::DecTtl => {
-                    // As OVS, whatever the packet.
-                    self.read(id::NW_TTL, u128::MAX);
-                    self.read(id::NW_PROTO, u128::MAX);
-                    if self.flow.is_ip() {
-                        let ttl = self.flow.nw_ttl();
-                        if ttl > 1 {
-                            self.wrote(id::NW_TTL, u128::MAX);
-                            self.flow.set_nw_ttl(ttl - 1);
-                        } else {
-                            // To the controller; OVS stops this action list (not the caller's).
-                            self.tr.ttl_exceeded += 1;
-                            self.tr.to_controller += 1;
-                            self.pop_frame();
-                        }
+            }
+            // No effect on forwarding (meters: rate limits are not modelled); a clause of a
+            // conjunction is never the rule a lookup returns.
+            Action::Note(_) | Action::Meter(_) | Action::Sample(_) | Action::Conjunction(_) => {}
+            Action::DecTtl => {
+                // As OVS, whatever the packet.
+                self.read(id::NW_TTL, u128::MAX);
+                self.read(id::NW_PROTO, u128::MAX);
+                if self.flow.is_ip() {
+                    let ttl = self.flow.nw_ttl();
+                    if ttl > 1 {
+                        self.wrote(id::NW_TTL, u128::MAX);
+                        self.flow.set_nw_ttl(ttl - 1);
+                    } else {
+                        // To the controller; OVS stops this action list (not the caller's).
+                        self.tr.ttl_exceeded += 1;
+                        self.tr.to_controller += 1;
+                        return false;
                     }
                 }
             }
         }
+        true
     }
 
     /// An output to a port or a reserved port (`output:N`, `in_port`, `FLOOD`, `ALL`,
@@ -1047,6 +1141,7 @@ impl<'a> Xlate<'a> {
             self.tr.dp_actions.clear();
             self.tr.outputs.clear();
         }
+        unwrap_trailing_clone(&mut self.tr.dp_actions);
         let tr = &mut *self.tr;
         tr.final_flow = self.flow;
         // Metadata and registers are pipeline state, not packet state.
@@ -1054,6 +1149,39 @@ impl<'a> Xlate<'a> {
         normalize_mask(&tr.entry, &mut tr.wc);
         tr.megaflow = Match::new(tr.entry, tr.wc);
     }
+}
+
+/// OVS `xlate_tweak_odp_actions`: a datapath `clone` that ends the actions isolates nothing
+/// from what follows, so its actions take its place (once: a clone it ends in stays).
+fn unwrap_trailing_clone(actions: &mut Vec<DpAction>) {
+    let mut i = 0;
+    let mut last = None;
+    while i < actions.len() {
+        last = Some(i);
+        if let DpAction::Clone(len) = actions[i] {
+            i += len as usize;
+        }
+        i += 1;
+    }
+    if let Some(j) = last.filter(|&j| matches!(actions[j], DpAction::Clone(_))) {
+        actions.remove(j);
+    }
+}
+
+/// OVS `odp_actions_are_reversible`: whether later rewrites can undo what `actions` did to
+/// the packet — not if they track it or clear its tracking or hash it; a datapath `clone`
+/// already isolates what it holds.
+fn reversible(actions: &[DpAction]) -> bool {
+    let mut i = 0;
+    while i < actions.len() {
+        match actions[i] {
+            DpAction::Ct(_) | DpAction::CtClear | DpAction::Hash(_) => return false,
+            DpAction::Clone(len) => i += len as usize,
+            _ => {}
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Whether writing `f` is an L3 rewrite whose datapath action depends on the protocol (OVS

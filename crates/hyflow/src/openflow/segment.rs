@@ -107,8 +107,9 @@ pub enum SegmentError {
     /// Dropped by a translation limit, or sent to the controller: kept in the slow path.
     #[error("the traversal ended in a translation limit or a controller action")]
     SlowPathOnly,
-    /// A group bucket ran: the flow was restored after it, which an overlay cannot express.
-    #[error("the traversal went through a group")]
+    /// A group bucket or a `clone` ran: the flow was restored after it, which an overlay
+    /// cannot express.
+    #[error("the traversal went through a group or a clone")]
     ThroughGroup,
     /// `push` or `pop` ran: the stack is translation state an entry cannot carry.
     #[error("the traversal pushes or pops the stack")]
@@ -139,7 +140,7 @@ pub fn segmentable(tr: &Traversal) -> Result<(), SegmentError> {
     if tr.drop_reason.is_some() || tr.slow_path_only() {
         return Err(SegmentError::SlowPathOnly);
     }
-    if tr.through_group {
+    if tr.ran_on_copy {
         return Err(SegmentError::ThroughGroup);
     }
     if tr.uses_stack {

@@ -243,10 +243,12 @@ pub struct Traversal {
     pub uses_stack: bool,
     /// The `push`/`pop` stack, kept here so it is reused across packets.
     pub(crate) stack: Vec<u128>,
-    /// Whether a group bucket ran. Buckets act on a copy of the packet (the flow is restored
-    /// after each), which an overlay cannot express: such a traversal is never cut into
-    /// sub-traversals.
-    pub through_group: bool,
+    /// The stacks of the running `clone` bodies' callers, restored after each.
+    pub(crate) saved_stacks: Vec<u128>,
+    /// Whether a group bucket or a `clone` ran. Each acts on a copy of the packet (the flow
+    /// is restored after it), which an overlay cannot express: such a traversal is never cut
+    /// into sub-traversals.
+    pub ran_on_copy: bool,
     /// Execution stack of the slow path, kept here so it is reused across packets.
     pub(crate) frames: Vec<super::pipeline::Frame>,
     /// The flow before each running group bucket, restored when it ends.
@@ -284,9 +286,10 @@ impl Traversal {
         self.steps.clear();
         self.frames.clear();
         self.saved_flows.clear();
-        self.through_group = false;
+        self.ran_on_copy = false;
         self.uses_stack = false;
         self.stack.clear();
+        self.saved_stacks.clear();
         self.buckets.clear();
         self.learned.clear();
         self.mac_learned.clear();

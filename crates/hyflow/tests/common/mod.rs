@@ -181,7 +181,7 @@ pub fn arb_match(table: u8) -> impl Strategy<Value = (String, &'static str)> {
 fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Value = String> {
     let l3 = matches!(proto, "ip" | "tcp" | "udp" | "icmp");
     let l4 = matches!(proto, "tcp" | "udp");
-    (0u8..28, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
+    (0u8..30, 0..MACS.len(), prefix(), 1u32..7, 0u8..4, prop::sample::select(vec![0u8, 32, 128])).prop_map(
         move |(kind, mac, ip, port, n, tos)| {
             let ip = ip.split('/').next().unwrap().to_string();
             match kind {
@@ -236,6 +236,12 @@ fn arb_action(proto: &'static str, table: u8, ntables: u8) -> impl Strategy<Valu
                     .to_string(),
                 27 => ["pop:NXM_NX_REG1[]", "pop:NXM_NX_REG0[0..15]", "pop:NXM_OF_ETH_DST[]", "pop:NXM_NX_REG0[]"][n as usize]
                     .to_string(),
+                // A copy of the packet and pipeline state: rewrites undone after, or the
+                // connection tracker, which only the datapath's clone isolates.
+                28 => format!("clone(set_field:{}->dl_dst,load:{n}->NXM_NX_REG0[],output:{port})", MACS[mac]),
+                29 if l3 && ntables > 1 => {
+                    format!("clone(ct(commit,zone={}),mod_nw_tos:{tos},resubmit(,{}))", n % 2, (table + 1) % ntables)
+                }
                 // A packet-in: such flows stay in the slow path, which the caches must respect.
                 15 if n == 0 => "controller".to_string(),
                 // To the port a register holds (0..3 after the loads above; 0 sends nothing).
@@ -501,7 +507,7 @@ pub fn arb_conjunctive_rules(table: u8, ntables: u8) -> impl Strategy<Value = Ve
 }
 
 /// `line` (a flow, or an update's flow) without its `learn(...)`, `NORMAL`, `ct(...)` and
-/// `ct_clear` actions (`drop` if nothing is left): for tests whose reference cannot follow
+/// `ct_clear` actions (and clones of `ct`) (`drop` if nothing is left): for tests whose reference cannot follow
 /// when a queue lets flows or MACs be learned or connections change state.
 pub fn without_state(line: &str) -> String {
     let Some((head, actions)) = line.split_once("actions=") else { return line.to_string() };
@@ -519,8 +525,13 @@ pub fn without_state(line: &str) -> String {
             _ => {}
         }
     }
-    let stateful =
-        |a: &str| a.starts_with("learn(") || a.starts_with("ct(") || a == "NORMAL" || a == "ct_clear";
+    let stateful = |a: &str| {
+        a.starts_with("learn(")
+            || a.starts_with("ct(")
+            || a == "NORMAL"
+            || a == "ct_clear"
+            || (a.starts_with("clone(") && a.contains("ct("))
+    };
     let kept: Vec<&str> = kept.into_iter().filter(|a| !stateful(a)).collect();
     let acts = if kept.is_empty() || kept == ["drop"] { "drop".to_string() } else { kept.join(",") };
     format!("{head}actions={acts}")
