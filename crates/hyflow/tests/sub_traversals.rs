@@ -248,8 +248,9 @@ fn mutated_rule_masks_are_caught() {
             }
         }
     }
-    // About 1,100 each at 10,000 cases (traversals through groups are not cut, so not tried).
-    assert!(widened >= 700 && narrowed >= 700, "only {widened} widened and {narrowed} narrowed rules tried");
+    // About 650 to 800 each at 10,000 cases (traversals through groups and clones, or using
+    // the stack, are not cut, so not tried).
+    assert!(widened >= 450 && narrowed >= 450, "only {widened} widened and {narrowed} narrowed rules tried");
     assert!(
         // Not all: another rule with the same actions may catch the flipped flow (69% at
         // 10,000 cases).
