@@ -323,3 +323,39 @@ fn arp_and_icmp_rewrites_stay_in_the_slow_path() {
         assert_eq!(tr.slow_path_only(), slow, "{packet}");
     }
 }
+
+/// `xreg` and `xxreg` (OVN's wide registers) are views of the registers, high register
+/// first: matched, set, loaded, moved and output as OVS does (the datapath actions and
+/// megaflows below are Open vSwitch 4.0.90's `ofproto/trace` for these flows).
+#[test]
+fn wide_registers_are_views_of_the_registers() {
+    let p = pipeline(
+        "table=0,priority=10,ip actions=load:0x1->NXM_NX_REG0[],load:0x2->NXM_NX_REG1[],resubmit(,1)\n\
+         table=1,priority=20,xreg0=0x100000002 actions=set_field:0xa0000000000000000000000000000004->xxreg1,resubmit(,2)\n\
+         table=1,priority=0 actions=output:1\n\
+         table=2,priority=20,tcp,reg4=0xa0000000,reg7=4 actions=move:NXM_NX_XXREG1[0..31]->NXM_OF_IP_DST[],\
+         output:NXM_NX_REG7[0..15],load:0x3->OXM_OF_PKT_REG3[0..15],output:OXM_OF_PKT_REG3[0..15],\
+         move:NXM_NX_XXREG0[64..79]->NXM_OF_TCP_DST[],output:2\n\
+         table=2,priority=0 actions=output:4\n",
+    );
+    for (packet, dp, mf) in [
+        (
+            "in_port=1,tcp,nw_dst=10.0.0.1",
+            "set(ipv4(dst=0.0.0.4)),4,3,set(tcp(dst=2)),2",
+            "recirc_id=0,tcp,in_port=1,vlan_tci=0x0000/0x1000,nw_dst=10.0.0.1,nw_frag=no,tp_dst=0",
+        ),
+        ("in_port=1,udp,nw_dst=10.0.0.1", "4", "recirc_id=0,udp,in_port=1,vlan_tci=0x0000/0x1000,nw_frag=no"),
+    ] {
+        let tr = run(&p, packet);
+        let k = hyflow::openflow::parse_packet(packet).unwrap();
+        assert_eq!(hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
+        assert_eq!(megaflow(&tr), mf, "{packet}");
+    }
+    // Rules match them as their registers and print them so, as OVS.
+    let rule = &hyflow::openflow::parse_flows(
+        "xxreg1=0x10000000200000003/0xffffffffffffffffffffffff actions=drop",
+        "f",
+    )
+    .unwrap()[0];
+    assert_eq!(rule.to_string(), "table=0,priority=32768,reg5=0x1,reg6=0x2,reg7=0x3 actions=drop");
+}

@@ -363,6 +363,21 @@ pub static FIELDS: &[FieldDef] = &[
     // The datapath's hash of the packet, set by its `hash` action before a recirculation
     // (select groups' `dp_hash` method); 0 until then.
     f!("dp_hash", ["NXM_NX_DP_HASH"], CT_STATE_ZONE, 0, 32, true, None, Hex, true),
+    // Views of the registers OVN's flows use: xregN = reg(2N):reg(2N+1), xxregN =
+    // reg(4N)..reg(4N+3), high register first, as OVS lays them out. Matches print them as
+    // the registers, as OVS does.
+    f!("xreg0", ["OXM_OF_PKT_REG0"], REGS, 0, 64, true, None, Hex, false),
+    f!("xreg1", ["OXM_OF_PKT_REG1"], REGS + 1, 0, 64, true, None, Hex, false),
+    f!("xreg2", ["OXM_OF_PKT_REG2"], REGS + 2, 0, 64, true, None, Hex, false),
+    f!("xreg3", ["OXM_OF_PKT_REG3"], REGS + 3, 0, 64, true, None, Hex, false),
+    f!("xreg4", ["OXM_OF_PKT_REG4"], REGS + 4, 0, 64, true, None, Hex, false),
+    f!("xreg5", ["OXM_OF_PKT_REG5"], REGS + 5, 0, 64, true, None, Hex, false),
+    f!("xreg6", ["OXM_OF_PKT_REG6"], REGS + 6, 0, 64, true, None, Hex, false),
+    f!("xreg7", ["OXM_OF_PKT_REG7"], REGS + 7, 0, 64, true, None, Hex, false),
+    f!("xxreg0", ["NXM_NX_XXREG0"], REGS, 0, 128, true, None, Hex, false),
+    f!("xxreg1", ["NXM_NX_XXREG1"], REGS + 2, 0, 128, true, None, Hex, false),
+    f!("xxreg2", ["NXM_NX_XXREG2"], REGS + 4, 0, 128, true, None, Hex, false),
+    f!("xxreg3", ["NXM_NX_XXREG3"], REGS + 6, 0, 128, true, None, Hex, false),
 ];
 
 impl FieldId {
