@@ -15,9 +15,8 @@ Usage: ovs_ct_vectors.py --ovs-bin DIR --out FILE [--cases N] [--packets N] [--s
 (OVS_RUNDIR must point at the switch's run directory.)
 """
 import random
-import subprocess
 
-from ovs_oracle import Ovs, options, write
+from ovs_oracle import Ovs, options, traced_cases, write
 
 PORTS = [1, 2, 3, 4]
 STATES = ["+trk+new", "+trk+est", "+trk+est+rpl", "+trk+rel", "+trk+inv", "-trk", "+trk-new",
@@ -120,18 +119,7 @@ def main():
     a = options(__doc__, cases=50, packets=10)
     r = random.Random(a.seed)
     ovs = Ovs(a.ovs_bin)
-    cases = []
-    while len(cases) < a.cases:
-        fs = flows(r)
-        ovs.ofctl("del-flows", "br0")
-        try:
-            ovs.load("add-flows", fs)
-        except subprocess.CalledProcessError as e:
-            # A combination OVS refuses (a prerequisite the random match lacks): draw again.
-            print("refused:", e.stderr.strip().splitlines()[-1])
-            continue
-        traced = [ovs.trace_passes(packet(r), r.sample(NEXT, r.randint(0, 2))) for _ in range(a.packets)]
-        cases.append({"flows": fs, "packets": traced})
+    cases = traced_cases(a, ovs, r, flows, packet, NEXT, 2)
     write(a, ovs, "ovs_ct_vectors.py", cases, "; datapath ports: p1..p4 = 1..4")
 
 

@@ -73,6 +73,40 @@ class Ovs:
         return subprocess.run([self.ofctl_bin, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
 
 
+def traced_cases(args, ovs, r, flows, packet, ct_next, most_next):
+    """`args.cases` random pipelines (`flows(r)`, drawn again while OVS refuses one, as for a
+    prerequisite a random match lacks), each with `args.packets` packets (`packet(r)`) traced
+    through every pass with up to `most_next` `--ct-next` states drawn from `ct_next`."""
+    cases = []
+    while len(cases) < args.cases:
+        fs = flows(r)
+        ovs.ofctl("del-flows", "br0")
+        try:
+            ovs.load("add-flows", fs)
+        except subprocess.CalledProcessError as e:
+            print("refused:", e.stderr.strip().splitlines()[-1])
+            continue
+        traced = [ovs.trace_passes(packet(r), r.sample(ct_next, r.randint(0, most_next)))
+                  for _ in range(args.packets)]
+        cases.append({"flows": fs, "packets": traced})
+    return cases
+
+
+def small_packet(r, ttl=False):
+    """A TCP, UDP, ICMP or ARP packet from a few ports, MACs and addresses (`nw_ttl=64` with
+    `ttl`)."""
+    proto = r.choice(["tcp", "udp", "icmp", "arp"])
+    fields = [f"in_port={r.randint(1, 4)}", f"dl_src=00:00:00:00:00:0{r.randint(1, 3)}", proto]
+    if proto == "arp":
+        return ",".join(fields)
+    fields += [f"nw_src=10.0.{r.randint(0, 3)}.{r.randint(1, 9)}", f"nw_dst=10.0.0.{r.randint(1, 3)}"]
+    if ttl:
+        fields.append("nw_ttl=64")
+    if proto in ("tcp", "udp"):
+        fields.append(f"{proto}_src={r.randint(1024, 1030)},{proto}_dst={r.choice([80, 53])}")
+    return ",".join(fields)
+
+
 def write(args, ovs, script, cases, note=""):
     """Writes the vectors with a line saying which OVS and which command made them."""
     about = (f"Open vSwitch {ovs.version()}; scripts/{script} --seed {args.seed} --cases {args.cases} "

@@ -14,9 +14,8 @@ Usage: ovs_stack_vectors.py --ovs-bin DIR --out FILE [--cases N] [--packets N] [
 (OVS_RUNDIR must point at the switch's run directory.)
 """
 import random
-import subprocess
 
-from ovs_oracle import Ovs, options, write
+from ovs_oracle import Ovs, options, small_packet, traced_cases, write
 
 PORTS = [1, 2, 3, 4]
 PUSH = ["push:NXM_NX_REG0[]", "push:NXM_OF_ETH_SRC[]", "push:NXM_NX_REG1[0..15]", "push:NXM_OF_IN_PORT[]",
@@ -62,34 +61,11 @@ def flows(r):
     return out
 
 
-def packet(r):
-    proto = r.choice(["tcp", "udp", "icmp", "arp"])
-    fields = [f"in_port={r.randint(1, 4)}", f"dl_src=00:00:00:00:00:0{r.randint(1, 3)}", proto]
-    if proto == "arp":
-        return ",".join(fields)
-    fields += [f"nw_src=10.0.{r.randint(0, 3)}.{r.randint(1, 9)}", f"nw_dst=10.0.0.{r.randint(1, 3)}"]
-    if proto in ("tcp", "udp"):
-        fields.append(f"{proto}_src={r.randint(1024, 1030)},{proto}_dst={r.choice([80, 53])}")
-    return ",".join(fields)
-
-
 def main():
     a = options(__doc__, cases=40, packets=10)
     r = random.Random(a.seed)
     ovs = Ovs(a.ovs_bin)
-    cases = []
-    while len(cases) < a.cases:
-        fs = flows(r)
-        ovs.ofctl("del-flows", "br0")
-        try:
-            ovs.load("add-flows", fs)
-        except subprocess.CalledProcessError as e:
-            # A combination OVS refuses (a prerequisite the random match lacks): draw again.
-            print("refused:", e.stderr.strip().splitlines()[-1])
-            continue
-        traced = [ovs.trace_passes(packet(r), r.sample(["trk,new", "trk,est"], r.randint(0, 1)))
-                  for _ in range(a.packets)]
-        cases.append({"flows": fs, "packets": traced})
+    cases = traced_cases(a, ovs, r, flows, lambda r: small_packet(r), ["trk,new", "trk,est"], 1)
     write(a, ovs, "ovs_stack_vectors.py", cases, "; datapath ports: p1..p4 = 1..4")
 
 

@@ -376,6 +376,21 @@ fn revalidation_evicts_an_entry_whose_new_translation_needs_more_bits() {
     }
 }
 
+/// Asserts that `run` gave every packet the outputs `reference` gave it, and left every rule
+/// the same counters (`name` says which configuration, the flows and updates how to repeat).
+fn assert_decides_alike(name: &str, reference: &Run, run: &Run, lines: &[String], updates: &str) {
+    for (i, (want, got)) in reference.decisions.iter().zip(&run.decisions).enumerate() {
+        assert_eq!(
+            want.1,
+            got.1,
+            "{name}: packet {i} via {:?}\nflows:\n{}\nupdates:\n{updates}",
+            got.0,
+            lines.join("\n")
+        );
+    }
+    assert_eq!(reference.counters, run.counters, "{name}: rule counters");
+}
+
 /// 300 random scenarios with packets 60 ms apart over up to 4.8 s, so that rules with idle
 /// and hard timeouts (and learned flows with hard timeouts) expire, and every cache
 /// configuration forgets what they decided: each packet gets the slow path's outputs, rules
@@ -399,16 +414,7 @@ fn rules_expire_alike_in_every_cache() {
         let reference = replay_spaced(&lines, &updates, &packets, SwitchConfig::no_cache(), 60_000_000);
         for (name, config) in configs() {
             let run = replay_spaced(&lines, &updates, &packets, config, 60_000_000);
-            for (i, (want, got)) in reference.decisions.iter().zip(&run.decisions).enumerate() {
-                assert_eq!(
-                    want.1,
-                    got.1,
-                    "{name}: packet {i} via {:?}\nflows:\n{}\nupdates:\n{updates}",
-                    got.0,
-                    lines.join("\n")
-                );
-            }
-            assert_eq!(reference.counters, run.counters, "{name}: rule counters");
+            assert_decides_alike(name, &reference, &run, &lines, &updates);
             assert_eq!(reference.rules_expired, run.rules_expired, "{name}: rules expired");
         }
         expiring += (reference.rules_expired > 0) as usize;
@@ -475,16 +481,7 @@ fn connection_tracking_keeps_every_cache_exact() {
         let reference = replay(&lines, &updates, &packets, SwitchConfig::no_cache());
         for (name, config) in configs().into_iter().take(6) {
             let run = replay(&lines, &updates, &packets, config);
-            for (i, (want, got)) in reference.decisions.iter().zip(&run.decisions).enumerate() {
-                assert_eq!(
-                    want.1,
-                    got.1,
-                    "{name}: packet {i} via {:?}\nflows:\n{}\nupdates:\n{updates}",
-                    got.0,
-                    lines.join("\n")
-                );
-            }
-            assert_eq!(reference.counters, run.counters, "{name}: rule counters");
+            assert_decides_alike(name, &reference, &run, &lines, &updates);
             assert_eq!(reference.conntrack, run.conntrack, "{name}: connection tracker");
             if name.contains("established") {
                 offloading += (run.offloaded.0 > 0) as usize;

@@ -922,34 +922,9 @@ impl<'a> Xlate<'a> {
                 self.flow.set_vlan_tpid2(0);
                 self.flow.set_vlan_tci2(0);
             }
-            Action::SetVlanVid { vid, push_if_needed } => {
-                // Whether a tag exists decides; the VID bits are overwritten or unused.
-                self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
-                self.overwritten(id::VLAN_TCI, 0x0fff);
-                if self.flow.has_vlan() || push_if_needed {
-                    self.wrote(id::VLAN_TCI, 0x0fff | proto::VLAN_CFI as u128);
-                    self.read_for_segments(id::VLAN_TPID, u128::MAX);
-                    if self.flow.vlan_tpid() == 0 {
-                        self.wrote(id::VLAN_TPID, u128::MAX);
-                        self.flow.set_vlan_tpid(proto::ETH_VLAN);
-                    }
-                    let tci = (self.flow.vlan_tci() & !0x0fff) | vid | proto::VLAN_CFI;
-                    self.flow.set_vlan_tci(tci);
-                }
-            }
+            Action::SetVlanVid { vid, push_if_needed } => self.set_tci_bits(0x0fff, vid, push_if_needed),
             Action::SetVlanPcp { pcp, push_if_needed } => {
-                self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
-                self.overwritten(id::VLAN_TCI, 0xe000);
-                if self.flow.has_vlan() || push_if_needed {
-                    self.wrote(id::VLAN_TCI, 0xe000 | proto::VLAN_CFI as u128);
-                    self.read_for_segments(id::VLAN_TPID, u128::MAX);
-                    if self.flow.vlan_tpid() == 0 {
-                        self.wrote(id::VLAN_TPID, u128::MAX);
-                        self.flow.set_vlan_tpid(proto::ETH_VLAN);
-                    }
-                    let tci = (self.flow.vlan_tci() & !0xe000) | ((pcp as u16) << 13) | proto::VLAN_CFI;
-                    self.flow.set_vlan_tci(tci);
-                }
+                self.set_tci_bits(0xe000, (pcp as u16) << 13, push_if_needed)
             }
             Action::Ct(ref ct) => self.conntrack(ct),
             Action::Clone(ref body) => self.clone_actions(body),
@@ -1013,6 +988,24 @@ impl<'a> Xlate<'a> {
             Action::Normal => self.normal(),
             Action::Controller => self.tr.to_controller += 1,
             _ => unreachable!("only outputs go to ports"),
+        }
+    }
+
+    /// `mod_vlan_vid`/`mod_vlan_pcp`: the `bits` of the outer tag's TCI become `value`, if the
+    /// packet has a tag, or gets one (`push_if_needed`: OpenFlow 1.0's `set_vlan_*`).
+    fn set_tci_bits(&mut self, bits: u16, value: u16, push_if_needed: bool) {
+        // Whether a tag exists decides; the bits are overwritten or unused.
+        self.read(id::VLAN_TCI, proto::VLAN_CFI as u128);
+        self.overwritten(id::VLAN_TCI, bits as u128);
+        if self.flow.has_vlan() || push_if_needed {
+            self.wrote(id::VLAN_TCI, (bits | proto::VLAN_CFI) as u128);
+            self.read_for_segments(id::VLAN_TPID, u128::MAX);
+            if self.flow.vlan_tpid() == 0 {
+                self.wrote(id::VLAN_TPID, u128::MAX);
+                self.flow.set_vlan_tpid(proto::ETH_VLAN);
+            }
+            let tci = (self.flow.vlan_tci() & !bits) | value | proto::VLAN_CFI;
+            self.flow.set_vlan_tci(tci);
         }
     }
 
