@@ -8,17 +8,19 @@
 //! OVS's revalidator dumps its flows, and deletes them as a `delete-strict` would.
 //!
 //! Rule changes are stamped with the time after the fact ([`RuleTimers::stamp`]): the
-//! pipeline's edits stay free of time, and the switch, which has it, stamps them.
+//! pipeline's edits stay free of time, and the switch, which has it, stamps them. When a rule
+//! was last hit is kept with its counters, which every hit writes anyway.
 
 use std::collections::BTreeSet;
 
 use super::rule::{Rule, RuleId};
 
-/// When each rule was last modified and last hit, and which rules can expire.
+/// When each rule was last modified, and which rules can expire. (When a rule was last hit
+/// is in its counters, [`super::pipeline::RuleStats::used_ns`], written with them.)
 #[derive(Clone, Debug, Default)]
 pub struct RuleTimers {
-    /// Per rule id: (modified, used), ns.
-    times: Vec<(u64, u64)>,
+    /// Per rule id: when it was added or last modified, ns.
+    modified: Vec<u64>,
     /// Rules added (true) or modified (false) since the last stamp.
     unstamped: Vec<(RuleId, bool)>,
     /// Installed rules with a timeout.
@@ -28,8 +30,8 @@ pub struct RuleTimers {
 impl RuleTimers {
     /// Rule `id` was added.
     pub fn added(&mut self, id: RuleId, rule: &Rule) {
-        if self.times.len() <= id as usize {
-            self.times.resize(id as usize + 1, (0, 0));
+        if self.modified.len() <= id as usize {
+            self.modified.resize(id as usize + 1, 0);
         }
         self.unstamped.push((id, true));
         if rule.idle_timeout > 0 || rule.hard_timeout > 0 {
@@ -47,30 +49,28 @@ impl RuleTimers {
         self.expirable.remove(&id);
     }
 
-    /// Rule `id` was hit at `now_ns`.
-    #[inline]
-    pub fn hit(&mut self, id: RuleId, now_ns: u64) {
-        if let Some(t) = self.times.get_mut(id as usize) {
-            t.1 = now_ns;
-        }
-    }
-
-    /// The additions and modifications since the last stamp happened at `now_ns`.
-    pub fn stamp(&mut self, now_ns: u64) {
-        for (id, added) in self.unstamped.drain(..) {
-            let t = &mut self.times[id as usize];
-            t.0 = now_ns;
-            if added {
-                t.1 = now_ns;
+    /// The additions and modifications since the last stamp happened at `now_ns`; `added` is
+    /// told each rule added (its idle time counts from then).
+    pub fn stamp(&mut self, now_ns: u64, mut added: impl FnMut(RuleId)) {
+        for (id, is_added) in self.unstamped.drain(..) {
+            self.modified[id as usize] = now_ns;
+            if is_added {
+                added(id);
             }
         }
     }
 
-    /// Appends to `out` the rules expired at `now_ns`, in id order; `rule` gives an id's rule.
-    pub fn expired<'a>(&self, now_ns: u64, rule: impl Fn(RuleId) -> Option<&'a Rule>, out: &mut Vec<RuleId>) {
+    /// Appends to `out` the rules expired at `now_ns`, in id order; `rule` gives an id's rule
+    /// and when it was last hit.
+    pub fn expired<'a>(
+        &self,
+        now_ns: u64,
+        rule: impl Fn(RuleId) -> Option<(&'a Rule, u64)>,
+        out: &mut Vec<RuleId>,
+    ) {
         const S: u64 = 1_000_000_000;
         for &id in &self.expirable {
-            let (Some(r), Some(&(modified, used))) = (rule(id), self.times.get(id as usize)) else {
+            let (Some((r, used)), Some(&modified)) = (rule(id), self.modified.get(id as usize)) else {
                 continue;
             };
             let hard = r.hard_timeout > 0 && now_ns > modified + r.hard_timeout as u64 * S;

@@ -38,6 +38,8 @@ pub struct RuleStats {
     pub packets: u64,
     /// Bytes of those packets.
     pub bytes: u64,
+    /// When it was last hit (or added), ns: what its idle timeout counts from.
+    pub used_ns: u64,
 }
 
 /// All tables and their rules.
@@ -232,7 +234,7 @@ impl Pipeline {
             if let Some(s) = self.stats.get_mut(r as usize) {
                 s.packets += 1;
                 s.bytes += bytes;
-                self.timers.hit(r, now_ns);
+                s.used_ns = now_ns;
             }
         }
     }
@@ -246,14 +248,15 @@ impl Pipeline {
     /// The rules added or modified since the last call were, at `now_ns` (their hard
     /// timeouts count from then; see [`super::expiry`]).
     pub fn stamp_changes(&mut self, now_ns: u64) {
-        self.timers.stamp(now_ns);
+        let stats = &mut self.stats;
+        self.timers.stamp(now_ns, |id| stats[id as usize].used_ns = now_ns);
     }
 
     /// Appends to `out` the rules whose idle or hard timeout has passed at `now_ns`, in id
     /// order (none if no rule has a timeout).
     pub fn expired(&self, now_ns: u64, out: &mut Vec<RuleId>) {
         if self.timers.any() {
-            self.timers.expired(now_ns, |id| self.rule(id), out);
+            self.timers.expired(now_ns, |id| Some((self.rule(id)?, self.stats(id).used_ns)), out);
         }
     }
 
