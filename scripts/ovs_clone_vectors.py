@@ -16,7 +16,7 @@ Usage: ovs_clone_vectors.py --ovs-bin DIR --out FILE [--cases N] [--packets N] [
 """
 import random
 
-from ovs_oracle import Ovs, options, small_packet, traced_cases, write
+from ovs_oracle import Ovs, options, random_tables, small_packet, traced_cases, write
 
 PORTS = [1, 2, 3, 4]
 
@@ -43,24 +43,19 @@ def body(r, ip, table, last, depth):
     return acts
 
 
+def rule_actions(r, ip, t, last):
+    acts = []
+    if r.random() < 0.5:
+        acts.append(r.choice(["mod_dl_src:00:00:00:00:00:07", "load:0x3->NXM_NX_REG1[]"] + (["mod_nw_src:10.8.8.8"] if ip else [])))
+    acts.append("clone(" + ",".join(body(r, ip, t, last, 0)) + ")")
+    for _ in range(r.choice([0, 0, 1, 2])):
+        acts.append(r.choice([f"output:{r.choice(PORTS)}", "mod_dl_dst:00:00:00:00:00:0a"]
+                             + ([f"resubmit(,{t + 1})"] if t < last else [])))
+    return acts
+
+
 def flows(r):
-    last = r.randint(1, 2)
-    out = []
-    for t in range(last + 1):
-        # Distinct priorities: OVS leaves ties between overlapping flows undefined.
-        for prio in r.sample(range(1, 10), r.randint(1, 4)):
-            m = r.choice(["ip", "tcp", "udp", "arp", "in_port=1"] + (["reg0=7,ip", "reg1=3"] if t else []))
-            ip = any(p in m for p in ("ip", "tcp", "udp"))
-            acts = []
-            if r.random() < 0.5:
-                acts.append(r.choice(["mod_dl_src:00:00:00:00:00:07", "load:0x3->NXM_NX_REG1[]"] + (["mod_nw_src:10.8.8.8"] if ip else [])))
-            acts.append("clone(" + ",".join(body(r, ip, t, last, 0)) + ")")
-            for _ in range(r.choice([0, 0, 1, 2])):
-                acts.append(r.choice([f"output:{r.choice(PORTS)}", "mod_dl_dst:00:00:00:00:00:0a"]
-                                     + ([f"resubmit(,{t + 1})"] if t < last else [])))
-            out.append(f"table={t},priority={prio * 10},{m} actions={','.join(acts)}")
-        out.append(f"table={t},priority=0 actions=" + (f"resubmit(,{t + 1})" if t < last else f"output:{r.choice(PORTS)}"))
-    return out
+    return random_tables(r, ["reg0=7,ip", "reg1=3"], rule_actions)
 
 
 def main():

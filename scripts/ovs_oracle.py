@@ -92,6 +92,22 @@ def traced_cases(args, ovs, r, flows, packet, ct_next, most_next):
     return cases
 
 
+def random_tables(r, later_matches, actions):
+    """Flows for 2 or 3 tables: in each, 1 to 4 flows at distinct priorities (OVS leaves ties
+    between overlapping flows undefined) matching IP, TCP, UDP, ARP or the input port (and, in
+    later tables, one of `later_matches`), with `actions(r, ip, table, last)`; then a catch-all
+    resubmitting to the next table, or output in the last."""
+    last = r.randint(1, 2)
+    out = []
+    for t in range(last + 1):
+        for prio in r.sample(range(1, 10), r.randint(1, 4)):
+            m = r.choice(["ip", "tcp", "udp", "arp", "in_port=1"] + (later_matches if t else []))
+            ip = any(p in m for p in ("ip", "tcp", "udp"))
+            out.append(f"table={t},priority={prio * 10},{m} actions={','.join(actions(r, ip, t, last))}")
+        out.append(f"table={t},priority=0 actions=" + (f"resubmit(,{t + 1})" if t < last else f"output:{r.randint(1, 4)}"))
+    return out
+
+
 def small_packet(r, ttl=False):
     """A TCP, UDP, ICMP or ARP packet from a few ports, MACs and addresses (`nw_ttl=64` with
     `ttl`)."""

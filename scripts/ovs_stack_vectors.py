@@ -15,7 +15,7 @@ Usage: ovs_stack_vectors.py --ovs-bin DIR --out FILE [--cases N] [--packets N] [
 """
 import random
 
-from ovs_oracle import Ovs, options, small_packet, traced_cases, write
+from ovs_oracle import Ovs, options, random_tables, small_packet, traced_cases, write
 
 PORTS = [1, 2, 3, 4]
 PUSH = ["push:NXM_NX_REG0[]", "push:NXM_OF_ETH_SRC[]", "push:NXM_NX_REG1[0..15]", "push:NXM_OF_IN_PORT[]",
@@ -48,17 +48,8 @@ def actions(r, ip, table, last, allow_ct):
 
 
 def flows(r):
-    last = r.randint(1, 2)
-    out = []
-    for t in range(last + 1):
-        # Distinct priorities: OVS leaves ties between overlapping flows undefined.
-        for prio in r.sample(range(1, 10), r.randint(1, 4)):
-            m = r.choice(["ip", "tcp", "udp", "arp", "in_port=1"] + (["reg2=2", "reg0=5", "reg2=3", "reg1=3,ip"] if t else []))
-            ip = any(p in m for p in ("ip", "tcp", "udp"))
-            acts = actions(r, ip, t, last, allow_ct=(t == 0))
-            out.append(f"table={t},priority={prio * 10},{m} actions={','.join(acts)}")
-        out.append(f"table={t},priority=0 actions=" + (f"resubmit(,{t + 1})" if t < last else f"output:{r.choice(PORTS)}"))
-    return out
+    return random_tables(r, ["reg2=2", "reg0=5", "reg2=3", "reg1=3,ip"],
+                         lambda r, ip, t, last: actions(r, ip, t, last, allow_ct=(t == 0)))
 
 
 def main():
