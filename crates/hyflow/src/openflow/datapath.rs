@@ -349,6 +349,39 @@ pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>
     }
 }
 
+/// OVS `xlate_tweak_odp_actions`: a datapath `clone` that ends the actions isolates nothing
+/// from what follows, so its actions take its place (once: a clone it ends in stays).
+pub fn unwrap_trailing_clone(actions: &mut Vec<DpAction>) {
+    let mut i = 0;
+    let mut last = None;
+    while i < actions.len() {
+        last = Some(i);
+        if let DpAction::Clone(len) = actions[i] {
+            i += len as usize;
+        }
+        i += 1;
+    }
+    if let Some(j) = last.filter(|&j| matches!(actions[j], DpAction::Clone(_))) {
+        actions.remove(j);
+    }
+}
+
+/// OVS `odp_actions_are_reversible`: whether later rewrites can undo what `actions` did to
+/// the packet — not if they track it or clear its tracking or hash it; a datapath `clone`
+/// already isolates what it holds.
+pub fn reversible(actions: &[DpAction]) -> bool {
+    let mut i = 0;
+    while i < actions.len() {
+        match actions[i] {
+            DpAction::Ct(_) | DpAction::CtClear | DpAction::Hash(_) => return false,
+            DpAction::Clone(len) => i += len as usize,
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Writes datapath actions like `ovs-appctl ofproto/trace` (`drop` when empty).
 pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
     if actions.is_empty() {
@@ -363,32 +396,27 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
         match actions[i] {
             DpAction::Output(p) => {
                 let _ = write!(out, "{p}");
-                i += 1;
             }
             DpAction::PopVlan => {
                 out.push_str("pop_vlan");
-                i += 1;
             }
             DpAction::Ct(ct) => {
                 let _ = write!(out, "{ct}");
-                i += 1;
             }
             DpAction::CtClear => {
                 out.push_str("ct_clear");
-                i += 1;
             }
             DpAction::Hash(basis) => {
                 let _ = write!(out, "hash(sym_l4({basis}))");
-                i += 1;
             }
             DpAction::Clone(len) => {
                 let body = &actions[i + 1..i + 1 + len as usize];
                 let _ = write!(out, "clone({})", format_dp_actions(body, entry));
                 i += 1 + len as usize;
+                continue;
             }
             DpAction::Recirc(id) => {
                 let _ = write!(out, "recirc({id:#x})");
-                i += 1;
             }
             DpAction::PushVlan { tpid, tci } => {
                 if tpid != proto::ETH_VLAN {
@@ -396,7 +424,6 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
                 } else {
                     let _ = write!(out, "push_vlan(vid={},pcp={})", tci & 0xfff, tci >> 13);
                 }
-                i += 1;
             }
             DpAction::Set { field: first, .. } => {
                 // Group consecutive sets of one header: set(ipv4(src=..,ttl=..)).
@@ -421,8 +448,10 @@ pub fn format_dp_actions(actions: &[DpAction], entry: &FlowKey) -> String {
                     i += 1;
                 }
                 let _ = write!(out, "set({}({}))", group.name(entry), parts.join(","));
+                continue;
             }
         }
+        i += 1;
     }
     out
 }

@@ -579,6 +579,15 @@ pub(super) fn satisfied(rule: Option<&Rule>, p: Prereq) -> bool {
     rule.is_none_or(|r| match_satisfies(&r.matcher, p))
 }
 
+/// An action reading `f` (at `tok`) needs the rule's match to guarantee the field exists.
+fn check_readable(tok: &Tok, f: FieldId, rule: Option<&Rule>) -> Result<(), SpecError> {
+    if satisfied(rule, f.def().prereq) {
+        Ok(())
+    } else {
+        Err(tok.fail(format!("reading {} requires {}", tok.text, prereq_text(f.def().prereq))))
+    }
+}
+
 fn check_writable(tok: &Tok, f: FieldId, rule: Option<&Rule>) -> Result<(), SpecError> {
     check_writable_field(tok, f)?;
     let p = f.def().prereq;
@@ -862,13 +871,7 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
             let src = parse_subfield(&stok)?;
             let dst = parse_subfield(&dtok)?;
             check_writable(&dtok, dst.field, rule)?;
-            if !satisfied(rule, src.field.def().prereq) {
-                return Err(stok.fail(format!(
-                    "reading {} requires {}",
-                    s,
-                    prereq_text(src.field.def().prereq)
-                )));
-            }
+            check_readable(&stok, src.field, rule)?;
             if src.n_bits != dst.n_bits {
                 return Err(tok.fail(format!("move copies {} bits into {} bits", src.n_bits, dst.n_bits)));
             }
@@ -881,10 +884,7 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
                 check_writable(&arg_tok, field.field, rule)?;
                 Action::StackPop(field)
             } else {
-                if !satisfied(rule, field.field.def().prereq) {
-                    return Err(arg_tok
-                        .fail(format!("reading {arg} requires {}", prereq_text(field.field.def().prereq))));
-                }
+                check_readable(&arg_tok, field.field, rule)?;
                 Action::StackPush(field)
             }
         }

@@ -9,7 +9,10 @@
 use super::action::{action_for_port, conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::ct::{Ct, CtZone};
-use super::datapath::{commit, drop_uncommittable, needs_slow_path, CtExec, DpAction, VlanFate};
+use super::datapath::{
+    commit, drop_uncommittable, needs_slow_path, reversible, unwrap_trailing_clone, CtExec, DpAction,
+    VlanFate,
+};
 use super::expiry::RuleTimers;
 use super::group::{GroupKind, Groups, Selection, SwitchPorts};
 use super::names::LOCAL_PORT;
@@ -1145,39 +1148,6 @@ impl<'a> Xlate<'a> {
         normalize_mask(&tr.entry, &mut tr.wc);
         tr.megaflow = Match::new(tr.entry, tr.wc);
     }
-}
-
-/// OVS `xlate_tweak_odp_actions`: a datapath `clone` that ends the actions isolates nothing
-/// from what follows, so its actions take its place (once: a clone it ends in stays).
-fn unwrap_trailing_clone(actions: &mut Vec<DpAction>) {
-    let mut i = 0;
-    let mut last = None;
-    while i < actions.len() {
-        last = Some(i);
-        if let DpAction::Clone(len) = actions[i] {
-            i += len as usize;
-        }
-        i += 1;
-    }
-    if let Some(j) = last.filter(|&j| matches!(actions[j], DpAction::Clone(_))) {
-        actions.remove(j);
-    }
-}
-
-/// OVS `odp_actions_are_reversible`: whether later rewrites can undo what `actions` did to
-/// the packet — not if they track it or clear its tracking or hash it; a datapath `clone`
-/// already isolates what it holds.
-fn reversible(actions: &[DpAction]) -> bool {
-    let mut i = 0;
-    while i < actions.len() {
-        match actions[i] {
-            DpAction::Ct(_) | DpAction::CtClear | DpAction::Hash(_) => return false,
-            DpAction::Clone(len) => i += len as usize,
-            _ => {}
-        }
-        i += 1;
-    }
-    true
 }
 
 /// Whether writing `f` is an L3 rewrite whose datapath action depends on the protocol (OVS

@@ -261,12 +261,16 @@ fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
     // Ties go to the rule added first, so only strictly lower priorities can lose packets —
     // except after a conjunctive match that did not complete, whose fallback may take an
     // equal-priority rule added later: in a table with conjunctions, equal priorities too.
-    let with_conjunctions = p.rules().any(|(_, r)| r.table == new.table && conjunctive(r));
     // And once a conjunction completes, OVS's second lookup (on `conj_id`) answers with the
     // best hard rule matching at any priority, conj_id rule or not: a new rule, whatever its
     // priority, may take the packets of an answer the lookup fell back to below the clauses.
-    let clauses_top =
-        p.rules().filter(|(_, r)| r.table == new.table && is_clause(r)).map(|(_, r)| r.priority).max();
+    let (mut with_conjunctions, mut clauses_top) = (false, None);
+    for (_, r) in p.rules().filter(|(_, r)| r.table == new.table) {
+        with_conjunctions |= conjunctive(r);
+        if is_clause(r) {
+            clauses_top = clauses_top.max(Some(r.priority));
+        }
+    }
     changed.extend(
         p.rules()
             .filter(|(_, r)| {
