@@ -7,6 +7,7 @@
 //! consistency mode, and the [`Revalidator`] re-translates the NIC and megaflow entries that
 //! depend on a changed outcome. The NIC is any [`NicScheme`]; the switch never asks which.
 
+use crate::cache::interner::ItemRef;
 use crate::cache::microflow::MicroflowConfigError;
 use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::{CachedFlow, Consistency, DecisionTables, MegaflowCache, MicroflowCache};
@@ -494,7 +495,7 @@ impl Switch {
         }
         // The hit's outputs become the caller's; the caller's buffer is reused for the next.
         std::mem::swap(outputs, &mut self.hit.outputs);
-        let conntracked = self.hit.actions.filter(|&a| uses_conntrack(self.tables.actions.get(a)));
+        let conntracked = self.hit.actions.filter(|&a| self.tables.tracks(a));
         let mut stateful = false;
         for &path in &self.hit.paths {
             self.pipeline.credit(self.tables.path_rules(path), bytes, now_ns);
@@ -567,16 +568,13 @@ impl Switch {
         }
         let first = outputs.len();
         match self.hit.actions {
-            Some(a) => {
-                let list = self.tables.actions.get(a);
-                Self::run(&mut self.conntrack, &mut self.recirc_queue, list, key, depth, now_ns, outputs);
-            }
+            Some(a) => self.run_cached(a, key, depth, now_ns, outputs),
             None => outputs.append(&mut self.hit.outputs),
         }
         if self.hit.stale {
             // Judged as a stale first pass is: by its datapath actions when it tracks.
-            let cached = self.hit.actions.map(|a| self.tables.actions.get(a).to_vec());
-            let cached = cached.filter(|list| uses_conntrack(list));
+            let cached = self.hit.actions.filter(|&a| self.tables.tracks(a));
+            let cached = cached.map(|a| self.tables.actions.get(a).to_vec());
             let pass_outputs = outputs[first..].to_vec();
             self.count_stale(key, &pass_outputs, cached.as_deref(), now_ns);
         } else if stateful {
@@ -629,15 +627,7 @@ impl Switch {
             if let Some(d) = microflow.lookup(key, hash, &mut self.tables) {
                 // Layers count packets by their first pass; `by_pass` counts every pass.
                 self.stats.microflow_hits += (depth == 0) as u64;
-                Self::run(
-                    &mut self.conntrack,
-                    &mut self.recirc_queue,
-                    self.tables.actions.get(d.actions),
-                    key,
-                    depth,
-                    now_ns,
-                    outputs,
-                );
+                self.run_cached(d.actions, key, depth, now_ns, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes, now_ns);
                 if self.tables.stateful(d.path) {
                     self.learn_again(key, now_ns);
@@ -654,12 +644,11 @@ impl Switch {
                     microflow.insert(key, hash, d, self.epoch, &mut self.tables);
                 }
                 self.stats.megaflow_hits += (depth == 0) as u64;
-                let actions = self.tables.actions.get(d.actions);
-                Self::run(&mut self.conntrack, &mut self.recirc_queue, actions, key, depth, now_ns, outputs);
+                self.run_cached(d.actions, key, depth, now_ns, outputs);
                 self.pipeline.credit(self.tables.rules(d), bytes, now_ns);
                 if stale {
-                    let conntracked = uses_conntrack(self.tables.actions.get(d.actions));
-                    let cached = conntracked.then(|| self.tables.actions.get(d.actions).to_vec());
+                    let cached =
+                        self.tables.tracks(d.actions).then(|| self.tables.actions.get(d.actions).to_vec());
                     self.count_stale(key, outputs, cached.as_deref(), now_ns);
                 } else if self.tables.stateful(d.path) {
                     self.learn_again(key, now_ns);
@@ -669,6 +658,24 @@ impl Switch {
         }
         self.upcall(key, hash, depth, bytes, now_ns, offload, outputs);
         Layer::SlowPath
+    }
+
+    /// [`Switch::run`] for a cached decision's action list, whose use of the connection tracker
+    /// was found when it was interned.
+    fn run_cached(
+        &mut self,
+        actions: ItemRef,
+        key: &FlowKey,
+        depth: u32,
+        now_ns: u64,
+        outputs: &mut Vec<Output>,
+    ) {
+        let list = self.tables.actions.get(actions);
+        if self.tables.tracks(actions) {
+            Self::run(&mut self.conntrack, &mut self.recirc_queue, list, key, depth, now_ns, outputs);
+        } else {
+            execute(list, key, outputs);
+        }
     }
 
     /// Executes a decision's datapath actions on `key`, appending the copies that leave: with

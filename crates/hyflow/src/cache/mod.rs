@@ -12,7 +12,7 @@ pub use microflow::{Consistency, MicroflowCache};
 
 use interner::{Interner, ItemRef};
 
-use crate::openflow::datapath::DpAction;
+use crate::openflow::datapath::{uses_conntrack, DpAction};
 use crate::openflow::{LookupRef, Traversal};
 
 /// A cached forwarding decision: what to do, and which lookups (rules or misses) it stands
@@ -34,6 +34,9 @@ pub struct DecisionTables {
     pub paths: Interner<LookupRef>,
     /// Per action reference: the update epoch at which it was last invalidated (action mode).
     action_invalidated: Vec<u64>,
+    /// Per action reference: whether the list goes through the connection tracker or
+    /// recirculates ([`uses_conntrack`]), found once when it was interned.
+    tracked: Vec<bool>,
     scratch: Vec<LookupRef>,
 }
 
@@ -49,6 +52,8 @@ impl DecisionTables {
         if new {
             self.action_invalidated.resize(self.actions.capacity(), 0);
             self.action_invalidated[actions as usize] = 0;
+            self.tracked.resize(self.actions.capacity(), false);
+            self.tracked[actions as usize] = uses_conntrack(&tr.dp_actions);
         }
         self.scratch.clear();
         self.scratch.extend(tr.outcomes());
@@ -83,6 +88,12 @@ impl DecisionTables {
             self.action_invalidated.resize(i + 1, 0);
         }
         self.action_invalidated[i] = epoch;
+    }
+
+    /// Whether an interned action list goes through the connection tracker or recirculates.
+    #[inline]
+    pub fn tracks(&self, actions: ItemRef) -> bool {
+        self.tracked.get(actions as usize).copied().unwrap_or(false)
     }
 
     /// Epoch of the last invalidation of an action list (0 = never).
