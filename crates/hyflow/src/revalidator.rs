@@ -25,9 +25,8 @@
 use std::collections::VecDeque;
 
 use crate::cache::interner::ItemRef;
-use crate::cache::{DecisionTables, MegaflowCache, OutcomeMap};
+use crate::cache::{DecisionTables, OutcomeMap};
 use crate::host_time::HostClock;
-use crate::nic::NicScheme;
 use crate::openflow::{LookupRef, Pipeline, Traversal};
 use crate::tuple_space::{EntryId, FlowTableStats};
 
@@ -137,24 +136,24 @@ pub struct Translator<'a> {
 
 /// The caches of one switch, lent to the revalidator.
 pub struct Caches<'a> {
-    /// The NIC scheme, if any.
-    pub nic: Option<&'a mut (dyn NicScheme + 'static)>,
+    /// The NIC scheme's entries, if there is a NIC.
+    pub nic: Option<&'a mut (dyn Revalidate + 'a)>,
     /// The software megaflow cache, if any.
-    pub megaflow: Option<&'a mut MegaflowCache>,
+    pub megaflow: Option<&'a mut (dyn Revalidate + 'a)>,
 }
 
-impl Caches<'_> {
-    fn get(&mut self, cache: CacheId) -> Option<&mut dyn Revalidate> {
+impl<'a> Caches<'a> {
+    fn get(&mut self, cache: CacheId) -> Option<&mut (dyn Revalidate + 'a)> {
         match cache {
-            CacheId::Nic => self.nic.as_deref_mut().map(|n| n.entries_mut()),
-            CacheId::Megaflow => self.megaflow.as_deref_mut().map(|m| m as &mut dyn Revalidate),
+            CacheId::Nic => self.nic.as_deref_mut(),
+            CacheId::Megaflow => self.megaflow.as_deref_mut(),
         }
     }
 
-    fn get_ref(&self, cache: CacheId) -> Option<&dyn Revalidate> {
+    fn get_ref(&self, cache: CacheId) -> Option<&(dyn Revalidate + 'a)> {
         match cache {
-            CacheId::Nic => self.nic.as_deref().map(|n| n.entries()),
-            CacheId::Megaflow => self.megaflow.as_deref().map(|m| m as &dyn Revalidate),
+            CacheId::Nic => self.nic.as_deref(),
+            CacheId::Megaflow => self.megaflow.as_deref(),
         }
     }
 }
@@ -232,7 +231,6 @@ pub struct Revalidator {
     pending: VecDeque<Pending>,
     next_seq: u64,
     next_generation: u64,
-    next_sweep_ns: u64,
     index: DependencyIndex,
     /// Scratch (reused: no allocation per update).
     affected: Vec<EntryAt>,
@@ -250,7 +248,6 @@ impl Revalidator {
             pending: VecDeque::new(),
             next_seq: 1,
             next_generation: 1,
-            next_sweep_ns: SWEEP_INTERVAL_NS,
             index: DependencyIndex::default(),
             affected: Vec::new(),
             ids: Vec::new(),
@@ -418,18 +415,25 @@ impl Revalidator {
         }
     }
 
-    /// Brings pending verdicts and the idle sweep up to `now_ns`.
+    /// Whether a pending verdict falls due at or before `now_ns` (the per-packet check).
     #[inline]
-    pub fn advance(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
-        if self.pending.front().is_some_and(|p| p.due_ns <= now_ns) {
-            self.apply_due(now_ns, caches, tables);
-        }
-        if now_ns >= self.next_sweep_ns {
-            self.sweep(now_ns, caches, tables);
-        }
+    pub fn verdicts_due(&self, now_ns: u64) -> bool {
+        self.pending.front().is_some_and(|p| p.due_ns <= now_ns)
     }
 
-    fn apply_due(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
+    /// When the next pending verdict falls due, if one is pending.
+    pub fn next_verdict_ns(&self) -> Option<u64> {
+        self.pending.front().map(|p| p.due_ns)
+    }
+
+    /// How often the owner should call [`Revalidator::sweep`]: OVS's revalidator interval,
+    /// or `max-idle` if that is shorter.
+    pub fn sweep_interval_ns(&self) -> u64 {
+        SWEEP_INTERVAL_NS.min(self.max_idle_ns.max(1))
+    }
+
+    /// Applies the verdicts due at `now_ns`, in the order they were reached.
+    pub fn apply_due(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
         while let Some(p) = self.pending.front().copied() {
             if p.due_ns > now_ns {
                 break;
@@ -446,8 +450,7 @@ impl Revalidator {
     }
 
     /// Removes entries idle for more than `max-idle`.
-    fn sweep(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
-        self.next_sweep_ns = now_ns + SWEEP_INTERVAL_NS.min(self.max_idle_ns.max(1));
+    pub fn sweep(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
         if self.max_idle_ns == 0 {
             return;
         }

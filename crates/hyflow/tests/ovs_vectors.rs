@@ -4,7 +4,7 @@
 //! away) that falls inside hyflow's megaflow gets exactly what the base packet's datapath
 //! actions give it (soundness); and hyflow's megaflows are no narrower than OVS's overall.
 
-use hyflow::openflow::datapath::execute;
+use hyflow::openflow::execute::outputs_of as execute;
 use hyflow::openflow::parser::{parse_flow_spec, SpecKind};
 use hyflow::openflow::traversal::Output;
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline, Traversal};

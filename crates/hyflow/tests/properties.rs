@@ -7,7 +7,7 @@
 mod common;
 
 use common::{arb_packet, arb_pipeline, probe_inside};
-use hyflow::openflow::datapath::execute;
+use hyflow::openflow::execute::outputs_of as execute;
 use hyflow::openflow::reference::linear_lookup;
 use hyflow::openflow::{Pipeline, Traversal};
 use hyflow::packet::FlowMask;

@@ -13,6 +13,7 @@ pub use microflow::{Consistency, MicroflowCache};
 use interner::{Interner, ItemRef};
 
 use crate::openflow::datapath::{uses_conntrack, DpAction};
+use crate::openflow::traversal::Output;
 use crate::openflow::{LookupRef, Traversal};
 
 /// A cached forwarding decision: what to do, and which lookups (rules or misses) it stands
@@ -23,6 +24,34 @@ pub struct Decision {
     pub actions: ItemRef,
     /// Lookup outcomes, in the path table: rules to credit, what updates must invalidate.
     pub path: ItemRef,
+}
+
+/// The decision a cached layer found for a pass — one entry's (a NIC entry, a megaflow, a
+/// microflow) or a chain of NIC entries' (Gigaflow) — as the switch serves it, whichever
+/// layer found it.
+#[derive(Clone, Debug, Default)]
+pub struct CachedHit {
+    /// The decision's action list, when one entry held all of it: the switch runs it.
+    pub actions: Option<ItemRef>,
+    /// The copies that leave, when a chain of entries made the decision (it has no single
+    /// action list).
+    pub outputs: Vec<Output>,
+    /// Rule paths of the entries that applied, in order (their rules are credited).
+    pub paths: Vec<ItemRef>,
+    /// Whether one of them awaits a revalidation verdict (the decision is stale).
+    pub stale: bool,
+}
+
+impl CachedHit {
+    /// One entry's decision.
+    #[inline]
+    pub fn set(&mut self, decision: Decision, stale: bool) {
+        self.actions = Some(decision.actions);
+        self.outputs.clear();
+        self.paths.clear();
+        self.paths.push(decision.path);
+        self.stale = stale;
+    }
 }
 
 /// The Action Table (with FlowShadow's per-action invalidation time stamps) and the path table.

@@ -23,12 +23,11 @@
 
 use hashbrown::HashMap;
 
-use super::{Arrival, NicHit, NicReport, NicScheme, Upcall};
+use super::{Arrival, NicReport, NicScheme, Upcall};
 use crate::cache::interner::ItemRef;
 use crate::cache::table::{Refused, TableConfigError};
-use crate::cache::{CachedFlow, DecisionTables};
+use crate::cache::{CachedFlow, CachedHit, DecisionTables};
 use crate::measure::{FlowId, KeySpec};
-use crate::openflow::datapath::execute;
 use crate::openflow::{LookupRef, Match};
 use crate::packet::FlowKey;
 use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
@@ -260,8 +259,7 @@ impl NicScheme for ExactMatch {
     }
 
     #[inline]
-    fn lookup(&mut self, pkt: Arrival, tables: &DecisionTables, hit: &mut NicHit) -> bool {
-        hit.outputs.clear();
+    fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool {
         let found = self.config.key.flow_id(pkt.key).and_then(|f| self.index.get(&f).copied());
         let Some((area, slot)) = found else {
             self.stats.misses += 1;
@@ -276,14 +274,7 @@ impl NicScheme for ExactMatch {
         e.bytes += pkt.bytes;
         e.last_hit_ns = pkt.now_ns;
         self.stats.hits += 1;
-        let d = e.cached.decision;
-        hit.stale = e.cached.version.is_pending();
-        if !hit.skip_outputs || hit.stale {
-            execute(tables.actions.get(d.actions), pkt.key, &mut hit.outputs);
-        }
-        hit.paths.clear();
-        hit.paths.push(d.path);
-        hit.actions = Some(d.actions);
+        hit.set(e.cached.decision, e.cached.version.is_pending());
         true
     }
 

@@ -39,10 +39,10 @@ use rand::{RngExt, SeedableRng};
 
 use serde::Serialize;
 
-use super::{Arrival, NicHit, NicReport, NicScheme, Upcall};
+use super::{Arrival, NicReport, NicScheme, Upcall};
 use crate::cache::interner::{Interner, ItemRef};
 use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConfigError};
-use crate::cache::DecisionTables;
+use crate::cache::{CachedHit, DecisionTables};
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
@@ -486,7 +486,7 @@ impl NicScheme for Gigaflow {
 
     /// Runs a packet through the stages (see the module notes). On a miss `outputs` and
     /// `hit` are left empty. Counts hits on the entries that matched.
-    fn lookup(&mut self, pkt: Arrival, _tables: &DecisionTables, hit: &mut NicHit) -> bool {
+    fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool {
         hit.outputs.clear();
         hit.paths.clear();
         hit.stale = false;

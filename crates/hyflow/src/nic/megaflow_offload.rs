@@ -2,10 +2,9 @@
 //! while it has room (entries and masks), and a hit runs the megaflow's composed actions in
 //! hardware. Entries are revalidated and aged exactly as the software megaflow cache's.
 
-use super::{Arrival, NicHit, NicReport, NicScheme, Upcall};
+use super::{Arrival, NicReport, NicScheme, Upcall};
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
-use crate::cache::{CachedFlow, DecisionTables};
-use crate::openflow::datapath::execute;
+use crate::cache::{CachedFlow, CachedHit, DecisionTables};
 use crate::revalidator::Revalidate;
 use crate::tuple_space::EntryId;
 
@@ -40,17 +39,10 @@ impl NicScheme for MegaflowOffload {
     }
 
     #[inline]
-    fn lookup(&mut self, pkt: Arrival, tables: &DecisionTables, hit: &mut NicHit) -> bool {
-        hit.outputs.clear();
+    fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool {
         let Some(id) = self.table.lookup(pkt.key, 0, pkt.bytes, pkt.now_ns) else { return false };
         let e = &self.table.space().entry(id).expect("hit entries live").data;
-        hit.stale = e.version.is_pending();
-        if !hit.skip_outputs || hit.stale {
-            execute(tables.actions.get(e.decision.actions), pkt.key, &mut hit.outputs);
-        }
-        hit.paths.clear();
-        hit.paths.push(e.decision.path);
-        hit.actions = Some(e.decision.actions);
+        hit.set(e.decision, e.version.is_pending());
         true
     }
 

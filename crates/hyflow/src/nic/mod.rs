@@ -16,11 +16,9 @@ pub mod megaflow_offload;
 
 pub use megaflow_offload::MegaflowOffload;
 
-use crate::cache::interner::ItemRef;
 use crate::cache::table::{Refused, TableConfigError};
-use crate::cache::{Decision, DecisionTables};
+use crate::cache::{CachedHit, Decision, DecisionTables};
 use crate::measure::FlowId;
-use crate::openflow::traversal::Output;
 use crate::openflow::Traversal;
 use crate::packet::FlowKey;
 use crate::revalidator::Revalidate;
@@ -91,24 +89,6 @@ pub struct Arrival<'a> {
     pub now_ns: u64,
 }
 
-/// What forwarded a packet in hardware: the copies that leave, and what the entries that
-/// applied stand for.
-#[derive(Clone, Debug, Default)]
-pub struct NicHit {
-    /// The copies that leave.
-    pub outputs: Vec<Output>,
-    /// Rule paths of the entries that applied, in order (their rules are credited).
-    pub paths: Vec<ItemRef>,
-    /// The action list of the decision, when one entry held all of it (not Gigaflow's
-    /// chains): the switch runs it itself when it goes through the connection tracker.
-    pub actions: Option<ItemRef>,
-    /// Whether one of them awaits a revalidation verdict (the decision is stale).
-    pub stale: bool,
-    /// Whether the caller needs the copies that leave; if not, a scheme may skip building
-    /// them (it still must for a stale hit, which the switch checks against the slow path).
-    pub skip_outputs: bool,
-}
-
 /// What an upcall hands the NIC to offload.
 #[derive(Clone, Copy)]
 pub struct Upcall<'a> {
@@ -145,9 +125,9 @@ pub trait NicScheme {
     fn needs_segments(&self) -> bool {
         false
     }
-    /// Looks a packet up. On a hit, fills `hit` (the entries count the packet) and returns
-    /// true; on a miss `hit` is left with no outputs.
-    fn lookup(&mut self, pkt: Arrival, tables: &DecisionTables, hit: &mut NicHit) -> bool;
+    /// Looks a packet up. On a hit, fills `hit` with the decision (the entries count the
+    /// packet) and returns true; on a miss `hit` means nothing.
+    fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool;
     /// Offloads what an upcall translated, as far as the tables have room; appends the
     /// (table, id) of every entry installed.
     fn install(&mut self, upcall: Upcall, tables: &mut DecisionTables, installed: &mut Vec<(u8, EntryId)>);

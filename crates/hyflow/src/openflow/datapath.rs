@@ -7,8 +7,6 @@
 use std::fmt::Write as _;
 
 use super::ct::Nat;
-use super::ovs_hash::symmetric_l3l4_hash;
-use super::traversal::Output;
 use crate::packet::field::{id, proto, FieldId};
 use crate::packet::format::format_value;
 use crate::packet::{FlowKey, FlowMask};
@@ -293,60 +291,9 @@ fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> 
 }
 
 /// Whether datapath actions go through the connection tracker or recirculate: their outputs
-/// then depend on connection state, and the switch runs them with its tracker.
+/// then depend on connection state, and only a datapath with a tracker can run them.
 pub fn uses_conntrack(actions: &[DpAction]) -> bool {
     actions.iter().any(|a| matches!(a, DpAction::Ct(_) | DpAction::CtClear | DpAction::Recirc(_)))
-}
-
-/// Applies the header rewrites and VLAN changes of `actions` to `k` (what the packet is after
-/// them), ignoring outputs.
-pub fn apply_headers(actions: &[DpAction], k: &mut FlowKey) {
-    let mut i = 0;
-    while i < actions.len() {
-        let a = &actions[i];
-        i += 1;
-        match *a {
-            DpAction::Set { field, value, mask, .. } => k.set_masked(field, value, mask),
-            DpAction::PopVlan => {
-                k.set_vlan_tpid(k.vlan_tpid2());
-                k.set_vlan_tci(k.vlan_tci2());
-                k.set_vlan_tpid2(0);
-                k.set_vlan_tci2(0);
-            }
-            DpAction::PushVlan { tpid, tci } => {
-                k.set_vlan_tpid2(k.vlan_tpid());
-                k.set_vlan_tci2(k.vlan_tci());
-                k.set_vlan_tpid(tpid);
-                k.set_vlan_tci(tci);
-            }
-            DpAction::CtClear => k.clear_conntrack(),
-            DpAction::Hash(basis) => k.set(id::DP_HASH, symmetric_l3l4_hash(k, basis) as u128),
-            // What a clone's actions do stays with the copy.
-            DpAction::Clone(len) => i += len as usize,
-            DpAction::Output(_) | DpAction::Ct(_) | DpAction::Recirc(_) => {}
-        }
-    }
-}
-
-/// Runs datapath actions on a packet, as the datapath (or a NIC) executes a cached megaflow:
-/// every packet covered by the megaflow must get the same outputs as the slow path would give.
-pub fn execute(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Output>) {
-    let mut k = *packet;
-    let mut i = 0;
-    while i < actions.len() {
-        let a = &actions[i];
-        i += 1;
-        match *a {
-            DpAction::Output(port) => outputs.push(Output { port, packet: k.masked(FlowMask::leaving()) }),
-            DpAction::Clone(len) => {
-                let body = &actions[i..i + len as usize];
-                execute(body, &k, outputs);
-                i += len as usize;
-            }
-            // Connection tracking and recirculation are the switch's (see `uses_conntrack`).
-            _ => apply_headers(std::slice::from_ref(a), &mut k),
-        }
-    }
 }
 
 /// OVS `xlate_tweak_odp_actions`: a datapath `clone` that ends the actions isolates nothing

@@ -4,6 +4,7 @@ pub mod action;
 pub mod classifier;
 pub mod ct;
 pub mod datapath;
+pub mod execute;
 pub mod expiry;
 pub mod group;
 pub mod learn;

@@ -10,7 +10,8 @@
 use std::collections::VecDeque;
 
 use super::ct::NatKind;
-use super::datapath::{apply_headers, DpAction};
+use super::datapath::DpAction;
+use super::execute::apply_headers;
 use super::pipeline::Pipeline;
 use super::traversal::{Fork, Traversal};
 use crate::packet::ct_state;

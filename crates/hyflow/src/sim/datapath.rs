@@ -98,7 +98,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         let config = SwitchConfig { nic: policy.nic(), nic_update_latency_ns: limits.latency_ns, ..base };
         let mut switch = Switch::new(pipeline, config)?;
         // Nobody looks at a hardware packet's outputs unless decisions are recorded.
-        switch.set_nic_outputs(false);
+        switch.set_outputs_wanted(false);
         Ok(SwitchDatapath {
             switch,
             flow_key: policy.flow_key(),
@@ -153,7 +153,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
     /// Records every packet's decision from now on (see [`SwitchDatapath::take_decisions`]).
     pub fn record_decisions(&mut self) {
         self.decisions = Some(DecisionLog::default());
-        self.switch.set_nic_outputs(true);
+        self.switch.set_outputs_wanted(true);
     }
 
     /// Hands `f` the decisions recorded so far, in input order, as far as no earlier packet
