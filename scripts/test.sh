@@ -12,6 +12,9 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # `cargo test` draws fresh ones each time, to explore); set PROPTEST_RNG_SEED to change it.
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261126}"
 cargo fmt --all -- --check
+# The engine's modules form the layers docs/ARCHITECTURE.md lists: no upward import, no cycle,
+# each row's imports as the table says.
+python3 scripts/layer_graph.py --check
 cargo clippy --workspace --all-targets --release -- -D warnings
 # The engine's documentation builds without broken links.
 RUSTDOCFLAGS="-D warnings" cargo doc -p hyflow --no-deps --quiet

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
+use hyflow::experiment::calibrate::calibrate;
 use hyflow::experiment::replay::DecisionRecord;
 use hyflow::experiment::sim::{search, simulate};
-use hyflow::sim::costs::calibrate;
 use hyflow::sim::datapath::SimDecision;
 use hyflow_front::create;
 use hyflow_front::plot::write_plots;

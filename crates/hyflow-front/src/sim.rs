@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 
 use crate::switch::{gigaflow_nic, megaflow_nic, switch_config, SwitchArgs};
+use hyflow::cost_model::CostModel;
 use hyflow::experiment::sim::{Search, SimExperiment, SimSummary};
 use hyflow::measure::KeySpec;
 use hyflow::offload::elixir::{ElixirConfig, NIC_LINE_RATE_PPS};
@@ -16,7 +17,6 @@ use hyflow::offload::rebalance::OvsRebalanceConfig;
 use hyflow::offload::tfo::TfoConfig;
 use hyflow::offload::upcall::UpcallOffload;
 use hyflow::offload::{NicUpdates, PolicyConfig};
-use hyflow::sim::costs::CostModel;
 use hyflow::sim::{Metrics, SimConfig, Steering};
 
 /// What the NIC holds during a simulation.

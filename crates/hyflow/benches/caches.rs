@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use hashbrown::{HashMap, HashTable};
-use hyflow::cache::{CachedFlow, Consistency, Decision, DecisionTables, MegaflowCache, MicroflowCache};
+use hyflow::cache::{CachedFlow, Consistency, MegaflowCache, MicroflowCache};
+use hyflow::decision::{Decision, DecisionTables};
 use hyflow::openflow::datapath::DpAction;
 use hyflow::openflow::{LookupRef, Match, Pipeline};
 use hyflow::packet::hash::hash_key;

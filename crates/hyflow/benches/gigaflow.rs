@@ -6,8 +6,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use hyflow::cache::CachedHit;
-use hyflow::cache::DecisionTables;
+use hyflow::decision::CachedHit;
+use hyflow::decision::DecisionTables;
 use hyflow::nic::gigaflow::{Gigaflow, GigaflowConfig};
 use hyflow::nic::{Arrival, MegaflowOffload, NicScheme, Upcall};
 use hyflow::openflow::execute::outputs_of;
@@ -160,7 +160,7 @@ fn bench_partition(c: &mut Criterion) {
                     let mut installed = Vec::new();
                     let started = Instant::now();
                     for (tr, k) in trs.iter().zip(&flows) {
-                        let decision = hyflow::cache::Decision { actions: 0, path: 0 };
+                        let decision = hyflow::decision::Decision { actions: 0, path: 0 };
                         installed.clear();
                         let upcall = Upcall { key: k, traversal: tr, decision, now_ns: 0 };
                         gf.install(upcall, &mut tables, &mut installed);

@@ -8,12 +8,12 @@
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, Throughput};
+use hyflow::cost_model::CostModel;
 use hyflow::offload::upcall::UpcallOffload;
 use hyflow::offload::NicUpdates;
 use hyflow::openflow::Pipeline;
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::replay::Replay;
-use hyflow::sim::costs::CostModel;
 use hyflow::sim::datapath::SwitchDatapath;
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Switch, SwitchConfig};

@@ -8,11 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::ser::{Serialize, SerializeMap, Serializer};
-
 use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
-use crate::packet::{parse_captured, parse_frame, FlowKey, LinkKind, Malformed};
+use crate::packet::{parse_captured, parse_frame, FlowKey, LinkKind, Malformed, MalformedCounts};
 use crate::trace::{link_type_name, TraceError, TraceReader};
 use crate::workload::flow_arrivals::PacketSlot;
 use crate::workload::gateway::{Gateway, GatewayConfig};
@@ -72,38 +70,6 @@ pub enum InputError {
     /// The gateway model's parameters are out of range.
     #[error("gen:gateway: {0}")]
     Gateway(String),
-}
-
-/// Malformed packets by reason (serialized as a map, reasons in first-seen order).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MalformedCounts {
-    /// `(reason, count)` in first-seen order.
-    pub by_reason: Vec<(&'static str, u64)>,
-}
-
-impl Serialize for MalformedCounts {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.by_reason.len()))?;
-        for (reason, n) in &self.by_reason {
-            map.serialize_entry(reason, n)?;
-        }
-        map.end()
-    }
-}
-
-impl MalformedCounts {
-    /// Counts one packet malformed for `reason`.
-    pub fn count(&mut self, reason: &'static str) {
-        match self.by_reason.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, n)) => *n += 1,
-            None => self.by_reason.push((reason, 1)),
-        }
-    }
-
-    /// Total malformed packets.
-    pub fn total(&self) -> u64 {
-        self.by_reason.iter().map(|(_, n)| n).sum()
-    }
 }
 
 /// Parses a frame into `key`; returns the reason it is malformed, if it is.

@@ -8,6 +8,8 @@
 
 pub mod cache;
 pub mod conntrack;
+pub mod cost_model;
+pub mod decision;
 pub mod experiment;
 pub mod host_time;
 pub mod input;
@@ -17,6 +19,7 @@ pub mod offload;
 pub mod openflow;
 pub mod packet;
 pub mod replay;
+pub mod revalidation;
 pub mod revalidator;
 pub mod sim;
 pub mod switch;

@@ -7,11 +7,11 @@
 //! file order; updates due after the last packet apply when the replay finishes.
 
 use crate::conntrack::ConntrackStats;
-use crate::input::MalformedCounts;
 use crate::nic::gigaflow::GigaflowReport;
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{Update, When};
 use crate::packet::FlowKey;
+use crate::packet::MalformedCounts;
 use crate::switch::{Layer, PassStats, Switch};
 
 /// Updates ordered for application.

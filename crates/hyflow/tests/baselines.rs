@@ -2,6 +2,7 @@
 //! with limited churn; OVS offload-rebalance fills the table, then swaps slow offloaded flows
 //! for faster software ones every round, at most `max_swaps` per round.
 
+use hyflow::cost_model::CostModel;
 use hyflow::measure::{FlowId, KeySpec};
 use hyflow::nic::exact_match::ExactMatch;
 use hyflow::offload::rebalance::{OvsRebalance, OvsRebalanceConfig};
@@ -9,7 +10,6 @@ use hyflow::offload::tfo::{Tfo, TfoConfig};
 use hyflow::offload::{NicUpdates, OffloadPolicy};
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
 use hyflow::packet::FlowKey;
-use hyflow::sim::costs::CostModel;
 use hyflow::sim::datapath::SwitchDatapath;
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::SwitchConfig;

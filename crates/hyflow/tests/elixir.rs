@@ -2,13 +2,13 @@
 //! offloaded set, queue-triggered bursty offload, and the NIC's limits (area capacities,
 //! update rate, counter-read rate) never exceeded.
 
+use hyflow::cost_model::CostModel;
 use hyflow::measure::{Detector, FlowId, KeySpec};
 use hyflow::nic::exact_match::ExactMatch;
 use hyflow::offload::elixir::{Elixir, ElixirConfig, BURSTY_AREA, LARGE_AREA};
 use hyflow::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy};
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
 use hyflow::packet::FlowKey;
-use hyflow::sim::costs::CostModel;
 use hyflow::sim::datapath::SwitchDatapath;
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Switch, SwitchConfig};

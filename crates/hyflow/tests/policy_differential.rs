@@ -11,6 +11,7 @@
 mod common;
 
 use common::{arb_packet, arb_pipeline, arb_rule};
+use hyflow::cost_model::CostModel;
 use hyflow::measure::KeySpec;
 use hyflow::nic::gigaflow::GigaflowConfig;
 use hyflow::offload::elixir::ElixirConfig;
@@ -22,7 +23,6 @@ use hyflow::offload::{NicUpdates, PolicyConfig, Prepared};
 use hyflow::openflow::traversal::Output;
 use hyflow::packet::FlowKey;
 use hyflow::replay::Replay;
-use hyflow::sim::costs::CostModel;
 use hyflow::sim::datapath::{SimDecision, SwitchDatapath};
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Layer, Switch, SwitchConfig};

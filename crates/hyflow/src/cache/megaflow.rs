@@ -5,11 +5,11 @@
 //! out after `max-idle` and are revalidated after rule updates in the same way, here.
 
 use super::table::{CacheTable, MatchKind, TableConfig};
-use super::{Decision, DecisionTables};
-use crate::cache::interner::ItemRef;
+use crate::decision::interner::ItemRef;
+use crate::decision::{Decision, DecisionTables};
 use crate::openflow::LookupRef;
 use crate::packet::{FlowKey, FlowMask};
-use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
+use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::EntryId;
 
 /// What a megaflow entry (software megaflow or NIC entry) holds.

@@ -20,7 +20,7 @@
 //! paper uses the cookie for, plus one pseudo-rule per table for table misses, which an
 //! added rule can turn into hits.
 
-use super::{Decision, DecisionTables, OutcomeMap};
+use crate::decision::{Decision, DecisionTables, OutcomeMap};
 use crate::openflow::LookupRef;
 use crate::packet::FlowKey;
 

@@ -9,9 +9,11 @@
 //! reported apart from the deterministic figures.
 
 pub mod bursts;
+pub mod calibrate;
 pub mod replay;
 pub mod sim;
 pub mod topk;
+mod workload;
 
 use crate::input::InputError;
 use crate::openflow::FlowFileError;
@@ -19,7 +21,7 @@ use crate::sim::SimConfigError;
 use crate::switch::SwitchConfigError;
 
 pub use crate::input::Progress;
-pub use crate::workload::Workload;
+pub use workload::Workload;
 
 /// Why an experiment cannot run. Messages name the offending option as the CLI spells it.
 #[derive(Debug, thiserror::Error)]

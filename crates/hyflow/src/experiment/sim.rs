@@ -4,11 +4,11 @@ use serde::Serialize;
 
 use super::bursts::{BurstSummary, BurstTracker};
 use super::{ExperimentError, Progress, Workload};
+use crate::cost_model::CostModel;
 use crate::input::PacketSource;
 use crate::offload::lfp::LfpTrainer;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyReport, Prepared};
-use crate::sim::costs::CostModel;
 use crate::sim::datapath::{SimDecision, SwitchDatapath};
 use crate::sim::search::{search as bisect, MaxRate, MinCores};
 use crate::sim::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};

@@ -24,13 +24,14 @@
 use hashbrown::HashMap;
 
 use super::{Arrival, NicReport, NicScheme, Upcall};
-use crate::cache::interner::ItemRef;
 use crate::cache::table::{Refused, TableConfigError};
-use crate::cache::{CachedFlow, CachedHit, DecisionTables};
+use crate::cache::CachedFlow;
+use crate::decision::interner::ItemRef;
+use crate::decision::{CachedHit, DecisionTables};
 use crate::measure::{FlowId, KeySpec};
 use crate::openflow::{LookupRef, Match};
 use crate::packet::FlowKey;
-use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
+use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::{EntryId, FlowTableStats};
 
 /// Most areas a table is cut into.

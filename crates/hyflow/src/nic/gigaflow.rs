@@ -40,15 +40,15 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
 use super::{Arrival, NicReport, NicScheme, Upcall};
-use crate::cache::interner::{Interner, ItemRef};
 use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConfigError};
-use crate::cache::{CachedHit, DecisionTables};
+use crate::decision::interner::{Interner, ItemRef};
+use crate::decision::{CachedHit, DecisionTables};
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
 use crate::packet::field::id;
 use crate::packet::{FlowKey, FlowMask};
-use crate::revalidator::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
+use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::{EntryId, FlowTableStats};
 
 /// Default number of Gigaflow stages (the paper's 4 × 8K configuration).

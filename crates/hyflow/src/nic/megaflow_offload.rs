@@ -4,8 +4,9 @@
 
 use super::{Arrival, NicReport, NicScheme, Upcall};
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
-use crate::cache::{CachedFlow, CachedHit, DecisionTables};
-use crate::revalidator::Revalidate;
+use crate::cache::CachedFlow;
+use crate::decision::{CachedHit, DecisionTables};
+use crate::revalidation::Revalidate;
 use crate::tuple_space::EntryId;
 
 /// OVS hardware offload of megaflows: one ternary table.

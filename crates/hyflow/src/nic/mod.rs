@@ -17,11 +17,11 @@ pub mod megaflow_offload;
 pub use megaflow_offload::MegaflowOffload;
 
 use crate::cache::table::{Refused, TableConfigError};
-use crate::cache::{CachedHit, Decision, DecisionTables};
+use crate::decision::{CachedHit, Decision, DecisionTables};
 use crate::measure::FlowId;
 use crate::openflow::Traversal;
 use crate::packet::FlowKey;
-use crate::revalidator::Revalidate;
+use crate::revalidation::Revalidate;
 use crate::tuple_space::{EntryId, FlowTableStats};
 use exact_match::{ExactMatch, ExactMatchConfig};
 use gigaflow::{Gigaflow, GigaflowConfig, GigaflowReport};

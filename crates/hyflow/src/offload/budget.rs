@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 
 use hashbrown::{HashMap, HashSet};
 
+use crate::cost_model::CostModel;
 use crate::measure::FlowId;
 use crate::packet::FlowKey;
-use crate::sim::costs::CostModel;
 use crate::switch::Switch;
 
 /// Limits on the NIC's table updates (Elixir §2.2: a P4 switch takes about 2,000 updates/s;

@@ -23,11 +23,11 @@ pub mod upcall;
 
 use serde::Serialize;
 
+use crate::cost_model::CostModel;
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatch;
 use crate::nic::NicConfig;
 use crate::packet::FlowKey;
-use crate::sim::costs::CostModel;
 use crate::switch::Switch;
 
 pub use budget::{NicBudget, NicUpdates};

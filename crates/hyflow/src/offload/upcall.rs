@@ -1,9 +1,9 @@
 //! Policies that measure nothing: the NIC holds what upcalls install (or nothing).
 
 use super::OffloadPolicy;
+use crate::cost_model::CostModel;
 use crate::nic::gigaflow::GigaflowConfig;
 use crate::nic::NicConfig;
-use crate::sim::costs::CostModel;
 
 /// Offload on upcalls, or not at all.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -20,7 +20,8 @@ use super::normal::{is_multicast, is_reserved, MacLearn, MacTable};
 use super::recirc::{Frozen, FrozenList, RecircIds};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{
-    DropReason, Fork, Interval, LookupPoint, Output, OutputMark, PointRec, Resume, Step, Traversal,
+    DropReason, Fork, Frame, Interval, List, LookupPoint, Output, OutputMark, PointRec, Resume, Step,
+    Traversal,
 };
 use crate::packet::ct_state;
 use crate::packet::field::{id, proto, word, FieldId};
@@ -337,35 +338,6 @@ fn continuation(p: &Pipeline, frames: &[Frame], out: &mut Vec<Resume>) {
             }
         }
     }
-}
-
-/// One rule's action list being executed: what a native call frame would hold. Nested
-/// `goto_table`/`resubmit` push frames on [`Traversal`]'s reusable stack instead of recursing,
-/// so the 4,096 nested lookups OVS's limits allow cannot exhaust the thread's stack.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Frame {
-    list: List,
-    /// Next action to run.
-    pc: usize,
-    /// Table to return to when the list is done.
-    old_table: u8,
-    /// What entering this frame added to OVS's backward-resubmit depth (0 or 1, more for a
-    /// frame that stands for several finished ones in [`Pipeline::run_from`]).
-    deepens: u32,
-}
-
-/// The action list a [`Frame`] runs.
-#[derive(Clone, Copy, Debug)]
-enum List {
-    /// A rule's actions.
-    Rule(RuleId),
-    /// A group bucket's action set; when it is done the flow is restored (each bucket acts on
-    /// a copy of the packet).
-    Bucket { group: u32, bucket: u16 },
-    /// An `all` group: its buckets from `next` on, run one after the other.
-    Buckets { group: u32, next: u16 },
-    /// Action list `i` of the frozen state this pass resumed.
-    Frozen(u16),
 }
 
 /// Translation state for one packet (OVS's `xlate_ctx`).

@@ -250,7 +250,7 @@ pub struct Traversal {
     /// into sub-traversals.
     pub ran_on_copy: bool,
     /// Execution stack of the slow path, kept here so it is reused across packets.
-    pub(crate) frames: Vec<super::pipeline::Frame>,
+    pub(crate) frames: Vec<Frame>,
     /// The flow before each running group bucket, restored when it ends.
     pub(crate) saved_flows: Vec<FlowKey>,
     /// The classifier's memory for conjunctive matches, reused across lookups.
@@ -363,4 +363,33 @@ impl Traversal {
                 .iter()
                 .any(|a| matches!(a, DpAction::Ct(_) | DpAction::CtClear | DpAction::Recirc(_)))
     }
+}
+
+/// One rule's action list being executed: what a native call frame would hold. Nested
+/// `goto_table`/`resubmit` push frames on [`Traversal`]'s reusable stack instead of recursing,
+/// so the 4,096 nested lookups OVS's limits allow cannot exhaust the thread's stack.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Frame {
+    pub(super) list: List,
+    /// Next action to run.
+    pub(super) pc: usize,
+    /// Table to return to when the list is done.
+    pub(super) old_table: u8,
+    /// What entering this frame added to OVS's backward-resubmit depth (0 or 1, more for a
+    /// frame that stands for several finished ones in [`Pipeline::run_from`](super::Pipeline::run_from)).
+    pub(super) deepens: u32,
+}
+
+/// The action list a [`Frame`] runs.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum List {
+    /// A rule's actions.
+    Rule(RuleId),
+    /// A group bucket's action set; when it is done the flow is restored (each bucket acts on
+    /// a copy of the packet).
+    Bucket { group: u32, bucket: u16 },
+    /// An `all` group: its buckets from `next` on, run one after the other.
+    Buckets { group: u32, next: u16 },
+    /// Action list `i` of the frozen state this pass resumed.
+    Frozen(u16),
 }

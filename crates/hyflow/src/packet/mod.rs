@@ -6,8 +6,10 @@ pub mod field;
 pub mod format;
 pub mod hash;
 pub mod key;
+pub mod malformed_counts;
 pub mod parse;
 
 pub use field::{FieldId, KEY_WORDS};
 pub use key::{FlowKey, FlowMask};
+pub use malformed_counts::MalformedCounts;
 pub use parse::{parse_captured, parse_frame, LinkKind, Malformed};

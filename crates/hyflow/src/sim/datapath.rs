@@ -12,8 +12,8 @@ use crate::openflow::Pipeline;
 use crate::replay::Schedule;
 use crate::switch::{Layer, Offload, Switch, SwitchConfig, SwitchConfigError};
 
-use super::costs::CostModel;
 use super::{Datapath, SimPacket};
+use crate::cost_model::CostModel;
 
 /// Counters of the datapath beyond the switch's own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

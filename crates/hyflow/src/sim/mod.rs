@@ -6,7 +6,7 @@
 //! miss is steered to one of the host cores' receive rings (RSS on the 5-tuple, or a hash of
 //! any fields, FlexNIC-style); a full ring drops it. Each core serves its ring in order; a
 //! packet's service time is what the host's software path costs for it
-//! ([`Datapath::host`]: microflow hit, megaflow hit or upcall, from a [`costs::CostModel`]),
+//! ([`Datapath::host`]: microflow hit, megaflow hit or upcall, from a [`CostModel`](crate::cost_model::CostModel)),
 //! so queueing delay, tail latency and loss come from the arrival process and the costs.
 //! Sampled headers cost a core a sketch update. A policy's background work (heap rebuilds,
 //! installs) goes to the least busy core, in slices of [`WORK_SLICE_NS`] that alternate in
@@ -22,7 +22,6 @@
 //! the cores' clocks and the metrics (HDR histograms and, if asked, a time series with one
 //! row per interval).
 
-pub mod costs;
 pub mod datapath;
 pub mod search;
 

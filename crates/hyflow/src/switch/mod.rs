@@ -27,9 +27,10 @@ pub use config::{
 };
 pub use stats::{Layer, PassStats, SwitchStats};
 
-use crate::cache::interner::ItemRef;
-use crate::cache::{CachedHit, DecisionTables, MegaflowCache, MicroflowCache};
+use crate::cache::{MegaflowCache, MicroflowCache};
 use crate::conntrack::{Conntrack, HwOffload};
+use crate::decision::interner::ItemRef;
+use crate::decision::{CachedHit, DecisionTables};
 use crate::host_time::{HostClock, HostTimings};
 use crate::nic::{Arrival, NicReport, NicScheme};
 use crate::openflow::execute::execute;
@@ -38,7 +39,8 @@ use crate::openflow::traversal::Output;
 use crate::openflow::{LookupRef, Pipeline, Traversal};
 use crate::packet::hash::hash_key;
 use crate::packet::FlowKey;
-use crate::revalidator::{Caches, EntryAt, Revalidate, Revalidator, SWEEP_INTERVAL_NS};
+use crate::revalidation::Revalidate;
+use crate::revalidator::{Caches, EntryAt, Revalidator, SWEEP_INTERVAL_NS};
 use crate::tuple_space::EntryId;
 use action_execution::{HardwareCheck, Tracked};
 use timers::{Timer, TimerTable};

@@ -11,7 +11,8 @@ use crate::nic::Upcall;
 use crate::openflow::execute::execute;
 use crate::openflow::traversal::Output;
 use crate::packet::FlowKey;
-use crate::revalidator::{CacheId, EntryAt, Removal};
+use crate::revalidation::Removal;
+use crate::revalidator::{CacheId, EntryAt};
 use crate::tuple_space::EntryId;
 
 impl Switch {

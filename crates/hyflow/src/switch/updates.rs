@@ -8,7 +8,7 @@ use crate::openflow::parser::FlowSpec;
 use crate::openflow::update::{self, Command};
 use crate::openflow::LookupRef;
 use crate::packet::FlowKey;
-use crate::revalidator::Translator;
+use crate::revalidation::Translator;
 
 impl Switch {
     /// A cached decision that learns (flows or MACs) or uses the MAC table was served: learn

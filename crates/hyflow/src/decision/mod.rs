@@ -1,0 +1,182 @@
+//! Cached decisions as every cache and NIC table holds them: two references into the Action
+//! Table and the rule-path table, shared by every flow with the same decision (FlowShadow
+//! §III-A), and the side tables keyed by lookup outcome that invalidation works through.
+
+pub mod interner;
+
+use interner::{Interner, ItemRef};
+
+use crate::openflow::datapath::{uses_conntrack, DpAction};
+use crate::openflow::traversal::Output;
+use crate::openflow::{LookupRef, Traversal};
+
+/// A cached forwarding decision: what to do, and which lookups (rules or misses) it stands
+/// for. Two 4-byte references, shared by every flow with the same decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Composed datapath actions, in the Action Table.
+    pub actions: ItemRef,
+    /// Lookup outcomes, in the path table: rules to credit, what updates must invalidate.
+    pub path: ItemRef,
+}
+
+/// The decision a cached layer found for a pass — one entry's (a NIC entry, a megaflow, a
+/// microflow) or a chain of NIC entries' (Gigaflow) — as the switch serves it, whichever
+/// layer found it.
+#[derive(Clone, Debug, Default)]
+pub struct CachedHit {
+    /// The decision's action list, when one entry held all of it: the switch runs it.
+    pub actions: Option<ItemRef>,
+    /// The copies that leave, when a chain of entries made the decision (it has no single
+    /// action list).
+    pub outputs: Vec<Output>,
+    /// Rule paths of the entries that applied, in order (their rules are credited).
+    pub paths: Vec<ItemRef>,
+    /// Whether one of them awaits a revalidation verdict (the decision is stale).
+    pub stale: bool,
+}
+
+impl CachedHit {
+    /// One entry's decision.
+    #[inline]
+    pub fn set(&mut self, decision: Decision, stale: bool) {
+        self.actions = Some(decision.actions);
+        self.outputs.clear();
+        self.paths.clear();
+        self.paths.push(decision.path);
+        self.stale = stale;
+    }
+}
+
+/// The Action Table (with FlowShadow's per-action invalidation time stamps) and the path table.
+#[derive(Default)]
+pub struct DecisionTables {
+    /// Deduplicated composed action lists.
+    pub actions: Interner<DpAction>,
+    /// Deduplicated lookup-outcome sequences.
+    pub paths: Interner<LookupRef>,
+    /// Per action reference: the update epoch at which it was last invalidated (action mode).
+    action_invalidated: Vec<u64>,
+    /// Per action reference: whether the list goes through the connection tracker or
+    /// recirculates ([`uses_conntrack`]), found once when it was interned.
+    tracked: Vec<bool>,
+    scratch: Vec<LookupRef>,
+}
+
+impl DecisionTables {
+    /// Empty tables.
+    pub fn new() -> DecisionTables {
+        DecisionTables::default()
+    }
+
+    /// The decision a slow-path traversal made, holding one reference for the caller.
+    pub fn intern(&mut self, tr: &Traversal) -> Decision {
+        let (actions, new) = self.actions.intern(&tr.dp_actions);
+        if new {
+            self.action_invalidated.resize(self.actions.capacity(), 0);
+            self.action_invalidated[actions as usize] = 0;
+            self.tracked.resize(self.actions.capacity(), false);
+            self.tracked[actions as usize] = uses_conntrack(&tr.dp_actions);
+        }
+        self.scratch.clear();
+        self.scratch.extend(tr.outcomes());
+        let (path, _) = self.paths.intern(&self.scratch);
+        Decision { actions, path }
+    }
+
+    /// Interns a path alone (revalidation keeps actions but may change the path).
+    pub fn intern_path(&mut self, tr: &Traversal) -> ItemRef {
+        self.scratch.clear();
+        self.scratch.extend(tr.outcomes());
+        self.paths.intern(&self.scratch).0
+    }
+
+    /// Takes another reference on both parts.
+    pub fn acquire(&mut self, d: Decision) {
+        self.actions.acquire(d.actions);
+        self.paths.acquire(d.path);
+    }
+
+    /// Drops a reference on both parts.
+    pub fn release(&mut self, d: Decision) {
+        self.actions.release(d.actions);
+        self.paths.release(d.path);
+    }
+
+    /// FlowShadow action-mode invalidation: every flow cached with `actions` before `epoch`
+    /// is invalid.
+    pub fn invalidate_action(&mut self, actions: ItemRef, epoch: u64) {
+        let i = actions as usize;
+        if self.action_invalidated.len() <= i {
+            self.action_invalidated.resize(i + 1, 0);
+        }
+        self.action_invalidated[i] = epoch;
+    }
+
+    /// Whether an interned action list goes through the connection tracker or recirculates.
+    #[inline]
+    pub fn tracks(&self, actions: ItemRef) -> bool {
+        self.tracked.get(actions as usize).copied().unwrap_or(false)
+    }
+
+    /// Epoch of the last invalidation of an action list (0 = never).
+    #[inline]
+    pub fn action_invalidated(&self, actions: ItemRef) -> u64 {
+        self.action_invalidated.get(actions as usize).copied().unwrap_or(0)
+    }
+
+    /// The rules a decision credits, in lookup order.
+    pub fn rules(&self, d: Decision) -> impl Iterator<Item = u32> + '_ {
+        self.path_rules(d.path)
+    }
+
+    /// Whether the decision with this path learns (flows or MACs) or uses what was learned
+    /// (it ends with [`LookupRef::STATEFUL`]).
+    #[inline]
+    pub fn stateful(&self, path: ItemRef) -> bool {
+        self.paths.get(path).last() == Some(&LookupRef::STATEFUL)
+    }
+
+    /// The rules on an interned path, in lookup order.
+    pub fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = u32> + '_ {
+        self.paths.get(path).iter().filter_map(|o| o.as_rule())
+    }
+}
+
+/// A side table indexed by lookup outcome: rules by id (grown on demand), misses by table.
+/// FlowShadow's Cookie Table and Signature Table are both of this shape.
+pub struct OutcomeMap<T> {
+    rules: Vec<T>,
+    misses: Vec<T>,
+}
+
+impl<T: Default + Clone> Default for OutcomeMap<T> {
+    fn default() -> Self {
+        OutcomeMap { rules: Vec::new(), misses: vec![T::default(); 256] }
+    }
+}
+
+impl<T: Default + Clone> OutcomeMap<T> {
+    /// The value for an outcome (default if never set).
+    #[inline]
+    pub fn get(&self, o: LookupRef) -> Option<&T> {
+        match (o.as_rule(), o.as_miss()) {
+            (Some(r), _) => self.rules.get(r as usize),
+            (_, Some(t)) => self.misses.get(t as usize),
+            _ => None,
+        }
+    }
+
+    /// The value for an outcome, mutably (created on first use).
+    pub fn get_mut(&mut self, o: LookupRef) -> &mut T {
+        match o.as_rule() {
+            Some(r) => {
+                if self.rules.len() <= r as usize {
+                    self.rules.resize(r as usize + 1, T::default());
+                }
+                &mut self.rules[r as usize]
+            }
+            None => &mut self.misses[o.as_miss().unwrap_or(0) as usize],
+        }
+    }
+}
