@@ -559,6 +559,14 @@ fn sim_bad_input_is_one_clear_message() {
         &["--lfp-train does not apply to --policy elixir"],
     );
     fails_with(&hyflow(&["sim", "--policy", "lfp", "--lfp-train", "0"]), &["--lfp-train must be a positive"]);
+    // The switch's NIC sizing means nothing to a policy that brings its own NIC.
+    for (policy, option) in [("elixir", "--nic-entries"), ("tfo", "--nic-tables"), ("psf", "--partition")] {
+        let value = if option == "--partition" { "random" } else { "4" };
+        fails_with(
+            &hyflow(&["sim", "--policy", policy, option, value]),
+            &[&format!("{option} does not apply to --policy {policy}: it brings its own NIC")],
+        );
+    }
     fails_with(&elixir(&["--flow-key", "bogus"]), &["--flow-key", "unknown key field 'bogus'"]);
     fails_with(&hyflow(&["sim", "--nic", "gigaflow"]), &["--nic and --no-nic do not apply to sim"]);
     fails_with(&hyflow(&["sim", "--no-nic"]), &["--policy says what the NIC holds"]);

@@ -5,177 +5,100 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::{Arg, ArgMatches, Args, Command, FromArgMatches, ValueEnum};
 
-use crate::switch::{gigaflow_nic, megaflow_nic, switch_config, SwitchArgs};
+use crate::switch::{gigaflow_nic, megaflow_nic, nic_sizing_given, switch_config, SwitchArgs};
 use hyflow::cost_model::CostModel;
 use hyflow::experiment::sim::{Search, SimExperiment, SimSummary};
+use hyflow::experiment::ExperimentError;
 use hyflow::measure::KeySpec;
-use hyflow::offload::elixir::{ElixirConfig, NIC_LINE_RATE_PPS};
-use hyflow::offload::lfp::LfpConfig;
-use hyflow::offload::rebalance::OvsRebalanceConfig;
-use hyflow::offload::tfo::TfoConfig;
-use hyflow::offload::upcall::UpcallOffload;
-use hyflow::offload::{NicUpdates, PolicyConfig};
+use hyflow::nic::NicConfig;
+use hyflow::offload::{
+    registration, NicUpdates, Param, ParamKind, ParamValue, PolicyConfigError, PolicyParams, POLICIES,
+};
 use hyflow::sim::{Metrics, SimConfig, Steering};
 
-/// What the NIC holds during a simulation.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PolicyArg {
-    /// Nothing: pure software forwarding.
-    Psf,
-    /// Every new megaflow while there is room, as OVS offload.
-    OffloadAll,
-    /// Sub-traversals in --nic-tables stages.
-    Gigaflow,
-    /// Elixir: sampled large-flow replacement plus queue-triggered bursty offload.
-    Elixir,
-    /// TFO: multi-time-scale heavy hitters with limited churn (a reconstruction).
-    Tfo,
-    /// LFP: first-packet prediction with a decision tree trained on a prefix.
-    Lfp,
-    /// Open vSwitch's offload-rebalance: every 3 s, swap slow offloaded flows for faster ones.
-    OvsRebalance,
+/// The parameters of every registered policy ([`hyflow::offload::POLICIES`]) as options:
+/// each policy declares its own, so a new policy brings its options with it; an option the
+/// chosen policy does not declare is refused.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyOptions {
+    /// The values given, by parameter name.
+    pub values: Vec<(&'static str, ParamValue)>,
 }
 
-impl PolicyArg {
-    /// Whether the policy fills an exact-match table (sized by --large-entries + --bursty-entries).
-    fn exact_match(self) -> bool {
-        matches!(self, PolicyArg::Elixir | PolicyArg::Tfo | PolicyArg::Lfp | PolicyArg::OvsRebalance)
-    }
-
-    /// Whether the NIC samples packets for it.
-    fn samples(self) -> bool {
-        matches!(self, PolicyArg::Elixir | PolicyArg::Tfo)
-    }
-}
-
-/// Parameters of measurement-driven policies (defaults: Elixir's, §5.1).
-#[derive(Args)]
-#[command(next_help_heading = "Measurement-driven policies (elixir, tfo, lfp, ovs-rebalance)")]
-pub struct PolicyArgs {
-    /// Entries of the exact-match table's large-flow area [default: 50000]; tfo, lfp and
-    /// ovs-rebalance get one table of --large-entries + --bursty-entries.
-    #[arg(long, value_name = "N")]
-    pub large_entries: Option<usize>,
-    /// Entries of the bursty area, whose counters software polls [default: 100].
-    #[arg(long, value_name = "N")]
-    pub bursty_entries: Option<usize>,
-    /// lfp: seconds of the input (as recorded) its tree is trained on, before the run
-    /// [default: 10].
-    #[arg(long, value_name = "SECONDS")]
-    pub lfp_train: Option<f64>,
-    /// Fields the exact-match table keys flows by: 5tuple (IPv4), 5tuple46 (IPv4 and IPv6)
-    /// or comma-separated field names [default: 5tuple].
-    #[arg(long, value_name = "FIELDS")]
-    pub flow_key: Option<String>,
-    /// Identification window L, seconds: large flows are ranked over it [default: 30].
-    #[arg(long, value_name = "SECONDS")]
-    pub identification_window: Option<f64>,
-    /// Replacement window T, seconds: the large set is replaced every T; L is cut into
-    /// ⌈L/T⌉ sub-window arrays [default: 10].
-    #[arg(long, value_name = "SECONDS")]
-    pub replacement_window: Option<f64>,
-    /// Window of the per-flow counters that rank bursty flows, seconds [default: 1].
-    #[arg(long, value_name = "SECONDS")]
-    pub burst_window: Option<f64>,
-    /// Queue threshold K, packets: a ring this full triggers a bursty-flow check [default:
-    /// ring − NIC update latency × --nic-rate].
-    #[arg(long, value_name = "PACKETS")]
-    pub queue_threshold: Option<u64>,
-    /// Packets/s the NIC can deliver into a ring, for K's headroom [default: 148.8 M,
-    /// 100 GbE of 64-byte frames].
-    #[arg(long, value_name = "PPS")]
-    pub nic_rate: Option<f64>,
-    /// Host work of rebuilding the large-flow heap at each replacement, ms [default: k·log2 k
-    /// sketch updates (`sample_ns`) for the k large-flow entries: 22 ms for 50,000 with the
-    /// built-in costs; Elixir measured about 10].
-    #[arg(long, value_name = "MS")]
-    pub heap_rebuild: Option<f64>,
-}
-
-impl PolicyArgs {
-    /// The options given that `policy` does not take, by name.
-    fn misplaced(&self, policy: PolicyArg) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        let mut note = |set: bool, name: &'static str, applies: bool| {
-            if set && !applies {
-                v.push(name)
+/// The registered parameters, each once (policies share some), in registration order.
+fn all_params() -> Vec<Param> {
+    let mut out: Vec<Param> = Vec::new();
+    for r in POLICIES {
+        for p in r.params {
+            if !out.iter().any(|q| q.name == p.name) {
+                out.push(*p);
             }
-        };
-        let exact = policy.exact_match();
-        note(self.large_entries.is_some(), "--large-entries", exact);
-        note(self.bursty_entries.is_some(), "--bursty-entries", exact);
-        note(self.flow_key.is_some(), "--flow-key", exact);
-        note(self.lfp_train.is_some(), "--lfp-train", policy == PolicyArg::Lfp);
-        let elixir = policy == PolicyArg::Elixir;
-        note(self.identification_window.is_some(), "--identification-window", elixir);
-        note(self.replacement_window.is_some(), "--replacement-window", elixir);
-        note(self.burst_window.is_some(), "--burst-window", elixir);
-        note(self.queue_threshold.is_some(), "--queue-threshold", elixir);
-        note(self.nic_rate.is_some(), "--nic-rate", elixir);
-        note(self.heap_rebuild.is_some(), "--heap-rebuild", elixir);
-        v
-    }
-
-    /// The exact-match table of tfo, lfp and ovs-rebalance: Elixir's two areas together.
-    fn table(&self) -> usize {
-        let d = ElixirConfig::default();
-        self.large_entries.unwrap_or(d.large_entries) + self.bursty_entries.unwrap_or(d.bursty_entries)
-    }
-
-    fn key(&self) -> Result<KeySpec> {
-        match &self.flow_key {
-            None => Ok(KeySpec::five_tuple()),
-            Some(text) => KeySpec::parse(text).map_err(|e| anyhow!("--flow-key: {e}")),
         }
     }
+    out
+}
 
-    fn lfp(&self) -> Result<LfpConfig> {
-        let train_ns = match self.lfp_train {
-            None => LfpConfig::default().train_ns,
-            Some(s) if s.is_finite() && s > 0.0 => (s * 1e9).round().max(1.0) as u64,
-            Some(s) => bail!("--lfp-train must be a positive number of seconds, not {s}"),
-        };
-        Ok(LfpConfig { entries: self.table(), key: self.key()?, train_ns, ..LfpConfig::default() })
+impl Args for PolicyOptions {
+    fn augment_args(cmd: Command) -> Command {
+        let mut cmd = cmd.next_help_heading("Policy parameters (each for the policies named)");
+        for p in all_params() {
+            let users: Vec<&str> = POLICIES
+                .iter()
+                .filter(|r| r.params.iter().any(|q| q.name == p.name))
+                .map(|r| r.name)
+                .collect();
+            let arg = Arg::new(p.name).long(p.name).value_name(p.value_name).help(format!(
+                "{} ({})",
+                p.help,
+                users.join(", ")
+            ));
+            cmd = cmd.arg(match p.kind {
+                ParamKind::Count => arg.value_parser(clap::value_parser!(u64)),
+                ParamKind::Number => arg.value_parser(clap::value_parser!(f64)),
+                ParamKind::Text => arg.value_parser(clap::value_parser!(String)),
+            });
+        }
+        cmd
     }
 
-    fn elixir(&self, sample_rate: Option<f64>) -> Result<ElixirConfig> {
-        let d = ElixirConfig::default();
-        let seconds = |flag: &str, v: Option<f64>, default: u64| -> Result<u64> {
-            match v {
-                None => Ok(default),
-                Some(s) if s.is_finite() && s > 0.0 && s * 1e9 >= 1.0 => Ok((s * 1e9).round() as u64),
-                Some(s) => bail!("{flag} must be a positive number of seconds, not {s}"),
-            }
-        };
-        let heap_rebuild_ns = match self.heap_rebuild {
-            None => None,
-            Some(ms) if ms.is_finite() && ms >= 0.0 => Some((ms * 1e6).round() as u64),
-            Some(ms) => bail!("--heap-rebuild must be ≥ 0 ms, not {ms}"),
-        };
-        let key = self.key()?;
-        Ok(ElixirConfig {
-            large_entries: self.large_entries.unwrap_or(d.large_entries),
-            bursty_entries: self.bursty_entries.unwrap_or(d.bursty_entries),
-            key,
-            sample_rate: sample_rate.unwrap_or(d.sample_rate),
-            identification_window_ns: seconds(
-                "--identification-window",
-                self.identification_window,
-                d.identification_window_ns,
-            )?,
-            replacement_window_ns: seconds(
-                "--replacement-window",
-                self.replacement_window,
-                d.replacement_window_ns,
-            )?,
-            burst_window_ns: seconds("--burst-window", self.burst_window, d.burst_window_ns)?,
-            queue_threshold: self.queue_threshold,
-            nic_rate_pps: self.nic_rate.unwrap_or(NIC_LINE_RATE_PPS),
-            heap_rebuild_ns,
-            ..d
-        })
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for PolicyOptions {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut values = Vec::new();
+        for p in all_params() {
+            let v = match p.kind {
+                ParamKind::Count => m.get_one::<u64>(p.name).map(|&n| ParamValue::Count(n)),
+                ParamKind::Number => m.get_one::<f64>(p.name).map(|&v| ParamValue::Number(v)),
+                ParamKind::Text => m.get_one::<String>(p.name).map(|t| ParamValue::Text(t.clone())),
+            };
+            values.extend(v.map(|v| (p.name, v)));
+        }
+        Ok(PolicyOptions { values })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// `--policy`'s values: the registered policies, each with its one line of help.
+fn policy_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(POLICIES.iter().map(|r| PossibleValue::new(r.name).help(r.about)))
+}
+
+/// A policy's error as the CLI spells it: a parameter by its option.
+pub fn policy_error(e: PolicyConfigError) -> anyhow::Error {
+    match e {
+        PolicyConfigError::Param { param, message } => anyhow!("--{param} {message}"),
+        e => anyhow!(e),
     }
 }
 
@@ -192,19 +115,12 @@ pub enum FindArg {
 pub struct SimArgs {
     #[command(flatten)]
     pub switch: SwitchArgs,
-    /// What the NIC holds: psf (nothing: pure software forwarding), offload-all (every new
-    /// megaflow while there is room, as OVS offload), gigaflow (sub-traversals in
-    /// --nic-tables stages; each upcall also costs Gigaflow's install work), elixir (an
-    /// exact-match table of --large-entries + --bursty-entries flows filled by Elixir's
-    /// measurement; its work runs on the forwarding cores), and Elixir's baselines on an
-    /// exact-match table of the same total size: tfo (multi-time-scale heavy hitters, limited
-    /// churn; a reconstruction), lfp (first-packet prediction by a decision tree trained on
-    /// the first --lfp-train seconds), ovs-rebalance (OVS offload-rebalance: fill while there
-    /// is room, swap slow for fast flows every 3 s). Replaces --nic/--no-nic;
-    /// --nic-entries, --nic-masks, --nic-tables and --partition size the megaflow and
-    /// Gigaflow NICs.
-    #[arg(long, value_enum, default_value = "offload-all", value_name = "POLICY")]
-    pub policy: PolicyArg,
+    /// What the NIC holds: one of the policies below, each with its own parameters (listed under
+    /// "Policy parameters"). Replaces --nic/--no-nic; --nic-entries, --nic-masks, --nic-tables,
+    /// --partition and --mappings size the NIC of offload-all and gigaflow and are refused for
+    /// policies that bring their own.
+    #[arg(long, default_value = "offload-all", value_name = "POLICY", value_parser = policy_names())]
+    pub policy: String,
     /// Host cores, each with its own receive ring.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub cores: usize,
@@ -286,7 +202,7 @@ pub struct SimArgs {
     pub interval: Option<f64>,
     /// Last: clap puts every later option under this group's heading.
     #[command(flatten)]
-    pub policy_args: PolicyArgs,
+    pub policy_options: PolicyOptions,
 }
 
 /// The summary as the CLI prints it.
@@ -442,37 +358,33 @@ impl SimArgs {
             bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
         }
         let base = switch_config(&a.switch)?;
-        if let Some(flag) = a.policy_args.misplaced(a.policy).first() {
-            bail!(
-                "{flag} does not apply to --policy {}",
-                a.policy.to_possible_value().expect("named").get_name()
-            );
+        let registration = registration(&a.policy).ok_or_else(|| anyhow!("no policy {}", a.policy))?;
+        if let Some((name, _)) =
+            a.policy_options.values.iter().find(|(n, _)| !registration.params.iter().any(|p| p.name == *n))
+        {
+            bail!("--{name} does not apply to --policy {}", a.policy);
         }
-        let policy = match a.policy {
-            PolicyArg::Psf => PolicyConfig::Upcall(UpcallOffload::Psf),
-            PolicyArg::OffloadAll => {
-                let (entries, max_masks) = megaflow_nic(&a.switch);
-                PolicyConfig::Upcall(UpcallOffload::OffloadAll { entries, max_masks })
+        if registration.upcall_nic.is_none() {
+            if let Some(flag) = nic_sizing_given(&a.switch).first() {
+                bail!("{flag} does not apply to --policy {}: it brings its own NIC", a.policy);
             }
-            PolicyArg::Gigaflow => PolicyConfig::Upcall(UpcallOffload::Gigaflow(gigaflow_nic(&a.switch))),
-            PolicyArg::Elixir => PolicyConfig::Elixir(a.policy_args.elixir(a.sample_rate)?),
-            PolicyArg::Tfo => PolicyConfig::Tfo(TfoConfig {
-                entries: a.policy_args.table(),
-                key: a.policy_args.key()?,
-                sample_rate: a.sample_rate.unwrap_or(TfoConfig::default().sample_rate),
-                max_changes: a.policy_args.table().div_ceil(100),
-                ..TfoConfig::default()
-            }),
-            PolicyArg::Lfp => PolicyConfig::Lfp(a.policy_args.lfp()?),
-            PolicyArg::OvsRebalance => PolicyConfig::OvsRebalance(OvsRebalanceConfig {
-                entries: a.policy_args.table(),
-                key: a.policy_args.key()?,
-                ..OvsRebalanceConfig::default()
-            }),
+        }
+        let params = PolicyParams {
+            values: a.policy_options.values.clone(),
+            nic: match registration.upcall_nic {
+                Some("megaflow") => {
+                    let (entries, max_masks) = megaflow_nic(&a.switch);
+                    Some(NicConfig::Megaflow { entries, max_masks })
+                }
+                Some("gigaflow") => Some(NicConfig::Gigaflow(gigaflow_nic(&a.switch))),
+                _ => None,
+            },
+            sample_rate: a.sample_rate,
         };
+        let policy = (registration.configure)(&params).map_err(policy_error)?;
         if let Some(r) = a.sample_rate {
             let in_range = r.is_finite() && r > 0.0 && r <= 1.0;
-            let off = r == 0.0 && !a.policy.samples();
+            let off = r == 0.0 && policy.sample_rate() == 0.0;
             if !(in_range || off) {
                 bail!("--sample-rate must be in (0, 1], not {r}");
             }
@@ -544,6 +456,11 @@ impl SimArgs {
                 None => std::thread::available_parallelism().map_or(1, |n| n.get()),
             },
         };
+        // Checked here so that a policy's parameter errors name the option (`--lfp-train`).
+        exp.check().map_err(|e| match e {
+            ExperimentError::Policy(p) => policy_error(p),
+            e => anyhow!(e),
+        })?;
         Ok(exp)
     }
 }

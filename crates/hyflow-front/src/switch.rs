@@ -79,12 +79,12 @@ pub struct SwitchArgs {
     /// Distinct masks per NIC stage (default 512; 63 with --preset gigaflow-paper).
     #[arg(long, value_name = "N")]
     pub nic_masks: Option<usize>,
-    /// Gigaflow stages (K).
-    #[arg(long, value_name = "K", default_value_t = hyflow::nic::gigaflow::DEFAULT_TABLES)]
-    pub nic_tables: usize,
-    /// Gigaflow partitioning: dp (disjoint partitioning), random, one-to-one.
-    #[arg(long, value_enum, default_value = "dp")]
-    pub partition: PartitionArg,
+    /// Gigaflow stages (K) [default: 4].
+    #[arg(long, value_name = "K")]
+    pub nic_tables: Option<usize>,
+    /// Gigaflow partitioning: dp (disjoint partitioning), random, one-to-one [default: dp].
+    #[arg(long, value_enum)]
+    pub partition: Option<PartitionArg>,
     /// Gigaflow installs: partial (the pieces that fit; later traversals may complete the
     /// chain; the default) or whole (all of a traversal's pieces or none, as the Gigaflow
     /// artifact; the default with --preset gigaflow-paper).
@@ -211,15 +211,30 @@ pub fn megaflow_nic(a: &SwitchArgs) -> (usize, usize) {
     (a.nic_entries.unwrap_or(default), nic_masks(a))
 }
 
+/// The options given that size the megaflow or Gigaflow NIC, by name: they mean nothing to
+/// a policy that brings its own NIC.
+pub fn nic_sizing_given(a: &SwitchArgs) -> Vec<&'static str> {
+    [
+        (a.nic_entries.is_some(), "--nic-entries"),
+        (a.nic_masks.is_some(), "--nic-masks"),
+        (a.nic_tables.is_some(), "--nic-tables"),
+        (a.partition.is_some(), "--partition"),
+        (a.mappings.is_some(), "--mappings"),
+    ]
+    .into_iter()
+    .filter_map(|(given, name)| given.then_some(name))
+    .collect()
+}
+
 /// The Gigaflow NIC the options shape.
 pub fn gigaflow_nic(a: &SwitchArgs) -> GigaflowConfig {
     let default =
         if paper(a) { paper_setup::GIGAFLOW_ENTRIES } else { hyflow::nic::gigaflow::DEFAULT_ENTRIES };
     GigaflowConfig {
-        tables: a.nic_tables,
+        tables: a.nic_tables.unwrap_or(hyflow::nic::gigaflow::DEFAULT_TABLES),
         entries: a.nic_entries.unwrap_or(default),
         max_masks: nic_masks(a),
-        partition: match a.partition {
+        partition: match a.partition.unwrap_or(PartitionArg::Dp) {
             PartitionArg::Dp => Partition::Disjoint,
             PartitionArg::Random => Partition::Random,
             PartitionArg::OneToOne => Partition::OneToOne,

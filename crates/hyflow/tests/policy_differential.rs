@@ -15,11 +15,11 @@ use hyflow::cost_model::CostModel;
 use hyflow::measure::KeySpec;
 use hyflow::nic::gigaflow::GigaflowConfig;
 use hyflow::offload::elixir::ElixirConfig;
-use hyflow::offload::lfp::{LfpConfig, LfpTrainer};
+use hyflow::offload::lfp::LfpConfig;
 use hyflow::offload::rebalance::OvsRebalanceConfig;
 use hyflow::offload::tfo::TfoConfig;
 use hyflow::offload::upcall::UpcallOffload;
-use hyflow::offload::{NicUpdates, PolicyConfig, Prepared};
+use hyflow::offload::{NicUpdates, PolicyConfig, PolicyMachine};
 use hyflow::openflow::traversal::Output;
 use hyflow::packet::FlowKey;
 use hyflow::replay::Replay;
@@ -27,6 +27,9 @@ use hyflow::sim::datapath::{SimDecision, SwitchDatapath};
 use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Layer, Switch, SwitchConfig};
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+use std::cell::RefCell;
+use std::sync::Arc;
 
 fn cases() -> u32 {
     std::env::var("HYFLOW_POLICY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(250)
@@ -35,14 +38,14 @@ fn cases() -> u32 {
 const RING: usize = 16;
 
 fn policies() -> Vec<PolicyConfig> {
-    vec![
-        PolicyConfig::Upcall(UpcallOffload::OffloadAll { entries: 6, max_masks: 4 }),
-        PolicyConfig::Upcall(UpcallOffload::Gigaflow(GigaflowConfig {
+    let policies: Vec<PolicyConfig> = vec![
+        Arc::new(UpcallOffload::OffloadAll { entries: 6, max_masks: 4 }),
+        Arc::new(UpcallOffload::Gigaflow(GigaflowConfig {
             tables: 2,
             entries: 6,
             ..GigaflowConfig::default()
         })),
-        PolicyConfig::Elixir(ElixirConfig {
+        Arc::new(ElixirConfig {
             large_entries: 4,
             bursty_entries: 2,
             key: KeySpec::five_tuple(),
@@ -55,7 +58,7 @@ fn policies() -> Vec<PolicyConfig> {
             sketch_width: 256,
             ..ElixirConfig::default()
         }),
-        PolicyConfig::Elixir(ElixirConfig {
+        Arc::new(ElixirConfig {
             large_entries: 3,
             bursty_entries: 1,
             key: KeySpec::parse("nw_dst").unwrap(),
@@ -68,33 +71,33 @@ fn policies() -> Vec<PolicyConfig> {
             sketch_width: 64,
             ..ElixirConfig::default()
         }),
-        PolicyConfig::Tfo(TfoConfig {
+        Arc::new(TfoConfig {
             entries: 4,
             sample_rate: 1.0,
             bin_ns: 100_000,
             max_changes: 2,
             ..TfoConfig::default()
         }),
-        PolicyConfig::Lfp(LfpConfig { entries: 4, large_share: 0.5, min_leaf: 1, ..LfpConfig::default() }),
-        PolicyConfig::OvsRebalance(OvsRebalanceConfig {
+        Arc::new(LfpConfig { entries: 4, large_share: 0.5, min_leaf: 1, ..LfpConfig::default() }),
+        Arc::new(OvsRebalanceConfig {
             entries: 3,
             interval_ns: 150_000,
             max_swaps: 2,
             ..OvsRebalanceConfig::default()
         }),
-    ]
+    ];
+    policies
 }
 
-/// LFP's tree, trained on the scenario's own packets (every flow, so that some are large).
-fn prepared(packets: &[(u64, FlowKey)], policy: &PolicyConfig) -> Prepared {
-    let PolicyConfig::Lfp(config) = policy else { return Prepared::default() };
-    let mut t = LfpTrainer::default();
+/// The policy as a run builds it: a policy that learns before the run (LFP) trained on the
+/// scenario's own packets (every flow, so that some are large); `None` if it cannot learn
+/// from them (fewer than two flows).
+fn prepared(packets: &[(u64, FlowKey)], policy: &PolicyConfig) -> Option<PolicyConfig> {
+    let Some(mut trainer) = policy.trainer() else { return Some(policy.clone()) };
     for (_, k) in packets {
-        if let Some(f) = config.key.flow_id(k) {
-            t.observe(f, k, 64);
-        }
+        trainer.observe(k, 64);
     }
-    Prepared { lfp: t.fit(config).ok().map(std::sync::Arc::new) }
+    trainer.finish().ok()
 }
 
 /// Arrival times: packets in clumps (several at one instant, so rings fill and bursts
@@ -115,15 +118,14 @@ fn simulate(
     lines: &[String],
     updates: &str,
     packets: &[(u64, FlowKey)],
-    policy: PolicyConfig,
+    policy: &PolicyConfig,
 ) -> Vec<SimDecision> {
-    let prepared = prepared(packets, &policy);
-    if matches!(policy, PolicyConfig::Lfp(_)) && prepared.lfp.is_none() {
+    let Some(policy) = prepared(packets, policy) else {
         // Fewer than two flows: nothing to learn, nothing to check.
         return (0..packets.len() as u64)
             .map(|index| SimDecision { index, t_ns: 0, layer: None, outputs: Vec::new() })
             .collect();
-    }
+    };
     let pipeline = common::pipeline_of(&lines.join("\n"));
     let ups = common::updates_of(updates);
     let limits = NicUpdates { per_second: 50_000.0, latency_ns: 2_000, counter_reads_per_second: 100_000.0 };
@@ -131,7 +133,7 @@ fn simulate(
     let dp = SwitchDatapath::new(
         pipeline,
         base,
-        policy.build(RING, &limits, &prepared).unwrap(),
+        policy.build(&PolicyMachine { ring: RING, limits }).unwrap(),
         CostModel::default(),
         ups,
         limits,
@@ -176,58 +178,117 @@ fn reference(lines: &[String], updates: &str, packets: &[(u64, FlowKey)]) -> Vec
         .collect()
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+/// Decisions checked and skipped over all scenarios, by policy.
+#[derive(Default)]
+struct Checked {
+    /// Per policy, by its place in [`policies`]: NIC decisions compared, software decisions compared, software decisions
+    /// skipped (served after an update that came after their arrival).
+    by_policy: Vec<(&'static str, u64, u64, u64)>,
+}
 
-    #[test]
-    fn nic_decisions_equal_the_slow_path_under_every_policy(
-        lines in arb_pipeline(10),
-        pool in prop::collection::vec(arb_packet(), 1..8),
-        picks in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 40..160),
-        gens in prop::collection::vec((0usize..160, (0u8..4).prop_flat_map(|t| arb_rule(t, 4)), any::<prop::sample::Index>(), 0u8..3), 0..5),
-    ) {
-        // Software serves packets after a queue, so flows and MACs would be learned later than
-        // the in-order reference learns them: learning is checked by `replay_differential`.
-        let lines: Vec<String> = lines.iter().map(|l| common::without_state(l)).collect();
-        let gens: Vec<_> = gens.into_iter().map(|(p, r, v, k)| (p, common::without_state(&r), v, k)).collect();
-        let gaps: Vec<u8> = picks.iter().map(|p| p.1).collect();
-        let packets: Vec<(u64, FlowKey)> = times(&gaps).into_iter().zip(picks.iter().map(|p| *p.0.get(&pool))).collect();
-        let mut updates = String::new();
-        for (pos, rule, victim, kind) in &gens {
-            let target = victim.get(&lines);
-            let (matcher, _) = target.split_once(" actions=").unwrap();
-            let line = match kind {
-                0 => format!("add {rule}"),
-                1 => format!("modify-strict {matcher} actions=output:9"),
-                _ => format!("delete-strict {matcher}"),
-            };
-            updates.push_str(&format!("#{pos} {line}\n"));
+impl Checked {
+    /// Counts for the `index`-th policy of [`policies`].
+    fn count(&mut self, index: usize, policy: &'static str, nic: u64, software: u64, skipped: u64) {
+        if self.by_policy.len() <= index {
+            self.by_policy.resize(index + 1, ("", 0, 0, 0));
         }
-        let want = reference(&lines, &updates, &packets);
-        // Indices after which the rules changed: a software decision for a packet that waited
-        // across one is checked against the rules in force when it was served.
-        let update_at: Vec<usize> = gens.iter().map(|g| g.0).collect();
-        for policy in policies() {
-            let got = simulate(&lines, &updates, &packets, policy);
-            prop_assert_eq!(got.len(), packets.len(), "{}: one decision per packet", policy.name());
-            for d in &got {
-                let i = d.index as usize;
-                match d.layer {
-                    Some(Layer::Nic) => {
-                        prop_assert_eq!(&d.outputs, &want[i], "{}: packet {} via the NIC\nflows:\n{}\nupdates:\n{}",
-                            policy.name(), i, lines.join("\n"), updates);
-                    }
-                    Some(_) => {
-                        // Served later: only comparable if no update came between.
-                        let served_after = packets.iter().take_while(|p| p.0 <= d.t_ns).count();
-                        if !update_at.iter().any(|&u| u > i && u <= served_after) {
-                            prop_assert_eq!(&d.outputs, &want[i], "{}: packet {} in software", policy.name(), i);
-                        }
-                    }
-                    None => {}
-                }
+        let c = &mut self.by_policy[index];
+        *c = (policy, c.1 + nic, c.2 + software, c.3 + skipped);
+    }
+}
+
+#[test]
+fn nic_decisions_equal_the_slow_path_under_every_policy() {
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let checked = RefCell::new(Checked::default());
+    let strategy = (
+        arb_pipeline(10),
+        prop::collection::vec(arb_packet(), 1..8),
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 40..160),
+        prop::collection::vec(
+            (0usize..160, (0u8..4).prop_flat_map(|t| arb_rule(t, 4)), any::<prop::sample::Index>(), 0u8..3),
+            0..5,
+        ),
+    );
+    runner
+        .run(&strategy, |(lines, pool, picks, gens)| {
+            // Software serves packets after a queue, so flows and MACs would be learned later than
+            // the in-order reference learns them: learning is checked by `replay_differential`.
+            let lines: Vec<String> = lines.iter().map(|l| common::without_state(l)).collect();
+            let gens: Vec<_> =
+                gens.into_iter().map(|(p, r, v, k)| (p, common::without_state(&r), v, k)).collect();
+            let gaps: Vec<u8> = picks.iter().map(|p| p.1).collect();
+            let packets: Vec<(u64, FlowKey)> =
+                times(&gaps).into_iter().zip(picks.iter().map(|p| *p.0.get(&pool))).collect();
+            let mut updates = String::new();
+            for (pos, rule, victim, kind) in &gens {
+                let target = victim.get(&lines);
+                let (matcher, _) = target.split_once(" actions=").unwrap();
+                let line = match kind {
+                    0 => format!("add {rule}"),
+                    1 => format!("modify-strict {matcher} actions=output:9"),
+                    _ => format!("delete-strict {matcher}"),
+                };
+                updates.push_str(&format!("#{pos} {line}\n"));
             }
-        }
+            let want = reference(&lines, &updates, &packets);
+            // Indices after which the rules changed: a software decision for a packet that waited
+            // across one is checked against the rules in force when it was served.
+            let update_at: Vec<usize> = gens.iter().map(|g| g.0).collect();
+            for (index, policy) in policies().into_iter().enumerate() {
+                let got = simulate(&lines, &updates, &packets, &policy);
+                let (mut nic, mut software, mut skipped) = (0, 0, 0);
+                prop_assert_eq!(got.len(), packets.len(), "{}: one decision per packet", policy.name());
+                for d in &got {
+                    let i = d.index as usize;
+                    match d.layer {
+                        Some(Layer::Nic) => {
+                            prop_assert_eq!(
+                                &d.outputs,
+                                &want[i],
+                                "{}: packet {} via the NIC\nflows:\n{}\nupdates:\n{}",
+                                policy.name(),
+                                i,
+                                lines.join("\n"),
+                                updates
+                            );
+                            nic += 1;
+                        }
+                        Some(_) => {
+                            // Served later: only comparable if no update came between.
+                            let served_after = packets.iter().take_while(|p| p.0 <= d.t_ns).count();
+                            if update_at.iter().any(|&u| u > i && u <= served_after) {
+                                skipped += 1;
+                            } else {
+                                prop_assert_eq!(
+                                    &d.outputs,
+                                    &want[i],
+                                    "{}: packet {} in software",
+                                    policy.name(),
+                                    i
+                                );
+                                software += 1;
+                            }
+                        }
+                        None => {}
+                    }
+                }
+                checked.borrow_mut().count(index, policy.name(), nic, software, skipped);
+            }
+            Ok(())
+        })
+        .unwrap();
+    // Every policy had decisions of both kinds checked, and few were left unchecked.
+    let checked = checked.into_inner();
+    assert_eq!(checked.by_policy.len(), policies().len());
+    for (policy, nic, software, skipped) in checked.by_policy {
+        println!("{policy}: {nic} NIC and {software} software decisions checked, {skipped} skipped");
+        assert!(nic > 0 && software > 0, "{policy}: {nic} NIC and {software} software decisions checked");
+        assert!(skipped * 10 < software, "{policy}: {skipped} skipped against {software} checked");
     }
 }
 
@@ -250,7 +311,7 @@ fn every_policy_forwards_in_hardware_on_a_repetitive_sequence() {
         (0..3_000u64).map(|n| (n / 4 * 5_000, pool[(n % 7 % 6) as usize])).collect();
     let want = reference(&lines, "", &packets);
     for policy in policies() {
-        let got = simulate(&lines, "", &packets, policy);
+        let got = simulate(&lines, "", &packets, &policy);
         let nic: Vec<&SimDecision> = got.iter().filter(|d| d.layer == Some(Layer::Nic)).collect();
         assert!(nic.len() > 1_000, "{}: {} NIC decisions", policy.name(), nic.len());
         assert!(nic.iter().all(|d| d.outputs == want[d.index as usize]), "{}", policy.name());

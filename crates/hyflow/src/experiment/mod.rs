@@ -44,6 +44,9 @@ pub enum ExperimentError {
     /// A parameter out of range.
     #[error("{0}")]
     Invalid(String),
+    /// The offload policy cannot run as configured.
+    #[error(transparent)]
+    Policy(crate::offload::PolicyConfigError),
     /// The input cannot answer the question asked.
     #[error("{0}")]
     Unanswerable(String),

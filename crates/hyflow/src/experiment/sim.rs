@@ -6,9 +6,8 @@ use super::bursts::{BurstSummary, BurstTracker};
 use super::{ExperimentError, Progress, Workload};
 use crate::cost_model::CostModel;
 use crate::input::PacketSource;
-use crate::offload::lfp::LfpTrainer;
 use crate::offload::upcall::UpcallOffload;
-use crate::offload::{NicUpdates, PolicyConfig, PolicyReport, Prepared};
+use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport};
 use crate::sim::datapath::{SimDecision, SwitchDatapath};
 use crate::sim::search::{search as bisect, MaxRate, MinCores};
 use crate::sim::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
@@ -44,7 +43,7 @@ impl Default for SimExperiment {
     fn default() -> Self {
         SimExperiment {
             switch: SwitchConfig::default(),
-            policy: PolicyConfig::Upcall(UpcallOffload::OffloadAll {
+            policy: std::sync::Arc::new(UpcallOffload::OffloadAll {
                 entries: crate::nic::DEFAULT_MEGAFLOW_ENTRIES,
                 max_masks: crate::nic::DEFAULT_MEGAFLOW_MASKS,
             }),
@@ -59,6 +58,11 @@ impl Default for SimExperiment {
 }
 
 impl SimExperiment {
+    /// What the policy knows of the machine.
+    pub fn policy_machine(&self) -> PolicyMachine {
+        PolicyMachine { ring: self.machine.ring, limits: self.limits }
+    }
+
     /// Checks every parameter, naming the CLI option of the first one out of range.
     pub fn check(&self) -> Result<(), ExperimentError> {
         let bad = |msg: String| Err(ExperimentError::Invalid(msg));
@@ -83,11 +87,7 @@ impl SimExperiment {
         if !(0.0..=1.0).contains(&self.machine.sample_hw) {
             return bad(format!("--sample-rate must be in [0, 1], not {}", self.machine.sample_hw));
         }
-        self.policy.check().map_err(|e| ExperimentError::Invalid(e.to_string()))?;
-        if let PolicyConfig::Elixir(e) = &self.policy {
-            e.threshold(self.machine.ring, self.limits.latency_ns)
-                .map_err(|e| ExperimentError::Invalid(e.to_string()))?;
-        }
+        self.policy.check(&self.policy_machine()).map_err(ExperimentError::Policy)?;
         self.costs.check().map_err(|e| ExperimentError::Invalid(e.to_string()))
     }
 }
@@ -204,22 +204,18 @@ fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
     Ok((n - 1) as f64 * 1e9 / last as f64)
 }
 
-/// What the policy learns before the runs: LFP trains its tree on the input's first
-/// `train_ns` (timestamps as recorded, before any rescaling).
-fn prepare(workload: &Workload, exp: &SimExperiment) -> Result<Prepared, ExperimentError> {
-    let PolicyConfig::Lfp(config) = &exp.policy else { return Ok(Prepared::default()) };
+/// The policy as the runs build it: trained first on the input's opening stretch if it
+/// learns before the run (LFP), with timestamps as recorded, before any rescaling.
+fn prepare(workload: &Workload, exp: &SimExperiment) -> Result<PolicyConfig, ExperimentError> {
+    let Some(mut trainer) = exp.policy.trainer() else { return Ok(exp.policy.clone()) };
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
-    let mut trainer = LfpTrainer::default();
     while let Some(p) = source.next_packet()? {
-        if p.ts_ns >= config.train_ns {
+        if p.ts_ns >= trainer.until_ns() {
             break;
         }
-        if let Some(flow) = config.key.flow_id(&p.key) {
-            trainer.observe(flow, &p.key, p.bytes);
-        }
+        trainer.observe(&p.key, p.bytes);
     }
-    let model = trainer.fit(config).map_err(ExperimentError::Invalid)?;
-    Ok(Prepared { lfp: Some(std::sync::Arc::new(model)) })
+    trainer.finish().map_err(ExperimentError::Policy)
 }
 
 /// Runs one simulation of `workload` (on `cores` cores at `rate` if given, overriding the
@@ -231,13 +227,10 @@ fn simulate_at(
     rate: Option<(f64, f64)>,
     progress: &mut dyn FnMut(u64, Progress),
     mut on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>>,
-    prepared: &Prepared,
+    policy: &PolicyConfig,
 ) -> Result<SimOutcome, ExperimentError> {
     let pipeline = workload.pipeline();
-    let policy = exp
-        .policy
-        .build(exp.machine.ring, &exp.limits, prepared)
-        .map_err(|e| ExperimentError::Invalid(e.to_string()))?;
+    let policy = policy.build(&exp.policy_machine()).map_err(ExperimentError::Policy)?;
     let datapath =
         SwitchDatapath::new(pipeline, exp.switch, policy, exp.costs, workload.updates.clone(), exp.limits)?;
     // A policy that samples sets the NIC's sampling rate.

@@ -259,6 +259,18 @@ impl NicScheme for ExactMatch {
         "exact-match"
     }
 
+    fn area_len(&self, area: u8) -> usize {
+        self.len(area)
+    }
+
+    fn area_capacity(&self, area: u8) -> usize {
+        self.capacity(area)
+    }
+
+    fn area_flows(&self, area: u8, out: &mut Vec<(FlowId, u64)>) {
+        self.flows(area, out);
+    }
+
     #[inline]
     fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool {
         let found = self.config.key.flow_id(pkt.key).and_then(|f| self.index.get(&f).copied());

@@ -480,6 +480,14 @@ impl NicScheme for Gigaflow {
         "gigaflow"
     }
 
+    fn area_len(&self, area: u8) -> usize {
+        self.stages.get(area as usize).map_or(0, |s| s.space().len())
+    }
+
+    fn area_capacity(&self, area: u8) -> usize {
+        self.stages.get(area as usize).map_or(0, |s| s.config().capacity)
+    }
+
     fn needs_segments(&self) -> bool {
         true
     }

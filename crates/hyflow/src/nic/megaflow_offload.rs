@@ -39,6 +39,22 @@ impl NicScheme for MegaflowOffload {
         "megaflow"
     }
 
+    fn area_len(&self, area: u8) -> usize {
+        if area == 0 {
+            self.table.space().len()
+        } else {
+            0
+        }
+    }
+
+    fn area_capacity(&self, area: u8) -> usize {
+        if area == 0 {
+            self.table.config().capacity
+        } else {
+            0
+        }
+    }
+
     #[inline]
     fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool {
         let Some(id) = self.table.lookup(pkt.key, 0, pkt.bytes, pkt.now_ns) else { return false };

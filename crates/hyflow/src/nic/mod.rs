@@ -145,6 +145,14 @@ pub trait NicScheme {
     fn find_flow(&self, _flow: FlowId) -> Option<(u8, EntryId)> {
         None
     }
+    /// Entries `area` holds now: what a policy sees of the NIC's room. An area is one of the
+    /// scheme's tables (an exact-match area, a Gigaflow stage; a megaflow offload has one).
+    fn area_len(&self, area: u8) -> usize;
+    /// Entries `area` can hold.
+    fn area_capacity(&self, area: u8) -> usize;
+    /// Appends (flow, packets since install) of every entry of `area`, in slot order, for
+    /// schemes keyed by flow: what software reads when it polls the NIC's counters.
+    fn area_flows(&self, _area: u8, _out: &mut Vec<(FlowId, u64)>) {}
     /// Its entries, for the revalidator.
     fn entries(&self) -> &dyn Revalidate;
     /// Its entries, mutably.

@@ -241,9 +241,7 @@ impl NicBudget {
                         *n -= 1;
                     }
                     // A full area refuses before software translates anything.
-                    let full = switch
-                        .nic_as::<crate::nic::exact_match::ExactMatch>()
-                        .is_some_and(|t| t.len(area) >= t.capacity(area));
+                    let full = switch.nic().is_some_and(|n| n.area_len(area) >= n.area_capacity(area));
                     if full {
                         self.stats.installs_refused += 1;
                         continue;

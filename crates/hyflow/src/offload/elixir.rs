@@ -42,9 +42,15 @@
 
 use hashbrown::HashMap;
 
-use super::{Every, NicControl, OffloadPolicy, PolicyReport, Seen};
+use std::sync::Arc;
+
+use super::params::{Param, ParamKind, PolicyParams, PolicyRegistration, EXACT_TABLE};
+use super::{
+    Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyMachine,
+    PolicyReport, Seen,
+};
 use crate::measure::elixir::{BurstCounters, ElixirLarge};
-use crate::measure::{ConfigError, Detector, DetectorConfig, FlowId, KeySpec, Sampler};
+use crate::measure::{Detector, DetectorConfig, FlowId, KeySpec, Sampler};
 use crate::nic::exact_match::ExactMatchConfig;
 use crate::nic::NicConfig;
 use crate::packet::FlowKey;
@@ -110,15 +116,103 @@ impl Default for ElixirConfig {
     }
 }
 
-/// Why Elixir cannot run as configured (messages name the CLI options).
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum ElixirConfigError {
-    /// A parameter out of range.
-    #[error("{0}")]
-    Invalid(String),
-    /// The sketch could not be sized.
-    #[error(transparent)]
-    Sketch(#[from] ConfigError),
+/// `elixir`.
+pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+    name: "elixir",
+    about: "Elixir: an exact-match table of large-entries + bursty-entries flows filled by sampled \
+            large-flow replacement plus queue-triggered bursty offload; its work runs on the forwarding cores",
+    params: &[
+        EXACT_TABLE[0],
+        EXACT_TABLE[1],
+        EXACT_TABLE[2],
+        Param {
+            name: "identification-window",
+            value_name: "SECONDS",
+            help: "Identification window L, seconds: large flows are ranked over it [default: 30]",
+            kind: ParamKind::Number,
+        },
+        Param {
+            name: "replacement-window",
+            value_name: "SECONDS",
+            help: "Replacement window T, seconds: the large set is replaced every T; L is cut into ⌈L/T⌉ \
+                   sub-window arrays [default: 10]",
+            kind: ParamKind::Number,
+        },
+        Param {
+            name: "burst-window",
+            value_name: "SECONDS",
+            help: "Window of the per-flow counters that rank bursty flows, seconds [default: 1]",
+            kind: ParamKind::Number,
+        },
+        Param {
+            name: "queue-threshold",
+            value_name: "PACKETS",
+            help: "Queue threshold K, packets: a ring this full triggers a bursty-flow check [default: ring − \
+                   NIC update latency × nic-rate]",
+            kind: ParamKind::Count,
+        },
+        Param {
+            name: "nic-rate",
+            value_name: "PPS",
+            help: "Packets/s the NIC can deliver into a ring, for K's headroom [default: 148.8 M, 100 GbE of \
+                   64-byte frames]",
+            kind: ParamKind::Number,
+        },
+        Param {
+            name: "heap-rebuild",
+            value_name: "MS",
+            help: "Host work of rebuilding the large-flow heap at each replacement, ms [default: k·log2 k sketch \
+                   updates (`sample_ns`) for the k large-flow entries: 22 ms for 50,000 with the built-in costs; \
+                   Elixir measured about 10]",
+            kind: ParamKind::Number,
+        },
+    ],
+    upcall_nic: None,
+    configure,
+};
+
+fn configure(p: &PolicyParams) -> Result<PolicyConfig, PolicyConfigError> {
+    let d = ElixirConfig::default();
+    let heap_rebuild_ns = match p.number("heap-rebuild") {
+        None => None,
+        Some(ms) if ms.is_finite() && ms >= 0.0 => Some((ms * 1e6).round() as u64),
+        Some(ms) => {
+            return Err(PolicyConfigError::param("heap-rebuild", format!("must be ≥ 0 ms, not {ms}")))
+        }
+    };
+    Ok(Arc::new(ElixirConfig {
+        large_entries: p.count("large-entries").map_or(d.large_entries, |n| n as usize),
+        bursty_entries: p.count("bursty-entries").map_or(d.bursty_entries, |n| n as usize),
+        key: p.flow_key()?,
+        sample_rate: p.sample_rate.unwrap_or(d.sample_rate),
+        identification_window_ns: p.seconds_ns("identification-window", d.identification_window_ns)?,
+        replacement_window_ns: p.seconds_ns("replacement-window", d.replacement_window_ns)?,
+        burst_window_ns: p.seconds_ns("burst-window", d.burst_window_ns)?,
+        queue_threshold: p.count("queue-threshold"),
+        nic_rate_pps: p.number("nic-rate").unwrap_or(NIC_LINE_RATE_PPS),
+        heap_rebuild_ns,
+        ..d
+    }))
+}
+
+impl PolicyFactory for ElixirConfig {
+    fn name(&self) -> &'static str {
+        REGISTRATION.name
+    }
+
+    fn sample_rate(&self) -> f64 {
+        self.sample_rate
+    }
+
+    fn check(&self, machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
+        self.check()?;
+        self.threshold(machine.ring, machine.limits.latency_ns).map(|_| ())
+    }
+
+    fn build(&self, machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
+        let m = machine;
+        Ok(Box::new(Elixir::new(*self, m.ring, m.limits.latency_ns, m.limits.per_second)?))
+    }
 }
 
 impl ElixirConfig {
@@ -130,8 +224,8 @@ impl ElixirConfig {
     /// K for a ring of `ring` packets whose changes reach hardware `t_offloading_ns` after
     /// they are made: ring − (t_identification + t_offloading) × NIC rate, or the threshold
     /// given. Checked: in 1..=ring.
-    pub fn threshold(&self, ring: usize, t_offloading_ns: u64) -> Result<u64, ElixirConfigError> {
-        let bad = |m: String| Err(ElixirConfigError::Invalid(m));
+    pub fn threshold(&self, ring: usize, t_offloading_ns: u64) -> Result<u64, PolicyConfigError> {
+        let bad = |m: String| Err(PolicyConfigError::Invalid(m));
         if let Some(k) = self.queue_threshold {
             if k == 0 || k > ring as u64 {
                 return bad(format!(
@@ -153,8 +247,8 @@ impl ElixirConfig {
     }
 
     /// Checks every parameter.
-    pub fn check(&self) -> Result<(), ElixirConfigError> {
-        let bad = |m: String| Err(ElixirConfigError::Invalid(m));
+    pub fn check(&self) -> Result<(), PolicyConfigError> {
+        let bad = |m: String| Err(PolicyConfigError::Invalid(m));
         if self.large_entries == 0 {
             return bad("--large-entries must be at least 1".to_string());
         }
@@ -246,7 +340,7 @@ impl Elixir {
         ring: usize,
         latency_ns: u64,
         updates_per_second: f64,
-    ) -> Result<Elixir, ElixirConfigError> {
+    ) -> Result<Elixir, PolicyConfigError> {
         config.check()?;
         let k = config.threshold(ring, latency_ns)?;
         let large = ElixirLarge::new(&config.detector())?;

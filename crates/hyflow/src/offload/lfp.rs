@@ -20,7 +20,13 @@ use linfa::prelude::*;
 use linfa_trees::{DecisionTree, SplitQuality};
 use ndarray::{Array1, Array2};
 
-use super::{NicControl, OffloadPolicy, Seen};
+use std::sync::Arc;
+
+use super::params::{Param, ParamKind, PolicyRegistration, EXACT_TABLE};
+use super::{
+    NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyTrainer,
+    Seen,
+};
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatchConfig;
 use crate::nic::NicConfig;
@@ -74,6 +80,111 @@ impl Default for LfpConfig {
             max_depth: 16,
             min_leaf: 5,
         }
+    }
+}
+
+/// `lfp`.
+pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+    name: "lfp",
+    about: "LFP: first-packet prediction by a decision tree trained on the first lfp-train seconds, on an \
+            exact-match table of large-entries + bursty-entries",
+    params: &[
+        EXACT_TABLE[0],
+        EXACT_TABLE[1],
+        EXACT_TABLE[2],
+        Param {
+            name: "lfp-train",
+            value_name: "SECONDS",
+            help: "Seconds of the input (as recorded) lfp's tree is trained on, before the run [default: 10]",
+            kind: ParamKind::Number,
+        },
+    ],
+    upcall_nic: None,
+    configure: |p| {
+        let d = LfpConfig::default();
+        let train_ns = match p.number("lfp-train") {
+            None => d.train_ns,
+            Some(s) if s.is_finite() && s > 0.0 => (s * 1e9).round().max(1.0) as u64,
+            Some(s) => {
+                return Err(PolicyConfigError::param(
+                    "lfp-train",
+                    format!("must be a positive number of seconds, not {s}"),
+                ))
+            }
+        };
+        Ok(Arc::new(LfpConfig { entries: p.exact_table(), key: p.flow_key()?, train_ns, ..d }))
+    },
+};
+
+/// An LFP configuration is trained before it can run: [`PolicyFactory::trainer`] gives the
+/// trainer, whose [`PolicyTrainer::finish`] gives a [`TrainedLfp`].
+impl PolicyFactory for LfpConfig {
+    fn name(&self) -> &'static str {
+        REGISTRATION.name
+    }
+
+    fn check(&self, _machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
+        if self.entries == 0 {
+            return Err(PolicyConfigError::Invalid("lfp needs a table of at least 1 entry".into()));
+        }
+        if self.train_ns == 0 {
+            return Err(PolicyConfigError::param("lfp-train", "must be a positive time"));
+        }
+        Ok(())
+    }
+
+    fn trainer(&self) -> Option<Box<dyn PolicyTrainer>> {
+        Some(Box::new(Training { config: *self, trainer: LfpTrainer::default() }))
+    }
+
+    fn build(&self, _machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
+        Err(PolicyConfigError::Invalid("lfp needs its tree trained before the run".to_string()))
+    }
+}
+
+/// LFP's training on a prefix of the input.
+struct Training {
+    config: LfpConfig,
+    trainer: LfpTrainer,
+}
+
+impl PolicyTrainer for Training {
+    fn until_ns(&self) -> u64 {
+        self.config.train_ns
+    }
+
+    fn observe(&mut self, key: &FlowKey, bytes: u32) {
+        if let Some(flow) = self.config.key.flow_id(key) {
+            self.trainer.observe(flow, key, bytes);
+        }
+    }
+
+    fn finish(self: Box<Self>) -> Result<PolicyConfig, PolicyConfigError> {
+        let model = self.trainer.fit(&self.config).map_err(PolicyConfigError::Invalid)?;
+        Ok(Arc::new(TrainedLfp { config: self.config, model: Arc::new(model) }))
+    }
+}
+
+/// LFP with its tree trained: what every run of an experiment builds the policy from.
+#[derive(Clone, Debug)]
+pub struct TrainedLfp {
+    /// Its parameters.
+    pub config: LfpConfig,
+    /// Its tree.
+    pub model: Arc<LfpModel>,
+}
+
+impl PolicyFactory for TrainedLfp {
+    fn name(&self) -> &'static str {
+        REGISTRATION.name
+    }
+
+    fn check(&self, machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
+        self.config.check(machine)
+    }
+
+    fn build(&self, _machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
+        Ok(Box::new(Lfp::new(self.config, self.model.clone())))
     }
 }
 
@@ -224,14 +335,14 @@ pub struct LfpStats {
 /// The policy.
 pub struct Lfp {
     config: LfpConfig,
-    model: std::sync::Arc<LfpModel>,
+    model: Arc<LfpModel>,
     seen: HashSet<FlowId>,
     stats: LfpStats,
 }
 
 impl Lfp {
     /// The policy of `config` predicting with `model`.
-    pub fn new(config: LfpConfig, model: std::sync::Arc<LfpModel>) -> Lfp {
+    pub fn new(config: LfpConfig, model: Arc<LfpModel>) -> Lfp {
         Lfp { config, model, seen: HashSet::new(), stats: LfpStats::default() }
     }
 
@@ -243,7 +354,7 @@ impl Lfp {
 
 impl OffloadPolicy for Lfp {
     fn name(&self) -> &'static str {
-        "lfp"
+        REGISTRATION.name
     }
 
     fn nic(&self) -> Option<NicConfig> {

@@ -17,6 +17,7 @@
 pub mod budget;
 pub mod elixir;
 pub mod lfp;
+pub mod params;
 pub mod rebalance;
 pub mod tfo;
 pub mod upcall;
@@ -25,101 +26,98 @@ use serde::Serialize;
 
 use crate::cost_model::CostModel;
 use crate::measure::{FlowId, KeySpec};
-use crate::nic::exact_match::ExactMatch;
-use crate::nic::NicConfig;
+use crate::nic::{NicConfig, NicScheme};
 use crate::packet::FlowKey;
 use crate::switch::Switch;
 
 pub use budget::{NicBudget, NicUpdates};
-use elixir::{Elixir, ElixirConfig, ElixirConfigError};
-use lfp::{Lfp, LfpConfig, LfpModel};
-use rebalance::{OvsRebalance, OvsRebalanceConfig};
-use tfo::{Tfo, TfoConfig};
-use upcall::UpcallOffload;
+pub use params::{Param, ParamKind, ParamValue, PolicyParams, PolicyRegistration};
 
-/// Which policy, and its parameters: what an experiment is configured with.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum PolicyConfig {
-    /// Offload on upcalls (psf, offload-all, gigaflow).
-    Upcall(UpcallOffload),
-    /// Elixir.
-    Elixir(ElixirConfig),
-    /// TFO (a reconstruction).
-    Tfo(TfoConfig),
-    /// LFP: its tree is trained on a prefix of the input before the run ([`Prepared`]).
-    Lfp(LfpConfig),
-    /// Open vSwitch's offload-rebalance.
-    OvsRebalance(OvsRebalanceConfig),
+/// Every policy the fronts offer, in the order they list them: one line per policy.
+pub const POLICIES: &[&PolicyRegistration] = &[
+    &upcall::PSF,
+    &upcall::OFFLOAD_ALL,
+    &upcall::GIGAFLOW,
+    &elixir::REGISTRATION,
+    &tfo::REGISTRATION,
+    &lfp::REGISTRATION,
+    &rebalance::REGISTRATION,
+];
+
+/// The registered policy called `name`.
+pub fn registration(name: &str) -> Option<&'static PolicyRegistration> {
+    POLICIES.iter().copied().find(|r| r.name == name)
 }
 
-/// What a policy learned before the run (LFP's tree), shared by every run of a search.
-#[derive(Clone, Debug, Default)]
-pub struct Prepared {
-    /// LFP's trained tree.
-    pub lfp: Option<std::sync::Arc<LfpModel>>,
+/// Why a policy cannot run as configured.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PolicyConfigError {
+    /// A parameter out of range: the parameter's name (as registered) and what is wrong.
+    #[error("{param} {message}")]
+    Param {
+        /// The parameter.
+        param: &'static str,
+        /// What is wrong with its value.
+        message: String,
+    },
+    /// The configuration as a whole cannot work.
+    #[error("{0}")]
+    Invalid(String),
+    /// The sketch could not be sized.
+    #[error(transparent)]
+    Sketch(#[from] crate::measure::ConfigError),
 }
 
-impl PolicyConfig {
+impl PolicyConfigError {
+    /// `param` is out of range: `message` says how.
+    pub fn param(param: &'static str, message: impl Into<String>) -> PolicyConfigError {
+        PolicyConfigError::Param { param, message: message.into() }
+    }
+}
+
+/// The machine a policy runs on, as far as a policy needs to know it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PolicyMachine {
+    /// Each core's receive ring, packets.
+    pub ring: usize,
+    /// The NIC's update and counter-read limits.
+    pub limits: NicUpdates,
+}
+
+/// A policy's configuration, which names, checks, prepares and builds the policy (as
+/// quinn-proto's `ControllerFactory`): nothing outside the policy's own file branches on
+/// which policy it is. Experiments hold it as a [`PolicyConfig`].
+pub trait PolicyFactory: std::fmt::Debug + Send + Sync {
     /// Name in reports.
-    pub fn name(&self) -> &'static str {
-        match self {
-            PolicyConfig::Upcall(u) => u.name(),
-            PolicyConfig::Elixir(_) => "elixir",
-            PolicyConfig::Tfo(_) => "tfo",
-            PolicyConfig::Lfp(_) => "lfp",
-            PolicyConfig::OvsRebalance(_) => "ovs-rebalance",
-        }
-    }
-
+    fn name(&self) -> &'static str;
     /// Share of NIC-forwarded packets the policy has sampled to the host (0: none).
-    pub fn sample_rate(&self) -> f64 {
-        match self {
-            PolicyConfig::Upcall(_) | PolicyConfig::Lfp(_) | PolicyConfig::OvsRebalance(_) => 0.0,
-            PolicyConfig::Elixir(e) => e.sample_rate,
-            PolicyConfig::Tfo(t) => t.sample_rate,
-        }
+    fn sample_rate(&self) -> f64 {
+        0.0
     }
+    /// Checks the parameters on `machine`.
+    fn check(&self, machine: &PolicyMachine) -> Result<(), PolicyConfigError>;
+    /// What the policy learns from the input before the run (LFP trains its tree), if it
+    /// learns anything.
+    fn trainer(&self) -> Option<Box<dyn PolicyTrainer>> {
+        None
+    }
+    /// The policy, on `machine`.
+    fn build(&self, machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError>;
+}
 
-    /// Checks the parameters that do not depend on the machine.
-    pub fn check(&self) -> Result<(), ElixirConfigError> {
-        let bad = |m: String| Err(ElixirConfigError::Invalid(m));
-        match self {
-            PolicyConfig::Upcall(_) => Ok(()),
-            PolicyConfig::Elixir(e) => e.check(),
-            PolicyConfig::Tfo(t) if t.entries == 0 => bad("tfo needs a table of at least 1 entry".into()),
-            PolicyConfig::Tfo(t) if !(t.sample_rate > 0.0 && t.sample_rate <= 1.0) => {
-                bad(format!("--sample-rate must be in (0, 1], not {}", t.sample_rate))
-            }
-            PolicyConfig::Lfp(l) if l.entries == 0 => bad("lfp needs a table of at least 1 entry".into()),
-            PolicyConfig::Lfp(l) if l.train_ns == 0 => bad("--lfp-train must be a positive time".into()),
-            PolicyConfig::OvsRebalance(o) if o.entries == 0 => {
-                bad("ovs-rebalance needs a table of at least 1 entry".into())
-            }
-            PolicyConfig::Tfo(_) | PolicyConfig::Lfp(_) | PolicyConfig::OvsRebalance(_) => Ok(()),
-        }
-    }
+/// What a policy's configuration is held as: shared by every run of a search.
+pub type PolicyConfig = std::sync::Arc<dyn PolicyFactory>;
 
-    /// The policy, for rings of `ring` packets and a NIC within `limits`, with what it learned
-    /// before the run.
-    pub fn build(
-        &self,
-        ring: usize,
-        limits: &NicUpdates,
-        prepared: &Prepared,
-    ) -> Result<Box<dyn OffloadPolicy>, ElixirConfigError> {
-        Ok(match *self {
-            PolicyConfig::Upcall(u) => Box::new(u),
-            PolicyConfig::Elixir(e) => Box::new(Elixir::new(e, ring, limits.latency_ns, limits.per_second)?),
-            PolicyConfig::Tfo(t) => Box::new(Tfo::new(t)),
-            PolicyConfig::Lfp(l) => {
-                let model = prepared.lfp.clone().ok_or_else(|| {
-                    ElixirConfigError::Invalid("lfp needs its tree trained before the run".to_string())
-                })?;
-                Box::new(Lfp::new(l, model))
-            }
-            PolicyConfig::OvsRebalance(o) => Box::new(OvsRebalance::new(o)),
-        })
-    }
+/// A policy learning from the input before the run: it sees the packets recorded before
+/// [`PolicyTrainer::until_ns`] (timestamps as recorded), then gives the configuration of the
+/// trained policy.
+pub trait PolicyTrainer {
+    /// Packets recorded before this time are shown to it, ns.
+    fn until_ns(&self) -> u64;
+    /// One packet of `bytes` bytes.
+    fn observe(&mut self, key: &FlowKey, bytes: u32);
+    /// The configuration of the trained policy.
+    fn finish(self: Box<Self>) -> Result<PolicyConfig, PolicyConfigError>;
 }
 
 /// A packet a policy sees: forwarded by software, or a sampled header of one the NIC forwarded.
@@ -308,8 +306,8 @@ impl<'a> NicControl<'a> {
         self.switch
     }
 
-    fn table(&self) -> Option<&ExactMatch> {
-        self.switch.nic_as::<ExactMatch>()
+    fn nic(&self) -> Option<&dyn NicScheme> {
+        self.switch.nic()
     }
 
     /// Whether the NIC holds `flow`, or an install of it is queued.
@@ -324,12 +322,12 @@ impl<'a> NicControl<'a> {
 
     /// Entries the NIC holds in `area`.
     pub fn area_len(&self, area: u8) -> usize {
-        self.table().map_or(0, |t| t.len(area))
+        self.nic().map_or(0, |n| n.area_len(area))
     }
 
     /// Capacity of `area`.
     pub fn area_capacity(&self, area: u8) -> usize {
-        self.table().map_or(0, |t| t.capacity(area))
+        self.nic().map_or(0, |n| n.area_capacity(area))
     }
 
     /// Whether `area` can take another install: entries held plus installs queued for it
@@ -381,8 +379,8 @@ impl<'a> NicControl<'a> {
     /// resuming where the last poll of the area stopped: (flow, packets since install).
     pub fn poll(&mut self, area: u8, out: &mut Vec<(FlowId, u64)>) {
         out.clear();
-        let Some(table) = self.switch.nic_as::<ExactMatch>() else { return };
-        self.budget.read(area, self.now_ns, |all| table.flows(area, all), out);
+        let Some(nic) = self.switch.nic() else { return };
+        self.budget.read(area, self.now_ns, |all| nic.area_flows(area, all), out);
     }
 
     /// Charges `ns` of host work the policy did outside any packet (sorting, rebuilding).

@@ -16,7 +16,12 @@
 
 use hashbrown::HashMap;
 
-use super::{Every, NicControl, OffloadPolicy, PolicyReport, Seen};
+use std::sync::Arc;
+
+use super::params::{PolicyRegistration, EXACT_TABLE};
+use super::{
+    Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyReport, Seen,
+};
 use crate::measure::elixir::BurstCounters;
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatchConfig;
@@ -44,6 +49,39 @@ impl Default for OvsRebalanceConfig {
             interval_ns: 3_000_000_000,
             max_swaps: 1024,
         }
+    }
+}
+
+/// `ovs-rebalance`.
+pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+    name: "ovs-rebalance",
+    about: "Open vSwitch's offload-rebalance on an exact-match table of large-entries + bursty-entries: \
+            fill while there is room, every 3 s swap slow offloaded flows for faster ones",
+    params: &EXACT_TABLE,
+    upcall_nic: None,
+    configure: |p| {
+        Ok(Arc::new(OvsRebalanceConfig {
+            entries: p.exact_table(),
+            key: p.flow_key()?,
+            ..OvsRebalanceConfig::default()
+        }))
+    },
+};
+
+impl PolicyFactory for OvsRebalanceConfig {
+    fn name(&self) -> &'static str {
+        REGISTRATION.name
+    }
+
+    fn check(&self, _machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
+        if self.entries == 0 {
+            return Err(PolicyConfigError::Invalid("ovs-rebalance needs a table of at least 1 entry".into()));
+        }
+        Ok(())
+    }
+
+    fn build(&self, _machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
+        Ok(Box::new(OvsRebalance::new(*self)))
     }
 }
 
@@ -130,7 +168,7 @@ impl OvsRebalance {
 
 impl OffloadPolicy for OvsRebalance {
     fn name(&self) -> &'static str {
-        "ovs-rebalance"
+        REGISTRATION.name
     }
 
     fn nic(&self) -> Option<NicConfig> {

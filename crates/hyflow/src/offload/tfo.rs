@@ -24,7 +24,12 @@
 
 use hashbrown::HashMap;
 
-use super::{Every, NicControl, OffloadPolicy, PolicyReport, Seen};
+use std::sync::Arc;
+
+use super::params::{PolicyRegistration, EXACT_TABLE};
+use super::{
+    Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyReport, Seen,
+};
 use crate::measure::{FlowId, KeySpec, Sampler};
 use crate::nic::exact_match::ExactMatchConfig;
 use crate::nic::NicConfig;
@@ -65,6 +70,52 @@ impl Default for TfoConfig {
             max_changes: 501,
             seed: 1,
         }
+    }
+}
+
+/// `tfo`.
+pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+    name: "tfo",
+    about: "TFO: multi-time-scale heavy hitters with limited churn (a reconstruction), on an exact-match \
+            table of large-entries + bursty-entries",
+    params: &EXACT_TABLE,
+    upcall_nic: None,
+    configure: |p| {
+        let entries = p.exact_table();
+        Ok(Arc::new(TfoConfig {
+            entries,
+            key: p.flow_key()?,
+            sample_rate: p.sample_rate.unwrap_or(TfoConfig::default().sample_rate),
+            max_changes: entries.div_ceil(100),
+            ..TfoConfig::default()
+        }))
+    },
+};
+
+impl PolicyFactory for TfoConfig {
+    fn name(&self) -> &'static str {
+        REGISTRATION.name
+    }
+
+    fn sample_rate(&self) -> f64 {
+        self.sample_rate
+    }
+
+    fn check(&self, _machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
+        if self.entries == 0 {
+            return Err(PolicyConfigError::Invalid("tfo needs a table of at least 1 entry".into()));
+        }
+        if !(self.sample_rate > 0.0 && self.sample_rate <= 1.0) {
+            return Err(PolicyConfigError::param(
+                "sample-rate",
+                format!("must be in (0, 1], not {}", self.sample_rate),
+            ));
+        }
+        Ok(())
+    }
+
+    fn build(&self, _machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
+        Ok(Box::new(Tfo::new(*self)))
     }
 }
 
@@ -175,7 +226,7 @@ impl Tfo {
 
 impl OffloadPolicy for Tfo {
     fn name(&self) -> &'static str {
-        "tfo"
+        REGISTRATION.name
     }
 
     fn nic(&self) -> Option<NicConfig> {

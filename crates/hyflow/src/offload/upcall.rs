@@ -1,9 +1,53 @@
 //! Policies that measure nothing: the NIC holds what upcalls install (or nothing).
 
-use super::OffloadPolicy;
+use std::sync::Arc;
+
+use super::{
+    OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyParams,
+    PolicyRegistration,
+};
 use crate::cost_model::CostModel;
 use crate::nic::gigaflow::GigaflowConfig;
 use crate::nic::NicConfig;
+
+/// `psf`.
+pub const PSF: PolicyRegistration = PolicyRegistration {
+    name: "psf",
+    about: "Nothing: pure software forwarding",
+    params: &[],
+    upcall_nic: None,
+    configure: |_| Ok(Arc::new(UpcallOffload::Psf)),
+};
+
+/// `offload-all`.
+pub const OFFLOAD_ALL: PolicyRegistration = PolicyRegistration {
+    name: "offload-all",
+    about: "Every new megaflow while there is room, as OVS offload",
+    params: &[],
+    upcall_nic: Some("megaflow"),
+    configure: |p| match p.nic {
+        Some(NicConfig::Megaflow { entries, max_masks }) => {
+            Ok(Arc::new(UpcallOffload::OffloadAll { entries, max_masks }))
+        }
+        _ => Err(PolicyConfigError::Invalid("offload-all needs a megaflow NIC".to_string())),
+    },
+};
+
+/// `gigaflow`.
+pub const GIGAFLOW: PolicyRegistration = PolicyRegistration {
+    name: "gigaflow",
+    about: "Sub-traversals in --nic-tables stages; each upcall also costs Gigaflow's install work",
+    params: &[],
+    upcall_nic: Some("gigaflow"),
+    configure: configure_gigaflow,
+};
+
+fn configure_gigaflow(p: &PolicyParams) -> Result<PolicyConfig, PolicyConfigError> {
+    match p.nic {
+        Some(NicConfig::Gigaflow(g)) => Ok(Arc::new(UpcallOffload::Gigaflow(g))),
+        _ => Err(PolicyConfigError::Invalid("gigaflow needs a Gigaflow NIC".to_string())),
+    }
+}
 
 /// Offload on upcalls, or not at all.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -21,13 +65,33 @@ pub enum UpcallOffload {
     Gigaflow(GigaflowConfig),
 }
 
-impl OffloadPolicy for UpcallOffload {
+impl UpcallOffload {
     fn name(&self) -> &'static str {
         match self {
-            UpcallOffload::Psf => "psf",
-            UpcallOffload::OffloadAll { .. } => "offload-all",
-            UpcallOffload::Gigaflow(_) => "gigaflow",
+            UpcallOffload::Psf => PSF.name,
+            UpcallOffload::OffloadAll { .. } => OFFLOAD_ALL.name,
+            UpcallOffload::Gigaflow(_) => GIGAFLOW.name,
         }
+    }
+}
+
+impl PolicyFactory for UpcallOffload {
+    fn name(&self) -> &'static str {
+        UpcallOffload::name(self)
+    }
+
+    fn check(&self, _machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
+        Ok(())
+    }
+
+    fn build(&self, _machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
+        Ok(Box::new(*self))
+    }
+}
+
+impl OffloadPolicy for UpcallOffload {
+    fn name(&self) -> &'static str {
+        UpcallOffload::name(self)
     }
 
     fn nic(&self) -> Option<NicConfig> {
