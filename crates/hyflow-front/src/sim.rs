@@ -8,12 +8,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches, ValueEnum};
 
-use crate::switch::{gigaflow_nic, megaflow_nic, nic_sizing_given, switch_config, SwitchArgs};
+use crate::switch::{nic_of_scheme, nic_sizing_given, switch_config, SwitchArgs};
 use hyflow::cost_model::CostModel;
 use hyflow::experiment::sim::{Search, SimExperiment, SimSummary};
 use hyflow::experiment::ExperimentError;
 use hyflow::measure::KeySpec;
-use hyflow::nic::NicConfig;
 use hyflow::offload::{
     registration, NicUpdates, Param, ParamKind, ParamValue, PolicyConfigError, PolicyParams, POLICIES,
 };
@@ -266,16 +265,8 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
         )?;
     }
     let p = &s.policy_report;
-    if let (Some(k), Some(repl), Some(trig), Some(bursty)) =
-        (p.queue_threshold, p.replacements, p.burst_triggers, p.bursty_offloads)
-    {
-        writeln!(
-        out,
-
-            "{}: K = {k}; {repl} large-flow replacements, {trig} ring crossings of K, {bursty} flows moved into \
-             the bursty area",
-            s.policy
-        )?;
+    if let Some(line) = &p.summary {
+        writeln!(out, "{}: {line}", s.policy)?;
     }
     if p.installs + p.removals + p.counter_reads > 0 || p.work_ms > 0.0 {
         writeln!(
@@ -371,14 +362,7 @@ impl SimArgs {
         }
         let params = PolicyParams {
             values: a.policy_options.values.clone(),
-            nic: match registration.upcall_nic {
-                Some("megaflow") => {
-                    let (entries, max_masks) = megaflow_nic(&a.switch);
-                    Some(NicConfig::Megaflow { entries, max_masks })
-                }
-                Some("gigaflow") => Some(NicConfig::Gigaflow(gigaflow_nic(&a.switch))),
-                _ => None,
-            },
+            nic: registration.upcall_nic.map(|scheme| nic_of_scheme(scheme, &a.switch)).transpose()?,
             sample_rate: a.sample_rate,
         };
         let policy = (registration.configure)(&params).map_err(policy_error)?;

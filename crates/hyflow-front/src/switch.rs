@@ -4,13 +4,14 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::Args;
 
 use hyflow::cache::Consistency;
 use hyflow::experiment::Workload;
 use hyflow::input::Input;
-use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
-use hyflow::nic::paper_setup;
+use hyflow::nic::gigaflow::Partition;
+use hyflow::nic::{scheme, NicSizing, SCHEMES};
 use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::update::read_updates_file_named;
 use hyflow::switch::{MicroflowConfig, NicConfig, NicConntrack, SwitchConfig};
@@ -48,8 +49,8 @@ pub struct SwitchArgs {
     /// NIC caching scheme: megaflow (one stage of whole traversals, OVS offload) or gigaflow
     /// (sub-traversals in --nic-tables tagged stages, Longest Traversal Match).
     /// Default megaflow; `sim` takes --policy instead.
-    #[arg(long, value_enum)]
-    pub nic: Option<NicArg>,
+    #[arg(long, value_name = "NIC", value_parser = nic_schemes())]
+    pub nic: Option<String>,
     /// The NIC tracks connections in hardware too (megaflow NIC): decisions through `ct` and
     /// their recirculated passes may be offloaded, and a packet whose first pass the NIC holds
     /// makes its later passes there while it holds them. `established`: as tc's `ct` offload
@@ -139,12 +140,10 @@ pub enum MappingsArg {
     Whole,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum NicArg {
-    /// One ternary stage of megaflows, offloaded while there is room (OVS).
-    Megaflow,
-    /// Gigaflow: sub-traversals in K tagged stages.
-    Gigaflow,
+/// `--nic`'s values: the registered schemes ([`hyflow::nic::SCHEMES`]), each with its line of
+/// help.
+fn nic_schemes() -> PossibleValuesParser {
+    PossibleValuesParser::new(SCHEMES.iter().map(|r| PossibleValue::new(r.name).help(r.about)))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -198,17 +197,26 @@ fn paper(a: &SwitchArgs) -> bool {
     a.preset == Some(PresetArg::GigaflowPaper)
 }
 
-/// Distinct masks per NIC stage: given, the preset's, or hyflow's default.
-fn nic_masks(a: &SwitchArgs) -> usize {
-    let default = if paper(a) { paper_setup::MASKS } else { hyflow::nic::DEFAULT_MEGAFLOW_MASKS };
-    a.nic_masks.unwrap_or(default)
+/// What the NIC options say, for a scheme to size itself from.
+pub fn nic_sizing(a: &SwitchArgs) -> NicSizing {
+    NicSizing {
+        entries: a.nic_entries,
+        masks: a.nic_masks,
+        tables: a.nic_tables,
+        partition: a.partition.map(|p| match p {
+            PartitionArg::Dp => Partition::Disjoint,
+            PartitionArg::Random => Partition::Random,
+            PartitionArg::OneToOne => Partition::OneToOne,
+        }),
+        whole_mappings: a.mappings.map(|m| m == MappingsArg::Whole),
+        paper_setup: paper(a),
+    }
 }
 
-/// The megaflow-offload NIC the options size: (entries, masks).
-pub fn megaflow_nic(a: &SwitchArgs) -> (usize, usize) {
-    let default =
-        if paper(a) { paper_setup::MEGAFLOW_ENTRIES } else { hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES };
-    (a.nic_entries.unwrap_or(default), nic_masks(a))
+/// The NIC of the registered scheme `name`, sized by the options.
+pub fn nic_of_scheme(name: &str, a: &SwitchArgs) -> Result<NicConfig> {
+    let scheme = scheme(name).ok_or_else(|| anyhow!("no NIC scheme {name}"))?;
+    Ok((scheme.configure)(&nic_sizing(a)))
 }
 
 /// The options given that size the megaflow or Gigaflow NIC, by name: they mean nothing to
@@ -226,24 +234,6 @@ pub fn nic_sizing_given(a: &SwitchArgs) -> Vec<&'static str> {
     .collect()
 }
 
-/// The Gigaflow NIC the options shape.
-pub fn gigaflow_nic(a: &SwitchArgs) -> GigaflowConfig {
-    let default =
-        if paper(a) { paper_setup::GIGAFLOW_ENTRIES } else { hyflow::nic::gigaflow::DEFAULT_ENTRIES };
-    GigaflowConfig {
-        tables: a.nic_tables.unwrap_or(hyflow::nic::gigaflow::DEFAULT_TABLES),
-        entries: a.nic_entries.unwrap_or(default),
-        max_masks: nic_masks(a),
-        partition: match a.partition.unwrap_or(PartitionArg::Dp) {
-            PartitionArg::Dp => Partition::Disjoint,
-            PartitionArg::Random => Partition::Random,
-            PartitionArg::OneToOne => Partition::OneToOne,
-        },
-        seed: 1,
-        whole_mappings: a.mappings.map_or(paper(a), |m| m == MappingsArg::Whole),
-    }
-}
-
 pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
     let consistency = match a.consistency {
         ConsistencyArg::Signature => Consistency::Signature,
@@ -251,13 +241,7 @@ pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
         ConsistencyArg::Action => Consistency::Action,
     };
     let config = SwitchConfig {
-        nic: (!a.no_nic).then(|| match a.nic.unwrap_or(NicArg::Megaflow) {
-            NicArg::Megaflow => {
-                let (entries, max_masks) = megaflow_nic(a);
-                NicConfig::Megaflow { entries, max_masks }
-            }
-            NicArg::Gigaflow => NicConfig::Gigaflow(gigaflow_nic(a)),
-        }),
+        nic: if a.no_nic { None } else { Some(nic_of_scheme(a.nic.as_deref().unwrap_or("megaflow"), a)?) },
         nic_update_latency_ns: 0,
         nic_conntrack: match a.nic_conntrack {
             None => NicConntrack::Off,

@@ -259,7 +259,8 @@ fn bench_replay(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_batched(
                 || {
-                    let sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+                    let sw = Switch::new(Pipeline::from_rules(rules.clone()), config.clone())
+                        .expect("valid config");
                     (Replay::new(sw, updates.clone()), Vec::new())
                 },
                 |(mut replay, mut outputs)| {

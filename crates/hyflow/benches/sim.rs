@@ -33,10 +33,7 @@ fn main() {
     })
     .expect("built-in traffic generates")
     .expect("in memory");
-    let policy = UpcallOffload::OffloadAll {
-        entries: hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES,
-        max_masks: hyflow::nic::DEFAULT_MEGAFLOW_MASKS,
-    };
+    let policy = UpcallOffload::OffloadAll(hyflow::nic::NicConfig::default());
     let config = SwitchConfig::default();
     let mut group = c.benchmark_group("sim");
     group.throughput(Throughput::Elements(packets.len() as u64));
@@ -49,8 +46,8 @@ fn main() {
                 let limits = NicUpdates { per_second: 0.0, ..NicUpdates::default() };
                 let dp = SwitchDatapath::new(
                     pipeline,
-                    config,
-                    policy,
+                    config.clone(),
+                    policy.clone(),
                     CostModel::default(),
                     updates.clone(),
                     limits,
@@ -70,7 +67,8 @@ fn main() {
     group.bench_function("builtin_switch_only", |b| {
         b.iter_batched(
             || {
-                let sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+                let sw =
+                    Switch::new(Pipeline::from_rules(rules.clone()), config.clone()).expect("valid config");
                 (Replay::new(sw, updates.clone()), Vec::new())
             },
             |(mut replay, mut out)| {

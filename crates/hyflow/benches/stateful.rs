@@ -85,7 +85,7 @@ fn bench_normal(c: &mut Criterion) {
     let switch = |flows: &str| {
         let rules = parse_flows(flows, "f").unwrap();
         let p = Pipeline::of_switch(rules, Groups::new(), ports.clone(), MacTable::default());
-        Switch::new(p, config).unwrap()
+        Switch::new(p, config.clone()).unwrap()
     };
     let per_mac: String =
         (0..HOSTS).map(host).map(|(mac, port)| format!("dl_dst={mac} actions=output:{port}\n")).collect();
@@ -142,7 +142,7 @@ fn bench_conntrack(c: &mut Criterion) {
     for (name, flows) in
         [("megaflow_hits/conntrack_firewall", firewall), ("megaflow_hits/stateless", stateless)]
     {
-        let sw = Switch::new(Pipeline::from_rules(parse_flows(flows, "f").unwrap()), config).unwrap();
+        let sw = Switch::new(Pipeline::from_rules(parse_flows(flows, "f").unwrap()), config.clone()).unwrap();
         // Warm: every connection established, every megaflow installed.
         let warm: Vec<FlowKey> = handshakes.iter().chain(&traffic).copied().collect();
         bench_hits(&mut group, name, sw, &warm, &traffic);

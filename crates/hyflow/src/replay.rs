@@ -7,7 +7,7 @@
 //! file order; updates due after the last packet apply when the replay finishes.
 
 use crate::conntrack::ConntrackStats;
-use crate::nic::gigaflow::GigaflowReport;
+use crate::nic::{SchemeFigures, SCHEMES};
 use crate::openflow::traversal::Output;
 use crate::openflow::update::{Update, When};
 use crate::packet::FlowKey;
@@ -180,7 +180,10 @@ pub struct ReplayReport {
     pub malformed_reasons: MalformedCounts,
     pub snaplen_truncated: u64,
     pub nic_scheme: &'static str,
-    pub gigaflow: Option<GigaflowReport>,
+    /// The NIC scheme's own figures, under each registered scheme's key (null for the
+    /// schemes that did not run).
+    #[serde(flatten)]
+    pub nic_figures: NicFigures,
     /// Connection tracking and recirculation, when the pipeline used them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recirculation: Option<RecircReport>,
@@ -191,6 +194,24 @@ pub struct ReplayReport {
     /// Which layers exist (for the text table's "off").
     #[serde(skip)]
     pub layers: Layers,
+}
+
+/// The NIC scheme's own figures in a report: serialized as one key per registered scheme
+/// that has figures, holding them for the scheme that ran and null for the others.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NicFigures(pub Option<SchemeFigures>);
+
+impl serde::Serialize for NicFigures {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let keys: Vec<&str> = SCHEMES.iter().filter_map(|r| r.report_key).collect();
+        let mut map = s.serialize_map(Some(keys.len()))?;
+        for key in keys {
+            let ours = self.0.as_ref().filter(|f| f.key == key);
+            map.serialize_entry(key, &ours.map(|f| &f.json))?;
+        }
+        map.end()
+    }
 }
 
 /// Connection tracking and recirculation: where each pass was decided, the megaflows each
@@ -276,11 +297,6 @@ impl ReplayReport {
         let megaflow = sw.megaflow();
         let megaflow_stats = megaflow.map(|m| m.stats).unwrap_or_default();
         let (actions, paths) = sw.decision_tables();
-        let gigaflow = nic.gigaflow.map(|g| GigaflowReport {
-            install_us_per_upcall: host.install_us_per_upcall(),
-            revalidation_ms: host.nic_revalidation_ms(),
-            ..g
-        });
         ReplayReport {
             packets: s.packets,
             bytes: s.bytes,
@@ -333,7 +349,7 @@ impl ReplayReport {
             malformed_reasons: malformed.clone(),
             snaplen_truncated,
             nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
-            gigaflow,
+            nic_figures: NicFigures(nic.figures),
             recirculation: (s.recirculations > 0 || sw.conntrack().stats().packets > 0).then(|| {
                 RecircReport {
                     recirculations: s.recirculations,
@@ -452,27 +468,9 @@ impl ReplayReport {
                 st.upcall_rate * 100.0
             ));
         }
-        if let Some(g) = &r.gigaflow {
-            let entries: Vec<String> = g.stage_entries.iter().map(|n| n.to_string()).collect();
-            let sharing: Vec<String> = g.stage_sharing.iter().map(|x| format!("{x:.2}")).collect();
-            let masks: Vec<String> = g.stage_masks.iter().map(|n| n.to_string()).collect();
-            let refused: Vec<String> = g.stage_refused_masks.iter().map(|n| n.to_string()).collect();
-            out.push_str(&format!(
-                "gigaflow {}x{} ({}): entries per stage [{}], masks per stage [{}] (installs refused for masks [{}]), {} installed, {} reused, sharing {:.2} flows/entry (max {}; per stage [{}]), coverage {:.0} chains, {:.1} us per upcall to partition and install\n",
-                g.tables,
-                g.entries_per_table,
-                g.partition,
-                entries.join(", "),
-                masks.join(", "),
-                refused.join(", "),
-                g.installed,
-                g.reused,
-                g.sharing_mean,
-                g.sharing_max,
-                sharing.join(", "),
-                g.coverage,
-                g.install_us_per_upcall,
-            ));
+        if let Some(f) = &r.nic_figures.0 {
+            out.push_str(&f.summary);
+            out.push('\n');
         }
         out.push_str(&format!("malformed packets {}", r.malformed));
         if !r.malformed_reasons.by_reason.is_empty() {

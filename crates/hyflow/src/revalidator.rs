@@ -427,10 +427,10 @@ mod tests {
         })
         .unwrap();
         let mut checked = 0;
-        for nic in [NicConfig::default(), NicConfig::Gigaflow(GigaflowConfig::default())] {
+        for nic in [NicConfig::default(), NicConfig::new(GigaflowConfig::default())] {
             for delay_ns in [0, 20_000_000] {
                 let switch = SwitchConfig {
-                    nic: Some(nic),
+                    nic: Some(nic.clone()),
                     revalidation_delay_ns: delay_ns,
                     max_idle_ns: 300_000_000,
                     ..SwitchConfig::default()

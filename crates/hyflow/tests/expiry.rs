@@ -15,10 +15,7 @@ fn configs() -> Vec<(&'static str, SwitchConfig)> {
         ("all layers", SwitchConfig::default()),
         (
             "gigaflow NIC",
-            SwitchConfig {
-                nic: Some(NicConfig::Gigaflow(GigaflowConfig::default())),
-                ..SwitchConfig::default()
-            },
+            SwitchConfig { nic: Some(NicConfig::new(GigaflowConfig::default())), ..SwitchConfig::default() },
         ),
     ]
 }

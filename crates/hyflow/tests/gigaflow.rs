@@ -48,7 +48,7 @@ fn run(config: SwitchConfig, packets: &[FlowKey], updates: &str) -> (Vec<(Layer,
 }
 
 fn gigaflow_only() -> SwitchConfig {
-    SwitchConfig { nic: Some(NicConfig::Gigaflow(GigaflowConfig::default())), ..SwitchConfig::no_cache() }
+    SwitchConfig { nic: Some(NicConfig::new(GigaflowConfig::default())), ..SwitchConfig::no_cache() }
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn the_reference_pipelines_forward_like_the_slow_path() {
                         ..GigaflowConfig::default()
                     };
                     let config = SwitchConfig {
-                        nic: Some(NicConfig::Gigaflow(gf)),
+                        nic: Some(NicConfig::new(gf)),
                         max_idle_ns,
                         ..SwitchConfig::no_cache()
                     };
@@ -207,7 +207,7 @@ fn a_whole_mapping_is_installed_all_or_none() {
             whole_mappings,
             ..GigaflowConfig::default()
         };
-        let config = SwitchConfig { nic: Some(NicConfig::Gigaflow(gf)), ..SwitchConfig::no_cache() };
+        let config = SwitchConfig { nic: Some(NicConfig::new(gf)), ..SwitchConfig::no_cache() };
         let p = Pipeline::from_rules(parse_flows(&flows, "flows").unwrap());
         let reference = Pipeline::from_rules(parse_flows(&flows, "flows").unwrap());
         let mut sw = Switch::new(p, config).unwrap();
@@ -237,7 +237,8 @@ fn a_reverted_update_cancels_its_pending_eviction() {
     for nic in [gigaflow_only().nic, SwitchConfig::default().nic] {
         // Packets every µs; the first check's eviction falls due at 2.5 µs, the second
         // check's keep at 3.5 µs.
-        let config = SwitchConfig { nic, revalidation_delay_ns: 1_500, ..SwitchConfig::no_cache() };
+        let config =
+            SwitchConfig { nic: nic.clone(), revalidation_delay_ns: 1_500, ..SwitchConfig::no_cache() };
         let (decisions, _) = run(config, &[a, a, a, a, a, a], updates);
         let layers: Vec<Layer> = decisions.iter().map(|d| d.0).collect();
         assert_eq!(layers[3..], [Layer::Nic; 3], "{nic:?}: the entries were never evicted");

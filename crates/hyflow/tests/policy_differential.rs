@@ -14,6 +14,7 @@ use common::{arb_packet, arb_pipeline, arb_rule};
 use hyflow::cost_model::CostModel;
 use hyflow::measure::KeySpec;
 use hyflow::nic::gigaflow::GigaflowConfig;
+use hyflow::nic::{MegaflowOffloadConfig, NicConfig};
 use hyflow::offload::elixir::ElixirConfig;
 use hyflow::offload::lfp::LfpConfig;
 use hyflow::offload::rebalance::OvsRebalanceConfig;
@@ -39,12 +40,15 @@ const RING: usize = 16;
 
 fn policies() -> Vec<PolicyConfig> {
     let policies: Vec<PolicyConfig> = vec![
-        Arc::new(UpcallOffload::OffloadAll { entries: 6, max_masks: 4 }),
-        Arc::new(UpcallOffload::Gigaflow(GigaflowConfig {
+        Arc::new(UpcallOffload::OffloadAll(NicConfig::new(MegaflowOffloadConfig {
+            entries: 6,
+            max_masks: 4,
+        }))),
+        Arc::new(UpcallOffload::Gigaflow(NicConfig::new(GigaflowConfig {
             tables: 2,
             entries: 6,
             ..GigaflowConfig::default()
-        })),
+        }))),
         Arc::new(ElixirConfig {
             large_entries: 4,
             bursty_entries: 2,

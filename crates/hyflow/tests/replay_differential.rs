@@ -140,94 +140,94 @@ fn replay_spaced(
 fn configs() -> Vec<(&'static str, SwitchConfig)> {
     let full = SwitchConfig::default();
     let tiny = SwitchConfig {
-        nic: Some(NicConfig::Megaflow { entries: 3, max_masks: 2 }),
+        nic: Some(NicConfig::new(hyflow::nic::MegaflowOffloadConfig { entries: 3, max_masks: 2 })),
         microflow: Some(MicroflowConfig { entries: 4, ways: 2 }),
         megaflow: Some(5),
         max_idle_ns: 20_000_000,
-        ..full
+        ..full.clone()
     };
     let none = SwitchConfig::no_cache();
     vec![
-        ("all layers", full),
+        ("all layers", full.clone()),
         (
             "all layers, the NIC tracks every connection",
-            SwitchConfig { nic_conntrack: NicConntrack::All, ..full },
+            SwitchConfig { nic_conntrack: NicConntrack::All, ..full.clone() },
         ),
         (
             "all layers, the NIC tracks 3 established connections, 2 ms after software",
             SwitchConfig {
                 nic_conntrack: NicConntrack::Established { entries: 3 },
                 nic_update_latency_ns: 2_000_000,
-                ..full
+                ..full.clone()
             },
         ),
         ("tiny layers, short max-idle", tiny),
-        ("nic only", SwitchConfig { nic: full.nic, ..none }),
+        ("nic only", SwitchConfig { nic: full.nic.clone(), ..none.clone() }),
         (
             "microflow only, 4-way",
-            SwitchConfig { microflow: Some(MicroflowConfig { entries: 16, ways: 4 }), ..none },
+            SwitchConfig { microflow: Some(MicroflowConfig { entries: 16, ways: 4 }), ..none.clone() },
         ),
-        ("megaflow only", SwitchConfig { megaflow: full.megaflow, ..none }),
+        ("megaflow only", SwitchConfig { megaflow: full.megaflow, ..none.clone() }),
         (
             "gigaflow dp, all layers",
-            SwitchConfig { nic: Some(NicConfig::Gigaflow(GigaflowConfig::default())), ..full },
+            SwitchConfig { nic: Some(NicConfig::new(GigaflowConfig::default())), ..full.clone() },
         ),
         (
             "gigaflow dp, 2 tiny stages, short max-idle, nic only",
             SwitchConfig {
-                nic: Some(NicConfig::Gigaflow(GigaflowConfig {
+                nic: Some(NicConfig::new(GigaflowConfig {
                     tables: 2,
                     entries: 3,
                     max_masks: 2,
                     ..GigaflowConfig::default()
                 })),
                 max_idle_ns: 20_000_000,
-                ..none
+                ..none.clone()
             },
         ),
         (
             "gigaflow random, nic only",
             SwitchConfig {
-                nic: Some(NicConfig::Gigaflow(GigaflowConfig {
+                nic: Some(NicConfig::new(GigaflowConfig {
                     partition: Partition::Random,
                     ..GigaflowConfig::default()
                 })),
-                ..none
+                ..none.clone()
             },
         ),
         (
             "gigaflow one-to-one, 3 stages, nic + microflow",
             SwitchConfig {
-                nic: Some(NicConfig::Gigaflow(GigaflowConfig {
+                nic: Some(NicConfig::new(GigaflowConfig {
                     tables: 3,
                     partition: Partition::OneToOne,
                     ..GigaflowConfig::default()
                 })),
                 microflow: Some(MicroflowConfig { entries: 8, ways: 1 }),
-                ..none
+                ..none.clone()
             },
         ),
         (
             "exact-match on nw_dst alone (the megaflow's other bits make entries sound), nic only",
             SwitchConfig {
-                nic: Some(NicConfig::ExactMatch(ExactMatchConfig {
+                nic: Some(NicConfig::new(ExactMatchConfig {
                     areas: [3, 2],
                     key: KeySpec::parse("nw_dst").unwrap(),
                     expire_idle: true,
                 })),
                 max_idle_ns: 20_000_000,
-                ..none
+                ..none.clone()
             },
         ),
         (
             "exact-match on the 5-tuple, all layers",
             SwitchConfig {
-                nic: Some(NicConfig::ExactMatch(ExactMatchConfig {
+                nic: Some(NicConfig::new(ExactMatchConfig {
                     areas: [64, 4],
                     key: KeySpec::five_tuple(),
                     expire_idle: false,
                 })),
-                ..full
+                ..full.clone()
             },
         ),
         (
@@ -235,7 +235,7 @@ fn configs() -> Vec<(&'static str, SwitchConfig)> {
             SwitchConfig {
                 microflow: Some(MicroflowConfig { entries: 8, ways: 1 }),
                 megaflow: Some(64),
-                ..none
+                ..none.clone()
             },
         ),
     ]
@@ -278,7 +278,7 @@ proptest! {
         let reference = replay(&lines, &updates, &packets, SwitchConfig::no_cache());
         for (name, config) in configs() {
             for consistency in [Consistency::Signature, Consistency::Cookie, Consistency::Action] {
-                let run = replay(&lines, &updates, &packets, SwitchConfig { consistency, ..config });
+                let run = replay(&lines, &updates, &packets, SwitchConfig { consistency, ..config.clone() });
                 for (i, (want, got)) in reference.decisions.iter().zip(&run.decisions).enumerate() {
                     prop_assert_eq!(&want.1, &got.1, "{} / {:?}: packet {} via {:?}\nflows:\n{}\nupdates:\n{}",
                         name, consistency, i, got.0, lines.join("\n"), updates);

@@ -177,8 +177,9 @@ fn every_sub_traversal_rule_is_minimal_and_sound() {
         "only {traversals} of {} traversals were segmentable",
         cases()
     );
-    // At the default 10,000 cases: at least 100,000 (rule, flow) pairs.
-    assert!(checked >= 10 * cases() as u64, "only {checked} (rule, flow) pairs checked");
+    // At the default 10,000 cases: at least 90,000 (rule, flow) pairs (random draws give
+    // 98,000 to 110,000).
+    assert!(checked >= 9 * cases() as u64, "only {checked} (rule, flow) pairs checked");
 }
 
 /// The two checks above have teeth. A rule whose mask drops a bit a lookup or action read

@@ -29,7 +29,7 @@ pub fn calibrate() -> CostModel {
     let mut out = Vec::new();
     let mut now = 0u64;
     let mut steady = |config: SwitchConfig| {
-        let mut sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+        let mut sw = Switch::new(Pipeline::from_rules(rules.clone()), config.clone()).expect("valid config");
         for k in &keys {
             now += 1;
             sw.process(k, 100, now, &mut out);
@@ -42,20 +42,21 @@ pub fn calibrate() -> CostModel {
         })
     };
     let host = SwitchConfig { nic: None, ..SwitchConfig::default() };
-    let microflow_hit_ns = steady(host);
-    let megaflow_hit_ns = steady(SwitchConfig { microflow: None, ..host });
+    let microflow_hit_ns = steady(host.clone());
+    let megaflow_hit_ns = steady(SwitchConfig { microflow: None, ..host.clone() });
     // Upcalls: 20,000 distinct flows, each seen once by a fresh switch.
     let fresh = make_flows(&rules, 20_000, 99).expect("built-in rules");
     let mut upcalls = |config: SwitchConfig| {
         best_per_item(3, fresh.len(), || {
-            let mut sw = Switch::new(Pipeline::from_rules(rules.clone()), config).expect("valid config");
+            let mut sw =
+                Switch::new(Pipeline::from_rules(rules.clone()), config.clone()).expect("valid config");
             for (i, k) in fresh.iter().enumerate() {
                 sw.process_host(k, 100, i as u64, Offload::Allowed, &mut out);
             }
         })
     };
-    let upcall_ns = upcalls(host);
-    let gigaflow = NicConfig::Gigaflow(crate::nic::gigaflow::GigaflowConfig::default());
+    let upcall_ns = upcalls(host.clone());
+    let gigaflow = NicConfig::new(crate::nic::gigaflow::GigaflowConfig::default());
     let gigaflow_install_ns = (upcalls(SwitchConfig { nic: Some(gigaflow), ..host }) - upcall_ns).max(0.0);
     let config = crate::measure::DetectorConfig {
         k: 100,

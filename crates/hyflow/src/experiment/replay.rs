@@ -10,7 +10,7 @@ use crate::sim::datapath::SimDecision;
 use crate::switch::{Layer, Switch, SwitchConfig};
 
 /// How to replay.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct ReplayConfig {
     /// The switch's layers.
     pub switch: SwitchConfig,
@@ -91,7 +91,7 @@ pub fn run(
     config: &ReplayConfig,
     on_packet: &mut dyn FnMut(&PacketDecision) -> std::io::Result<()>,
 ) -> Result<ReplayOutcome, ExperimentError> {
-    let mut switch = Switch::new(workload.pipeline(), config.switch)?;
+    let mut switch = Switch::new(workload.pipeline(), config.switch.clone())?;
     if config.time_host {
         switch.time_host(Box::new(WallClock::default()));
     }

@@ -43,10 +43,7 @@ impl Default for SimExperiment {
     fn default() -> Self {
         SimExperiment {
             switch: SwitchConfig::default(),
-            policy: std::sync::Arc::new(UpcallOffload::OffloadAll {
-                entries: crate::nic::DEFAULT_MEGAFLOW_ENTRIES,
-                max_masks: crate::nic::DEFAULT_MEGAFLOW_MASKS,
-            }),
+            policy: std::sync::Arc::new(UpcallOffload::OffloadAll(crate::nic::NicConfig::default())),
             costs: CostModel::default(),
             machine: SimConfig::default(),
             limits: NicUpdates::default(),
@@ -231,8 +228,14 @@ fn simulate_at(
 ) -> Result<SimOutcome, ExperimentError> {
     let pipeline = workload.pipeline();
     let policy = policy.build(&exp.policy_machine()).map_err(ExperimentError::Policy)?;
-    let datapath =
-        SwitchDatapath::new(pipeline, exp.switch, policy, exp.costs, workload.updates.clone(), exp.limits)?;
+    let datapath = SwitchDatapath::new(
+        pipeline,
+        exp.switch.clone(),
+        policy,
+        exp.costs,
+        workload.updates.clone(),
+        exp.limits,
+    )?;
     // A policy that samples sets the NIC's sampling rate.
     let sample_hw = match exp.policy.sample_rate() {
         r if r > 0.0 => r,
@@ -242,7 +245,7 @@ fn simulate_at(
     // The warm-up is a stretch of the input: rescaled with it.
     let warmup_ns = (exp.machine.warmup_ns as f64 * scale) as u64;
     // Crossings of the policy's queue threshold are logged: when bursts were detected.
-    let ring_watch = datapath.policy_report().queue_threshold.unwrap_or(0);
+    let ring_watch = datapath.policy().ring_watch().unwrap_or(0);
     let machine = SimConfig { cores, sample_hw, warmup_ns, ring_watch, ..exp.machine.clone() };
     let mut sim = Simulator::new(machine, datapath)?;
     if on_decision.is_some() {

@@ -23,11 +23,12 @@
 
 use hashbrown::HashMap;
 
-use super::{Arrival, NicReport, NicScheme, Upcall};
+use super::{Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, Upcall};
 use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::CachedFlow;
 use crate::decision::interner::ItemRef;
 use crate::decision::{CachedHit, DecisionTables};
+use crate::host_time::HostTimings;
 use crate::measure::{FlowId, KeySpec};
 use crate::openflow::{LookupRef, Match};
 use crate::packet::FlowKey;
@@ -52,10 +53,23 @@ pub struct ExactMatchConfig {
 impl ExactMatchConfig {
     /// One area of `entries` keyed by `key`: the single table of the baselines (TFO, LFP,
     /// OVS rebalance), as a NIC config.
-    pub fn one_area(entries: usize, key: KeySpec, expire_idle: bool) -> super::NicConfig {
-        super::NicConfig::ExactMatch(ExactMatchConfig { areas: [entries, 0], key, expire_idle })
+    pub fn one_area(entries: usize, key: KeySpec, expire_idle: bool) -> NicConfig {
+        NicConfig::new(ExactMatchConfig { areas: [entries, 0], key, expire_idle })
     }
 }
+
+impl NicSchemeConfig for ExactMatchConfig {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError> {
+        Ok(Box::new(ExactMatch::new(*self, update_latency_ns)?))
+    }
+}
+
+/// The scheme's name in reports.
+const NAME: &str = "exact-match";
 
 /// Most key words an entry's match may have bits in for a lookup to compare it inline.
 const INLINE_WORDS: usize = 8;
@@ -256,7 +270,7 @@ impl ExactMatch {
 
 impl NicScheme for ExactMatch {
     fn name(&self) -> &'static str {
-        "exact-match"
+        NAME
     }
 
     fn area_len(&self, area: u8) -> usize {
@@ -324,13 +338,13 @@ impl NicScheme for ExactMatch {
         self.stats.installs
     }
 
-    fn report(&self) -> NicReport {
+    fn report(&self, _host: &HostTimings) -> NicReport {
         NicReport {
             scheme: self.name(),
             entries_now: self.areas.iter().map(|a| a.len).sum(),
             masks_now: 1,
             totals: self.stats,
-            gigaflow: None,
+            figures: None,
         }
     }
 

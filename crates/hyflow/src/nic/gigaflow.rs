@@ -39,10 +39,14 @@ use rand::{RngExt, SeedableRng};
 
 use serde::Serialize;
 
-use super::{Arrival, NicReport, NicScheme, Upcall};
+use super::{
+    paper_setup, Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, NicSchemeRegistration, NicSizing,
+    SchemeFigures, Upcall,
+};
 use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConfigError};
 use crate::decision::interner::{Interner, ItemRef};
 use crate::decision::{CachedHit, DecisionTables};
+use crate::host_time::HostTimings;
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
@@ -84,6 +88,34 @@ impl Partition {
             Partition::Random => "random",
             Partition::OneToOne => "one-to-one",
         }
+    }
+}
+
+/// `gigaflow`.
+pub const REGISTRATION: NicSchemeRegistration = NicSchemeRegistration {
+    name: "gigaflow",
+    about: "Gigaflow: sub-traversals in K tagged stages",
+    configure: |s: &NicSizing| {
+        let default = if s.paper_setup { paper_setup::GIGAFLOW_ENTRIES } else { DEFAULT_ENTRIES };
+        NicConfig::new(GigaflowConfig {
+            tables: s.tables.unwrap_or(DEFAULT_TABLES),
+            entries: s.entries.unwrap_or(default),
+            max_masks: s.masks(),
+            partition: s.partition.unwrap_or(Partition::Disjoint),
+            seed: 1,
+            whole_mappings: s.whole_mappings.unwrap_or(s.paper_setup),
+        })
+    },
+    report_key: Some("gigaflow"),
+};
+
+impl NicSchemeConfig for GigaflowConfig {
+    fn name(&self) -> &'static str {
+        REGISTRATION.name
+    }
+
+    fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError> {
+        Ok(Box::new(Gigaflow::new(*self, update_latency_ns)?))
     }
 }
 
@@ -477,7 +509,7 @@ impl Gigaflow {
 
 impl NicScheme for Gigaflow {
     fn name(&self) -> &'static str {
-        "gigaflow"
+        REGISTRATION.name
     }
 
     fn area_len(&self, area: u8) -> usize {
@@ -534,35 +566,40 @@ impl NicScheme for Gigaflow {
         self.stats.installed
     }
 
-    fn report(&self) -> NicReport {
+    fn report(&self, host: &HostTimings) -> NicReport {
         let st = &self.stats;
         let (sharing_mean, sharing_max) = self.sharing();
+        let g = GigaflowReport {
+            tables: self.stages.len(),
+            entries_per_table: self.config.entries,
+            partition: self.config.partition.name(),
+            stage_entries: self.stages.iter().map(|s| s.space().len()).collect(),
+            stage_peak: self.stages.iter().map(|s| s.stats.peak).collect(),
+            stage_hits: self.stages.iter().map(|s| s.stats.hits).collect(),
+            installed: st.installed,
+            reused: st.reused,
+            upcalls: st.upcalls,
+            completed: st.completed,
+            not_offloadable: st.not_offloadable,
+            sharing_mean,
+            sharing_max,
+            stage_sharing: self.stage_sharing(),
+            stage_masks: self.stages.iter().map(|s| s.space().n_masks()).collect(),
+            stage_refused_masks: self.stages.iter().map(|s| s.stats.refused_masks).collect(),
+            coverage: self.coverage(),
+            install_us_per_upcall: host.install_us_per_upcall(),
+            retranslated: st.retranslated,
+            revalidation_ms: host.nic_revalidation_ms(),
+        };
         NicReport {
             scheme: self.name(),
             entries_now: self.len(),
             masks_now: self.stages.iter().map(|s| s.space().n_masks()).sum(),
             totals: self.totals(),
-            gigaflow: Some(GigaflowReport {
-                tables: self.stages.len(),
-                entries_per_table: self.config.entries,
-                partition: self.config.partition.name(),
-                stage_entries: self.stages.iter().map(|s| s.space().len()).collect(),
-                stage_peak: self.stages.iter().map(|s| s.stats.peak).collect(),
-                stage_hits: self.stages.iter().map(|s| s.stats.hits).collect(),
-                installed: st.installed,
-                reused: st.reused,
-                upcalls: st.upcalls,
-                completed: st.completed,
-                not_offloadable: st.not_offloadable,
-                sharing_mean,
-                sharing_max,
-                stage_sharing: self.stage_sharing(),
-                stage_masks: self.stages.iter().map(|s| s.space().n_masks()).collect(),
-                stage_refused_masks: self.stages.iter().map(|s| s.stats.refused_masks).collect(),
-                coverage: self.coverage(),
-                install_us_per_upcall: 0.0,
-                retranslated: st.retranslated,
-                revalidation_ms: 0.0,
+            figures: Some(SchemeFigures {
+                key: "gigaflow",
+                json: serde_json::to_value(&g).unwrap_or_default(),
+                summary: g.summary(),
             }),
         }
     }
@@ -659,6 +696,31 @@ impl Revalidate for Gigaflow {
         if let Some(stage) = self.stages.get(table) {
             out.extend(stage.space().ids());
         }
+    }
+}
+
+impl GigaflowReport {
+    /// The figures as one line of text.
+    pub fn summary(&self) -> String {
+        let list = |v: Vec<String>| v.join(", ");
+        format!(
+            "gigaflow {}x{} ({}): entries per stage [{}], masks per stage [{}] (installs refused for masks [{}]), {} \
+             installed, {} reused, sharing {:.2} flows/entry (max {}; per stage [{}]), coverage {:.0} chains, {:.1} us \
+             per upcall to partition and install",
+            self.tables,
+            self.entries_per_table,
+            self.partition,
+            list(self.stage_entries.iter().map(|n| n.to_string()).collect()),
+            list(self.stage_masks.iter().map(|n| n.to_string()).collect()),
+            list(self.stage_refused_masks.iter().map(|n| n.to_string()).collect()),
+            self.installed,
+            self.reused,
+            self.sharing_mean,
+            self.sharing_max,
+            list(self.stage_sharing.iter().map(|x| format!("{x:.2}")).collect()),
+            self.coverage,
+            self.install_us_per_upcall,
+        )
     }
 }
 

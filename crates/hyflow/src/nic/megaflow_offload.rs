@@ -2,12 +2,52 @@
 //! while it has room (entries and masks), and a hit runs the megaflow's composed actions in
 //! hardware. Entries are revalidated and aged exactly as the software megaflow cache's.
 
-use super::{Arrival, NicReport, NicScheme, Upcall};
+use super::{
+    paper_setup, Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, NicSchemeRegistration, NicSizing,
+    Upcall, DEFAULT_MEGAFLOW_ENTRIES, DEFAULT_MEGAFLOW_MASKS,
+};
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
 use crate::cache::CachedFlow;
 use crate::decision::{CachedHit, DecisionTables};
+use crate::host_time::HostTimings;
 use crate::revalidation::Revalidate;
 use crate::tuple_space::EntryId;
+
+/// `megaflow`.
+pub const REGISTRATION: NicSchemeRegistration = NicSchemeRegistration {
+    name: "megaflow",
+    about: "One ternary stage of megaflows, offloaded while there is room (OVS)",
+    configure: |s: &NicSizing| {
+        let default = if s.paper_setup { paper_setup::MEGAFLOW_ENTRIES } else { DEFAULT_MEGAFLOW_ENTRIES };
+        NicConfig::new(MegaflowOffloadConfig { entries: s.entries.unwrap_or(default), max_masks: s.masks() })
+    },
+    report_key: None,
+};
+
+/// The megaflow offload's one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MegaflowOffloadConfig {
+    /// Entries of the table.
+    pub entries: usize,
+    /// Distinct masks it supports.
+    pub max_masks: usize,
+}
+
+impl Default for MegaflowOffloadConfig {
+    fn default() -> Self {
+        MegaflowOffloadConfig { entries: DEFAULT_MEGAFLOW_ENTRIES, max_masks: DEFAULT_MEGAFLOW_MASKS }
+    }
+}
+
+impl NicSchemeConfig for MegaflowOffloadConfig {
+    fn name(&self) -> &'static str {
+        REGISTRATION.name
+    }
+
+    fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError> {
+        Ok(Box::new(MegaflowOffload::new(self.entries, self.max_masks, update_latency_ns)?))
+    }
+}
 
 /// OVS hardware offload of megaflows: one ternary table.
 pub struct MegaflowOffload {
@@ -36,7 +76,7 @@ impl MegaflowOffload {
 
 impl NicScheme for MegaflowOffload {
     fn name(&self) -> &'static str {
-        "megaflow"
+        REGISTRATION.name
     }
 
     fn area_len(&self, area: u8) -> usize {
@@ -83,13 +123,13 @@ impl NicScheme for MegaflowOffload {
         self.table.stats.installs
     }
 
-    fn report(&self) -> NicReport {
+    fn report(&self, _host: &HostTimings) -> NicReport {
         NicReport {
             scheme: self.name(),
             entries_now: self.table.space().len(),
             masks_now: self.table.space().n_masks(),
             totals: self.table.stats,
-            gigaflow: None,
+            figures: None,
         }
     }
 

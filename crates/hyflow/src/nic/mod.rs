@@ -4,17 +4,18 @@
 //!
 //! Every scheme implements [`NicScheme`] — lookup, install from an upcall's translation,
 //! occupancy, counters, its report — and exposes its entries to the revalidator through
-//! [`Revalidate`], so the switch never branches on which scheme it drives. Schemes:
+//! [`Revalidate`], so the switch never branches on which scheme it drives; each scheme's
+//! configuration is a [`NicSchemeConfig`] that builds it. Schemes:
 //! [`megaflow_offload`] (OVS hardware offload: whole megaflows in one ternary table),
 //! [`gigaflow`] (sub-traversals in K tagged tables) and [`exact_match`] (one entry per flow in
 //! areas an offload policy fills, as in Elixir). A new scheme is a new file implementing
-//! these two traits plus a [`NicConfig`] variant.
+//! these traits plus a line in [`SCHEMES`].
 
 pub mod exact_match;
 pub mod gigaflow;
 pub mod megaflow_offload;
 
-pub use megaflow_offload::MegaflowOffload;
+pub use megaflow_offload::{MegaflowOffload, MegaflowOffloadConfig};
 
 use crate::cache::table::{Refused, TableConfigError};
 use crate::decision::{CachedHit, Decision, DecisionTables};
@@ -23,8 +24,9 @@ use crate::openflow::Traversal;
 use crate::packet::FlowKey;
 use crate::revalidation::Revalidate;
 use crate::tuple_space::{EntryId, FlowTableStats};
-use exact_match::{ExactMatch, ExactMatchConfig};
-use gigaflow::{Gigaflow, GigaflowConfig, GigaflowReport};
+use std::sync::Arc;
+
+use crate::host_time::HostTimings;
 
 /// Default capacity of the megaflow-offload table (the Gigaflow paper's Megaflow baseline).
 pub const DEFAULT_MEGAFLOW_ENTRIES: usize = 32_768;
@@ -43,39 +45,96 @@ pub mod paper_setup {
     pub const MEGAFLOW_ENTRIES: usize = 32_000;
 }
 
-/// The NIC's caching scheme and shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NicConfig {
-    /// OVS-style megaflow offload: one ternary table.
-    Megaflow {
-        /// Entries of the table.
-        entries: usize,
-        /// Distinct masks it supports.
-        max_masks: usize,
-    },
-    /// Gigaflow: sub-traversals in K tagged tables.
-    Gigaflow(GigaflowConfig),
-    /// One exact entry per flow, in areas an offload policy fills.
-    ExactMatch(ExactMatchConfig),
+/// A NIC scheme's configuration, which names and builds the scheme (as quinn-proto's
+/// `ControllerFactory`): nothing outside the scheme's own file branches on which scheme it
+/// is. Held as a [`NicConfig`].
+pub trait NicSchemeConfig: std::fmt::Debug + Send + Sync + std::any::Any {
+    /// The scheme's name in reports.
+    fn name(&self) -> &'static str;
+    /// The scheme, its tables applying installs `update_latency_ns` after they are made.
+    fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError>;
+}
+
+/// The NIC's caching scheme and shape: any [`NicSchemeConfig`], shared.
+#[derive(Clone, Debug)]
+pub struct NicConfig(Arc<dyn NicSchemeConfig>);
+
+impl NicConfig {
+    /// The NIC `config` describes.
+    pub fn new(config: impl NicSchemeConfig) -> NicConfig {
+        NicConfig(Arc::new(config))
+    }
+
+    /// The scheme's name.
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    /// The scheme, its tables applying installs `update_latency_ns` after they are made.
+    pub fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError> {
+        self.0.build(update_latency_ns)
+    }
+
+    /// The configuration as its concrete type, if it is a `T` (for a policy or a test that
+    /// knows which scheme it asked for).
+    pub fn get<T: NicSchemeConfig>(&self) -> Option<&T> {
+        (self.0.as_ref() as &dyn std::any::Any).downcast_ref()
+    }
 }
 
 impl Default for NicConfig {
+    /// OVS's megaflow offload at hyflow's default size.
     fn default() -> Self {
-        NicConfig::Megaflow { entries: DEFAULT_MEGAFLOW_ENTRIES, max_masks: DEFAULT_MEGAFLOW_MASKS }
+        NicConfig::new(MegaflowOffloadConfig::default())
     }
 }
 
-impl NicConfig {
-    /// The scheme, its tables applying installs `update_latency_ns` after they are made.
-    pub fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError> {
-        Ok(match *self {
-            NicConfig::Megaflow { entries, max_masks } => {
-                Box::new(MegaflowOffload::new(entries, max_masks, update_latency_ns)?)
-            }
-            NicConfig::Gigaflow(g) => Box::new(Gigaflow::new(g, update_latency_ns)?),
-            NicConfig::ExactMatch(e) => Box::new(ExactMatch::new(e, update_latency_ns)?),
-        })
+/// What the switch's NIC options say, for a scheme to size itself from: each absent value
+/// takes the scheme's default (or the Gigaflow artifact's, with `paper_setup`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NicSizing {
+    /// Entries (in total, or per stage).
+    pub entries: Option<usize>,
+    /// Distinct masks per table.
+    pub masks: Option<usize>,
+    /// Stages.
+    pub tables: Option<usize>,
+    /// How a traversal is cut into stages.
+    pub partition: Option<gigaflow::Partition>,
+    /// Whether a traversal's pieces install all or none.
+    pub whole_mappings: Option<bool>,
+    /// The Gigaflow artifact's evaluation setup ([`paper_setup`]).
+    pub paper_setup: bool,
+}
+
+impl NicSizing {
+    /// Distinct masks per table: as given, or the setup's default.
+    pub fn masks(&self) -> usize {
+        self.masks.unwrap_or(if self.paper_setup { paper_setup::MASKS } else { DEFAULT_MEGAFLOW_MASKS })
     }
+}
+
+/// A scheme as the fronts offer it (`--nic NAME`).
+#[derive(Debug)]
+pub struct NicSchemeRegistration {
+    /// Its name, as in reports.
+    pub name: &'static str,
+    /// What it does, in one line of help.
+    pub about: &'static str,
+    /// Its configuration from the switch's NIC options.
+    pub configure: fn(&NicSizing) -> NicConfig,
+    /// The key its own figures go under in reports ([`SchemeFigures`]), if it has any: every
+    /// report carries each registered key, null unless that scheme ran.
+    pub report_key: Option<&'static str>,
+}
+
+/// Every scheme the fronts offer, in the order they list them: one line per scheme. (The
+/// exact-match scheme is not among them: the policies that fill it configure it.)
+pub const SCHEMES: &[&NicSchemeRegistration] = &[&megaflow_offload::REGISTRATION, &gigaflow::REGISTRATION];
+
+/// The registered scheme called `name`.
+pub fn scheme(name: &str) -> Option<&'static NicSchemeRegistration> {
+    SCHEMES.iter().copied().find(|r| r.name == name)
 }
 
 /// A packet at the NIC.
@@ -113,8 +172,21 @@ pub struct NicReport {
     pub masks_now: usize,
     /// Counters over all tables (peak: most entries held at once).
     pub totals: FlowTableStats,
-    /// Gigaflow's own figures.
-    pub gigaflow: Option<GigaflowReport>,
+    /// The scheme's own figures, if it has any.
+    pub figures: Option<SchemeFigures>,
+}
+
+/// A scheme's own figures (Gigaflow's stages, sharing, coverage), as its report gives them:
+/// reports carry them under the scheme's [`NicSchemeRegistration::report_key`] without
+/// knowing which scheme ran (as the `get_debug` of Open vSwitch's offload providers).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchemeFigures {
+    /// The key they go under (`gigaflow`).
+    pub key: &'static str,
+    /// The figures, as `--json` writes them.
+    pub json: serde_json::Value,
+    /// One line of text for a summary.
+    pub summary: String,
 }
 
 /// A NIC caching scheme.
@@ -159,8 +231,9 @@ pub trait NicScheme {
     fn entries_mut(&mut self) -> &mut dyn Revalidate;
     /// Entries installed so far.
     fn installs(&self) -> u64;
-    /// Occupancy and counters.
-    fn report(&self) -> NicReport;
+    /// Occupancy and counters, with the scheme's own figures; `host` is the switch's host
+    /// timings, for figures about the host's work for the scheme.
+    fn report(&self, host: &HostTimings) -> NicReport;
     /// The scheme itself, for callers that know which one they configured (tests, tools).
     fn as_any(&self) -> &dyn std::any::Any;
     /// Appends the (table, id, packets) hardware counters of every entry, table by table in

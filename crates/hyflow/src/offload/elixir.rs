@@ -46,8 +46,8 @@ use std::sync::Arc;
 
 use super::params::{Param, ParamKind, PolicyParams, PolicyRegistration, EXACT_TABLE};
 use super::{
-    Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyMachine,
-    PolicyReport, Seen,
+    Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyFigures,
+    PolicyMachine, PolicyReport, Seen,
 };
 use crate::measure::elixir::{BurstCounters, ElixirLarge};
 use crate::measure::{Detector, DetectorConfig, FlowId, KeySpec, Sampler};
@@ -487,7 +487,7 @@ impl OffloadPolicy for Elixir {
     }
 
     fn nic(&self) -> Option<NicConfig> {
-        Some(NicConfig::ExactMatch(ExactMatchConfig {
+        Some(NicConfig::new(ExactMatchConfig {
             areas: [self.config.large_entries, self.config.bursty_entries],
             key: self.config.key,
             expire_idle: false,
@@ -537,12 +537,26 @@ impl OffloadPolicy for Elixir {
         0.0
     }
 
+    fn ring_watch(&self) -> Option<u64> {
+        Some(self.k)
+    }
+
+    /// `replacements`: large-flow replacements (every T); `burst_triggers`: ring crossings
+    /// of K that triggered a bursty-flow check; `bursty_offloads`: flows moved into the
+    /// bursty area; `queue_threshold`: K, packets.
     fn report(&self) -> PolicyReport {
+        let s = &self.stats;
         PolicyReport {
-            replacements: Some(self.stats.replacements),
-            burst_triggers: Some(self.stats.burst_triggers),
-            bursty_offloads: Some(self.stats.bursty_offloads),
-            queue_threshold: Some(self.k),
+            figures: PolicyFigures(vec![
+                ("replacements", s.replacements),
+                ("burst_triggers", s.burst_triggers),
+                ("bursty_offloads", s.bursty_offloads),
+                ("queue_threshold", self.k),
+            ]),
+            summary: Some(format!(
+                "K = {}; {} large-flow replacements, {} ring crossings of K, {} flows moved into the bursty area",
+                self.k, s.replacements, s.burst_triggers, s.bursty_offloads
+            )),
             ..PolicyReport::default()
         }
     }

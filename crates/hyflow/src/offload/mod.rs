@@ -151,19 +151,37 @@ pub struct PolicyReport {
     pub counter_reads: u64,
     /// Longest the queue of changes waiting for the update budget grew.
     pub update_queue_peak: usize,
-    /// Periodic replacement rounds run: Elixir's large-flow replacements (every T), TFO's
-    /// bins, OVS rebalance rounds — each may change any number of entries.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub replacements: Option<u64>,
-    /// Queue-threshold crossings that triggered a bursty-flow check.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub burst_triggers: Option<u64>,
-    /// Flows moved into the bursty area.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bursty_offloads: Option<u64>,
-    /// The queue threshold K used, packets.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue_threshold: Option<u64>,
+    /// Figures of this policy's own (Elixir's `replacements`, `burst_triggers`, ...), among
+    /// the report's keys in `--json`; each policy documents its own.
+    #[serde(flatten)]
+    pub figures: PolicyFigures,
+    /// The policy's own account of those figures, one line for a summary (as the
+    /// `get_debug` of Open vSwitch's offload providers): what a front prints without knowing
+    /// which policy ran.
+    #[serde(skip)]
+    pub summary: Option<String>,
+}
+
+/// Counts a policy reports beyond the common ones, by name, in the order it gives them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyFigures(pub Vec<(&'static str, u64)>);
+
+impl PolicyFigures {
+    /// The figure called `name`, if the policy reports it.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+}
+
+impl Serialize for PolicyFigures {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
 }
 
 /// What the NIC holds and when it changes. The simulator calls [`OffloadPolicy::tick`] at
@@ -192,6 +210,11 @@ pub trait OffloadPolicy {
     /// Host work an upcall adds when it offers its translation to the NIC, ns.
     fn install_ns(&self, _costs: &CostModel) -> f64 {
         0.0
+    }
+    /// The ring occupancy the policy reacts to (a queue threshold), if any: the simulator
+    /// logs its crossings, to tell when bursts were detected.
+    fn ring_watch(&self) -> Option<u64> {
+        None
     }
     /// Time passes: called at every arrival, before the NIC looks the packet up.
     fn tick(&mut self, _nic: &mut NicControl) {}
@@ -231,6 +254,9 @@ impl<T: OffloadPolicy + ?Sized> OffloadPolicy for Box<T> {
     }
     fn install_ns(&self, costs: &CostModel) -> f64 {
         (**self).install_ns(costs)
+    }
+    fn ring_watch(&self) -> Option<u64> {
+        (**self).ring_watch()
     }
     #[inline]
     fn tick(&mut self, nic: &mut NicControl) {

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use super::params::{PolicyRegistration, EXACT_TABLE};
 use super::{
-    Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyReport, Seen,
+    Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyFigures, PolicyMachine,
+    PolicyReport, Seen,
 };
 use crate::measure::elixir::BurstCounters;
 use crate::measure::{FlowId, KeySpec};
@@ -196,6 +197,10 @@ impl OffloadPolicy for OvsRebalance {
     }
 
     fn report(&self) -> PolicyReport {
-        PolicyReport { replacements: Some(self.stats.rounds), ..PolicyReport::default() }
+        // `replacements`: rebalance rounds run, each of which may swap entries.
+        PolicyReport {
+            figures: PolicyFigures(vec![("replacements", self.stats.rounds)]),
+            ..PolicyReport::default()
+        }
     }
 }

@@ -28,7 +28,8 @@ use std::sync::Arc;
 
 use super::params::{PolicyRegistration, EXACT_TABLE};
 use super::{
-    Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyReport, Seen,
+    Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyFigures, PolicyMachine,
+    PolicyReport, Seen,
 };
 use crate::measure::{FlowId, KeySpec, Sampler};
 use crate::nic::exact_match::ExactMatchConfig;
@@ -264,6 +265,10 @@ impl OffloadPolicy for Tfo {
     }
 
     fn report(&self) -> PolicyReport {
-        PolicyReport { replacements: Some(self.stats.bins), ..PolicyReport::default() }
+        // `replacements`: time bins closed, each of which may swap entries.
+        PolicyReport {
+            figures: PolicyFigures(vec![("replacements", self.stats.bins)]),
+            ..PolicyReport::default()
+        }
     }
 }

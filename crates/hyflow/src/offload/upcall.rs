@@ -7,7 +7,6 @@ use super::{
     PolicyRegistration,
 };
 use crate::cost_model::CostModel;
-use crate::nic::gigaflow::GigaflowConfig;
 use crate::nic::NicConfig;
 
 /// `psf`.
@@ -25,10 +24,8 @@ pub const OFFLOAD_ALL: PolicyRegistration = PolicyRegistration {
     about: "Every new megaflow while there is room, as OVS offload",
     params: &[],
     upcall_nic: Some("megaflow"),
-    configure: |p| match p.nic {
-        Some(NicConfig::Megaflow { entries, max_masks }) => {
-            Ok(Arc::new(UpcallOffload::OffloadAll { entries, max_masks }))
-        }
+    configure: |p| match &p.nic {
+        Some(nic) if nic.name() == "megaflow" => Ok(Arc::new(UpcallOffload::OffloadAll(nic.clone()))),
         _ => Err(PolicyConfigError::Invalid("offload-all needs a megaflow NIC".to_string())),
     },
 };
@@ -43,33 +40,29 @@ pub const GIGAFLOW: PolicyRegistration = PolicyRegistration {
 };
 
 fn configure_gigaflow(p: &PolicyParams) -> Result<PolicyConfig, PolicyConfigError> {
-    match p.nic {
-        Some(NicConfig::Gigaflow(g)) => Ok(Arc::new(UpcallOffload::Gigaflow(g))),
+    match &p.nic {
+        Some(nic) if nic.name() == "gigaflow" => Ok(Arc::new(UpcallOffload::Gigaflow(nic.clone()))),
         _ => Err(PolicyConfigError::Invalid("gigaflow needs a Gigaflow NIC".to_string())),
     }
 }
 
 /// Offload on upcalls, or not at all.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum UpcallOffload {
     /// Pure software forwarding: the NIC forwards nothing (Elixir's PSF baseline).
     Psf,
-    /// Every new megaflow offloaded while the NIC has room, as OVS hardware offload does.
-    OffloadAll {
-        /// NIC entries.
-        entries: usize,
-        /// Distinct masks.
-        max_masks: usize,
-    },
-    /// Gigaflow sub-traversal caching in K NIC tables.
-    Gigaflow(GigaflowConfig),
+    /// Every new megaflow offloaded while the NIC (a megaflow offload) has room, as OVS
+    /// hardware offload does.
+    OffloadAll(NicConfig),
+    /// Gigaflow sub-traversal caching in K NIC tables (a Gigaflow NIC).
+    Gigaflow(NicConfig),
 }
 
 impl UpcallOffload {
     fn name(&self) -> &'static str {
         match self {
             UpcallOffload::Psf => PSF.name,
-            UpcallOffload::OffloadAll { .. } => OFFLOAD_ALL.name,
+            UpcallOffload::OffloadAll(_) => OFFLOAD_ALL.name,
             UpcallOffload::Gigaflow(_) => GIGAFLOW.name,
         }
     }
@@ -85,7 +78,7 @@ impl PolicyFactory for UpcallOffload {
     }
 
     fn build(&self, _machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
-        Ok(Box::new(*self))
+        Ok(Box::new(self.clone()))
     }
 }
 
@@ -95,12 +88,9 @@ impl OffloadPolicy for UpcallOffload {
     }
 
     fn nic(&self) -> Option<NicConfig> {
-        match *self {
+        match self {
             UpcallOffload::Psf => None,
-            UpcallOffload::OffloadAll { entries, max_masks } => {
-                Some(NicConfig::Megaflow { entries, max_masks })
-            }
-            UpcallOffload::Gigaflow(g) => Some(NicConfig::Gigaflow(g)),
+            UpcallOffload::OffloadAll(nic) | UpcallOffload::Gigaflow(nic) => Some(nic.clone()),
         }
     }
 
@@ -113,7 +103,7 @@ impl OffloadPolicy for UpcallOffload {
     fn install_ns(&self, costs: &CostModel) -> f64 {
         match self {
             UpcallOffload::Gigaflow(_) => costs.gigaflow_install_ns,
-            UpcallOffload::Psf | UpcallOffload::OffloadAll { .. } => 0.0,
+            UpcallOffload::Psf | UpcallOffload::OffloadAll(_) => 0.0,
         }
     }
 }

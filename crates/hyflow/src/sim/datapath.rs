@@ -302,6 +302,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nic::{MegaflowOffloadConfig, NicConfig};
     use crate::offload::upcall::UpcallOffload;
     use crate::openflow::{parse_flows, parse_packet, Pipeline};
 
@@ -311,7 +312,10 @@ mod tests {
             .map(|i| format!("priority=1,ip,nw_dst=10.0.{}.{} actions=output:2\n", i / 250, i % 250))
             .collect();
         let rules = parse_flows(&text, "t").unwrap();
-        let policy = UpcallOffload::OffloadAll { entries: 100_000, max_masks: 16 };
+        let policy = UpcallOffload::OffloadAll(NicConfig::new(MegaflowOffloadConfig {
+            entries: 100_000,
+            max_masks: 16,
+        }));
         let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
         let pipeline = Pipeline::from_rules(rules);
         SwitchDatapath::new(pipeline, base, policy, CostModel::default(), Vec::new(), limits).unwrap()
@@ -330,14 +334,22 @@ mod tests {
         let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
         for (policy, extra) in [
             (
-                UpcallOffload::Gigaflow(crate::nic::gigaflow::GigaflowConfig::default()),
+                UpcallOffload::Gigaflow(NicConfig::new(crate::nic::gigaflow::GigaflowConfig::default())),
                 costs.gigaflow_install_ns,
             ),
-            (UpcallOffload::OffloadAll { entries: 10, max_masks: 10 }, 0.0),
+            (
+                UpcallOffload::OffloadAll(NicConfig::new(MegaflowOffloadConfig {
+                    entries: 10,
+                    max_masks: 10,
+                })),
+                0.0,
+            ),
         ] {
             let limits = NicUpdates { per_second: 1.0, latency_ns: 0, counter_reads_per_second: 0.0 };
             let pipeline = Pipeline::from_rules(rules.clone());
-            let mut dp = SwitchDatapath::new(pipeline, base, policy, costs, Vec::new(), limits).unwrap();
+            let mut dp =
+                SwitchDatapath::new(pipeline, base.clone(), policy.clone(), costs, Vec::new(), limits)
+                    .unwrap();
             assert_eq!(dp.host(0, 0, &packet(99)), upcall, "{}: TTL 0 goes to the controller", policy.name());
             assert_eq!(dp.host(0, 0, &packet(1)), upcall + extra.round() as u64, "{}", policy.name());
             // The bucket's one token is spent: the next upcall may not install.

@@ -50,7 +50,7 @@ impl NicConntrack {
 }
 
 /// Which layers exist and how they behave.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct SwitchConfig {
     /// The NIC, or none.
     pub nic: Option<NicConfig>,

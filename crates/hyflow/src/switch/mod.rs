@@ -119,7 +119,7 @@ impl Switch {
     pub fn new(mut pipeline: Pipeline, config: SwitchConfig) -> Result<Switch, SwitchConfigError> {
         // The rules given were installed when the run starts.
         pipeline.stamp_changes(0);
-        let nic = config.nic.map(|n| n.build(config.nic_update_latency_ns)).transpose()?;
+        let nic = config.nic.as_ref().map(|n| n.build(config.nic_update_latency_ns)).transpose()?;
         let microflow = config
             .microflow
             .map(|m| MicroflowCache::new(m.entries, m.ways, config.consistency))
@@ -134,6 +134,13 @@ impl Switch {
         // The idle sweep first runs one interval in; rule expiry, MAC aging and the
         // connection sweep at the first packet.
         let timers = TimerTable::new(|t| if t == Timer::IdleSweep { SWEEP_INTERVAL_NS } else { 0 });
+        let revalidator = Revalidator::new(config.revalidation_delay_ns, config.max_idle_ns);
+        let conntrack = match config.nic_conntrack {
+            NicConntrack::Established { entries } => {
+                Conntrack::with_offload(HwOffload { entries, latency_ns: config.nic_update_latency_ns })
+            }
+            _ => Conntrack::new(),
+        };
         Ok(Switch {
             pipeline,
             config,
@@ -141,7 +148,7 @@ impl Switch {
             nic,
             microflow,
             megaflow,
-            revalidator: Revalidator::new(config.revalidation_delay_ns, config.max_idle_ns),
+            revalidator,
             epoch: 0,
             tr,
             hit: CachedHit::default(),
@@ -150,12 +157,7 @@ impl Switch {
             clock: None,
             host: HostTimings::default(),
             timers,
-            conntrack: match config.nic_conntrack {
-                NicConntrack::Established { entries } => {
-                    Conntrack::with_offload(HwOffload { entries, latency_ns: config.nic_update_latency_ns })
-                }
-                _ => Conntrack::new(),
-            },
+            conntrack,
             recirc: Recirculation::default(),
             scratch: Scratch::default(),
         })
@@ -240,7 +242,7 @@ impl Switch {
 
     /// The NIC's occupancy and counters (with its scheme's own figures), if configured.
     pub fn nic_report(&self) -> Option<NicReport> {
-        self.nic.as_ref().map(|n| n.report())
+        self.nic.as_ref().map(|n| n.report(&self.host))
     }
 
     /// NIC entries installed so far.
