@@ -46,9 +46,8 @@ pub struct SwitchArgs {
     /// No NIC (`sim` takes --policy psf instead).
     #[arg(long)]
     pub no_nic: bool,
-    /// NIC caching scheme: megaflow (one stage of whole traversals, OVS offload) or gigaflow
-    /// (sub-traversals in --nic-tables tagged stages, Longest Traversal Match).
-    /// Default megaflow; `sim` takes --policy instead.
+    /// NIC caching scheme, one of those below [default: megaflow]; `sim` takes --policy
+    /// instead.
     #[arg(long, value_name = "NIC", value_parser = nic_schemes())]
     pub nic: Option<String>,
     /// The NIC tracks connections in hardware too (megaflow NIC): decisions through `ct` and

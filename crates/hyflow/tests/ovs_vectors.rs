@@ -140,5 +140,6 @@ fn open_vswitch_sample_vectors() {
     assert_eq!(agree, total, "every packet and probe forwarded as OVS does");
     assert_eq!(unsound, 0, "megaflows are sound");
     assert!(inside > 100, "the probes exercise megaflows");
-    assert!(ratio <= 1.05, "megaflows as wide as OVS's (ratio {ratio:.3})");
+    // 0.996 on the committed vectors: hyflow pins no more bits than OVS over all of them.
+    assert!(ratio <= 1.0, "megaflows as wide as OVS's (ratio {ratio:.3})");
 }

@@ -300,7 +300,9 @@ impl Switch {
         self.serve_hit(key, 0, bytes, now_ns, outputs);
         // Hardware connection tracking: the clones recirculate in the NIC while it holds
         // their passes.
-        self.recirculate(bytes, now_ns, outputs, true);
+        if !self.recirc.queue.is_empty() {
+            self.recirculate(bytes, now_ns, outputs, true);
+        }
         true
     }
 
@@ -321,7 +323,9 @@ impl Switch {
         self.recirc.last_passes.clear();
         let layer = self.lookup_host(key, 0, bytes, now_ns, offload, outputs);
         self.stats.by_pass[0].count(layer);
-        self.recirculate(bytes, now_ns, outputs, false);
+        if !self.recirc.queue.is_empty() {
+            self.recirculate(bytes, now_ns, outputs, false);
+        }
         layer
     }
 
@@ -366,6 +370,7 @@ impl Switch {
 
     /// Looks a pass up in the NIC: true when an entry decides it (in `self.hit`) and the NIC
     /// can carry the decision out.
+    #[inline]
     fn nic_lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> bool {
         let Some(nic) = &mut self.nic else { return false };
         nic.lookup(Arrival { key, bytes, now_ns }, &mut self.hit) && self.hardware_tracks(key, now_ns)
@@ -436,6 +441,7 @@ impl Switch {
     /// credits its rules, appends its outputs (running its datapath actions, with the
     /// connection tracker and recirculation), judges it against the slow path if an entry
     /// awaiting a verdict made it, and otherwise learns again if it learns.
+    #[inline]
     fn serve_hit(&mut self, key: &FlowKey, depth: u32, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) {
         let mut stateful = false;
         for &path in &self.hit.paths {
