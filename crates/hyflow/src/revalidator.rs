@@ -7,7 +7,7 @@
 //! Table applied to wildcard entries. A rule update therefore touches only the entries that
 //! depend on what it changed: its cost grows with those, not with the size of the caches.
 //!
-//! **Entry version.** Every cached wildcard entry carries one [`EntryVersion`]: the
+//! **Entry version.** Every cached wildcard entry carries one [`EntryVersion`](crate::revalidation::EntryVersion): the
 //! generation under which its dependencies were indexed (bumped when they change, so index
 //! records naming an earlier occupant of the slot or an earlier path are recognised and
 //! dropped) and the pending verdict, non-zero while the entry is known outdated. When a NIC

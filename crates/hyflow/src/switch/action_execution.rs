@@ -11,11 +11,26 @@ use crate::packet::{FlowKey, FlowMask};
 /// connection tracker (which rewrites NAT'd headers and fills `ct_*`), and each `recirc`
 /// queues a clone for its next pass.
 pub(super) struct Tracked<'a> {
-    pub(super) conntrack: &'a mut Conntrack,
-    pub(super) recirc_queue: &'a mut Vec<(FlowKey, u32)>,
-    pub(super) depth: u32,
-    pub(super) now_ns: u64,
-    pub(super) outputs: &'a mut Vec<Output>,
+    conntrack: &'a mut Conntrack,
+    recirc_queue: &'a mut Vec<(FlowKey, u32)>,
+    depth: u32,
+    now_ns: u64,
+    outputs: &'a mut Vec<Output>,
+}
+
+impl<'a> Tracked<'a> {
+    /// The datapath of a pass at `depth` at `now_ns`, appending to `outputs` and queueing
+    /// clones on `recirc_queue`.
+    #[inline]
+    pub(super) fn new(
+        conntrack: &'a mut Conntrack,
+        recirc_queue: &'a mut Vec<(FlowKey, u32)>,
+        depth: u32,
+        now_ns: u64,
+        outputs: &'a mut Vec<Output>,
+    ) -> Tracked<'a> {
+        Tracked { conntrack, recirc_queue, depth, now_ns, outputs }
+    }
 }
 
 impl Datapath<FlowKey> for Tracked<'_> {

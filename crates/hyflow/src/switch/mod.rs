@@ -6,13 +6,12 @@
 //! `docs/ARCHITECTURE.md`, "Invariants of the switch").
 //!
 //! **Design.** This file dispatches between layers and nothing else: each pass is looked up
-//! in the NIC, then in software ([`Switch::lookup_host`]); a hit on any cached layer goes
-//! through one path ([`Switch::serve_hit`]: credit the rules, run the decision's datapath
-//! actions through the one interpreter, judge a stale entry, learn again), a miss through
-//! the upcall (`upcall.rs`: translate, install, offload). Rule changes — updates, learned
-//! flows, expiry — and the revalidation they trigger are in `updates.rs`; the clocks that run
-//! without packets in one [`timers`] table. The NIC is any [`NicScheme`]; the switch never
-//! asks which.
+//! in the NIC, then in software (`lookup_host`); a hit on any cached layer goes through one
+//! path (`serve_hit`: credit the rules, run the decision's datapath actions through the one
+//! interpreter, judge a stale entry, learn again), a miss through the upcall (`upcall.rs`:
+//! translate, install, offload). Rule changes — updates, learned flows, expiry — and the
+//! revalidation they trigger are in `updates.rs`; the clocks that run without packets in one
+//! table (`timers.rs`). The NIC is any [`NicScheme`]; the switch never asks which.
 
 mod action_execution;
 mod config;
@@ -478,13 +477,7 @@ impl Switch {
         outputs: &mut Vec<Output>,
     ) {
         let list = self.tables.actions.get(actions);
-        let mut datapath = Tracked {
-            conntrack: &mut self.conntrack,
-            recirc_queue: &mut self.recirc.queue,
-            depth,
-            now_ns,
-            outputs,
-        };
+        let mut datapath = Tracked::new(&mut self.conntrack, &mut self.recirc.queue, depth, now_ns, outputs);
         execute(list, &mut key.clone(), &mut datapath);
     }
 

@@ -33,13 +33,8 @@ impl Switch {
         self.pipeline.process(key, &mut self.tr);
         if self.tr.uses_conntrack() {
             // What leaves depends on the connection tracker: run the actions as the datapath.
-            let mut datapath = Tracked {
-                conntrack: &mut self.conntrack,
-                recirc_queue: &mut self.recirc.queue,
-                depth,
-                now_ns,
-                outputs,
-            };
+            let mut datapath =
+                Tracked::new(&mut self.conntrack, &mut self.recirc.queue, depth, now_ns, outputs);
             execute(&self.tr.dp_actions, &mut key.clone(), &mut datapath);
         } else if self.outputs_wanted {
             outputs.extend_from_slice(&self.tr.outputs);
