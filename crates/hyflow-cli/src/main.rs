@@ -1,6 +1,9 @@
 //! `hyflow`: the command-line front of the hyflow engine. Thin by design: argument parsing,
 //! file handling and printing; every decision is made in the `hyflow` library.
 
+// No unsafe code but the one justified block that allows it locally (SIGPIPE's default).
+#![deny(unsafe_code)]
+
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 
@@ -141,6 +144,7 @@ fn restore_sigpipe() {
     #[cfg(unix)]
     // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid
     // disposition for SIGPIPE.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

@@ -4,6 +4,8 @@
 //! Python and a long option on the command line cannot drift apart: Python's keywords are
 //! parsed here as the CLI's options ([`parse_args`]), with the CLI's messages.
 
+#![deny(unsafe_code)]
+
 pub mod gen;
 pub mod names;
 pub mod plot;

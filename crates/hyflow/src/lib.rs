@@ -6,6 +6,11 @@
 //! timings reported apart from results). [`experiment`] runs whole experiments from plain
 //! configs; the `hyflow` CLI is a thin front over it. See `docs/ARCHITECTURE.md`.
 
+// No unsafe code but the one justified block that allows it locally (a cache prefetch).
+#![deny(unsafe_code)]
+// Every public item says what it is; report fields say their unit.
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod conntrack;
 pub mod cost_model;

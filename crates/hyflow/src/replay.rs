@@ -128,57 +128,107 @@ pub const HOST_FIGURES: [&str; 3] =
 /// figure is a deterministic function of the inputs.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ReplayReport {
+    /// Packets replayed.
     pub packets: u64,
+    /// Their bytes on the wire.
     pub bytes: u64,
+    /// Trace time from the first packet to the last, s.
     pub trace_seconds: f64,
+    /// Packets the NIC decided (by their first pass).
     pub nic_hits: u64,
+    /// Packets the microflow cache decided (by their first pass).
     pub microflow_hits: u64,
+    /// Packets the megaflow cache decided (by their first pass).
     pub megaflow_hits: u64,
+    /// Packets the slow path decided (by their first pass).
     pub upcalls: u64,
+    /// `nic_hits` / `packets` (0–1).
     pub nic_hit_rate: f64,
+    /// `microflow_hits` / `packets` (0–1).
     pub microflow_hit_rate: f64,
+    /// `megaflow_hits` / `packets` (0–1).
     pub megaflow_hit_rate: f64,
+    /// `upcalls` / `packets` (0–1).
     pub upcall_rate: f64,
+    /// Most NIC entries held at once (over all its tables).
     pub nic_entries: usize,
+    /// NIC entries held at the end.
     pub nic_entries_now: usize,
+    /// Distinct masks in the NIC's tables at the end.
     pub nic_masks_now: usize,
+    /// NIC entries installed.
     pub nic_installs: u64,
+    /// NIC installs refused (table full, or no room for a new mask).
     pub nic_refused: u64,
+    /// Of those, refused for the mask limit.
     pub nic_refused_masks: u64,
+    /// NIC entries removed after `max-idle` without a hit.
     pub nic_expired: u64,
+    /// NIC entries evicted by revalidation.
     pub nic_revalidated: u64,
+    /// Most microflow entries held at once.
     pub microflow_entries: usize,
+    /// Microflow entries held at the end.
     pub microflow_entries_now: usize,
+    /// Microflow cache slots.
     pub microflow_capacity: usize,
+    /// Bytes of the microflow cache's slots.
     pub microflow_bytes: usize,
+    /// Microflows cached.
     pub microflow_inserts: u64,
+    /// Microflows replaced by another in their bucket.
     pub microflow_evictions: u64,
+    /// Microflows dropped by the consistency mechanism (found invalid on a hit, or removed eagerly).
     pub microflow_invalidated: u64,
+    /// Most megaflow entries held at once.
     pub megaflow_entries: usize,
+    /// Megaflow entries held at the end.
     pub megaflow_entries_now: usize,
+    /// Distinct masks in the megaflow cache at the end.
     pub megaflow_masks_now: usize,
+    /// Megaflow entries installed.
     pub megaflow_installs: u64,
+    /// Megaflow installs refused (cache full).
     pub megaflow_refused: u64,
+    /// Megaflow entries removed after `max-idle` without a hit.
     pub megaflow_expired: u64,
+    /// Megaflow entries evicted by revalidation.
     pub megaflow_revalidated: u64,
+    /// Distinct action lists cached entries refer to, at the end.
     pub action_table_entries: usize,
+    /// Distinct rule paths cached entries refer to, at the end.
     pub rule_paths: usize,
+    /// The microflow cache's consistency mechanism (`signature`, `cookie`, `action`).
     pub consistency: &'static str,
+    /// Rule updates applied.
     pub updates: u64,
+    /// Rules added, modified or deleted by them.
     pub rules_changed: u64,
+    /// Flows `learn` actions installed or changed.
     pub learned: u64,
     /// Rules deleted because their idle or hard timeout passed.
     pub rules_expired: u64,
+    /// Changes of the MAC table `NORMAL` uses (new, moved, evicted or expired MACs).
     pub mac_changes: u64,
+    /// Cached entries re-translated by revalidation.
     pub retranslations: u64,
+    /// Host wall-clock time spent revalidating NIC entries, ms (0 unless timed; not deterministic).
     pub nic_revalidation_ms: f64,
+    /// Packets forwarded by an entry awaiting a revalidation verdict.
     pub stale: u64,
+    /// Of those, packets whose outputs differed from the slow path's at that moment.
     pub stale_wrong: u64,
+    /// Packets that needed the slow path for a controller action.
     pub controller: u64,
+    /// Packets that stayed in the slow path for a rewrite the datapath cannot do.
     pub slow_actions: u64,
+    /// Malformed frames (forwarded on what was parsed).
     pub malformed: u64,
+    /// Malformed frames by reason, in first-seen order.
     pub malformed_reasons: MalformedCounts,
+    /// Packets cut to the capture's snapshot length (read from their headers).
     pub snaplen_truncated: u64,
+    /// The NIC scheme's name (`none` without a NIC).
     pub nic_scheme: &'static str,
     /// The NIC scheme's own figures, under each registered scheme's key (null for the
     /// schemes that did not run).

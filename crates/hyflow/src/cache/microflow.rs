@@ -38,7 +38,10 @@ fn prefetch<T>(r: &T, bytes: usize) {
         for off in (0..bytes).step_by(64) {
             // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never dereferences:
             // any address is allowed.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
+            #[allow(unsafe_code)]
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off))
+            };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -463,27 +463,45 @@ pub struct RingSummary {
 /// What a simulation measured, as `hyflow sim --json` writes it (key names are an interface).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct MetricsSummary {
+    /// Packets that arrived while measuring.
     pub packets: u64,
+    /// Of those, packets lost (host-bound packets that found their core's ring full).
     pub lost: u64,
+    /// `lost` / `packets` (0–1).
     pub loss_rate: f64,
+    /// Losses by cause.
     pub lost_by_cause: LossCauses,
+    /// Sampled headers of hardware packets sent to the host, measured and lost.
     pub samples: SampleCounts,
+    /// Hardware packets that waited for a NIC table update to end.
     pub nic_stalled_packets: u64,
+    /// Packets per second over the measured span.
     pub rate_pps: f64,
+    /// Simulated time from the first measured arrival to the last, s.
     pub duration_s: f64,
+    /// Packets the NIC forwarded.
     pub hw_packets: u64,
+    /// Packets host software forwarded.
     pub sw_packets: u64,
+    /// `hw_packets` / `packets` (0–1).
     pub hw_share: f64,
+    /// Latency from arrival to departure, every forwarded packet, µs.
     pub latency_us: LatencySummary,
+    /// The same, packets the NIC forwarded, µs.
     pub latency_hw_us: LatencySummary,
+    /// The same, packets software forwarded, µs.
     pub latency_sw_us: LatencySummary,
+    /// Most packets a ring held, packets.
     pub ring_max: u64,
+    /// Ring occupancy seen by arriving host-bound packets, packets.
     pub ring: RingSummary,
     /// Whether the host kept up (see [`Metrics::steady`]).
     pub steady: bool,
     /// Time the host needed after the last arrival to empty its rings, ms.
     pub drain_ms: f64,
+    /// Host cores simulated.
     pub cores: usize,
+    /// Each core's busy time over the measured span (0–1).
     pub core_utilisation: Vec<f64>,
 }
 
