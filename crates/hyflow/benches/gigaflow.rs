@@ -78,12 +78,9 @@ fn bench_ltm(c: &mut Criterion) {
         let trs = traversals(&mut pipeline, &flows);
         let mut tables = DecisionTables::new();
         let mut gf = Gigaflow::new(GigaflowConfig::default(), 0).expect("default config");
-        let mut mf = MegaflowOffload::new(
-            hyflow::nic::DEFAULT_MEGAFLOW_ENTRIES,
-            hyflow::nic::DEFAULT_MEGAFLOW_MASKS,
-            0,
-        )
-        .expect("default config");
+        let mut mf =
+            MegaflowOffload::new(hyflow::nic::DEFAULT_OFFLOAD_ENTRIES, hyflow::nic::DEFAULT_OFFLOAD_MASKS, 0)
+                .expect("default config");
         let mut installed = Vec::new();
         for (tr, k) in trs.iter().zip(&flows) {
             let decision = tables.intern(tr);

@@ -81,11 +81,6 @@ impl Replay {
         &self.switch
     }
 
-    /// Trace time of the last packet, ns since the first.
-    pub fn elapsed_ns(&self) -> u64 {
-        self.now_ns
-    }
-
     /// Forwards one parsed packet, applying the updates due before it.
     pub fn packet(&mut self, ts_ns: u64, key: &FlowKey, bytes: u64, outputs: &mut Vec<Output>) -> Layer {
         let first = *self.first_ts.get_or_insert(ts_ns);

@@ -125,11 +125,6 @@ impl DecisionTables {
         self.action_invalidated.get(actions as usize).copied().unwrap_or(0)
     }
 
-    /// The rules a decision credits, in lookup order.
-    pub fn rules(&self, d: Decision) -> impl Iterator<Item = u32> + '_ {
-        self.path_rules(d.path)
-    }
-
     /// Whether the decision with this path learns (flows or MACs) or uses what was learned
     /// (it ends with [`LookupRef::STATEFUL`]).
     #[inline]

@@ -559,11 +559,6 @@ impl<D: Detector> Monitor<D> {
         &self.detector
     }
 
-    /// The key specification.
-    pub fn spec(&self) -> &KeySpec {
-        &self.spec
-    }
-
     /// Packets seen.
     pub fn packets(&self) -> u64 {
         self.packets

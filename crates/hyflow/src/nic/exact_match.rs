@@ -179,19 +179,9 @@ impl ExactMatch {
         &self.config
     }
 
-    /// Areas it has.
-    pub fn n_areas(&self) -> usize {
-        self.areas.len()
-    }
-
     /// Entries held in `area`.
     pub fn len(&self, area: u8) -> usize {
         self.areas.get(area as usize).map_or(0, |a| a.len)
-    }
-
-    /// Whether `area` holds nothing.
-    pub fn is_empty(&self, area: u8) -> bool {
-        self.len(area) == 0
     }
 
     /// Capacity of `area`.
@@ -202,11 +192,6 @@ impl ExactMatch {
     /// Where `flow`'s entry is, if the table holds it.
     pub fn find(&self, flow: FlowId) -> Option<(u8, EntryId)> {
         self.index.get(&flow).copied()
-    }
-
-    /// The flow an entry holds.
-    pub fn flow_at(&self, area: u8, slot: EntryId) -> Option<FlowId> {
-        self.entry(area as usize, slot).map(|e| e.flow)
     }
 
     /// Appends (flow, packets) of every entry of `area`, in slot order.

@@ -4,7 +4,7 @@
 
 use super::{
     paper_setup, Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, NicSchemeRegistration, NicSizing,
-    Upcall, DEFAULT_MEGAFLOW_ENTRIES, DEFAULT_MEGAFLOW_MASKS,
+    Upcall, DEFAULT_OFFLOAD_ENTRIES, DEFAULT_OFFLOAD_MASKS,
 };
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
 use crate::cache::CachedFlow;
@@ -18,7 +18,7 @@ pub const REGISTRATION: NicSchemeRegistration = NicSchemeRegistration {
     name: "megaflow",
     about: "One ternary stage of megaflows, offloaded while there is room (OVS)",
     configure: |s: &NicSizing| {
-        let default = if s.paper_setup { paper_setup::MEGAFLOW_ENTRIES } else { DEFAULT_MEGAFLOW_ENTRIES };
+        let default = if s.paper_setup { paper_setup::MEGAFLOW_ENTRIES } else { DEFAULT_OFFLOAD_ENTRIES };
         NicConfig::new(MegaflowOffloadConfig { entries: s.entries.unwrap_or(default), max_masks: s.masks() })
     },
     report_key: None,
@@ -35,7 +35,7 @@ pub struct MegaflowOffloadConfig {
 
 impl Default for MegaflowOffloadConfig {
     fn default() -> Self {
-        MegaflowOffloadConfig { entries: DEFAULT_MEGAFLOW_ENTRIES, max_masks: DEFAULT_MEGAFLOW_MASKS }
+        MegaflowOffloadConfig { entries: DEFAULT_OFFLOAD_ENTRIES, max_masks: DEFAULT_OFFLOAD_MASKS }
     }
 }
 

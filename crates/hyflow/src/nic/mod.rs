@@ -29,9 +29,9 @@ use std::sync::Arc;
 use crate::host_time::HostTimings;
 
 /// Default capacity of the megaflow-offload table (the Gigaflow paper's Megaflow baseline).
-pub const DEFAULT_MEGAFLOW_ENTRIES: usize = 32_768;
+pub const DEFAULT_OFFLOAD_ENTRIES: usize = 32_768;
 /// Default mask limit of the megaflow-offload table.
-pub const DEFAULT_MEGAFLOW_MASKS: usize = 512;
+pub const DEFAULT_OFFLOAD_MASKS: usize = 512;
 
 /// The Gigaflow artifact's evaluation setup (`docs/gigaflow-paper-setup.md`, from the paper
 /// and gigaflow-vswitch/gvs): what its tables accept, as opposed to hyflow's defaults.
@@ -110,7 +110,7 @@ pub struct NicSizing {
 impl NicSizing {
     /// Distinct masks per table: as given, or the setup's default.
     pub fn masks(&self) -> usize {
-        self.masks.unwrap_or(if self.paper_setup { paper_setup::MASKS } else { DEFAULT_MEGAFLOW_MASKS })
+        self.masks.unwrap_or(if self.paper_setup { paper_setup::MASKS } else { DEFAULT_OFFLOAD_MASKS })
     }
 }
 

@@ -362,11 +362,6 @@ impl Elixir {
         })
     }
 
-    /// The queue threshold K in use.
-    pub fn queue_threshold(&self) -> u64 {
-        self.k
-    }
-
     /// What it did.
     pub fn stats(&self) -> ElixirStats {
         self.stats

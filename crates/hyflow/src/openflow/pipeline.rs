@@ -93,11 +93,6 @@ impl Pipeline {
         self.recirc.lock().expect("recirculation ids").state(recirc_id).cloned()
     }
 
-    /// Recirculation ids given out so far.
-    pub fn recirc_ids(&self) -> usize {
-        self.recirc.lock().expect("recirculation ids").len()
-    }
-
     /// The MAC table.
     pub fn macs(&self) -> &MacTable {
         &self.macs

@@ -255,11 +255,6 @@ impl FlowMask {
     pub fn is_subset_of(&self, other: &FlowMask) -> bool {
         self.words.iter().zip(other.words.iter()).all(|(a, b)| a & !b == 0)
     }
-
-    /// Whether no bit is exact.
-    pub fn is_catchall(&self) -> bool {
-        self.words.iter().all(|w| *w == 0)
-    }
 }
 
 impl std::fmt::Debug for FlowKey {
