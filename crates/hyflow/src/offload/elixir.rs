@@ -44,7 +44,10 @@ use hashbrown::HashMap;
 
 use std::sync::Arc;
 
-use super::params::{Param, ParamKind, PolicyParams, PolicyRegistration, EXACT_TABLE};
+use super::params::{
+    Param, ParamKind, PolicyParams, PolicyRegistration, DEFAULT_BURSTY_ENTRIES, DEFAULT_LARGE_ENTRIES,
+    EXACT_TABLE,
+};
 use super::{
     Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyFigures,
     PolicyMachine, PolicyReport, Seen,
@@ -100,8 +103,8 @@ pub struct ElixirConfig {
 impl Default for ElixirConfig {
     fn default() -> Self {
         ElixirConfig {
-            large_entries: 50_000,
-            bursty_entries: 100,
+            large_entries: DEFAULT_LARGE_ENTRIES,
+            bursty_entries: DEFAULT_BURSTY_ENTRIES,
             key: KeySpec::five_tuple(),
             sample_rate: 0.2,
             identification_window_ns: 30_000_000_000,

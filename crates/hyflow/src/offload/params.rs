@@ -99,9 +99,8 @@ impl PolicyParams {
 
     /// The exact-match table of the policies Elixir is compared with: its two areas together.
     pub fn exact_table(&self) -> usize {
-        let d = super::elixir::ElixirConfig::default();
-        self.count(LARGE_ENTRIES.name).map_or(d.large_entries, |n| n as usize)
-            + self.count(BURSTY_ENTRIES.name).map_or(d.bursty_entries, |n| n as usize)
+        self.count(LARGE_ENTRIES.name).map_or(DEFAULT_LARGE_ENTRIES, |n| n as usize)
+            + self.count(BURSTY_ENTRIES.name).map_or(DEFAULT_BURSTY_ENTRIES, |n| n as usize)
     }
 
     /// The fields the exact-match table keys flows by.
@@ -131,6 +130,11 @@ pub struct PolicyRegistration {
     /// Its configuration from the values given.
     pub configure: fn(&PolicyParams) -> Result<PolicyConfig, PolicyConfigError>,
 }
+
+/// Entries of Elixir's large-flow area by default (§5.1).
+pub const DEFAULT_LARGE_ENTRIES: usize = 50_000;
+/// Entries of Elixir's bursty area by default (§5.1).
+pub const DEFAULT_BURSTY_ENTRIES: usize = 100;
 
 /// Entries of the exact-match table's large-flow area (shared by the policies on Elixir's
 /// table).
