@@ -48,7 +48,7 @@ pub mod paper_setup {
 /// A NIC scheme's configuration, which names and builds the scheme (as quinn-proto's
 /// `ControllerFactory`): nothing outside the scheme's own file branches on which scheme it
 /// is. Held as a [`NicConfig`].
-pub trait NicSchemeConfig: std::fmt::Debug + Send + Sync + std::any::Any {
+pub trait NicSchemeConfig: std::fmt::Debug + Send + Sync {
     /// The scheme's name in reports.
     fn name(&self) -> &'static str;
     /// The scheme, its tables applying installs `update_latency_ns` after they are made.
@@ -61,7 +61,7 @@ pub struct NicConfig(Arc<dyn NicSchemeConfig>);
 
 impl NicConfig {
     /// The NIC `config` describes.
-    pub fn new(config: impl NicSchemeConfig) -> NicConfig {
+    pub fn new(config: impl NicSchemeConfig + 'static) -> NicConfig {
         NicConfig(Arc::new(config))
     }
 
@@ -73,12 +73,6 @@ impl NicConfig {
     /// The scheme, its tables applying installs `update_latency_ns` after they are made.
     pub fn build(&self, update_latency_ns: u64) -> Result<Box<dyn NicScheme>, TableConfigError> {
         self.0.build(update_latency_ns)
-    }
-
-    /// The configuration as its concrete type, if it is a `T` (for a policy or a test that
-    /// knows which scheme it asked for).
-    pub fn get<T: NicSchemeConfig>(&self) -> Option<&T> {
-        (self.0.as_ref() as &dyn std::any::Any).downcast_ref()
     }
 }
 

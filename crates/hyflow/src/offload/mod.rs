@@ -166,13 +166,6 @@ pub struct PolicyReport {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PolicyFigures(pub Vec<(&'static str, u64)>);
 
-impl PolicyFigures {
-    /// The figure called `name`, if the policy reports it.
-    pub fn get(&self, name: &str) -> Option<u64> {
-        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
-    }
-}
-
 impl Serialize for PolicyFigures {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
