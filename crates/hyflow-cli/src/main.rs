@@ -126,7 +126,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hyflow: {e:#}");
+            eprintln!("hyflow: {}", hyflow_front::error_message(&e));
             ExitCode::FAILURE
         }
     }

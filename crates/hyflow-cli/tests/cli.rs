@@ -289,9 +289,12 @@ fn replay_bad_input_is_one_clear_line() {
     fails_with(&replay(&["--nic-entries", "0"]), &["needs at least one entry"]);
     fails_with(
         &replay(&["--nic", "gigaflow", "--nic-tables", "300"]),
-        &["gigaflow takes 1 to 256 tables", "not 300"],
+        &["--nic-tables must be 1 to 256 for gigaflow, not 300"],
     );
-    fails_with(&replay(&["--nic", "gigaflow", "--nic-tables", "0"]), &["(--nic-tables), not 0"]);
+    fails_with(
+        &replay(&["--nic", "gigaflow", "--nic-tables", "0"]),
+        &["--nic-tables must be 1 to 256 for gigaflow, not 0"],
+    );
     fails_with(&replay(&["--microflow-ways", "3"]), &["1, 2 or 4"]);
     fails_with(&replay(&["--nic", "gigaflow", "--nic-entries", "0"]), &["gigaflow0", "at least one"]);
     let out = replay(&["--nic", "gigaflow", "--partition", "best"]);

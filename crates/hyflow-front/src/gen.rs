@@ -302,8 +302,7 @@ pub fn gateway(a: GenGatewayArgs) -> Result<String> {
 
 pub fn updates(a: GenUpdatesArgs) -> Result<String> {
     let rules = a.names.read_flows(&a.flows)?.rules;
-    let lines = generate_updates(&rules, &UpdatesConfig { rate: a.rate, seconds: a.seconds, seed: a.seed })
-        .map_err(anyhow::Error::msg)?;
+    let lines = generate_updates(&rules, &UpdatesConfig { rate: a.rate, seconds: a.seconds, seed: a.seed })?;
     let mut out = create(&a.out)?;
     for l in &lines {
         writeln!(out, "{l}")?;
@@ -391,7 +390,7 @@ pub fn conversations(a: GenConversationsArgs) -> Result<String> {
         rtt_ns: a.rtt_us.saturating_mul(1000),
         seed: a.seed,
     };
-    let made = generate_conversations(&mut switch, &kinds, &config).map_err(anyhow::Error::msg)?;
+    let made = generate_conversations(&mut switch, &kinds, &config)?;
     let mut writer = PortsPcapngWriter::create(&a.out, made.max_port)?;
     for (i, (ts, key, _)) in made.packets.iter().enumerate() {
         writer.write_packet(*ts, key.in_port(), &made.frame(i))?;

@@ -21,6 +21,38 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use clap::{Args, Command, FromArgMatches};
+use hyflow::invalid_param::{CarriesInvalidParam, InvalidParam};
+
+/// An error as the command line and Python print it: the chain of causes (`{e:#}`), with a
+/// parameter the engine names (`rate`) spelled as the option that sets it (`--rate`).
+pub fn error_message(e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    match e.chain().find_map(invalid_param_of) {
+        Some(p) => text.replacen(&p.to_string(), &p.spelled(|name| format!("--{name}")), 1),
+        None => text,
+    }
+}
+
+/// The parameter error behind `e`, if it is one of the engine's errors that can carry one.
+fn invalid_param_of(e: &(dyn std::error::Error + 'static)) -> Option<InvalidParam> {
+    macro_rules! first_of {
+        ($($error:ty),*) => {
+            $(if let Some(e) = e.downcast_ref::<$error>() {
+                return e.invalid_param();
+            })*
+        };
+    }
+    first_of!(
+        InvalidParam,
+        hyflow::experiment::ExperimentError,
+        hyflow::workload::TrafficError,
+        hyflow::offload::PolicyConfigError,
+        hyflow::sim::SimConfigError,
+        hyflow::switch::SwitchConfigError,
+        hyflow::measure::ConfigError
+    );
+    None
+}
 
 /// Opens `path` for writing (`-`: standard output), buffered.
 pub fn create(path: &Path) -> Result<Box<dyn Write>> {

@@ -11,11 +11,8 @@ use clap::{Arg, ArgMatches, Args, Command, FromArgMatches, ValueEnum};
 use crate::switch::{nic_of_scheme, nic_sizing_given, switch_config, SwitchArgs};
 use hyflow::cost_model::CostModel;
 use hyflow::experiment::sim::{Search, SimExperiment, SimSummary};
-use hyflow::experiment::ExperimentError;
 use hyflow::measure::KeySpec;
-use hyflow::offload::{
-    registration, NicUpdates, Param, ParamKind, ParamValue, PolicyConfigError, PolicyParams, POLICIES,
-};
+use hyflow::offload::{registration, NicUpdates, Param, ParamKind, ParamValue, PolicyParams, POLICIES};
 use hyflow::sim::{Metrics, SimConfig, Steering};
 
 /// The parameters of every registered policy ([`hyflow::offload::POLICIES`]) as options:
@@ -91,14 +88,6 @@ impl FromArgMatches for PolicyOptions {
 /// `--policy`'s values: the registered policies, each with its one line of help.
 fn policy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(POLICIES.iter().map(|r| PossibleValue::new(r.name).help(r.about)))
-}
-
-/// A policy's error as the CLI spells it: a parameter by its option.
-pub fn policy_error(e: PolicyConfigError) -> anyhow::Error {
-    match e {
-        PolicyConfigError::Param { param, message } => anyhow!("--{param} {message}"),
-        e => anyhow!(e),
-    }
 }
 
 /// A capacity search.
@@ -365,14 +354,7 @@ impl SimArgs {
             nic: registration.upcall_nic.map(|scheme| nic_of_scheme(scheme, &a.switch)).transpose()?,
             sample_rate: a.sample_rate,
         };
-        let policy = (registration.configure)(&params).map_err(policy_error)?;
-        if let Some(r) = a.sample_rate {
-            let in_range = r.is_finite() && r > 0.0 && r <= 1.0;
-            let off = r == 0.0 && policy.sample_rate() == 0.0;
-            if !(in_range || off) {
-                bail!("--sample-rate must be in (0, 1], not {r}");
-            }
-        }
+        let policy = (registration.configure)(&params)?;
         let non_negative = |flag: &str, v: f64, unit: &str| {
             if v.is_finite() && v >= 0.0 {
                 Ok(v)
@@ -440,11 +422,7 @@ impl SimArgs {
                 None => std::thread::available_parallelism().map_or(1, |n| n.get()),
             },
         };
-        // Checked here so that a policy's parameter errors name the option (`--lfp-train`).
-        exp.check().map_err(|e| match e {
-            ExperimentError::Policy(p) => policy_error(p),
-            e => anyhow!(e),
-        })?;
+        exp.check()?;
         Ok(exp)
     }
 }

@@ -35,7 +35,7 @@ create_exception!(
 
 /// The CLI's message for an error: the chain of causes, as `hyflow: {e:#}` prints it.
 fn error(e: anyhow::Error) -> PyErr {
-    HyflowError::new_err(format!("{e:#}"))
+    HyflowError::new_err(hyflow_front::error_message(&e))
 }
 
 /// An option parsing error as the CLI prints it, without its `error: ` prefix, usage block

@@ -279,7 +279,7 @@ def test_groups_through_keywords(tmp_path):
     assert t.record["buckets"] == ["group 1 bucket 0", "group 1 bucket 1"]
     assert t.record["outputs"][1]["packet"]["nw_src"] == "9.9.9.9"
     assert t.record["outputs"][2]["packet"]["nw_src"] == "1.1.1.1"
-    with pytest.raises(hyflow.HyflowError, match=r"flows.txt:1:19: group 1 does not exist \(no groups are known: give them with --groups\)"):
+    with pytest.raises(hyflow.HyflowError, match=r"flows.txt:1:19: group 1 does not exist \(no groups are known: give a groups file\)"):
         hyflow.load_flows(flows)
 
 

@@ -18,6 +18,7 @@ pub mod decision;
 pub mod experiment;
 pub mod host_time;
 pub mod input;
+pub mod invalid_param;
 pub mod measure;
 pub mod nic;
 pub mod offload;

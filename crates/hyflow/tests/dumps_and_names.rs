@@ -78,10 +78,10 @@ fn unknown_and_conflicting_names_say_where() {
         (
             "table=Egress actions=drop",
             "f:1:7: unknown table 'Egress' (no table names are known: give the number, declare it as \
-             table=N(name) or name it in --tables) (at 'Egress')",
+             table=N(name) or give a table-names file) (at 'Egress')",
         ),
-        ("in_port=uplink actions=drop", "f:1:9: unknown port 'uplink' (no port names are known: give the number or name it in --ports) (at 'uplink')"),
-        ("actions=output:\"gw\"", "f:1:16: unknown port '\"gw\"' (no port names are known: give the number or name it in --ports) (at '\"gw\"')"),
+        ("in_port=uplink actions=drop", "f:1:9: unknown port 'uplink' (no port names are known: give the number or a port-names file) (at 'uplink')"),
+        ("actions=output:\"gw\"", "f:1:16: unknown port '\"gw\"' (no port names are known: give the number or a port-names file) (at '\"gw\"')"),
         (
             "table=1(A) actions=drop\ntable=2(A) actions=drop",
             "f:2:9: table name 'A' is already table 1 (at 'A')",

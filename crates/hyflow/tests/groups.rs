@@ -228,7 +228,7 @@ fn missing_groups_are_located_errors() {
         .unwrap_err();
     assert_eq!(e.to_string(), "flows:2:19: group 7 does not exist (at 'group:7')");
     let e = parse_flows_named("actions=group:1", "flows", &mut Names::new()).unwrap_err();
-    assert!(e.to_string().contains("give them with --groups"), "{e}");
+    assert!(e.to_string().contains("give a groups file"), "{e}");
     let e = parse_groups("group_id=1,type=ff,bucket=watch_group:3,output:1", "groups", &mut Names::new())
         .unwrap_err();
     assert_eq!(e.to_string(), "groups:1:39: group 3 does not exist (at '3')");

@@ -21,6 +21,7 @@
 //! added rule can turn into hits.
 
 use crate::decision::{Decision, DecisionTables, OutcomeMap};
+use crate::invalid_param::InvalidParam;
 use crate::openflow::LookupRef;
 use crate::packet::FlowKey;
 
@@ -139,18 +140,8 @@ pub enum MicroflowConfigError {
     #[error("microflow buckets hold 1, 2 or 4 entries, not {0}")]
     Ways(usize),
     /// More entries than the memory a cache may take.
-    #[error(
-        "--microflow-entries {entries} would take {} MiB (entries rounded up to a power of two); at most {max} entries fit the {} MiB a cache may take",
-        *bytes >> 20, MAX_CACHE_BYTES >> 20
-    )]
-    TooLarge {
-        /// Entries asked for.
-        entries: usize,
-        /// Bytes they would take.
-        bytes: usize,
-        /// Most entries allowed.
-        max: usize,
-    },
+    #[error(transparent)]
+    TooLarge(InvalidParam),
 }
 
 /// Most bytes the microflow cache may allocate (it allocates every slot up front): 4 GiB, a
@@ -178,7 +169,16 @@ impl MicroflowCache {
         let buckets = entries.div_ceil(ways).checked_next_power_of_two().unwrap_or(usize::MAX);
         if buckets > max_buckets {
             let bytes = buckets.saturating_mul(ways).saturating_mul(per_entry);
-            return Err(MicroflowConfigError::TooLarge { entries, bytes, max: max_buckets * ways });
+            return Err(MicroflowConfigError::TooLarge(InvalidParam::new(
+                "microflow-entries",
+                format!(
+                    "{entries} would take {} MiB (entries rounded up to a power of two); at most {} entries fit \
+                     the {} MiB a cache may take",
+                    bytes >> 20,
+                    max_buckets * ways,
+                    MAX_CACHE_BYTES >> 20
+                ),
+            )));
         }
         let n = buckets * ways;
         let empty = Slot { key: FlowKey::default(), decision: Decision { actions: 0, path: 0 } };

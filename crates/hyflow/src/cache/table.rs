@@ -6,6 +6,7 @@
 //! decide what goes into which table; the table only enforces what hardware (or OVS's flow
 //! limit) would.
 
+use crate::invalid_param::InvalidParam;
 use crate::openflow::Match;
 use crate::packet::FlowKey;
 use crate::tuple_space::{EntryId, FlowTableStats, TupleSpace};
@@ -59,15 +60,8 @@ pub enum TableConfigError {
     #[error("table '{0}' needs at least one entry and one mask (turn it off instead)")]
     Empty(String),
     /// More tables than a scheme can address.
-    #[error("{scheme} takes 1 to {max} tables (--nic-tables), not {got}")]
-    Tables {
-        /// The scheme.
-        scheme: &'static str,
-        /// Most tables allowed.
-        max: usize,
-        /// Tables asked for.
-        got: usize,
-    },
+    #[error(transparent)]
+    Tables(InvalidParam),
 }
 
 /// One bounded table of wildcard entries.

@@ -20,10 +20,13 @@ use crate::openflow::FlowFileError;
 use crate::sim::SimConfigError;
 use crate::switch::SwitchConfigError;
 
+use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
+
 pub use crate::input::Progress;
 pub use workload::Workload;
 
-/// Why an experiment cannot run. Messages name the offending option as the CLI spells it.
+/// Why an experiment cannot run. A parameter out of range is named the engine's way
+/// ([`CarriesInvalidParam`]); fronts respell it.
 #[derive(Debug, thiserror::Error)]
 pub enum ExperimentError {
     /// A flow or updates file is malformed (file, line, column, token).
@@ -42,6 +45,9 @@ pub enum ExperimentError {
     #[error(transparent)]
     Machine(#[from] SimConfigError),
     /// A parameter out of range.
+    #[error(transparent)]
+    Param(#[from] InvalidParam),
+    /// The configuration as a whole cannot work.
     #[error("{0}")]
     Invalid(String),
     /// The offload policy cannot run as configured.
@@ -53,4 +59,21 @@ pub enum ExperimentError {
     /// A consumer of per-packet results failed (e.g. writing `--decisions`).
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl CarriesInvalidParam for ExperimentError {
+    fn invalid_param(&self) -> Option<InvalidParam> {
+        match self {
+            ExperimentError::Param(p) => Some(p.clone()),
+            ExperimentError::Switch(e) => e.invalid_param(),
+            ExperimentError::Detector(e) => e.invalid_param(),
+            ExperimentError::Machine(e) => e.invalid_param(),
+            ExperimentError::Policy(e) => e.invalid_param(),
+            ExperimentError::Flows(_)
+            | ExperimentError::Input(_)
+            | ExperimentError::Invalid(_)
+            | ExperimentError::Unanswerable(_)
+            | ExperimentError::Io(_) => None,
+        }
+    }
 }

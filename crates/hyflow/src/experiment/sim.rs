@@ -6,6 +6,8 @@ use super::bursts::{BurstSummary, BurstTracker};
 use super::{ExperimentError, Progress, Workload};
 use crate::cost_model::CostModel;
 use crate::input::PacketSource;
+use crate::invalid_param::InvalidParam;
+use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport};
 use crate::sim::datapath::{SimDecision, SwitchDatapath};
@@ -60,29 +62,30 @@ impl SimExperiment {
         PolicyMachine { ring: self.machine.ring, limits: self.limits }
     }
 
-    /// Checks every parameter, naming the CLI option of the first one out of range.
+    /// Checks every parameter, naming the first one out of range.
     pub fn check(&self) -> Result<(), ExperimentError> {
-        let bad = |msg: String| Err(ExperimentError::Invalid(msg));
+        let bad = |param, message: String| Err(ExperimentError::Param(InvalidParam::new(param, message)));
         if let Some(r) = self.rate_pps {
             if !(r.is_finite() && r > 0.0) {
-                return bad(format!("--rate must be a positive number of packets per second, not {r}"));
+                return bad("rate", format!("must be a positive number of packets per second, not {r}"));
             }
         }
         if self.duration_ns == Some(0) {
-            return bad("--duration must be a positive number of seconds".to_string());
+            return bad("duration", "must be a positive number of seconds".to_string());
         }
         let l = &self.limits;
         if !(l.per_second.is_finite() && l.per_second >= 0.0) {
-            return bad(format!("--nic-updates must be ≥ 0 per second, not {}", l.per_second));
+            return bad("nic-updates", format!("must be ≥ 0 per second, not {}", l.per_second));
         }
         if !(l.counter_reads_per_second.is_finite() && l.counter_reads_per_second >= 0.0) {
-            return bad(format!(
-                "--nic-counter-reads must be ≥ 0 per second, not {}",
-                l.counter_reads_per_second
-            ));
+            return bad(
+                "nic-counter-reads",
+                format!("must be ≥ 0 per second, not {}", l.counter_reads_per_second),
+            );
         }
-        if !(0.0..=1.0).contains(&self.machine.sample_hw) {
-            return bad(format!("--sample-rate must be in [0, 1], not {}", self.machine.sample_hw));
+        // 0 is the machine's "no sampling"; any other value is the policies' one range.
+        if self.machine.sample_hw != 0.0 {
+            check_sample_rate(self.machine.sample_hw)?;
         }
         self.policy.check(&self.policy_machine()).map_err(ExperimentError::Policy)?;
         self.costs.check().map_err(|e| ExperimentError::Invalid(e.to_string()))
@@ -372,7 +375,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
             let found = bisect(MinCores::new(max_cores), threads, |c| lossless(c, exp.rate_pps))?;
             found.map(|c| (c, exp.rate_pps)).ok_or_else(|| {
                 ExperimentError::Unanswerable(format!(
-                    "loses packets, or falls behind until the input ends, even on --max-cores {max_cores} cores"
+                    "loses packets, or falls behind until the input ends, even on {max_cores} cores (the search's most)"
                 ))
             })
         }

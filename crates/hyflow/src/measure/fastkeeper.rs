@@ -50,6 +50,7 @@
 
 use super::heap::TopHeap;
 use super::{bucket_of, fingerprint, Algo, ConfigError, Detector, DetectorConfig, FlowId, Sampler};
+use crate::invalid_param::InvalidParam;
 
 /// Rows (the paper's d).
 pub const ROWS: usize = 3;
@@ -311,8 +312,9 @@ pub fn build_bitmap(config: &DetectorConfig) -> Result<Box<dyn Detector>, Config
         ($($b:literal)*) => {
             match config.blocks {
                 $($b => Ok(Box::new(FastKeeperBitmap::<$b>::new(config)?)),)*
-                n => Err(ConfigError::BadWindow(format!(
-                    "fastkeeper-bitmap keeps one bit per block: at most {MAX_BLOCKS} blocks per window, got {n}"
+                n => Err(ConfigError::BadWindow(InvalidParam::new(
+                    "window",
+                    format!("holds at most {MAX_BLOCKS} blocks for fastkeeper-bitmap (one bit per block), got {n}"),
                 ))),
             }
         };
@@ -330,7 +332,10 @@ impl<const B: usize> FastKeeperBitmap<B> {
     pub fn new(config: &DetectorConfig) -> Result<FastKeeperBitmap<B>, ConfigError> {
         debug_assert_eq!(std::mem::size_of::<Bucket<B>>(), bitmap_bucket_bytes(B));
         if config.blocks != B {
-            return Err(ConfigError::BadWindow(format!("{} blocks per window, not {B}", config.blocks)));
+            return Err(ConfigError::BadWindow(InvalidParam::new(
+                "window",
+                format!("holds {} blocks, not {B}", config.blocks),
+            )));
         }
         let w = config.width(Algo::FastKeeperBitmap, ROWS, bitmap_bucket_bytes(B))?;
         Ok(FastKeeperBitmap {
@@ -693,6 +698,9 @@ mod tests {
         let config =
             DetectorConfig { k: 4, memory: 8_192, blocks: 15, sample: 1.0, seed: SEED, key_bits: 104 };
         let err = build_bitmap(&config).err().unwrap().to_string();
-        assert!(err.contains("at most 14 blocks per window, got 15"), "{err}");
+        assert!(
+            err.contains("holds at most 14 blocks for fastkeeper-bitmap (one bit per block), got 15"),
+            "{err}"
+        );
     }
 }

@@ -37,6 +37,7 @@ pub mod wcss;
 
 pub use flow_id::{FlowId, KeySpec, KeySpecError};
 
+use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::packet::FlowKey;
 
 /// A real-time large-flow detector.
@@ -146,11 +147,10 @@ pub struct DetectorConfig {
     pub key_bits: u32,
 }
 
-/// Why a detector cannot be built.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+/// Why a detector cannot be built: always a parameter out of range.
+#[derive(Clone, Debug, PartialEq)]
 pub enum ConfigError {
     /// The budget does not hold the heap plus one bucket per row.
-    #[error("--memory {memory} B is too small for {algo}: it needs at least {needed} B (k = {k})")]
     TooSmall {
         /// Algorithm.
         algo: &'static str,
@@ -162,17 +162,50 @@ pub enum ConfigError {
         k: usize,
     },
     /// k = 0.
-    #[error("--k must be at least 1")]
     ZeroK,
     /// A budget beyond what a detector may allocate.
-    #[error("--memory {0} B: at most {MAX_MEMORY} B (1 GiB; the papers' detectors take 10 KB to 1 MB)")]
     MemoryTooLarge(usize),
     /// Sampling rate outside (0, 1].
-    #[error("--sample must be in (0, 1], got {0}")]
     BadSample(f64),
     /// Window shorter than a block, not a multiple of it, or zero.
-    #[error("{0}")]
-    BadWindow(String),
+    BadWindow(InvalidParam),
+}
+
+impl ConfigError {
+    /// The parameter at fault and what is wrong with it.
+    fn as_param(&self) -> InvalidParam {
+        match self {
+            ConfigError::TooSmall { algo, memory, needed, k } => InvalidParam::new(
+                "memory",
+                format!("{memory} B is too small for {algo}: it needs at least {needed} B (k = {k})"),
+            ),
+            ConfigError::ZeroK => InvalidParam::new("k", "must be at least 1"),
+            ConfigError::MemoryTooLarge(memory) => InvalidParam::new(
+                "memory",
+                format!(
+                    "{memory} B: at most {MAX_MEMORY} B (1 GiB; the papers' detectors take 10 KB to 1 MB)"
+                ),
+            ),
+            ConfigError::BadSample(rate) => {
+                InvalidParam::new("sample", format!("must be in (0, 1], got {rate}"))
+            }
+            ConfigError::BadWindow(p) => p.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_param().fmt(f)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl CarriesInvalidParam for ConfigError {
+    fn invalid_param(&self) -> Option<InvalidParam> {
+        Some(self.as_param())
+    }
 }
 
 impl DetectorConfig {
@@ -187,7 +220,7 @@ impl DetectorConfig {
             return Err(ConfigError::BadSample(self.sample));
         }
         if self.blocks == 0 {
-            return Err(ConfigError::BadWindow("the window must hold at least one block".into()));
+            return Err(ConfigError::BadWindow(InvalidParam::new("window", "must hold at least one block")));
         }
         Ok(())
     }
@@ -489,16 +522,23 @@ impl Span {
         let (w, b) = match (window, block) {
             (Span::Nanos(w), Span::Nanos(b)) | (Span::Packets(w), Span::Packets(b)) => (w, b),
             _ => {
-                return Err(ConfigError::BadWindow(
-                    "--window and --block must both be times or both packet counts".into(),
-                ))
+                return Err(ConfigError::BadWindow(InvalidParam::new(
+                    "window",
+                    "and `block` must both be times or both packet counts",
+                )))
             }
         };
         if b > w {
-            return Err(ConfigError::BadWindow("--block must not be longer than --window".into()));
+            return Err(ConfigError::BadWindow(InvalidParam::new(
+                "block",
+                "must not be longer than `window`",
+            )));
         }
         if w % b != 0 {
-            return Err(ConfigError::BadWindow("--window must be a whole number of blocks".into()));
+            return Err(ConfigError::BadWindow(InvalidParam::new(
+                "window",
+                "must be a whole number of blocks",
+            )));
         }
         Ok((w / b) as usize)
     }
@@ -663,10 +703,10 @@ mod tests {
         let s = |t| Span::parse(t).unwrap();
         assert_eq!(Span::blocks(s("5s"), s("1s")), Ok(5));
         assert!(
-            matches!(Span::blocks(s("1s"), s("5s")), Err(ConfigError::BadWindow(m)) if m.contains("longer"))
+            matches!(Span::blocks(s("1s"), s("5s")), Err(ConfigError::BadWindow(m)) if m.message.contains("longer"))
         );
         assert!(
-            matches!(Span::blocks(s("5s"), s("2s")), Err(ConfigError::BadWindow(m)) if m.contains("whole"))
+            matches!(Span::blocks(s("5s"), s("2s")), Err(ConfigError::BadWindow(m)) if m.message.contains("whole"))
         );
         assert!(Span::blocks(s("5s"), s("10pkts")).is_err());
     }

@@ -47,6 +47,7 @@ use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConf
 use crate::decision::interner::{Interner, ItemRef};
 use crate::decision::{CachedHit, DecisionTables};
 use crate::host_time::HostTimings;
+use crate::invalid_param::InvalidParam;
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
@@ -244,7 +245,10 @@ impl Gigaflow {
     pub fn new(config: GigaflowConfig, update_latency_ns: u64) -> Result<Gigaflow, TableConfigError> {
         // Stages are addressed by a byte (entry addresses, tags of installs).
         if !(1..=MAX_TABLES).contains(&config.tables) {
-            return Err(TableConfigError::Tables { scheme: "gigaflow", max: MAX_TABLES, got: config.tables });
+            return Err(TableConfigError::Tables(InvalidParam::new(
+                "nic-tables",
+                format!("must be 1 to {MAX_TABLES} for gigaflow, not {}", config.tables),
+            )));
         }
         let stages = (0..config.tables)
             .map(|i| {

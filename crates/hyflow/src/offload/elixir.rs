@@ -45,8 +45,8 @@ use hashbrown::HashMap;
 use std::sync::Arc;
 
 use super::params::{
-    Param, ParamKind, PolicyParams, PolicyRegistration, DEFAULT_BURSTY_ENTRIES, DEFAULT_LARGE_ENTRIES,
-    EXACT_TABLE,
+    check_sample_rate, Param, ParamKind, PolicyParams, PolicyRegistration, DEFAULT_BURSTY_ENTRIES,
+    DEFAULT_LARGE_ENTRIES, EXACT_TABLE,
 };
 use super::{
     Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyFigures,
@@ -228,11 +228,11 @@ impl ElixirConfig {
     /// they are made: ring − (t_identification + t_offloading) × NIC rate, or the threshold
     /// given. Checked: in 1..=ring.
     pub fn threshold(&self, ring: usize, t_offloading_ns: u64) -> Result<u64, PolicyConfigError> {
-        let bad = |m: String| Err(PolicyConfigError::Invalid(m));
         if let Some(k) = self.queue_threshold {
             if k == 0 || k > ring as u64 {
-                return bad(format!(
-                    "--queue-threshold must be in 1..={ring} (the ring's capacity), not {k}"
+                return Err(PolicyConfigError::param(
+                    "queue-threshold",
+                    format!("must be in 1..={ring} (the ring's capacity), not {k}"),
                 ));
             }
             return Ok(k);
@@ -240,10 +240,13 @@ impl ElixirConfig {
         let headroom = (t_offloading_ns as f64 / 1e9 * self.nic_rate_pps).ceil();
         let k = ring as f64 - headroom;
         if k < 1.0 {
-            return bad(format!(
-                "the queue threshold K = ring {ring} − {t_offloading_ns} ns × {:.0} pkt/s = {k:.0} is not positive: \
-                 give a larger --ring, a lower --nic-rate, or --queue-threshold",
-                self.nic_rate_pps
+            return Err(PolicyConfigError::param(
+                "queue-threshold",
+                format!(
+                    "is needed: the queue threshold K = ring {ring} − {t_offloading_ns} ns × {:.0} pkt/s = {k:.0} \
+                     is not positive; give a larger `ring`, a lower `nic-rate`, or K itself",
+                    self.nic_rate_pps
+                ),
             ));
         }
         Ok(k as u64)
@@ -251,30 +254,30 @@ impl ElixirConfig {
 
     /// Checks every parameter.
     pub fn check(&self) -> Result<(), PolicyConfigError> {
-        let bad = |m: String| Err(PolicyConfigError::Invalid(m));
+        let bad = |param, m: String| Err(PolicyConfigError::param(param, m));
         if self.large_entries == 0 {
-            return bad("--large-entries must be at least 1".to_string());
+            return bad("large-entries", "must be at least 1".to_string());
         }
         if self.bursty_entries == 0 {
-            return bad("--bursty-entries must be at least 1 for elixir".to_string());
+            return bad("bursty-entries", "must be at least 1 for elixir".to_string());
         }
-        if !(self.sample_rate > 0.0 && self.sample_rate <= 1.0) {
-            return bad(format!("--sample-rate must be in (0, 1], not {}", self.sample_rate));
-        }
+        check_sample_rate(self.sample_rate)?;
         if self.identification_window_ns == 0 {
-            return bad("--identification-window must be a positive time".to_string());
+            return bad("identification-window", "must be a positive time".to_string());
         }
         if self.replacement_window_ns == 0 {
-            return bad("--replacement-window must be a positive time".to_string());
+            return bad("replacement-window", "must be a positive time".to_string());
         }
         if self.burst_window_ns == 0 {
-            return bad("--burst-window must be a positive time".to_string());
+            return bad("burst-window", "must be a positive time".to_string());
         }
         if !(self.nic_rate_pps.is_finite() && self.nic_rate_pps > 0.0) {
-            return bad(format!("--nic-rate must be a positive packet rate, not {}", self.nic_rate_pps));
+            return bad("nic-rate", format!("must be a positive packet rate, not {}", self.nic_rate_pps));
         }
         if self.sketch_width == 0 {
-            return bad("the sketch needs at least one counter per row".to_string());
+            return Err(PolicyConfigError::Invalid(
+                "the sketch needs at least one counter per row".to_string(),
+            ));
         }
         Ok(())
     }

@@ -25,6 +25,7 @@ pub mod upcall;
 use serde::Serialize;
 
 use crate::cost_model::CostModel;
+use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::{NicConfig, NicScheme};
 use crate::packet::FlowKey;
@@ -52,14 +53,9 @@ pub fn registration(name: &str) -> Option<&'static PolicyRegistration> {
 /// Why a policy cannot run as configured.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum PolicyConfigError {
-    /// A parameter out of range: the parameter's name (as registered) and what is wrong.
-    #[error("{param} {message}")]
-    Param {
-        /// The parameter.
-        param: &'static str,
-        /// What is wrong with its value.
-        message: String,
-    },
+    /// A parameter out of range, named as registered.
+    #[error(transparent)]
+    Param(#[from] InvalidParam),
     /// The configuration as a whole cannot work.
     #[error("{0}")]
     Invalid(String),
@@ -71,7 +67,17 @@ pub enum PolicyConfigError {
 impl PolicyConfigError {
     /// `param` is out of range: `message` says how.
     pub fn param(param: &'static str, message: impl Into<String>) -> PolicyConfigError {
-        PolicyConfigError::Param { param, message: message.into() }
+        PolicyConfigError::Param(InvalidParam::new(param, message))
+    }
+}
+
+impl CarriesInvalidParam for PolicyConfigError {
+    fn invalid_param(&self) -> Option<InvalidParam> {
+        match self {
+            PolicyConfigError::Param(p) => Some(p.clone()),
+            PolicyConfigError::Sketch(e) => e.invalid_param(),
+            PolicyConfigError::Invalid(_) => None,
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! [`super::POLICIES`]; no front and no other engine module names it.
 
 use super::{PolicyConfig, PolicyConfigError};
+use crate::invalid_param::InvalidParam;
 use crate::measure::KeySpec;
 use crate::nic::NicConfig;
 
@@ -165,3 +166,13 @@ pub const FLOW_KEY: Param = Param {
 
 /// The parameters of the exact-match table every policy on Elixir's table takes.
 pub const EXACT_TABLE: [Param; 3] = [LARGE_ENTRIES, BURSTY_ENTRIES, FLOW_KEY];
+
+/// Checks `sample-rate`, the share of NIC-forwarded packets whose headers the NIC samples to
+/// the host. One range for every reader of it: (0, 1]; no sampling is the parameter's absence.
+pub fn check_sample_rate(rate: f64) -> Result<(), InvalidParam> {
+    if rate > 0.0 && rate <= 1.0 {
+        Ok(())
+    } else {
+        Err(InvalidParam::new("sample-rate", format!("must be in (0, 1], not {rate}")))
+    }
+}

@@ -26,7 +26,7 @@ use hashbrown::HashMap;
 
 use std::sync::Arc;
 
-use super::params::{PolicyRegistration, EXACT_TABLE};
+use super::params::{check_sample_rate, PolicyRegistration, EXACT_TABLE};
 use super::{
     Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyFigures, PolicyMachine,
     PolicyReport, Seen,
@@ -106,12 +106,7 @@ impl PolicyFactory for TfoConfig {
         if self.entries == 0 {
             return Err(PolicyConfigError::Invalid("tfo needs a table of at least 1 entry".into()));
         }
-        if !(self.sample_rate > 0.0 && self.sample_rate <= 1.0) {
-            return Err(PolicyConfigError::param(
-                "sample-rate",
-                format!("must be in (0, 1], not {}", self.sample_rate),
-            ));
-        }
+        check_sample_rate(self.sample_rate)?;
         Ok(())
     }
 

@@ -33,7 +33,8 @@ pub const OFFLOAD_ALL: PolicyRegistration = PolicyRegistration {
 /// `gigaflow`.
 pub const GIGAFLOW: PolicyRegistration = PolicyRegistration {
     name: "gigaflow",
-    about: "Sub-traversals in --nic-tables stages; each upcall also costs Gigaflow's install work",
+    about:
+        "Sub-traversals cached in the Gigaflow NIC's tables; each upcall also costs Gigaflow's install work",
     params: &[],
     upcall_nic: Some("gigaflow"),
     configure: configure_gigaflow,

@@ -347,7 +347,7 @@ fn parse_table(tok: &Tok, text: &str, names: &Names, what: &str) -> Result<u8, S
         names.table(text).ok_or_else(|| {
             let known: Vec<&str> = names.table_names().collect();
             let hint = if known.is_empty() {
-                "no table names are known: give the number, declare it as table=N(name) or name it in --tables"
+                "no table names are known: give the number, declare it as table=N(name) or give a table-names file"
                     .to_string()
             } else {
                 format!("known: {}", known.join(", "))
@@ -372,7 +372,7 @@ pub(super) fn parse_port_number(tok: &Tok, text: &str, names: &Names) -> Result<
     names.port(text).ok_or_else(|| {
         let known: Vec<&str> = names.port_names().collect();
         let hint = if known.is_empty() {
-            "no port names are known: give the number or name it in --ports".to_string()
+            "no port names are known: give the number or a port-names file".to_string()
         } else {
             format!("known: {}", known.join(", "))
         };
@@ -1034,7 +1034,7 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
                 return Err(tok.fail(if names.groups_known() {
                     format!("group {g} does not exist")
                 } else {
-                    format!("group {g} does not exist (no groups are known: give them with --groups)")
+                    format!("group {g} does not exist (no groups are known: give a groups file)")
                 }));
             }
             Action::Group(g)

@@ -31,6 +31,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::measure::KeySpec;
 use crate::packet::hash::hash_key;
 use crate::packet::FlowKey;
@@ -137,18 +138,43 @@ impl Default for SimConfig {
     }
 }
 
-/// Why a simulation cannot be set up.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a simulation cannot be set up: always a parameter out of range.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SimConfigError {
     /// No core.
-    #[error("--cores must be at least 1")]
     NoCores,
     /// A ring that holds nothing.
-    #[error("--ring must be at least 1 packet")]
     EmptyRing,
     /// More cores than a host has.
-    #[error("--cores {0}: at most {MAX_CORES} (each core's ring is allocated up front)")]
     TooManyCores(usize),
+}
+
+impl SimConfigError {
+    /// The parameter at fault and what is wrong with it.
+    fn as_param(&self) -> InvalidParam {
+        match self {
+            SimConfigError::NoCores => InvalidParam::new("cores", "must be at least 1"),
+            SimConfigError::EmptyRing => InvalidParam::new("ring", "must be at least 1 packet"),
+            SimConfigError::TooManyCores(n) => InvalidParam::new(
+                "cores",
+                format!("{n}: at most {MAX_CORES} (each core's ring is allocated up front)"),
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for SimConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_param().fmt(f)
+    }
+}
+
+impl std::error::Error for SimConfigError {}
+
+impl CarriesInvalidParam for SimConfigError {
+    fn invalid_param(&self) -> Option<InvalidParam> {
+        Some(self.as_param())
+    }
 }
 
 /// Most forwarding cores a simulated host may have.

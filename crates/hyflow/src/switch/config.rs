@@ -4,6 +4,7 @@
 use crate::cache::microflow::MicroflowConfigError;
 use crate::cache::table::TableConfigError;
 use crate::cache::Consistency;
+use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::nic::NicConfig;
 
 /// Default software megaflow cache size (OVS's default `flow-limit`).
@@ -106,4 +107,14 @@ pub enum SwitchConfigError {
     /// Zero megaflow entries with the cache on.
     #[error("the megaflow cache needs at least one entry (turn it off instead)")]
     Megaflow,
+}
+
+impl CarriesInvalidParam for SwitchConfigError {
+    fn invalid_param(&self) -> Option<InvalidParam> {
+        match self {
+            SwitchConfigError::Microflow(MicroflowConfigError::TooLarge(p))
+            | SwitchConfigError::Nic(TableConfigError::Tables(p)) => Some(p.clone()),
+            _ => None,
+        }
+    }
 }

@@ -12,6 +12,7 @@
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
+use super::traffic::TrafficError;
 use crate::openflow::names::Names;
 use crate::openflow::parse_packet_named;
 use crate::openflow::traversal::Output;
@@ -156,20 +157,23 @@ pub fn generate_conversations(
     switch: &mut Switch,
     kinds: &[ConversationKind],
     config: &ConversationConfig,
-) -> Result<Conversations, String> {
+) -> Result<Conversations, TrafficError> {
     if config.conversations > MAX_CONVERSATIONS {
-        return Err(format!(
-            "--conversations {}: at most {MAX_CONVERSATIONS} (their packets are held in memory to be sorted)",
-            config.conversations
+        return Err(TrafficError::param(
+            "conversations",
+            format!(
+                "{}: at most {MAX_CONVERSATIONS} (their packets are held in memory to be sorted)",
+                config.conversations
+            ),
         ));
     }
     if kinds.is_empty() {
-        return Err("the spec has no conversations".to_string());
+        return Err(TrafficError::NoConversations);
     }
     if !(config.rate.is_finite() && config.rate > 0.0) {
-        return Err(format!(
-            "--rate must be a positive number of conversations per second, not {}",
-            config.rate
+        return Err(TrafficError::param(
+            "rate",
+            format!("must be a positive number of conversations per second, not {}", config.rate),
         ));
     }
     let total: f64 = kinds.iter().map(|k| k.weight).sum();

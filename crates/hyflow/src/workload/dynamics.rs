@@ -75,22 +75,23 @@ pub fn generate_dynamic(
     let n = keys.len();
     check(&TrafficConfig { flows: n, ..*traffic })?;
     if traffic.packets == 0 {
-        return Err(TrafficError::Parameter("--packets must be at least 1"));
+        return Err(TrafficError::param("packets", "must be at least 1"));
     }
     let period_ok = dynamics.churn_period > 0.0 && dynamics.churn_period.is_finite();
     if !period_ok || !(0.0..=1.0).contains(&dynamics.churn_fraction) {
-        return Err(TrafficError::Parameter(
-            "--churn-period must be positive and --churn-fraction in [0, 1]",
-        ));
+        return Err(TrafficError::param("churn-period", "must be positive and `churn-fraction` in [0, 1]"));
     }
     // Each burst is a crowd of packets over a fraction of a second, and every packet looks at
     // the bursts under way: more bursts than one per 100 packets is no longer bursts.
     let max_bursts = (traffic.packets / 100).max(1);
     if dynamics.bursts > max_bursts {
-        return Err(TrafficError::Range(format!(
-            "--bursts {}: at most {max_bursts} for {} packets (one per 100 packets)",
-            dynamics.bursts, traffic.packets
-        )));
+        return Err(TrafficError::param(
+            "bursts",
+            format!(
+                "{}: at most {max_bursts} for {} packets (one per 100 packets)",
+                dynamics.bursts, traffic.packets
+            ),
+        ));
     }
     let mut rng = StdRng::seed_from_u64(traffic.seed ^ 0x6479_6e61_6d69_6373);
     let mut weights: Vec<f64> = (0..n).map(|i| 1.0 / ((i + 1) as f64).powf(traffic.zipf)).collect();
@@ -117,7 +118,8 @@ pub fn generate_dynamic(
         })
         .collect();
     bursts.sort_unstable_by(|a, b| a.start.total_cmp(&b.start));
-    let gap = Exp::new(traffic.rate).map_err(|_| TrafficError::Parameter("bad --rate"))?;
+    let gap = Exp::new(traffic.rate)
+        .map_err(|_| TrafficError::param("rate", "is out of the distribution's range"))?;
     let mut cum = cumulative(&weights);
     let mut epoch = 0u64;
     let (mut next_burst, mut active): (usize, Vec<Burst>) = (0, Vec::new());

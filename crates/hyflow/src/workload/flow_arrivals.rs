@@ -94,17 +94,17 @@ impl FlowArrivals {
     /// `packets` packets of about `flows` flows at a mean `rate` packets per second.
     pub fn new(packets: usize, flows: usize, rate: f64, seed: u64) -> Result<FlowArrivals, TrafficError> {
         if packets == 0 {
-            return Err(TrafficError::Parameter("--packets must be at least 1"));
+            return Err(TrafficError::param("packets", "must be at least 1"));
         }
         if flows == 0 || flows > packets {
-            return Err(TrafficError::Parameter("--flows-count must be between 1 and --packets"));
+            return Err(TrafficError::param("flows-count", "must be between 1 and `packets`"));
         }
         if !(rate.is_finite() && rate > 0.0) {
-            return Err(TrafficError::Parameter("--rate must be a positive number of packets per second"));
+            return Err(TrafficError::param("rate", "must be a positive number of packets per second"));
         }
         let duration_ns = packets as f64 / rate * 1e9;
         let mean_size = packets as f64 / flows as f64;
-        let bad = TrafficError::Parameter("the flow model's parameters are out of range");
+        let bad = TrafficError::param("flows-count", "gives a flow-size model out of range");
         Ok(FlowArrivals {
             rng: StdRng::seed_from_u64(seed ^ 0x6172_7269_7661_6c73),
             packets,

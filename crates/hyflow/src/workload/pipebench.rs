@@ -371,7 +371,7 @@ fn matches(parts: &[Part], t: &Tuple) -> Vec<String> {
 
 fn tuples(template: &Template, rules: usize, seed: u64) -> Result<Vec<Tuple>, TrafficError> {
     if rules == 0 {
-        return Err(TrafficError::Parameter("--rules must be at least 1"));
+        return Err(TrafficError::param("rules", "must be at least 1"));
     }
     let mut rng = StdRng::seed_from_u64(seed ^ 0x7069_7065_6265_6e63);
     let forwarding: Vec<usize> =
@@ -611,7 +611,7 @@ fn header_pool(
     let mut rng = StdRng::seed_from_u64(config.seed ^ 0x666c_6f77_7321);
     let routed = routed(template);
     if config.headers == 0 {
-        return Err(TrafficError::Parameter("--headers must be at least 1"));
+        return Err(TrafficError::param("headers", "must be at least 1"));
     }
     if config.locality == Locality::Low {
         // Every tuple first, then uniformly drawn ones; each line its own host bits and ports.
@@ -624,7 +624,7 @@ fn header_pool(
             .collect());
     }
     let concrete: Vec<Concrete> = tuples.iter().map(|t| concrete(&mut rng, t)).collect();
-    let bad = TrafficError::Parameter("--zipf must be a non-negative exponent");
+    let bad = TrafficError::param("zipf", "must be a non-negative exponent");
     let popularity = |n: usize| Zipf::new(n as f64, config.popularity).map_err(|_| bad.clone());
     let all = popularity(tuples.len())?;
     let mut on: Vec<Vec<usize>> = vec![Vec::new(); template.traversals.len()];

@@ -14,6 +14,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, Zipf};
 
+use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::openflow::Rule;
 use crate::packet::build::build_frame;
 use crate::packet::field::{id, proto};
@@ -46,12 +47,31 @@ pub enum TrafficError {
     /// Nothing to base flows on.
     #[error("the flow table has no rules to generate traffic for")]
     NoRules,
+    /// Nothing to base updates on.
+    #[error("the flow table has no rules to update")]
+    NoRulesToUpdate,
     /// A parameter out of range.
-    #[error("{0}")]
-    Parameter(&'static str),
-    /// A parameter out of range, with its value and the range allowed.
-    #[error("{0}")]
-    Range(String),
+    #[error(transparent)]
+    Param(#[from] InvalidParam),
+    /// A spec that names no conversation.
+    #[error("the spec has no conversations")]
+    NoConversations,
+}
+
+impl TrafficError {
+    /// `param` is out of range: `message` says how.
+    pub fn param(param: &'static str, message: impl Into<String>) -> TrafficError {
+        TrafficError::Param(InvalidParam::new(param, message))
+    }
+}
+
+impl CarriesInvalidParam for TrafficError {
+    fn invalid_param(&self) -> Option<InvalidParam> {
+        match self {
+            TrafficError::Param(p) => Some(p.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// One generated packet.
@@ -205,24 +225,27 @@ pub const MAX_FLOWS: usize = 20_000_000;
 fn check_flow_count(flows: usize) -> Result<(), TrafficError> {
     if flows > MAX_FLOWS {
         let bytes = std::mem::size_of::<FlowKey>();
-        return Err(TrafficError::Range(format!(
-            "--flows-count {flows}: at most {MAX_FLOWS} (the generator keeps every flow's {bytes}-byte key: {} MiB)",
-            (MAX_FLOWS * bytes) >> 20
-        )));
+        return Err(TrafficError::param(
+            "flows-count",
+            format!(
+                "{flows}: at most {MAX_FLOWS} (the generator keeps every flow's {bytes}-byte key: {} MiB)",
+                (MAX_FLOWS * bytes) >> 20
+            ),
+        ));
     }
     Ok(())
 }
 
 pub(crate) fn check(config: &TrafficConfig) -> Result<(), TrafficError> {
     if config.flows == 0 {
-        return Err(TrafficError::Parameter("--flows-count must be at least 1"));
+        return Err(TrafficError::param("flows-count", "must be at least 1"));
     }
     check_flow_count(config.flows)?;
     if !(config.rate.is_finite() && config.rate > 0.0) {
-        return Err(TrafficError::Parameter("--rate must be a positive number of packets per second"));
+        return Err(TrafficError::param("rate", "must be a positive number of packets per second"));
     }
     if !(config.zipf.is_finite() && config.zipf >= 0.0) {
-        return Err(TrafficError::Parameter("--zipf must be a non-negative exponent"));
+        return Err(TrafficError::param("zipf", "must be a non-negative exponent"));
     }
     Ok(())
 }
@@ -258,9 +281,10 @@ impl Traffic {
     pub fn new(keys: Vec<FlowKey>, config: &TrafficConfig) -> Result<Traffic, TrafficError> {
         check(&TrafficConfig { flows: keys.len(), ..*config })?;
         let rng = StdRng::seed_from_u64(config.seed ^ 0x0074_7261_6666_6963);
-        let zipf =
-            Zipf::new(keys.len() as f64, config.zipf).map_err(|_| TrafficError::Parameter("bad --zipf"))?;
-        let gap = Exp::new(config.rate).map_err(|_| TrafficError::Parameter("bad --rate"))?;
+        let zipf = Zipf::new(keys.len() as f64, config.zipf)
+            .map_err(|_| TrafficError::param("zipf", "is out of the distribution's range"))?;
+        let gap = Exp::new(config.rate)
+            .map_err(|_| TrafficError::param("rate", "is out of the distribution's range"))?;
         Ok(Traffic { keys, rng, zipf, gap, t: 0.0, i: 0, packets: config.packets })
     }
 }

@@ -11,6 +11,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 
+use super::traffic::TrafficError;
 use crate::openflow::action::{format_actions, Action};
 use crate::openflow::parser::{parse_flow_spec, SpecKind};
 use crate::openflow::Rule;
@@ -58,21 +59,25 @@ fn add_live(live: &mut Vec<Rule>, r: Rule) {
 pub const MAX_UPDATES: usize = 100_000_000;
 
 /// The update lines (`<seconds> <command> <spec>`), in time order.
-pub fn generate_updates(rules: &[Rule], config: &UpdatesConfig) -> Result<Vec<String>, &'static str> {
+pub fn generate_updates(rules: &[Rule], config: &UpdatesConfig) -> Result<Vec<String>, TrafficError> {
     if rules.is_empty() {
-        return Err("the flow table has no rules to update");
+        return Err(TrafficError::NoRulesToUpdate);
     }
     if !(config.rate.is_finite() && config.rate > 0.0) {
-        return Err("--rate must be a positive fraction of rules per second");
+        return Err(TrafficError::param("rate", "must be a positive fraction of rules per second"));
     }
     if !(config.seconds.is_finite() && config.seconds > 0.0) {
-        return Err("--seconds must be positive");
+        return Err(TrafficError::param("seconds", "must be positive"));
     }
     if config.rate * rules.len() as f64 * config.seconds > MAX_UPDATES as f64 {
-        return Err("--rate x rules x --seconds asks for more than 100,000,000 updates");
+        return Err(TrafficError::param(
+            "rate",
+            "× rules × `seconds` asks for more than 100,000,000 updates",
+        ));
     }
     let mut rng = StdRng::seed_from_u64(config.seed);
-    let gap = Exp::new(config.rate * rules.len() as f64).map_err(|_| "bad --rate")?;
+    let gap = Exp::new(config.rate * rules.len() as f64)
+        .map_err(|_| TrafficError::param("rate", "is out of the distribution's range"))?;
     let mut live: Vec<Rule> = rules.to_vec();
     let mut dead: Vec<Rule> = Vec::new();
     let mut out = Vec::new();
