@@ -511,6 +511,35 @@ fn calibration_writes_sane_costs_that_sim_loads() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// With `--warmup` every figure covers the window after it: the host's counts come to the
+/// software packets measured (give or take those waiting in the ring when the warm-up ended),
+/// the NIC's installs are those after it, and its update rate divides them by the measured span.
+#[test]
+fn sim_warmup_restarts_every_count() {
+    let run = |extra: &[&str]| {
+        let out = tmp(&format!("warm{}.json", extra.len()), b"");
+        let mut args = vec!["sim", "--ring", "256", "--json", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let r = hyflow(&args);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&out).unwrap()).unwrap()
+    };
+    let (full, warm) = (run(&[]), run(&["--warmup", "1"]));
+    let host_sum = |v: &serde_json::Value| {
+        ["microflow_hits", "megaflow_hits", "upcalls"].iter().map(|k| v["host"][k].as_u64().unwrap()).sum::<u64>()
+    };
+    for v in [&full, &warm] {
+        let sw = v["sw_packets"].as_u64().unwrap();
+        assert!(host_sum(v).abs_diff(sw) <= 257, "host counts {} against {sw} software packets", host_sum(v));
+        let (installs, rate) = (v["nic"]["installs"].as_f64().unwrap(), v["nic"]["update_rate"].as_f64().unwrap());
+        let span = v["duration_s"].as_f64().unwrap();
+        assert!((rate * span - installs).abs() <= 1e-6 * installs.max(1.0), "{rate}/s over {span} s, {installs}");
+    }
+    assert!(warm["packets"].as_u64() < full["packets"].as_u64());
+    assert!(warm["nic"]["installs"].as_u64().unwrap() < full["nic"]["installs"].as_u64().unwrap());
+    assert!(warm["nic"]["installs"].as_u64().unwrap() > 0, "the NIC keeps installing after the warm-up");
+}
+
 #[test]
 fn sim_bad_input_is_one_clear_message() {
     fails_with(&hyflow(&["sim", "--rate", "0"]), &["--rate must be a positive"]);

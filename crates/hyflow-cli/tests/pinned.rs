@@ -29,8 +29,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// Keys holding host wall-clock timings: reported, never pinned.
-const HOST_TIMINGS: [&str; 3] = ["nic_revalidation_ms", "install_us_per_upcall", "revalidation_ms"];
+/// The key holding host wall-clock timings: reported, never pinned.
+const WALL_CLOCK: &str = hyflow::replay::WALL_CLOCK_KEY;
 
 fn hyflow(dir: &Path, args: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_hyflow")).current_dir(dir).args(args).output().expect("runs");
@@ -41,12 +41,12 @@ fn pinned_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pinned")
 }
 
-/// Drops host timings (at any depth) and, for `sim`, the cost model echo (it may gain entries).
+/// Drops the wall-clock timings (at any depth) and, for `sim`, the cost model echo (it may gain entries).
 fn deterministic(mut v: Value) -> Value {
     fn strip(v: &mut Value) {
         if let Value::Object(m) = v {
-            for k in HOST_TIMINGS.iter().chain(&["costs_ns"]) {
-                m.remove(*k);
+            for k in [WALL_CLOCK, "costs_ns"] {
+                m.remove(k);
             }
             m.values_mut().for_each(strip);
         }

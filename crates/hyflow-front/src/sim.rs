@@ -123,7 +123,8 @@ pub struct SimArgs {
     pub duration: Option<f64>,
     /// Simulate this many seconds of the input (as recorded; rescaled with --rate) before
     /// measuring: packets arriving earlier are forwarded (policies learn, the NIC fills) but
-    /// counted in no figure [default: 0].
+    /// counted in no figure; every count (host, NIC, policy, malformed) starts when it ends
+    /// [default: 0].
     #[arg(long, value_name = "SECONDS")]
     pub warmup: Option<f64>,
     /// Cost model file (JSON, as `hyflow calibrate` writes); default: the built-in calibration.

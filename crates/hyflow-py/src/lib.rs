@@ -542,7 +542,7 @@ fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyRe
 fn _hyflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HyflowError", m.py().get_type::<HyflowError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("REPLAY_HOST_FIGURES", hyflow::replay::HOST_FIGURES.to_vec())?;
+    m.add("REPLAY_WALL_CLOCK_KEY", hyflow::replay::WALL_CLOCK_KEY)?;
     m.add_function(wrap_pyfunction!(options, m)?)?;
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(run_sim, m)?)?;

@@ -25,9 +25,9 @@ from . import _hyflow, _options
 #: The commands a sweep can run, and the options whose values are input files.
 COMMANDS = ("replay", "sim", "topk")
 _FILE_OPTIONS = ("flows", "trace", "updates", "costs")
-#: Figures that depend on the host running the sweep (wall-clock timings), left out so that
-#: tables are comparable.
-_HOST_FIGURES = {"replay": tuple(_hyflow.REPLAY_HOST_FIGURES)}
+#: The summary key of figures that depend on the host running the sweep (wall-clock
+#: timings), left out so that tables are comparable.
+_WALL_CLOCK_KEY = _hyflow.REPLAY_WALL_CLOCK_KEY
 
 
 def configs(grid: dict | None = None, runs: list[dict] | None = None, base: dict | None = None) -> list[dict]:
@@ -70,9 +70,7 @@ def run_one(command: str, config: dict) -> dict:
         value = config.get(name, opt.typed_default())
         row[f"config.{name}"] = os.fspath(value) if isinstance(value, os.PathLike) else value
     figures: dict = {}
-    _flatten("", summary, figures)
-    for key in _HOST_FIGURES.get(command, ()):
-        figures.pop(key, None)
+    _flatten("", {k: v for k, v in summary.items() if k != _WALL_CLOCK_KEY}, figures)
     row.update(figures)
     return row
 
@@ -204,8 +202,7 @@ def sweep(
     the ``base`` keywords (default: the built-in workload) and returns one DataFrame, one row
     per run in config order: ``config.<option>`` columns for every option, then every summary
     figure under its ``--json`` key (nested keys joined by ``.``). Host wall-clock figures
-    (replay's ``nic_revalidation_ms`` and Gigaflow's install and revalidation times) are left out, so that the table is the same on any
-    backend.
+    (replay's ``wall_clock``) are left out, so that the table is the same on any backend.
 
     backend: ``"local"`` (threads of this process; ``workers`` defaults to the machine's
     cores) or ``"ray"`` (a task per run, on the cluster at ``address`` or a local one with

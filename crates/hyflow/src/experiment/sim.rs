@@ -258,14 +258,23 @@ fn simulate_at(
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
     let mut bursts = BurstTracker::default();
     let mut n = 0;
+    // The input's counts before the packet that ended the warm-up (0 without one).
+    let mut input_at_start = None;
+    let mut input_so_far = (0, 0);
     while let Some(p) = source.next_packet()? {
         let t = (p.ts_ns as f64 * scale) as u64;
         if t >= end {
             break;
         }
         let hit = sim.arrive(t, &SimPacket { key: p.key, bytes: p.bytes, index: n });
+        if input_at_start.is_none() && sim.measuring() {
+            input_at_start = Some(input_so_far);
+        }
         if let Some(b) = p.burst {
             bursts.packet(b, t, hit);
+        }
+        if input_at_start.is_none() {
+            input_so_far = (source.malformed().total(), source.snaplen_truncated());
         }
         n += 1;
         progress(n, source.progress());
@@ -302,7 +311,9 @@ fn simulate_at(
     let sw = datapath.switch();
     let stats = datapath.stats();
     let nic = sw.nic_report().unwrap_or_default();
-    let installs = sw.nic_installs();
+    let counts = datapath.switch_counts();
+    let installs = counts.nic_installs;
+    let (malformed_before, truncated_before) = input_at_start.unwrap_or_default();
     let span_ns = metrics.last_ns.saturating_sub(metrics.first_ns);
     let summary = SimSummary {
         metrics: metrics.summary(),
@@ -325,9 +336,9 @@ fn simulate_at(
             update_rate: if span_ns > 0 { installs as f64 * 1e9 / span_ns as f64 } else { 0.0 },
         },
         rule_updates: stats.rule_updates,
-        malformed: source.malformed().total(),
-        snaplen_truncated: source.snaplen_truncated(),
-        stale: sw.stats().stale,
+        malformed: source.malformed().total() - malformed_before,
+        snaplen_truncated: source.snaplen_truncated() - truncated_before,
+        stale: counts.stale,
         costs_ns: exp.costs,
         min_cores: None,
         max_rate_pps: None,

@@ -28,7 +28,6 @@ use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::CachedFlow;
 use crate::decision::interner::ItemRef;
 use crate::decision::{CachedHit, DecisionTables};
-use crate::host_time::HostTimings;
 use crate::measure::{FlowId, KeySpec};
 use crate::openflow::{LookupRef, Match};
 use crate::packet::FlowKey;
@@ -323,7 +322,11 @@ impl NicScheme for ExactMatch {
         self.stats.installs
     }
 
-    fn report(&self, _host: &HostTimings) -> NicReport {
+    fn restart_peak(&mut self) {
+        self.stats.peak = self.areas.iter().map(|a| a.len).sum();
+    }
+
+    fn report(&self) -> NicReport {
         NicReport {
             scheme: self.name(),
             entries_now: self.areas.iter().map(|a| a.len).sum(),

@@ -46,7 +46,6 @@ use super::{
 use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConfigError};
 use crate::decision::interner::{Interner, ItemRef};
 use crate::decision::{CachedHit, DecisionTables};
-use crate::host_time::HostTimings;
 use crate::invalid_param::InvalidParam;
 use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
@@ -570,7 +569,14 @@ impl NicScheme for Gigaflow {
         self.stats.installed
     }
 
-    fn report(&self, host: &HostTimings) -> NicReport {
+    fn restart_peak(&mut self) {
+        self.stats.peak = self.len();
+        for stage in &mut self.stages {
+            stage.stats.peak = stage.space().len();
+        }
+    }
+
+    fn report(&self) -> NicReport {
         let st = &self.stats;
         let (sharing_mean, sharing_max) = self.sharing();
         let g = GigaflowReport {
@@ -591,9 +597,7 @@ impl NicScheme for Gigaflow {
             stage_masks: self.stages.iter().map(|s| s.space().n_masks()).collect(),
             stage_refused_masks: self.stages.iter().map(|s| s.stats.refused_masks).collect(),
             coverage: self.coverage(),
-            install_us_per_upcall: host.install_us_per_upcall(),
             retranslated: st.retranslated,
-            revalidation_ms: host.nic_revalidation_ms(),
         };
         NicReport {
             scheme: self.name(),
@@ -709,8 +713,7 @@ impl GigaflowReport {
         let list = |v: Vec<String>| v.join(", ");
         format!(
             "gigaflow {}x{} ({}): entries per stage [{}], masks per stage [{}] (installs refused for masks [{}]), {} \
-             installed, {} reused, sharing {:.2} flows/entry (max {}; per stage [{}]), coverage {:.0} chains, {:.1} us \
-             per upcall to partition and install",
+             installed, {} reused, sharing {:.2} flows/entry (max {}; per stage [{}]), coverage {:.0} chains",
             self.tables,
             self.entries_per_table,
             self.partition,
@@ -723,7 +726,6 @@ impl GigaflowReport {
             self.sharing_max,
             list(self.stage_sharing.iter().map(|x| format!("{x:.2}")).collect()),
             self.coverage,
-            self.install_us_per_upcall,
         )
     }
 }
@@ -765,13 +767,8 @@ pub struct GigaflowReport {
     pub stage_refused_masks: Vec<u64>,
     /// Distinct complete chains of entries.
     pub coverage: f64,
-    /// Host wall-clock µs per upcall spent partitioning and generating rules (0 unless the
-    /// run was timed; never part of a decision).
-    pub install_us_per_upcall: f64,
     /// Entries re-translated by revalidation.
     pub retranslated: u64,
-    /// Host wall-clock ms spent revalidating NIC entries (0 unless the run was timed).
-    pub revalidation_ms: f64,
 }
 
 /// Runs effects on `state`: outputs appended, the state for the next stage returned.

@@ -9,7 +9,6 @@ use super::{
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
 use crate::cache::CachedFlow;
 use crate::decision::{CachedHit, DecisionTables};
-use crate::host_time::HostTimings;
 use crate::revalidation::Revalidate;
 use crate::tuple_space::EntryId;
 
@@ -123,7 +122,11 @@ impl NicScheme for MegaflowOffload {
         self.table.stats.installs
     }
 
-    fn report(&self, _host: &HostTimings) -> NicReport {
+    fn restart_peak(&mut self) {
+        self.table.stats.peak = self.table.space().len();
+    }
+
+    fn report(&self) -> NicReport {
         NicReport {
             scheme: self.name(),
             entries_now: self.table.space().len(),

@@ -26,8 +26,6 @@ use crate::revalidation::Revalidate;
 use crate::tuple_space::{EntryId, FlowTableStats};
 use std::sync::Arc;
 
-use crate::host_time::HostTimings;
-
 /// Default capacity of the megaflow-offload table (the Gigaflow paper's Megaflow baseline).
 pub const DEFAULT_OFFLOAD_ENTRIES: usize = 32_768;
 /// Default mask limit of the megaflow-offload table.
@@ -225,9 +223,12 @@ pub trait NicScheme {
     fn entries_mut(&mut self) -> &mut dyn Revalidate;
     /// Entries installed so far.
     fn installs(&self) -> u64;
-    /// Occupancy and counters, with the scheme's own figures; `host` is the switch's host
-    /// timings, for figures about the host's work for the scheme.
-    fn report(&self, host: &HostTimings) -> NicReport;
+    /// The peak of entries held (the report's, per table too) restarts from what is held
+    /// now: a warm-up ended, and reports cover what follows.
+    fn restart_peak(&mut self);
+    /// Occupancy and counters, with the scheme's own figures (deterministic: the host's
+    /// wall-clock timings are reported apart, in the replay report's `wall_clock`).
+    fn report(&self) -> NicReport;
     /// The scheme itself, for callers that know which one they configured (tests, tools).
     fn as_any(&self) -> &dyn std::any::Any;
     /// Appends the (table, id, packets) hardware counters of every entry, table by table in

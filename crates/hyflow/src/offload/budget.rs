@@ -143,6 +143,13 @@ impl NicBudget {
         self.stats
     }
 
+    /// Zeroes the counters and the work total (a warm-up ended), the queue's peak restarting
+    /// from what waits now; what waits stays queued.
+    pub fn restart_counts(&mut self) {
+        self.stats = BudgetStats { queue_peak: self.queued(), ..BudgetStats::default() };
+        self.work_total_ns = 0.0;
+    }
+
     /// Changes waiting.
     pub fn queued(&self) -> usize {
         self.urgent.len() + self.queue.len()

@@ -545,6 +545,10 @@ impl OffloadPolicy for Elixir {
     /// `replacements`: large-flow replacements (every T); `burst_triggers`: ring crossings
     /// of K that triggered a bursty-flow check; `bursty_offloads`: flows moved into the
     /// bursty area; `queue_threshold`: K, packets.
+    fn restart_counts(&mut self) {
+        self.stats = ElixirStats::default();
+    }
+
     fn report(&self) -> PolicyReport {
         let s = &self.stats;
         PolicyReport {

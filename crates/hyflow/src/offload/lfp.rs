@@ -357,6 +357,10 @@ impl OffloadPolicy for Lfp {
         REGISTRATION.name
     }
 
+    fn restart_counts(&mut self) {
+        self.stats = LfpStats::default();
+    }
+
     fn nic(&self) -> Option<NicConfig> {
         Some(ExactMatchConfig::one_area(self.config.entries, self.config.key, true))
     }

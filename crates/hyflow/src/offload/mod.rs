@@ -233,6 +233,9 @@ pub trait OffloadPolicy {
     fn report(&self) -> PolicyReport {
         PolicyReport::default()
     }
+    /// Zeroes the counts its report gives (a warm-up ended: reports cover what follows),
+    /// keeping every state it decides on.
+    fn restart_counts(&mut self);
 }
 
 impl<T: OffloadPolicy + ?Sized> OffloadPolicy for Box<T> {
@@ -272,6 +275,9 @@ impl<T: OffloadPolicy + ?Sized> OffloadPolicy for Box<T> {
     }
     fn report(&self) -> PolicyReport {
         (**self).report()
+    }
+    fn restart_counts(&mut self) {
+        (**self).restart_counts()
     }
 }
 

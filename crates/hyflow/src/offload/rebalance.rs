@@ -196,6 +196,10 @@ impl OffloadPolicy for OvsRebalance {
         nic.costs().sample_ns
     }
 
+    fn restart_counts(&mut self) {
+        self.stats = RebalanceStats::default();
+    }
+
     fn report(&self) -> PolicyReport {
         // `replacements`: rebalance rounds run, each of which may swap entries.
         PolicyReport {

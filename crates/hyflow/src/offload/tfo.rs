@@ -259,6 +259,10 @@ impl OffloadPolicy for Tfo {
         0.0
     }
 
+    fn restart_counts(&mut self) {
+        self.stats = TfoStats::default();
+    }
+
     fn report(&self) -> PolicyReport {
         // `replacements`: time bins closed, each of which may swap entries.
         PolicyReport {

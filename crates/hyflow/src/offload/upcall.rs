@@ -88,6 +88,9 @@ impl OffloadPolicy for UpcallOffload {
         UpcallOffload::name(self)
     }
 
+    /// Nothing to zero: the NIC counts its installs, the budget its refusals.
+    fn restart_counts(&mut self) {}
+
     fn nic(&self) -> Option<NicConfig> {
         match self {
             UpcallOffload::Psf => None,

@@ -79,8 +79,19 @@ pub struct SwitchDatapath<P> {
     outputs: Vec<Output>,
     decisions: Option<DecisionLog>,
     stats: DatapathStats,
+    /// The switch's counts when measuring started, subtracted from what it reports.
+    switch_at_start: SwitchCounts,
     /// Packets the NIC took whose later passes wait for a core, by input index.
     continued: HashMap<u64, Continued>,
+}
+
+/// The switch's counts a simulation reports, over the measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchCounts {
+    /// NIC entries installed.
+    pub nic_installs: u64,
+    /// Packets forwarded by an entry awaiting a revalidation verdict.
+    pub stale: u64,
 }
 
 impl<P: OffloadPolicy> SwitchDatapath<P> {
@@ -111,6 +122,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
             outputs: Vec::new(),
             decisions: None,
             stats: DatapathStats::default(),
+            switch_at_start: SwitchCounts::default(),
             continued: HashMap::new(),
         })
     }
@@ -130,9 +142,18 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         &self.budget
     }
 
-    /// Counters (NIC installs are the switch's: [`Switch::nic_installs`]).
+    /// Counters since measuring started (NIC installs are the switch's:
+    /// [`SwitchDatapath::switch_counts`]).
     pub fn stats(&self) -> DatapathStats {
         self.stats
+    }
+
+    /// The switch's counts since measuring started.
+    pub fn switch_counts(&self) -> SwitchCounts {
+        SwitchCounts {
+            nic_installs: self.switch.nic_installs() - self.switch_at_start.nic_installs,
+            stale: self.switch.stats().stale - self.switch_at_start.stale,
+        }
     }
 
     /// What the policy did, with all the host work it charged.
@@ -228,6 +249,18 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
     fn lost(&mut self, t_ns: u64, pkt: &SimPacket) {
         self.continued.remove(&pkt.index);
         self.record(pkt, t_ns, None);
+    }
+
+    /// Every count restarts; every state (tables, caches, the policy's knowledge, changes
+    /// waiting for the budget) carries on.
+    fn start_measuring(&mut self, _t_ns: u64) {
+        self.stats = DatapathStats::default();
+        self.switch_at_start =
+            SwitchCounts { nic_installs: self.switch.nic_installs(), stale: self.switch.stats().stale };
+        self.switch.restart_nic_peak();
+        self.budget.restart_counts();
+        self.policy_packet_work_ns = 0.0;
+        self.policy.restart_counts();
     }
 
     fn sample(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {

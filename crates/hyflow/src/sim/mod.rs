@@ -68,6 +68,9 @@ pub trait Datapath {
     fn enqueued(&mut self, _t_ns: u64, _core: usize, _occupancy: u64) {}
     /// A packet was dropped at a full ring at `t_ns`.
     fn lost(&mut self, _t_ns: u64, _pkt: &SimPacket) {}
+    /// The warm-up ended at `t_ns`: counts the datapath reports cover what follows, as the
+    /// simulator's own metrics do.
+    fn start_measuring(&mut self, _t_ns: u64) {}
     /// Host work done outside any packet since the last call (a policy's sorting, installs),
     /// ns: the simulator runs it on the least busy core.
     fn take_work(&mut self) -> u64 {
@@ -733,6 +736,7 @@ impl<D: Datapath> Simulator<D> {
             self.metrics.last_ns = t_ns;
             self.hw_latency_run = (0, 0);
             self.busy_at_start = self.cores.iter().map(|c| c.busy_ns).collect();
+            self.datapath.start_measuring(t_ns);
         }
         let t = t_ns.max(self.metrics.last_ns);
         self.metrics.last_ns = t;

@@ -241,12 +241,19 @@ impl Switch {
 
     /// The NIC's occupancy and counters (with its scheme's own figures), if configured.
     pub fn nic_report(&self) -> Option<NicReport> {
-        self.nic.as_ref().map(|n| n.report(&self.host))
+        self.nic.as_ref().map(|n| n.report())
     }
 
     /// NIC entries installed so far.
     pub fn nic_installs(&self) -> u64 {
         self.nic.as_ref().map_or(0, |n| n.installs())
+    }
+
+    /// The NIC's peak of entries held restarts from what it holds now (a warm-up ended).
+    pub fn restart_nic_peak(&mut self) {
+        if let Some(n) = self.nic.as_mut() {
+            n.restart_peak();
+        }
     }
 
     /// The microflow cache, if configured.
