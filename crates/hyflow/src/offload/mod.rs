@@ -16,6 +16,7 @@
 
 pub mod budget;
 pub mod elixir;
+#[cfg(feature = "lfp")]
 pub mod lfp;
 pub mod params;
 pub mod rebalance;
@@ -41,6 +42,7 @@ pub const POLICIES: &[&PolicyRegistration] = &[
     &upcall::GIGAFLOW,
     &elixir::REGISTRATION,
     &tfo::REGISTRATION,
+    #[cfg(feature = "lfp")]
     &lfp::REGISTRATION,
     &rebalance::REGISTRATION,
 ];
