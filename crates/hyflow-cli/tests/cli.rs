@@ -526,14 +526,21 @@ fn sim_warmup_restarts_every_count() {
     };
     let (full, warm) = (run(&[]), run(&["--warmup", "1"]));
     let host_sum = |v: &serde_json::Value| {
-        ["microflow_hits", "megaflow_hits", "upcalls"].iter().map(|k| v["host"][k].as_u64().unwrap()).sum::<u64>()
+        ["microflow_hits", "megaflow_hits", "upcalls"]
+            .iter()
+            .map(|k| v["host"][k].as_u64().unwrap())
+            .sum::<u64>()
     };
     for v in [&full, &warm] {
         let sw = v["sw_packets"].as_u64().unwrap();
         assert!(host_sum(v).abs_diff(sw) <= 257, "host counts {} against {sw} software packets", host_sum(v));
-        let (installs, rate) = (v["nic"]["installs"].as_f64().unwrap(), v["nic"]["update_rate"].as_f64().unwrap());
+        let (installs, rate) =
+            (v["nic"]["installs"].as_f64().unwrap(), v["nic"]["update_rate"].as_f64().unwrap());
         let span = v["duration_s"].as_f64().unwrap();
-        assert!((rate * span - installs).abs() <= 1e-6 * installs.max(1.0), "{rate}/s over {span} s, {installs}");
+        assert!(
+            (rate * span - installs).abs() <= 1e-6 * installs.max(1.0),
+            "{rate}/s over {span} s, {installs}"
+        );
     }
     assert!(warm["packets"].as_u64() < full["packets"].as_u64());
     assert!(warm["nic"]["installs"].as_u64().unwrap() < full["nic"]["installs"].as_u64().unwrap());

@@ -39,17 +39,17 @@ const S: u64 = 1_000_000_000;
 /// Timeouts of the userspace datapath's default policy (`ct_dpif_netdev_tp_def`), ns.
 mod timeout {
     use super::S;
-    pub const TCP_FIRST_PACKET: u64 = 30 * S;
-    pub const TCP_OPENING: u64 = 30 * S;
-    pub const TCP_ESTABLISHED: u64 = 24 * 3600 * S;
-    pub const TCP_CLOSING: u64 = 15 * 60 * S;
-    pub const TCP_FIN_WAIT: u64 = 45 * S;
-    pub const TCP_CLOSED: u64 = 30 * S;
-    pub const OTHER_FIRST: u64 = 60 * S;
-    pub const OTHER_MULTIPLE: u64 = 60 * S;
-    pub const OTHER_BIDIR: u64 = 30 * S;
-    pub const ICMP_FIRST: u64 = 60 * S;
-    pub const ICMP_REPLY: u64 = 30 * S;
+    pub(super) const TCP_FIRST_PACKET: u64 = 30 * S;
+    pub(super) const TCP_OPENING: u64 = 30 * S;
+    pub(super) const TCP_ESTABLISHED: u64 = 24 * 3600 * S;
+    pub(super) const TCP_CLOSING: u64 = 15 * 60 * S;
+    pub(super) const TCP_FIN_WAIT: u64 = 45 * S;
+    pub(super) const TCP_CLOSED: u64 = 30 * S;
+    pub(super) const OTHER_FIRST: u64 = 60 * S;
+    pub(super) const OTHER_MULTIPLE: u64 = 60 * S;
+    pub(super) const OTHER_BIDIR: u64 = 30 * S;
+    pub(super) const ICMP_FIRST: u64 = 60 * S;
+    pub(super) const ICMP_REPLY: u64 = 30 * S;
 }
 
 const TCP_FIN: u16 = 0x01;
@@ -192,7 +192,7 @@ impl Conntrack {
     }
 
     /// A tracker whose connections are offloaded to a NIC with this connection table.
-    pub fn with_offload(hw: HwOffload) -> Conntrack {
+    pub(crate) fn with_offload(hw: HwOffload) -> Conntrack {
         Conntrack { hw: Some(hw), ..Conntrack::default() }
     }
 

@@ -122,7 +122,7 @@ impl CostModel {
 
     /// Service time of a packet the host handled at `layer` (ns, rounded).
     #[inline]
-    pub fn service_ns(&self, layer: Layer) -> u64 {
+    pub(crate) fn service_ns(&self, layer: Layer) -> u64 {
         let work = match layer {
             Layer::Microflow => self.microflow_hit_ns,
             Layer::Megaflow => self.megaflow_hit_ns,

@@ -16,7 +16,7 @@ pub trait HostClock: Send {
 }
 
 /// The host's monotonic wall clock.
-pub struct WallClock {
+pub(crate) struct WallClock {
     origin: Instant,
 }
 
@@ -45,7 +45,7 @@ pub struct HostTimings {
 
 impl HostTimings {
     /// Mean µs per timed NIC install (0 when none was timed).
-    pub fn install_us_per_upcall(&self) -> f64 {
+    pub(crate) fn install_us_per_upcall(&self) -> f64 {
         if self.nic_install_upcalls == 0 {
             0.0
         } else {
@@ -54,14 +54,14 @@ impl HostTimings {
     }
 
     /// Milliseconds of NIC revalidation.
-    pub fn nic_revalidation_ms(&self) -> f64 {
+    pub(crate) fn nic_revalidation_ms(&self) -> f64 {
         self.nic_revalidation_ns as f64 / 1e6
     }
 }
 
 /// Times `f` over `rounds` runs and returns the best mean per item (ns), the usual way to
 /// read through a noisy host (cost-model calibration).
-pub fn best_per_item(rounds: usize, items: usize, mut f: impl FnMut()) -> f64 {
+pub(crate) fn best_per_item(rounds: usize, items: usize, mut f: impl FnMut()) -> f64 {
     (0..rounds)
         .map(|_| {
             let t = Instant::now();

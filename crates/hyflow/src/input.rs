@@ -40,7 +40,7 @@ pub enum Input {
 
 impl Input {
     /// The input's average packet rate if known without reading it (generated streams).
-    pub fn known_rate(&self) -> Option<f64> {
+    pub(crate) fn known_rate(&self) -> Option<f64> {
         match self {
             Input::Gateway(g) => Some(g.rate),
             Input::Capture { .. } | Input::Generated { .. } => None,
@@ -226,7 +226,7 @@ impl PacketSource {
 
     /// The next packet's time (ns since the first packet) without parsing it, or `None` at
     /// the end: a first pass that needs only the timing (rate rescaling) skips the parser.
-    pub fn next_timestamp(&mut self) -> Result<Option<u64>, InputError> {
+    pub(crate) fn next_timestamp(&mut self) -> Result<Option<u64>, InputError> {
         let ts = match &mut self.reader {
             Reader::Capture { reader, offset, .. } => match reader.next_packet()? {
                 Some(pkt) => {

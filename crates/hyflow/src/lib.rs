@@ -10,6 +10,9 @@
 #![deny(unsafe_code)]
 // Every public item says what it is; report fields say their unit.
 #![warn(missing_docs)]
+// A `pub` item is reachable from the crate root: the API is what `lib.rs` exports, nothing hidden
+// in a private module.
+#![warn(unreachable_pub)]
 
 pub mod cache;
 pub mod conntrack;

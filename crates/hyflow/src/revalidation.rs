@@ -22,7 +22,7 @@ pub struct EntryVersion {
 impl EntryVersion {
     /// Whether a verdict on the entry is pending.
     #[inline]
-    pub fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         self.pending != 0
     }
 }

@@ -31,11 +31,11 @@ use crate::revalidation::{Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::EntryId;
 
 /// How often idle entries are swept (OVS's revalidator wakes about this often).
-pub const SWEEP_INTERVAL_NS: u64 = 500_000_000;
+pub(crate) const SWEEP_INTERVAL_NS: u64 = 500_000_000;
 
 /// The wildcard caches the revalidator looks after.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CacheId {
+pub(crate) enum CacheId {
     /// The NIC scheme's tables.
     Nic = 0,
     /// The software megaflow cache.
@@ -44,7 +44,7 @@ pub enum CacheId {
 
 /// An entry of a cache: cache, table (a NIC stage; 0 for single-table caches), id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EntryAt {
+pub(crate) struct EntryAt {
     /// The cache.
     pub cache: CacheId,
     /// Its table.
@@ -54,7 +54,7 @@ pub struct EntryAt {
 }
 
 /// The caches of one switch, lent to the revalidator.
-pub struct Caches<'a> {
+pub(crate) struct Caches<'a> {
     /// The NIC scheme's entries, if there is a NIC.
     pub nic: Option<&'a mut (dyn Revalidate + 'a)>,
     /// The software megaflow cache, if any.
@@ -136,7 +136,7 @@ struct Pending {
 
 /// What revalidating after one update did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UpdateOutcome {
+pub(crate) struct UpdateOutcome {
     /// Entries re-translated.
     pub retranslated: u64,
     /// Host nanoseconds spent on NIC entries (0 without a clock).
@@ -144,7 +144,7 @@ pub struct UpdateOutcome {
 }
 
 /// The revalidator of one switch.
-pub struct Revalidator {
+pub(crate) struct Revalidator {
     delay_ns: u64,
     max_idle_ns: u64,
     pending: VecDeque<Pending>,
@@ -160,7 +160,7 @@ pub struct Revalidator {
 impl Revalidator {
     /// Verdicts take effect `delay_ns` after the update; entries idle for more than
     /// `max_idle_ns` (0: never) expire.
-    pub fn new(delay_ns: u64, max_idle_ns: u64) -> Revalidator {
+    pub(crate) fn new(delay_ns: u64, max_idle_ns: u64) -> Revalidator {
         Revalidator {
             delay_ns,
             max_idle_ns,
@@ -175,7 +175,7 @@ impl Revalidator {
     }
 
     /// Indexes a newly installed (or newly re-pathed) entry under its current dependencies.
-    pub fn track(&mut self, at: EntryAt, caches: &mut Caches, tables: &DecisionTables) {
+    pub(crate) fn track(&mut self, at: EntryAt, caches: &mut Caches, tables: &DecisionTables) {
         let generation = self.next_generation;
         let Some(cache) = caches.get(at.cache) else { return };
         let Some((version, _)) = cache.slot(at.table as usize, at.id) else { return };
@@ -193,7 +193,7 @@ impl Revalidator {
     /// entry depending on a changed outcome, and every entry whose verdict is still pending,
     /// and applies or queues the verdicts. With a `clock`, the host time spent on NIC entries
     /// is measured.
-    pub fn on_update(
+    pub(crate) fn on_update(
         &mut self,
         changed: &[LookupRef],
         now_ns: u64,
@@ -336,23 +336,23 @@ impl Revalidator {
 
     /// Whether a pending verdict falls due at or before `now_ns` (the per-packet check).
     #[inline]
-    pub fn verdicts_due(&self, now_ns: u64) -> bool {
+    pub(crate) fn verdicts_due(&self, now_ns: u64) -> bool {
         self.pending.front().is_some_and(|p| p.due_ns <= now_ns)
     }
 
     /// When the next pending verdict falls due, if one is pending.
-    pub fn next_verdict_ns(&self) -> Option<u64> {
+    pub(crate) fn next_verdict_ns(&self) -> Option<u64> {
         self.pending.front().map(|p| p.due_ns)
     }
 
     /// How often the owner should call [`Revalidator::sweep`]: OVS's revalidator interval,
     /// or `max-idle` if that is shorter.
-    pub fn sweep_interval_ns(&self) -> u64 {
+    pub(crate) fn sweep_interval_ns(&self) -> u64 {
         SWEEP_INTERVAL_NS.min(self.max_idle_ns.max(1))
     }
 
     /// Applies the verdicts due at `now_ns`, in the order they were reached.
-    pub fn apply_due(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
+    pub(crate) fn apply_due(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
         while let Some(p) = self.pending.front().copied() {
             if p.due_ns > now_ns {
                 break;
@@ -369,7 +369,7 @@ impl Revalidator {
     }
 
     /// Removes entries idle for more than `max-idle`.
-    pub fn sweep(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
+    pub(crate) fn sweep(&mut self, now_ns: u64, caches: &mut Caches, tables: &mut DecisionTables) {
         if self.max_idle_ns == 0 {
             return;
         }

@@ -51,7 +51,7 @@ use crate::packet::hash::hash_sparse;
 use crate::packet::{FlowKey, FlowMask, KEY_WORDS};
 
 /// Index of an entry; stable while the entry lives, reused after it is removed.
-pub type EntryId = u32;
+pub(crate) type EntryId = u32;
 
 /// Lookups between re-rankings of the groups.
 pub const RANK_INTERVAL: u32 = 4096;
@@ -299,7 +299,7 @@ impl<T> TupleSpace<T> {
 
     /// Makes entries inserted from now on invisible to lookups for `delay_ns` (how long a
     /// NIC takes to apply a table update); `find` and `peek` see them at once.
-    pub fn set_activation_delay(&mut self, delay_ns: u64) {
+    pub(crate) fn set_activation_delay(&mut self, delay_ns: u64) {
         self.activation_ns = delay_ns;
     }
 
@@ -324,7 +324,7 @@ impl<T> TupleSpace<T> {
     }
 
     /// Whether some entry already uses `mask`.
-    pub fn has_mask(&self, mask: &FlowMask) -> bool {
+    pub(crate) fn has_mask(&self, mask: &FlowMask) -> bool {
         self.mask_index.get(mask).is_some_and(|&i| self.masks[i as usize].uses > 0)
     }
 
@@ -648,7 +648,7 @@ impl<T> TupleSpace<T> {
 
     /// The entry with this id, mutably.
     #[inline]
-    pub fn entry_mut(&mut self, id: EntryId) -> Option<&mut Entry<T>> {
+    pub(crate) fn entry_mut(&mut self, id: EntryId) -> Option<&mut Entry<T>> {
         self.entries.get_mut(id as usize)?.as_mut()
     }
 
@@ -681,7 +681,7 @@ impl<T> TupleSpace<T> {
     }
 
     /// What [`TupleSpace::lookup`] would return, without counting anything.
-    pub fn peek(&self, key: &FlowKey, tag: u32) -> Option<EntryId> {
+    pub(crate) fn peek(&self, key: &FlowKey, tag: u32) -> Option<EntryId> {
         self.best(key, tag, u64::MAX).map(|(id, _)| id)
     }
 
@@ -740,7 +740,7 @@ impl<T> TupleSpace<T> {
 
     /// [`TupleSpace::lookup`], also counting the hit or miss in a table's `stats`.
     #[inline]
-    pub fn lookup_counted(
+    pub(crate) fn lookup_counted(
         &mut self,
         key: &FlowKey,
         tag: u32,

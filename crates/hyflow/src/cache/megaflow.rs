@@ -34,7 +34,7 @@ impl CachedFlow {
     /// Re-translates the entry's packet under the current rules: kept if the actions are the
     /// same and the new megaflow needs no bit outside `covered` (the entry's mask), so the
     /// entry still decides the same for every packet it matches.
-    pub fn retranslate(&self, covered: &FlowMask, with: &mut Translator) -> Retranslation {
+    pub(crate) fn retranslate(&self, covered: &FlowMask, with: &mut Translator) -> Retranslation {
         let Translator { pipeline, tables, tr } = with;
         pipeline.process(&self.rep, tr);
         let same_actions =

@@ -146,7 +146,7 @@ pub enum MicroflowConfigError {
 
 /// Most bytes the microflow cache may allocate (it allocates every slot up front): 4 GiB, a
 /// cache 100 times OVS's 8,192-entry EMC per core on a host of 64 cores and more.
-pub const MAX_CACHE_BYTES: usize = 4 << 30;
+pub(crate) const MAX_CACHE_BYTES: usize = 4 << 30;
 
 impl MicroflowCache {
     /// A cache of about `entries` entries (rounded up to a power-of-two number of buckets)
@@ -220,7 +220,7 @@ impl MicroflowCache {
     /// Bytes the slots take: full key and decision, signature, generation, stamp and the
     /// buckets' PLRU bits (Signature Table references come on top in signature mode), so
     /// reports can say what a cache of this size costs in memory.
-    pub fn slot_bytes(&self) -> usize {
+    pub(crate) fn slot_bytes(&self) -> usize {
         self.slots.len() * (std::mem::size_of::<Slot>() + std::mem::size_of::<Meta>()) + self.plru.len()
     }
 
@@ -353,7 +353,7 @@ impl MicroflowCache {
     }
 
     /// Tells the cache that update `epoch` changed these lookup outcomes.
-    pub fn on_update(&mut self, changed: &[LookupRef], epoch: u64, tables: &mut DecisionTables) {
+    pub(crate) fn on_update(&mut self, changed: &[LookupRef], epoch: u64, tables: &mut DecisionTables) {
         for &o in changed {
             match self.consistency {
                 Consistency::Signature => {

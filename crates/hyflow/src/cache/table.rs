@@ -97,7 +97,7 @@ impl<T> CacheTable<T> {
     }
 
     /// Entries and counters, for revalidation and aging by the owner.
-    pub fn parts_mut(&mut self) -> (&mut TupleSpace<T>, &mut FlowTableStats) {
+    pub(crate) fn parts_mut(&mut self) -> (&mut TupleSpace<T>, &mut FlowTableStats) {
         (&mut self.space, &mut self.stats)
     }
 
@@ -117,13 +117,13 @@ impl<T> CacheTable<T> {
     }
 
     /// Whether another entry fits (masks aside).
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.space.len() < self.config.capacity
     }
 
     /// Why an install of match `m` with `tag` would be refused now, if it would (nothing is
     /// counted: an owner planning several installs checks them all first).
-    pub fn admits(&self, m: &Match, tag: u32) -> Result<(), Refused> {
+    pub(crate) fn admits(&self, m: &Match, tag: u32) -> Result<(), Refused> {
         if self.space.find(m, tag).is_some() {
             Err(Refused::Duplicate)
         } else if self.space.len() >= self.config.capacity {
@@ -137,7 +137,7 @@ impl<T> CacheTable<T> {
 
     /// Counts a refused install (one [`CacheTable::install`] refused, or one an owner's plan
     /// found [`CacheTable::admits`] would refuse).
-    pub fn count_refusal(&mut self, r: Refused) {
+    pub(crate) fn count_refusal(&mut self, r: Refused) {
         if r != Refused::Duplicate {
             self.stats.refused += 1;
             self.stats.refused_masks += (r == Refused::Masks) as u64;

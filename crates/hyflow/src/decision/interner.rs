@@ -9,7 +9,7 @@ use std::hash::{BuildHasher, Hash};
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 /// Reference to an interned slice.
-pub type ItemRef = u32;
+pub(crate) type ItemRef = u32;
 
 struct Item<E> {
     items: Box<[E]>,
@@ -71,7 +71,7 @@ impl<E: Hash + Eq + Clone> Interner<E> {
 
     /// Takes another reference.
     #[inline]
-    pub fn acquire(&mut self, r: ItemRef) {
+    pub(crate) fn acquire(&mut self, r: ItemRef) {
         if let Some(it) = self.items.get_mut(r as usize).and_then(|i| i.as_mut()) {
             it.refs += 1;
         }

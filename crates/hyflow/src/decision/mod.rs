@@ -85,14 +85,14 @@ impl DecisionTables {
     }
 
     /// Interns a path alone (revalidation keeps actions but may change the path).
-    pub fn intern_path(&mut self, tr: &Traversal) -> ItemRef {
+    pub(crate) fn intern_path(&mut self, tr: &Traversal) -> ItemRef {
         self.scratch.clear();
         self.scratch.extend(tr.outcomes());
         self.paths.intern(&self.scratch).0
     }
 
     /// Takes another reference on both parts.
-    pub fn acquire(&mut self, d: Decision) {
+    pub(crate) fn acquire(&mut self, d: Decision) {
         self.actions.acquire(d.actions);
         self.paths.acquire(d.path);
     }
@@ -105,7 +105,7 @@ impl DecisionTables {
 
     /// FlowShadow action-mode invalidation: every flow cached with `actions` before `epoch`
     /// is invalid.
-    pub fn invalidate_action(&mut self, actions: ItemRef, epoch: u64) {
+    pub(crate) fn invalidate_action(&mut self, actions: ItemRef, epoch: u64) {
         let i = actions as usize;
         if self.action_invalidated.len() <= i {
             self.action_invalidated.resize(i + 1, 0);
@@ -121,7 +121,7 @@ impl DecisionTables {
 
     /// Epoch of the last invalidation of an action list (0 = never).
     #[inline]
-    pub fn action_invalidated(&self, actions: ItemRef) -> u64 {
+    pub(crate) fn action_invalidated(&self, actions: ItemRef) -> u64 {
         self.action_invalidated.get(actions as usize).copied().unwrap_or(0)
     }
 
@@ -133,14 +133,14 @@ impl DecisionTables {
     }
 
     /// The rules on an interned path, in lookup order.
-    pub fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = u32> + '_ {
         self.paths.get(path).iter().filter_map(|o| o.as_rule())
     }
 }
 
 /// A side table indexed by lookup outcome: rules by id (grown on demand), misses by table.
 /// FlowShadow's Cookie Table and Signature Table are both of this shape.
-pub struct OutcomeMap<T> {
+pub(crate) struct OutcomeMap<T> {
     rules: Vec<T>,
     misses: Vec<T>,
 }
@@ -154,7 +154,7 @@ impl<T: Default + Clone> Default for OutcomeMap<T> {
 impl<T: Default + Clone> OutcomeMap<T> {
     /// The value for an outcome (default if never set).
     #[inline]
-    pub fn get(&self, o: LookupRef) -> Option<&T> {
+    pub(crate) fn get(&self, o: LookupRef) -> Option<&T> {
         match (o.as_rule(), o.as_miss()) {
             (Some(r), _) => self.rules.get(r as usize),
             (_, Some(t)) => self.misses.get(t as usize),
@@ -163,7 +163,7 @@ impl<T: Default + Clone> OutcomeMap<T> {
     }
 
     /// The value for an outcome, mutably (created on first use).
-    pub fn get_mut(&mut self, o: LookupRef) -> &mut T {
+    pub(crate) fn get_mut(&mut self, o: LookupRef) -> &mut T {
         match o.as_rule() {
             Some(r) => {
                 if self.rules.len() <= r as usize {

@@ -17,7 +17,7 @@ use crate::switch::SwitchConfig;
 
 /// Highest rate a max-rate search tries: 1 Gpps, far above what host cores or a NIC
 /// forward (the bisection is logarithmic, so a high ceiling costs little).
-pub const MAX_RATE_CEILING_PPS: f64 = 1e9;
+pub(crate) const MAX_RATE_CEILING_PPS: f64 = 1e9;
 
 /// One simulation's inputs besides the workload.
 #[derive(Clone, Debug)]
@@ -58,7 +58,7 @@ impl Default for SimExperiment {
 
 impl SimExperiment {
     /// What the policy knows of the machine.
-    pub fn policy_machine(&self) -> PolicyMachine {
+    pub(crate) fn policy_machine(&self) -> PolicyMachine {
         PolicyMachine { ring: self.machine.ring, limits: self.limits }
     }
 

@@ -24,7 +24,7 @@ use super::{bucket_of, Algo, ConfigError, Detector, DetectorConfig, FlowId};
 /// Rows per sub-window array (d).
 pub const ROWS: usize = 3;
 /// Bloom filter: bits per flow it holds, and hash functions.
-pub const BLOOM_BITS_PER_FLOW: usize = 10;
+pub(crate) const BLOOM_BITS_PER_FLOW: usize = 10;
 const BLOOM_HASHES: usize = 7;
 
 /// The flows a replacement moves between hardware and software.
@@ -55,7 +55,7 @@ pub struct ElixirLarge {
 impl ElixirLarge {
     /// Bytes taken before the sub-window arrays, for k flows of `key_bits`-bit ids: the heap,
     /// the Bloom filter of offloaded flows and the offloaded list.
-    pub fn fixed_bytes(k: usize, key_bits: u32) -> usize {
+    pub(crate) fn fixed_bytes(k: usize, key_bits: u32) -> usize {
         TopHeap::bytes_for_key(k, key_bits)
             + (k * BLOOM_BITS_PER_FLOW).div_ceil(64) * 8
             + PackedIds::bytes_for(k, key_bits)
@@ -96,12 +96,12 @@ impl ElixirLarge {
     }
 
     /// The large set chosen at the last replacement, largest first.
-    pub fn large_set(&self) -> impl Iterator<Item = FlowId> + '_ {
+    pub(crate) fn large_set(&self) -> impl Iterator<Item = FlowId> + '_ {
         (0..self.offloaded_len).map(|i| self.offloaded.get(i))
     }
 
     /// Whether `flow` is among the largest seen since the last replacement (in the heap).
-    pub fn in_heap(&self, flow: FlowId, hash: u128) -> bool {
+    pub(crate) fn in_heap(&self, flow: FlowId, hash: u128) -> bool {
         self.heap.get(flow, hash as u64).is_some()
     }
 

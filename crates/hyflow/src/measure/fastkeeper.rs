@@ -55,7 +55,7 @@ use crate::invalid_param::InvalidParam;
 /// Rows (the paper's d).
 pub const ROWS: usize = 3;
 /// Reset threshold λ on CC / SUM.
-pub const LAMBDA: u64 = 2;
+pub(crate) const LAMBDA: u64 = 2;
 
 /// Per-bucket state of basic FastKeeper beside its block counters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -323,7 +323,7 @@ pub fn build_bitmap(config: &DetectorConfig) -> Result<Box<dyn Detector>, Config
 }
 
 /// Bytes of one bitmap bucket for a window of `blocks` blocks (18 B for 5).
-pub fn bitmap_bucket_bytes(blocks: usize) -> usize {
+pub(crate) fn bitmap_bucket_bytes(blocks: usize) -> usize {
     8 + 2 * blocks
 }
 

@@ -123,7 +123,7 @@ impl FlowId {
 }
 
 /// Bytes of a flow id of `key_bits` bits, as detectors store it.
-pub fn id_bytes(key_bits: u32) -> usize {
+pub(crate) fn id_bytes(key_bits: u32) -> usize {
     (key_bits as usize).div_ceil(8).clamp(1, FLOW_ID_BYTES)
 }
 
@@ -138,59 +138,59 @@ pub struct PackedIds {
 
 impl PackedIds {
     /// Room for `slots` ids of `key_bits` bits, all 0.
-    pub fn new(slots: usize, key_bits: u32) -> PackedIds {
+    pub(crate) fn new(slots: usize, key_bits: u32) -> PackedIds {
         let width = id_bytes(key_bits);
         PackedIds { width, bytes: vec![0; slots * width] }
     }
 
     /// Bytes `slots` ids of `key_bits` bits take.
-    pub fn bytes_for(slots: usize, key_bits: u32) -> usize {
+    pub(crate) fn bytes_for(slots: usize, key_bits: u32) -> usize {
         slots * id_bytes(key_bits)
     }
 
     /// Bytes held.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.bytes.len()
     }
 
     /// The id in slot `i`.
     #[inline]
-    pub fn get(&self, i: usize) -> FlowId {
+    pub(crate) fn get(&self, i: usize) -> FlowId {
         FlowId::from_le_bytes(&self.bytes[i * self.width..(i + 1) * self.width])
     }
 
     /// Puts `flow` in slot `i`.
     #[inline]
-    pub fn set(&mut self, i: usize, flow: FlowId) {
+    pub(crate) fn set(&mut self, i: usize, flow: FlowId) {
         self.bytes[i * self.width..(i + 1) * self.width].copy_from_slice(&flow.to_le_bytes()[..self.width]);
     }
 
     /// `flow` as stored here, to compare with [`PackedIds::holds`] without packing per slot.
     #[inline]
-    pub fn pack(&self, flow: FlowId) -> [u8; FLOW_ID_BYTES] {
+    pub(crate) fn pack(&self, flow: FlowId) -> [u8; FLOW_ID_BYTES] {
         flow.to_le_bytes()
     }
 
     /// Whether slot `i` holds the id `packed` ([`PackedIds::pack`]).
     #[inline]
-    pub fn holds(&self, i: usize, packed: &[u8; FLOW_ID_BYTES]) -> bool {
+    pub(crate) fn holds(&self, i: usize, packed: &[u8; FLOW_ID_BYTES]) -> bool {
         self.bytes[i * self.width..(i + 1) * self.width] == packed[..self.width]
     }
 
     /// Copies slot `from` to slot `to`.
     #[inline]
-    pub fn copy(&mut self, from: usize, to: usize) {
+    pub(crate) fn copy(&mut self, from: usize, to: usize) {
         self.bytes.copy_within(from * self.width..(from + 1) * self.width, to * self.width);
     }
 
     /// Whether `flow` fits the width (its bytes past it are 0).
-    pub fn fits(&self, flow: FlowId) -> bool {
+    pub(crate) fn fits(&self, flow: FlowId) -> bool {
         flow.to_le_bytes()[self.width..].iter().all(|&b| b == 0)
     }
 
     /// Exchanges slots `i` and `j`.
     #[inline]
-    pub fn swap(&mut self, i: usize, j: usize) {
+    pub(crate) fn swap(&mut self, i: usize, j: usize) {
         if i == j {
             return;
         }
@@ -273,7 +273,7 @@ fn five_tuple_46_id(key: &FlowKey) -> Option<FlowId> {
 }
 
 /// Most fields in a flow key (real keys use a handful of fields).
-pub const MAX_KEY_FIELDS: usize = 12;
+pub(crate) const MAX_KEY_FIELDS: usize = 12;
 
 /// The fields that identify a flow. Fixed-size, so configurations holding one stay `Copy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,7 +294,7 @@ impl KeySpec {
     /// The 5-tuple of IPv4 and IPv6 packets alike (296 bits): IPv6 addresses, IPv4 ones
     /// IPv4-mapped (reported as `::ffff:a.b.c.d`). Ids take almost three times the IPv4 key's
     /// bytes in a detector's heap, which is why the papers' IPv4 key stays the default.
-    pub fn five_tuple_46() -> KeySpec {
+    pub(crate) fn five_tuple_46() -> KeySpec {
         KeySpec { dual_stack: true, ..KeySpec::of(&FIVE_TUPLE_46) }
     }
 
@@ -400,7 +400,7 @@ impl KeySpec {
     }
 
     /// The fields of a flow id with their values in ovs-ofctl notation.
-    pub fn fields_of(&self, mut flow: FlowId) -> Vec<(&'static str, String)> {
+    pub(crate) fn fields_of(&self, mut flow: FlowId) -> Vec<(&'static str, String)> {
         let mut out: Vec<(&'static str, String)> = self
             .fields()
             .iter()

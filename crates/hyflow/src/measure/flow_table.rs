@@ -13,7 +13,7 @@ use super::FlowId;
 
 /// A table of at most `max_len` flows, each with a `V`.
 #[derive(Clone, Debug)]
-pub struct FlowTable<V> {
+pub(crate) struct FlowTable<V> {
     tags: Vec<u32>,
     ids: PackedIds,
     values: Vec<V>,
@@ -23,7 +23,7 @@ pub struct FlowTable<V> {
 
 impl<V: Copy + Default> FlowTable<V> {
     /// A table for `max_len` flows (at least 1) whose ids take `key_bits` bits.
-    pub fn new(max_len: usize, key_bits: u32) -> FlowTable<V> {
+    pub(crate) fn new(max_len: usize, key_bits: u32) -> FlowTable<V> {
         let max_len = max_len.max(1);
         let slots = Self::slots(max_len);
         FlowTable {
@@ -40,28 +40,23 @@ impl<V: Copy + Default> FlowTable<V> {
     }
 
     /// Bytes a table for `max_len` flows of `key_bits`-bit ids holds.
-    pub fn bytes_for(max_len: usize, key_bits: u32) -> usize {
+    pub(crate) fn bytes_for(max_len: usize, key_bits: u32) -> usize {
         let slots = Self::slots(max_len.max(1));
         slots * (4 + std::mem::size_of::<V>()) + PackedIds::bytes_for(slots, key_bits)
     }
 
     /// Bytes held.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.tags.len() * 4 + self.values.len() * std::mem::size_of::<V>() + self.ids.memory_bytes()
     }
 
     /// Flows held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether no flow is held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Whether another flow fits.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.len == self.max_len
     }
 
@@ -94,18 +89,18 @@ impl<V: Copy + Default> FlowTable<V> {
     }
 
     /// The value of `flow` (`hash`: its 64-bit hash), if held.
-    pub fn get(&self, flow: FlowId, hash: u64) -> Option<V> {
+    pub(crate) fn get(&self, flow: FlowId, hash: u64) -> Option<V> {
         self.find(flow, hash).map(|i| self.values[i])
     }
 
     /// The value of `flow`, if held, to change.
-    pub fn get_mut(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
+    pub(crate) fn get_mut(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
         self.find(flow, hash).map(|i| &mut self.values[i])
     }
 
     /// The value of `flow`, inserted as `V::default()` if absent; `None` if absent and the
     /// table is full.
-    pub fn entry(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
+    pub(crate) fn entry(&mut self, flow: FlowId, hash: u64) -> Option<&mut V> {
         let tag = Self::tag(hash);
         let packed = self.ids.pack(flow);
         let mut i = self.home(tag);
@@ -128,7 +123,7 @@ impl<V: Copy + Default> FlowTable<V> {
     }
 
     /// Removes `flow`, if held.
-    pub fn remove(&mut self, flow: FlowId, hash: u64) {
+    pub(crate) fn remove(&mut self, flow: FlowId, hash: u64) {
         if let Some(i) = self.find(flow, hash) {
             self.remove_at(i);
         }
@@ -156,7 +151,7 @@ impl<V: Copy + Default> FlowTable<V> {
     }
 
     /// Keeps only the flows for which `keep` holds.
-    pub fn retain(&mut self, mut keep: impl FnMut(FlowId, &V) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(FlowId, &V) -> bool) {
         let mut i = 0;
         while i < self.tags.len() {
             // A removal may shift a later entry into slot i: look at it again.
@@ -169,13 +164,13 @@ impl<V: Copy + Default> FlowTable<V> {
     }
 
     /// Forgets every flow.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.tags.fill(0);
         self.len = 0;
     }
 
     /// The flows held with their values, in table order.
-    pub fn iter(&self) -> impl Iterator<Item = (FlowId, V)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (FlowId, V)> + '_ {
         (0..self.tags.len()).filter(|&i| self.tags[i] != 0).map(|i| (self.ids.get(i), self.values[i]))
     }
 }

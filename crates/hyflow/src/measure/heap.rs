@@ -90,7 +90,7 @@ impl TopHeap {
     }
 
     /// The smallest count held, or 0 while the heap has room.
-    pub fn admission(&self) -> u64 {
+    pub(crate) fn admission(&self) -> u64 {
         if self.counts.len() < self.k {
             0
         } else {
@@ -178,7 +178,7 @@ impl TopHeap {
     /// Offers `flow` with its current estimate: updates it if held; otherwise admits it if the
     /// heap has room or `count` exceeds the smallest held, which is evicted and returned.
     #[inline]
-    pub fn offer(&mut self, flow: FlowId, hash: u64, count: u64) -> Option<FlowId> {
+    pub(crate) fn offer(&mut self, flow: FlowId, hash: u64, count: u64) -> Option<FlowId> {
         let count = count.min(u32::MAX as u64) as u32;
         if let Some(pos) = self.find(flow, hash) {
             let up = count < self.counts[pos];
@@ -216,7 +216,7 @@ impl TopHeap {
     /// For heaps whose held counts may lag (lower bounds, refreshed lazily): before `count`
     /// challenges the smallest, brings the smallest up to date with `estimate` until it is
     /// current — so that a flow is only evicted for one that truly outranks it.
-    pub fn settle(&mut self, count: u64, mut estimate: impl FnMut(FlowId) -> u64) {
+    pub(crate) fn settle(&mut self, count: u64, mut estimate: impl FnMut(FlowId) -> u64) {
         for _ in 0..self.k {
             if self.counts.len() < self.k {
                 return;
@@ -236,7 +236,7 @@ impl TopHeap {
 
     /// Replaces every held count by `estimate(flow)` and restores heap order (done at window
     /// boundaries, when counts of flows not seen lately have gone stale).
-    pub fn refresh(&mut self, mut estimate: impl FnMut(FlowId) -> u64) {
+    pub(crate) fn refresh(&mut self, mut estimate: impl FnMut(FlowId) -> u64) {
         for pos in 0..self.counts.len() {
             self.counts[pos] = estimate(self.id_at(pos)).min(u32::MAX as u64) as u32;
         }

@@ -12,7 +12,7 @@ use super::{bucket_of, fingerprint, Algo, ConfigError, Detector, DetectorConfig,
 /// Rows (d).
 pub const ROWS: usize = 3;
 /// Decay base b.
-pub const DECAY_BASE: f64 = 1.08;
+pub(crate) const DECAY_BASE: f64 = 1.08;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Bucket {

@@ -17,7 +17,7 @@ struct Counted {
 }
 
 /// Lossy Counting.
-pub struct LossyCounting {
+pub(crate) struct LossyCounting {
     k: usize,
     table: FlowTable<Counted>,
     bucket_width: u64,
@@ -30,7 +30,7 @@ pub struct LossyCounting {
 impl LossyCounting {
     /// Sized from `config.memory`: the most entries m whose table fits (at least k); the
     /// bucket width is m.
-    pub fn new(config: &DetectorConfig) -> Result<LossyCounting, ConfigError> {
+    pub(crate) fn new(config: &DetectorConfig) -> Result<LossyCounting, ConfigError> {
         let m = config.entries(Algo::Lossy, |m| FlowTable::<Counted>::bytes_for(m, config.key_bits))?;
         Ok(LossyCounting {
             k: config.k,

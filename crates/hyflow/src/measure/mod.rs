@@ -126,7 +126,7 @@ impl Algo {
 }
 
 /// Largest byte budget a detector may be given: detectors allocate it up front.
-pub const MAX_MEMORY: usize = 1 << 30;
+pub(crate) const MAX_MEMORY: usize = 1 << 30;
 
 /// How a detector is sized and windowed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -308,7 +308,7 @@ pub struct Sampled<D> {
 
 impl<D: Detector> Sampled<D> {
     /// `inner` sees each packet with probability `rate`.
-    pub fn new(inner: D, rate: f64, seed: u64) -> Sampled<D> {
+    pub(crate) fn new(inner: D, rate: f64, seed: u64) -> Sampled<D> {
         Sampled { inner, sampler: Sampler::new(rate, seed ^ 0x5a5a_5a5a), scale: 1.0 / rate }
     }
 }
@@ -344,7 +344,7 @@ impl<D: Detector> Detector for Sampled<D> {
 }
 
 /// A detector scored against the exact window at every boundary where the window is full.
-pub struct Scored<D> {
+pub(crate) struct Scored<D> {
     inner: D,
     exact: exact::ExactWindow,
     k: usize,
@@ -356,7 +356,7 @@ pub struct Scored<D> {
 
 impl<D: Detector> Scored<D> {
     /// Scores `inner`'s top-`k` over windows of `blocks` blocks.
-    pub fn new(inner: D, k: usize, blocks: usize) -> Scored<D> {
+    pub(crate) fn new(inner: D, k: usize, blocks: usize) -> Scored<D> {
         Scored {
             inner,
             exact: exact::ExactWindow::new(k, blocks),
@@ -368,7 +368,7 @@ impl<D: Detector> Scored<D> {
     }
 
     /// The detector scored.
-    pub fn inner(&self) -> &D {
+    pub(crate) fn inner(&self) -> &D {
         &self.inner
     }
 }
@@ -430,27 +430,27 @@ impl Tumbling {
 
 /// A fast seeded generator for per-packet sampling decisions (xorshift64*).
 #[derive(Clone, Copy, Debug)]
-pub struct Sampler {
+pub(crate) struct Sampler {
     state: u64,
     threshold: u64,
 }
 
 impl Sampler {
     /// Keeps a fraction `rate` of what it is asked about.
-    pub fn new(rate: f64, seed: u64) -> Sampler {
+    pub(crate) fn new(rate: f64, seed: u64) -> Sampler {
         let threshold = if rate >= 1.0 { u64::MAX } else { (rate * u64::MAX as f64) as u64 };
         Sampler { state: seed | 1, threshold }
     }
 
     /// Whether to count this one.
     #[inline]
-    pub fn keep(&mut self) -> bool {
+    pub(crate) fn keep(&mut self) -> bool {
         self.threshold == u64::MAX || self.draw() < self.threshold
     }
 
     /// A uniform 64-bit draw.
     #[inline]
-    pub fn draw(&mut self) -> u64 {
+    pub(crate) fn draw(&mut self) -> u64 {
         self.state ^= self.state >> 12;
         self.state ^= self.state << 25;
         self.state ^= self.state >> 27;

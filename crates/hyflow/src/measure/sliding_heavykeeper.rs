@@ -46,7 +46,7 @@ impl Bucket {
 }
 
 /// Sliding HeavyKeeper + heap.
-pub struct SlidingHeavyKeeper {
+pub(crate) struct SlidingHeavyKeeper {
     w: usize,
     blocks: usize,
     buckets: Vec<Bucket>,
@@ -66,7 +66,7 @@ pub struct SlidingHeavyKeeper {
 
 impl SlidingHeavyKeeper {
     /// Sized from `config.memory`.
-    pub fn new(config: &DetectorConfig) -> Result<SlidingHeavyKeeper, ConfigError> {
+    pub(crate) fn new(config: &DetectorConfig) -> Result<SlidingHeavyKeeper, ConfigError> {
         let w = config.width(Algo::SlidingHeavyKeeper, ROWS, std::mem::size_of::<Bucket>())?;
         Ok(SlidingHeavyKeeper {
             w,

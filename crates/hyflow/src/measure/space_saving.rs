@@ -10,7 +10,7 @@ use super::heap::TopHeap;
 use super::{Algo, ConfigError, Detector, DetectorConfig, FlowId, Tumbling};
 
 /// Space-Saving.
-pub struct SpaceSaving {
+pub(crate) struct SpaceSaving {
     k: usize,
     summary: TopHeap,
     window: Tumbling,
@@ -19,7 +19,7 @@ pub struct SpaceSaving {
 
 impl SpaceSaving {
     /// Sized from `config.memory`: the most counters whose summary fits (at least k).
-    pub fn new(config: &DetectorConfig) -> Result<SpaceSaving, ConfigError> {
+    pub(crate) fn new(config: &DetectorConfig) -> Result<SpaceSaving, ConfigError> {
         let lo = config.entries(Algo::SpaceSaving, |m| TopHeap::bytes_for_key(m, config.key_bits))?;
         Ok(SpaceSaving {
             k: config.k,

@@ -35,7 +35,7 @@ use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Tran
 use crate::tuple_space::{EntryId, FlowTableStats};
 
 /// Most areas a table is cut into.
-pub const MAX_AREAS: usize = 2;
+pub(crate) const MAX_AREAS: usize = 2;
 
 /// Shape of an exact-match table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub struct ExactMatchConfig {
 impl ExactMatchConfig {
     /// One area of `entries` keyed by `key`: the single table of the baselines (TFO, LFP,
     /// OVS rebalance), as a NIC config.
-    pub fn one_area(entries: usize, key: KeySpec, expire_idle: bool) -> NicConfig {
+    pub(crate) fn one_area(entries: usize, key: KeySpec, expire_idle: bool) -> NicConfig {
         NicConfig::new(ExactMatchConfig { areas: [entries, 0], key, expire_idle })
     }
 }

@@ -56,15 +56,15 @@ use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Tran
 use crate::tuple_space::{EntryId, FlowTableStats};
 
 /// Default number of Gigaflow stages (the paper's 4 × 8K configuration).
-pub const DEFAULT_TABLES: usize = 4;
+pub(crate) const DEFAULT_TABLES: usize = 4;
 /// Most stages: a stage is addressed by a byte.
-pub const MAX_TABLES: usize = 256;
+pub(crate) const MAX_TABLES: usize = 256;
 /// Default entries per stage.
-pub const DEFAULT_ENTRIES: usize = 8192;
+pub(crate) const DEFAULT_ENTRIES: usize = 8192;
 /// Default distinct masks per stage.
-pub const DEFAULT_MASKS: usize = 512;
+pub(crate) const DEFAULT_MASKS: usize = 512;
 /// The tag every packet starts with.
-pub const INITIAL_TAG: u32 = 0;
+pub(crate) const INITIAL_TAG: u32 = 0;
 /// The tag that means "translation complete".
 pub const END_TAG: u32 = u32::MAX;
 
@@ -92,7 +92,7 @@ impl Partition {
 }
 
 /// `gigaflow`.
-pub const REGISTRATION: NicSchemeRegistration = NicSchemeRegistration {
+pub(crate) const REGISTRATION: NicSchemeRegistration = NicSchemeRegistration {
     name: "gigaflow",
     about: "Gigaflow: sub-traversals in K tagged stages",
     configure: |s: &NicSizing| {
@@ -440,7 +440,7 @@ impl Gigaflow {
     }
 
     /// Counters of all stages together (peak: most entries held at once).
-    pub fn totals(&self) -> FlowTableStats {
+    pub(crate) fn totals(&self) -> FlowTableStats {
         let mut t = FlowTableStats::default();
         for s in &self.stages {
             t.hits += s.stats.hits;
@@ -470,7 +470,7 @@ impl Gigaflow {
     /// Sub-traversal sharing per stage: mean upcalls' traversals served per entry held in it
     /// (0 for an empty stage) — how much the workload's locality lets a stage's entries be
     /// shared.
-    pub fn stage_sharing(&self) -> Vec<f64> {
+    pub(crate) fn stage_sharing(&self) -> Vec<f64> {
         self.stages
             .iter()
             .map(|s| {
@@ -709,7 +709,7 @@ impl Revalidate for Gigaflow {
 
 impl GigaflowReport {
     /// The figures as one line of text.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let list = |v: Vec<String>| v.join(", ");
         format!(
             "gigaflow {}x{} ({}): entries per stage [{}], masks per stage [{}] (installs refused for masks [{}]), {} \
@@ -732,7 +732,7 @@ impl GigaflowReport {
 
 /// Gigaflow's own figures, as `replay --json` reports them under `gigaflow`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct GigaflowReport {
+pub(crate) struct GigaflowReport {
     /// Stages (K).
     pub tables: usize,
     /// Entries per stage.

@@ -13,7 +13,7 @@ use crate::revalidation::Revalidate;
 use crate::tuple_space::EntryId;
 
 /// `megaflow`.
-pub const REGISTRATION: NicSchemeRegistration = NicSchemeRegistration {
+pub(crate) const REGISTRATION: NicSchemeRegistration = NicSchemeRegistration {
     name: "megaflow",
     about: "One ternary stage of megaflows, offloaded while there is room (OVS)",
     configure: |s: &NicSizing| {

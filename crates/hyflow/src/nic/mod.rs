@@ -38,9 +38,9 @@ pub mod paper_setup {
     /// table holds 63 — for Gigaflow's tables and for the one-table Megaflow baseline alike.
     pub const MASKS: usize = 63;
     /// Entries per Gigaflow table (K = 4 in the headline comparison; sizes are decimal).
-    pub const GIGAFLOW_ENTRIES: usize = 8_000;
+    pub(crate) const GIGAFLOW_ENTRIES: usize = 8_000;
     /// Entries of the Megaflow baseline's one table.
-    pub const MEGAFLOW_ENTRIES: usize = 32_000;
+    pub(crate) const MEGAFLOW_ENTRIES: usize = 32_000;
 }
 
 /// A NIC scheme's configuration, which names and builds the scheme (as quinn-proto's

@@ -145,7 +145,7 @@ impl NicBudget {
 
     /// Zeroes the counters and the work total (a warm-up ended), the queue's peak restarting
     /// from what waits now; what waits stays queued.
-    pub fn restart_counts(&mut self) {
+    pub(crate) fn restart_counts(&mut self) {
         self.stats = BudgetStats { queue_peak: self.queued(), ..BudgetStats::default() };
         self.work_total_ns = 0.0;
     }
@@ -170,17 +170,17 @@ impl NicBudget {
     }
 
     /// The area an install of `flow` waits for, if one does.
-    pub fn queued_area(&self, flow: FlowId) -> Option<u8> {
+    pub(crate) fn queued_area(&self, flow: FlowId) -> Option<u8> {
         self.queued_installs.get(&flow).copied()
     }
 
     /// Whether an install of `flow` waits in the queue.
-    pub fn install_queued(&self, flow: FlowId) -> bool {
+    pub(crate) fn install_queued(&self, flow: FlowId) -> bool {
         self.queued_installs.contains_key(&flow)
     }
 
     /// Installs into `area` waiting in the queue.
-    pub fn installs_queued(&self, area: u8) -> usize {
+    pub(crate) fn installs_queued(&self, area: u8) -> usize {
         self.queued_per_area.get(area as usize).copied().unwrap_or(0)
     }
 
@@ -213,14 +213,14 @@ impl NicBudget {
     }
 
     /// Takes the work charged since the last call, whole ns (the fraction carries over).
-    pub fn take_work(&mut self) -> u64 {
+    pub(crate) fn take_work(&mut self) -> u64 {
         let whole = self.work_ns.floor();
         self.work_ns -= whole;
         whole as u64
     }
 
     /// All host work charged so far, ns.
-    pub fn work_total_ns(&self) -> f64 {
+    pub(crate) fn work_total_ns(&self) -> f64 {
         self.work_total_ns
     }
 

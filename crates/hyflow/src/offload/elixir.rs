@@ -67,7 +67,7 @@ pub const BURSTY_AREA: u8 = 1;
 pub const RECHECK_NS: u64 = 1_000_000;
 
 /// 100 GbE of minimal frames: 64 bytes plus 20 of preamble and gap per packet.
-pub const NIC_LINE_RATE_PPS: f64 = 100e9 / (84.0 * 8.0);
+pub(crate) const NIC_LINE_RATE_PPS: f64 = 100e9 / (84.0 * 8.0);
 
 /// Elixir's parameters (defaults: the paper's, §5.1).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -120,7 +120,7 @@ impl Default for ElixirConfig {
 }
 
 /// `elixir`.
-pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
     name: "elixir",
     about: "Elixir: an exact-match table of large-entries + bursty-entries flows filled by sampled \
             large-flow replacement plus queue-triggered bursty offload; its work runs on the forwarding cores",

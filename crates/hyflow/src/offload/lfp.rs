@@ -34,10 +34,7 @@ use crate::packet::field::id;
 use crate::packet::FlowKey;
 
 /// Features of a first packet.
-pub const FEATURES: usize = 8;
-/// Their names, in order.
-pub const FEATURE_NAMES: [&str; FEATURES] =
-    ["nw_src", "nw_dst", "nw_proto", "tp_src", "tp_dst", "bytes", "tcp_flags", "in_port"];
+pub(crate) const FEATURES: usize = 8;
 
 /// The features of a packet of `bytes` bytes.
 pub fn features(key: &FlowKey, bytes: u32) -> [f64; FEATURES] {
@@ -84,7 +81,7 @@ impl Default for LfpConfig {
 }
 
 /// `lfp`.
-pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
     name: "lfp",
     about: "LFP: first-packet prediction by a decision tree trained on the first lfp-train seconds, on an \
             exact-match table of large-entries + bursty-entries",
@@ -209,7 +206,7 @@ pub struct LfpModel {
 impl LfpModel {
     /// Whether a flow whose first packet has `x` will be large.
     #[inline]
-    pub fn predict(&self, x: &[f64; FEATURES]) -> bool {
+    pub(crate) fn predict(&self, x: &[f64; FEATURES]) -> bool {
         matches!(self.nodes[self.leaf(x)], Node::Leaf(true))
     }
 
@@ -250,22 +247,23 @@ impl LfpModel {
         }
     }
 
+    #[cfg(test)]
     /// Nodes in the tree.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.nodes.len()
     }
 }
 
 /// Collects training examples from a prefix of the input, in arrival order.
 #[derive(Default)]
-pub struct LfpTrainer {
+pub(crate) struct LfpTrainer {
     examples: Vec<([f64; FEATURES], u64)>,
     index: hashbrown::HashMap<FlowId, usize>,
 }
 
 impl LfpTrainer {
     /// A packet of the prefix.
-    pub fn observe(&mut self, flow: FlowId, key: &FlowKey, bytes: u32) {
+    pub(crate) fn observe(&mut self, flow: FlowId, key: &FlowKey, bytes: u32) {
         let next = self.examples.len();
         let i = *self.index.entry(flow).or_insert(next);
         if i == next {
@@ -275,7 +273,7 @@ impl LfpTrainer {
     }
 
     /// Grows the tree.
-    pub fn fit(&self, config: &LfpConfig) -> Result<LfpModel, String> {
+    pub(crate) fn fit(&self, config: &LfpConfig) -> Result<LfpModel, String> {
         let n = self.examples.len();
         if n < 2 {
             return Err(format!("lfp: the training prefix holds {n} flows; it needs at least 2"));
@@ -323,7 +321,7 @@ fn flatten(node: &linfa_trees::TreeNode<f64, bool>, out: &mut Vec<Node>) -> u32 
 
 /// What LFP did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LfpStats {
+pub(crate) struct LfpStats {
     /// First packets seen.
     pub first_packets: u64,
     /// Of those, predicted large.
@@ -333,7 +331,7 @@ pub struct LfpStats {
 }
 
 /// The policy.
-pub struct Lfp {
+pub(crate) struct Lfp {
     config: LfpConfig,
     model: Arc<LfpModel>,
     seen: HashSet<FlowId>,
@@ -342,13 +340,8 @@ pub struct Lfp {
 
 impl Lfp {
     /// The policy of `config` predicting with `model`.
-    pub fn new(config: LfpConfig, model: Arc<LfpModel>) -> Lfp {
+    pub(crate) fn new(config: LfpConfig, model: Arc<LfpModel>) -> Lfp {
         Lfp { config, model, seen: HashSet::new(), stats: LfpStats::default() }
-    }
-
-    /// What it did.
-    pub fn stats(&self) -> LfpStats {
-        self.stats
     }
 }
 

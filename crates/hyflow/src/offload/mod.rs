@@ -68,7 +68,7 @@ pub enum PolicyConfigError {
 
 impl PolicyConfigError {
     /// `param` is out of range: `message` says how.
-    pub fn param(param: &'static str, message: impl Into<String>) -> PolicyConfigError {
+    pub(crate) fn param(param: &'static str, message: impl Into<String>) -> PolicyConfigError {
         PolicyConfigError::Param(InvalidParam::new(param, message))
     }
 }
@@ -349,23 +349,23 @@ impl<'a> NicControl<'a> {
     }
 
     /// The area holding `flow`, or the one its waiting install is for.
-    pub fn area_of(&self, flow: FlowId) -> Option<u8> {
+    pub(crate) fn area_of(&self, flow: FlowId) -> Option<u8> {
         self.switch.nic_find(flow).map(|(area, _)| area).or_else(|| self.budget.queued_area(flow))
     }
 
     /// Entries the NIC holds in `area`.
-    pub fn area_len(&self, area: u8) -> usize {
+    pub(crate) fn area_len(&self, area: u8) -> usize {
         self.nic().map_or(0, |n| n.area_len(area))
     }
 
     /// Capacity of `area`.
-    pub fn area_capacity(&self, area: u8) -> usize {
+    pub(crate) fn area_capacity(&self, area: u8) -> usize {
         self.nic().map_or(0, |n| n.area_capacity(area))
     }
 
     /// Whether `area` can take another install: entries held plus installs queued for it
     /// below its capacity.
-    pub fn has_room(&self, area: u8) -> bool {
+    pub(crate) fn has_room(&self, area: u8) -> bool {
         self.area_len(area) + self.budget.installs_queued(area) < self.area_capacity(area)
     }
 
@@ -386,7 +386,7 @@ impl<'a> NicControl<'a> {
     }
 
     /// Like [`offload`](Self::offload), ahead of every change not urgent.
-    pub fn offload_urgent(&mut self, key: &FlowKey, flow: FlowId, area: u8) -> bool {
+    pub(crate) fn offload_urgent(&mut self, key: &FlowKey, flow: FlowId, area: u8) -> bool {
         self.queue_offload(key, flow, area, true)
     }
 
@@ -404,13 +404,13 @@ impl<'a> NicControl<'a> {
     }
 
     /// Like [`evict`](Self::evict), ahead of every change not urgent.
-    pub fn evict_urgent(&mut self, flow: FlowId) {
+    pub(crate) fn evict_urgent(&mut self, flow: FlowId) {
         self.budget.queue_removal(flow, true);
     }
 
     /// Reads the hardware counters of `area`'s entries, as many as the read rate allows now,
     /// resuming where the last poll of the area stopped: (flow, packets since install).
-    pub fn poll(&mut self, area: u8, out: &mut Vec<(FlowId, u64)>) {
+    pub(crate) fn poll(&mut self, area: u8, out: &mut Vec<(FlowId, u64)>) {
         out.clear();
         let Some(nic) = self.switch.nic() else { return };
         self.budget.read(area, self.now_ns, |all| nic.area_flows(area, all), out);

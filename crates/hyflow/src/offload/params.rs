@@ -88,7 +88,7 @@ impl PolicyParams {
     }
 
     /// A positive number of seconds as ns (at least 1), or `default_ns` if not given.
-    pub fn seconds_ns(&self, name: &'static str, default_ns: u64) -> Result<u64, PolicyConfigError> {
+    pub(crate) fn seconds_ns(&self, name: &'static str, default_ns: u64) -> Result<u64, PolicyConfigError> {
         match self.number(name) {
             None => Ok(default_ns),
             Some(s) if s.is_finite() && s > 0.0 && s * 1e9 >= 1.0 => Ok((s * 1e9).round() as u64),
@@ -99,7 +99,7 @@ impl PolicyParams {
     }
 
     /// The exact-match table of the policies Elixir is compared with: its two areas together.
-    pub fn exact_table(&self) -> usize {
+    pub(crate) fn exact_table(&self) -> usize {
         self.count(LARGE_ENTRIES.name).map_or(DEFAULT_LARGE_ENTRIES, |n| n as usize)
             + self.count(BURSTY_ENTRIES.name).map_or(DEFAULT_BURSTY_ENTRIES, |n| n as usize)
     }
@@ -133,13 +133,13 @@ pub struct PolicyRegistration {
 }
 
 /// Entries of Elixir's large-flow area by default (§5.1).
-pub const DEFAULT_LARGE_ENTRIES: usize = 50_000;
+pub(crate) const DEFAULT_LARGE_ENTRIES: usize = 50_000;
 /// Entries of Elixir's bursty area by default (§5.1).
-pub const DEFAULT_BURSTY_ENTRIES: usize = 100;
+pub(crate) const DEFAULT_BURSTY_ENTRIES: usize = 100;
 
 /// Entries of the exact-match table's large-flow area (shared by the policies on Elixir's
 /// table).
-pub const LARGE_ENTRIES: Param = Param {
+pub(crate) const LARGE_ENTRIES: Param = Param {
     name: "large-entries",
     value_name: "N",
     help: "Entries of the exact-match table's large-flow area [default: 50000]; tfo, lfp and \
@@ -148,7 +148,7 @@ pub const LARGE_ENTRIES: Param = Param {
 };
 
 /// Entries of the bursty area.
-pub const BURSTY_ENTRIES: Param = Param {
+pub(crate) const BURSTY_ENTRIES: Param = Param {
     name: "bursty-entries",
     value_name: "N",
     help: "Entries of the bursty area, whose counters software polls [default: 100]",
@@ -156,7 +156,7 @@ pub const BURSTY_ENTRIES: Param = Param {
 };
 
 /// The exact-match table's flow key.
-pub const FLOW_KEY: Param = Param {
+pub(crate) const FLOW_KEY: Param = Param {
     name: "flow-key",
     value_name: "FIELDS",
     help: "Fields the exact-match table keys flows by: 5tuple (IPv4), 5tuple46 (IPv4 and IPv6) \
@@ -165,11 +165,11 @@ pub const FLOW_KEY: Param = Param {
 };
 
 /// The parameters of the exact-match table every policy on Elixir's table takes.
-pub const EXACT_TABLE: [Param; 3] = [LARGE_ENTRIES, BURSTY_ENTRIES, FLOW_KEY];
+pub(crate) const EXACT_TABLE: [Param; 3] = [LARGE_ENTRIES, BURSTY_ENTRIES, FLOW_KEY];
 
 /// Checks `sample-rate`, the share of NIC-forwarded packets whose headers the NIC samples to
 /// the host. One range for every reader of it: (0, 1]; no sampling is the parameter's absence.
-pub fn check_sample_rate(rate: f64) -> Result<(), InvalidParam> {
+pub(crate) fn check_sample_rate(rate: f64) -> Result<(), InvalidParam> {
     if rate > 0.0 && rate <= 1.0 {
         Ok(())
     } else {

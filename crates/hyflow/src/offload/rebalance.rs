@@ -54,7 +54,7 @@ impl Default for OvsRebalanceConfig {
 }
 
 /// `ovs-rebalance`.
-pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
     name: "ovs-rebalance",
     about: "Open vSwitch's offload-rebalance on an exact-match table of large-entries + bursty-entries: \
             fill while there is room, every 3 s swap slow offloaded flows for faster ones",

@@ -75,7 +75,7 @@ impl Default for TfoConfig {
 }
 
 /// `tfo`.
-pub const REGISTRATION: PolicyRegistration = PolicyRegistration {
+pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
     name: "tfo",
     about: "TFO: multi-time-scale heavy hitters with limited churn (a reconstruction), on an exact-match \
             table of large-entries + bursty-entries",

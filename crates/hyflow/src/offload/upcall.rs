@@ -10,7 +10,7 @@ use crate::cost_model::CostModel;
 use crate::nic::NicConfig;
 
 /// `psf`.
-pub const PSF: PolicyRegistration = PolicyRegistration {
+pub(crate) const PSF: PolicyRegistration = PolicyRegistration {
     name: "psf",
     about: "Nothing: pure software forwarding",
     params: &[],
@@ -19,7 +19,7 @@ pub const PSF: PolicyRegistration = PolicyRegistration {
 };
 
 /// `offload-all`.
-pub const OFFLOAD_ALL: PolicyRegistration = PolicyRegistration {
+pub(crate) const OFFLOAD_ALL: PolicyRegistration = PolicyRegistration {
     name: "offload-all",
     about: "Every new megaflow while there is room, as OVS offload",
     params: &[],
@@ -31,7 +31,7 @@ pub const OFFLOAD_ALL: PolicyRegistration = PolicyRegistration {
 };
 
 /// `gigaflow`.
-pub const GIGAFLOW: PolicyRegistration = PolicyRegistration {
+pub(crate) const GIGAFLOW: PolicyRegistration = PolicyRegistration {
     name: "gigaflow",
     about:
         "Sub-traversals cached in the Gigaflow NIC's tables; each upcall also costs Gigaflow's install work",

@@ -142,7 +142,7 @@ pub enum Action {
 /// The output a port number stands for (OVS `xlate_output_action`): a port, or one of the
 /// reserved ports `IN_PORT`, `FLOOD`, `ALL`, `NORMAL`, `CONTROLLER`, `LOCAL`; `None` for any
 /// other number (nothing is sent).
-pub fn action_for_port(port: u32) -> Option<Action> {
+pub(crate) fn action_for_port(port: u32) -> Option<Action> {
     use super::names::{ALL_PORT, CONTROLLER_PORT, FLOOD_PORT, LOCAL_PORT, NORMAL_PORT};
     match port {
         p if p > 0 && p < 0xff00 => Some(Action::Output(p)),

@@ -25,7 +25,7 @@ use crate::packet::format::prefix_mask;
 use crate::packet::{FlowKey, FlowMask};
 
 /// Fields with prefix tries, in the order OVS checks them.
-pub const TRIE_FIELDS: [FieldId; 4] = [id::NW_DST, id::NW_SRC, id::IPV6_DST, id::IPV6_SRC];
+pub(crate) const TRIE_FIELDS: [FieldId; 4] = [id::NW_DST, id::NW_SRC, id::IPV6_DST, id::IPV6_SRC];
 const N_TRIES: usize = TRIE_FIELDS.len();
 const PORTS_WORD: usize = crate::packet::field::word::PORTS as usize;
 
@@ -323,7 +323,7 @@ impl Classifier {
     }
 
     /// Adds a soft rule: a clause of the `conjunctions` (see [`ClsEntry::soft`]).
-    pub fn insert_soft(&mut self, m: &Match, entry: ClsEntry, conjunctions: &[Conjunction]) {
+    pub(crate) fn insert_soft(&mut self, m: &Match, entry: ClsEntry, conjunctions: &[Conjunction]) {
         debug_assert!(entry.soft && !conjunctions.is_empty());
         self.conjunctions.insert(entry.rule, conjunctions.into());
         self.insert(m, entry);

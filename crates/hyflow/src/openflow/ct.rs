@@ -259,7 +259,7 @@ fn parse_range(v: &Tok, nat: &mut Nat) -> Result<(), SpecError> {
 }
 
 /// Whether an action writes a connection's mark or label (allowed only in `ct`'s `exec`).
-pub fn writes_ct_metadata(a: &Action) -> bool {
+pub(crate) fn writes_ct_metadata(a: &Action) -> bool {
     let ct = |f| f == id::CT_MARK || f == id::CT_LABEL;
     match a {
         Action::SetField { field, .. } => ct(*field),

@@ -183,7 +183,7 @@ fn is_icmp(k: &FlowKey) -> bool {
 /// Whether datapath actions rewrite a header OVS's datapath cannot (ARP, ICMP type and code:
 /// `commit_set_arp_action` and `commit_set_icmp_action` return `SLOW_ACTION`), which keeps the
 /// flow in the slow path.
-pub fn needs_slow_path(actions: &[DpAction], k: &FlowKey) -> bool {
+pub(crate) fn needs_slow_path(actions: &[DpAction], k: &FlowKey) -> bool {
     actions.iter().any(|a| match *a {
         DpAction::Set { field, .. } => {
             let h = Header::of(field, k);
@@ -196,7 +196,7 @@ pub fn needs_slow_path(actions: &[DpAction], k: &FlowKey) -> bool {
 /// Clears from `written` the bits of header fields no datapath action can rewrite on a packet
 /// shaped like `k` (an L3 header with a zero protocol): written in the flow, they leave as
 /// they came.
-pub fn drop_uncommittable(k: &FlowKey, written: &mut FlowMask) {
+pub(crate) fn drop_uncommittable(k: &FlowKey, written: &mut FlowMask) {
     let mut keep = FlowMask::CATCHALL;
     for (header, fields) in Header::COMMIT_ORDER {
         if header.present(k) {
@@ -292,13 +292,13 @@ fn commit_vlans(base: &mut FlowKey, flow: &FlowKey, out: &mut Vec<DpAction>) -> 
 
 /// Whether datapath actions go through the connection tracker or recirculate: their outputs
 /// then depend on connection state, and only a datapath with a tracker can run them.
-pub fn uses_conntrack(actions: &[DpAction]) -> bool {
+pub(crate) fn uses_conntrack(actions: &[DpAction]) -> bool {
     actions.iter().any(|a| matches!(a, DpAction::Ct(_) | DpAction::CtClear | DpAction::Recirc(_)))
 }
 
 /// OVS `xlate_tweak_odp_actions`: a datapath `clone` that ends the actions isolates nothing
 /// from what follows, so its actions take its place (once: a clone it ends in stays).
-pub fn unwrap_trailing_clone(actions: &mut Vec<DpAction>) {
+pub(crate) fn unwrap_trailing_clone(actions: &mut Vec<DpAction>) {
     let mut i = 0;
     let mut last = None;
     while i < actions.len() {
@@ -316,7 +316,7 @@ pub fn unwrap_trailing_clone(actions: &mut Vec<DpAction>) {
 /// OVS `odp_actions_are_reversible`: whether later rewrites can undo what `actions` did to
 /// the packet — not if they track it or clear its tracking or hash it; a datapath `clone`
 /// already isolates what it holds.
-pub fn reversible(actions: &[DpAction]) -> bool {
+pub(crate) fn reversible(actions: &[DpAction]) -> bool {
     let mut i = 0;
     while i < actions.len() {
         match actions[i] {

@@ -137,7 +137,7 @@ pub fn outputs_of(actions: &[DpAction], packet: &FlowKey, outputs: &mut Vec<Outp
 }
 
 /// `packet` as `actions` leave it, outputs ignored.
-pub fn apply_headers(actions: &[DpAction], packet: &mut FlowKey) {
+pub(crate) fn apply_headers(actions: &[DpAction], packet: &mut FlowKey) {
     execute(actions, packet, &mut HeadersOnly);
 }
 

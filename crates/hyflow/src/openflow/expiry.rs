@@ -7,7 +7,7 @@
 //! seconds (counting from its addition). The switch asks which rules expired as often as
 //! OVS's revalidator dumps its flows, and deletes them as a `delete-strict` would.
 //!
-//! Rule changes are stamped with the time after the fact ([`RuleTimers::stamp`]): the
+//! Rule changes are stamped with the time after the fact (`RuleTimers::stamp`): the
 //! pipeline's edits stay free of time, and the switch, which has it, stamps them. When a rule
 //! was last hit is kept with its counters, which every hit writes anyway.
 
@@ -18,7 +18,7 @@ use super::rule::{Rule, RuleId};
 /// When each rule was last modified, and which rules can expire. (When a rule was last hit
 /// is in its counters, [`super::pipeline::RuleStats::used_ns`], written with them.)
 #[derive(Clone, Debug, Default)]
-pub struct RuleTimers {
+pub(crate) struct RuleTimers {
     /// Per rule id: when it was added or last modified, ns.
     modified: Vec<u64>,
     /// Rules added (true) or modified (false) since the last stamp.
@@ -29,7 +29,7 @@ pub struct RuleTimers {
 
 impl RuleTimers {
     /// Rule `id` was added.
-    pub fn added(&mut self, id: RuleId, rule: &Rule) {
+    pub(crate) fn added(&mut self, id: RuleId, rule: &Rule) {
         if self.modified.len() <= id as usize {
             self.modified.resize(id as usize + 1, 0);
         }
@@ -40,18 +40,18 @@ impl RuleTimers {
     }
 
     /// Rule `id` was modified: its hard timeout restarts.
-    pub fn modified(&mut self, id: RuleId) {
+    pub(crate) fn modified(&mut self, id: RuleId) {
         self.unstamped.push((id, false));
     }
 
     /// Rule `id` was removed.
-    pub fn removed(&mut self, id: RuleId) {
+    pub(crate) fn removed(&mut self, id: RuleId) {
         self.expirable.remove(&id);
     }
 
     /// The additions and modifications since the last stamp happened at `now_ns`; `added` is
     /// told each rule added (its idle time counts from then).
-    pub fn stamp(&mut self, now_ns: u64, mut added: impl FnMut(RuleId)) {
+    pub(crate) fn stamp(&mut self, now_ns: u64, mut added: impl FnMut(RuleId)) {
         for (id, is_added) in self.unstamped.drain(..) {
             self.modified[id as usize] = now_ns;
             if is_added {
@@ -62,7 +62,7 @@ impl RuleTimers {
 
     /// Appends to `out` the rules expired at `now_ns`, in id order; `rule` gives an id's rule
     /// and when it was last hit.
-    pub fn expired<'a>(
+    pub(crate) fn expired<'a>(
         &self,
         now_ns: u64,
         rule: impl Fn(RuleId) -> Option<(&'a Rule, u64)>,
@@ -82,7 +82,7 @@ impl RuleTimers {
     }
 
     /// Whether any installed rule has a timeout.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         !self.expirable.is_empty()
     }
 }

@@ -188,7 +188,7 @@ impl SwitchPorts {
     }
 
     /// Whether `port` exists and is up (OVS `odp_port_is_alive`).
-    pub fn is_live(&self, port: u32) -> bool {
+    pub(crate) fn is_live(&self, port: u32) -> bool {
         self.ports.binary_search(&port).is_ok() && !self.down.contains(&port)
     }
 }
@@ -384,7 +384,7 @@ const HASHABLE: &[(&str, u8)] = &[
 // ---- parsing ----
 
 /// A group file's problems that Open vSwitch accepts: returned as warnings.
-pub type Warnings = Vec<FlowFileError>;
+pub(crate) type Warnings = Vec<FlowFileError>;
 
 /// Whether `line` is a header of `ovs-ofctl dump-groups` output (skipped).
 fn dump_header(line: &str) -> bool {

@@ -117,7 +117,7 @@ fn whole(s: &SubField) -> bool {
 
 impl Learn {
     /// The packet bits the learned flow is made of (what OVS `learn_mask` un-wildcards).
-    pub fn read_bits(&self) -> impl Iterator<Item = SubField> + '_ {
+    pub(crate) fn read_bits(&self) -> impl Iterator<Item = SubField> + '_ {
         self.specs.iter().filter_map(|s| match *s {
             LearnSpec::Match { src: LearnSource::Field(f), .. }
             | LearnSpec::Load { src: LearnSource::Field(f), .. }
@@ -127,7 +127,7 @@ impl Learn {
     }
 
     /// The flow this action learns from `flow` (OVS `learn_execute`).
-    pub fn flow_for(&self, flow: &FlowKey) -> Rule {
+    pub(crate) fn flow_for(&self, flow: &FlowKey) -> Rule {
         let (mut value, mut mask) = (FlowKey::default(), FlowMask::CATCHALL);
         let mut actions = Vec::new();
         let bits = |src: &LearnSource, dst: &SubField| -> u128 {

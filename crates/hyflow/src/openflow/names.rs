@@ -20,16 +20,16 @@ use super::parser::{read_lines, FlowFileError};
 pub const LOCAL_PORT: u32 = 0xfffe;
 
 /// OpenFlow 1.0's `OFPP_CONTROLLER`.
-pub const CONTROLLER_PORT: u32 = 0xfffd;
+pub(crate) const CONTROLLER_PORT: u32 = 0xfffd;
 
 /// OpenFlow 1.0's `OFPP_NORMAL`.
-pub const NORMAL_PORT: u32 = 0xfffa;
+pub(crate) const NORMAL_PORT: u32 = 0xfffa;
 
 /// OpenFlow 1.0's `OFPP_FLOOD`.
-pub const FLOOD_PORT: u32 = 0xfffb;
+pub(crate) const FLOOD_PORT: u32 = 0xfffb;
 
 /// OpenFlow 1.0's `OFPP_ALL`.
-pub const ALL_PORT: u32 = 0xfffc;
+pub(crate) const ALL_PORT: u32 = 0xfffc;
 
 /// What a flow may refer to besides itself: names of tables and ports, each bound to one
 /// number, the ports `--ports` says are down, and the ids of the switch's groups (once
@@ -44,7 +44,7 @@ pub struct Names {
 
 /// `"name"` unquoted (with JSON's `\"` and `\\` escapes), or `text` itself when not quoted;
 /// `None` for a quote that does not close.
-pub fn unquote(text: &str) -> Option<String> {
+pub(crate) fn unquote(text: &str) -> Option<String> {
     let Some(inner) = text.strip_prefix('"') else { return Some(text.to_string()) };
     let inner = inner.strip_suffix('"')?;
     let mut out = String::with_capacity(inner.len());
@@ -94,17 +94,17 @@ impl Names {
     }
 
     /// Records the switch's groups: from now on `group:N` must name one of them.
-    pub fn set_groups(&mut self, ids: impl IntoIterator<Item = u32>) {
+    pub(crate) fn set_groups(&mut self, ids: impl IntoIterator<Item = u32>) {
         self.groups = Some(ids.into_iter().collect());
     }
 
     /// Whether group `id` exists.
-    pub fn has_group(&self, id: u32) -> bool {
+    pub(crate) fn has_group(&self, id: u32) -> bool {
         self.groups.as_ref().is_some_and(|g| g.contains(&id))
     }
 
     /// Whether the switch's groups were given.
-    pub fn groups_known(&self) -> bool {
+    pub(crate) fn groups_known(&self) -> bool {
         self.groups.is_some()
     }
 
@@ -120,12 +120,12 @@ impl Names {
     }
 
     /// Table names in order, for messages.
-    pub fn table_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn table_names(&self) -> impl Iterator<Item = &str> {
         self.tables.keys().map(String::as_str)
     }
 
     /// Port names in order, for messages.
-    pub fn port_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn port_names(&self) -> impl Iterator<Item = &str> {
         self.ports.keys().map(String::as_str)
     }
 
@@ -283,7 +283,7 @@ fn check_name(name: &str, what: &str) -> Result<(), String> {
 }
 
 /// The reserved port `name` stands for (any case), as OpenFlow numbers them in 1.0.
-pub fn reserved_port(name: &str) -> Option<u32> {
+pub(crate) fn reserved_port(name: &str) -> Option<u32> {
     const RESERVED: [(&str, u32); 9] = [
         ("IN_PORT", 0xfff8),
         ("TABLE", 0xfff9),

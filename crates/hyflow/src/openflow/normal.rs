@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 /// OVS `MAC_ENTRY_DEFAULT_IDLE_TIME`: 300 s.
-pub const DEFAULT_IDLE_NS: u64 = 300_000_000_000;
+pub(crate) const DEFAULT_IDLE_NS: u64 = 300_000_000_000;
 
 /// OVS `MAC_DEFAULT_MAX`.
 pub const DEFAULT_MAX_ENTRIES: usize = 8192;
@@ -113,13 +113,13 @@ impl MacTable {
 }
 
 /// Whether a MAC (48 bits, as a number) is multicast (or broadcast): its first octet's low bit.
-pub fn is_multicast(mac: u64) -> bool {
+pub(crate) fn is_multicast(mac: u64) -> bool {
     mac & (1 << 40) != 0
 }
 
 /// OVS `eth_addr_is_reserved`: destinations NORMAL never forwards (STP, pause, LACP, LLDP and
 /// other IEEE 802.1D reserved addresses; Cisco and Extreme control protocols).
-pub fn is_reserved(mac: u64) -> bool {
+pub(crate) fn is_reserved(mac: u64) -> bool {
     matches!(
         mac,
         0x0180_c200_0000..=0x0180_c200_000f

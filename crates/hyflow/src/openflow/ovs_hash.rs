@@ -32,17 +32,17 @@ fn hash_finish(hash: u32, last: u32) -> u32 {
 }
 
 /// OVS `hash_int` (= `hash_2words(x, basis)`).
-pub fn hash_int(x: u32, basis: u32) -> u32 {
+pub(crate) fn hash_int(x: u32, basis: u32) -> u32 {
     hash_finish(mhash_add(mhash_add(x, 0), basis), 8)
 }
 
 /// OVS `hash_uint64`.
-pub fn hash_uint64(x: u64) -> u32 {
+pub(crate) fn hash_uint64(x: u64) -> u32 {
     hash_finish(mhash_add(mhash_add(0, x as u32), (x >> 32) as u32), 8)
 }
 
 /// OVS `hash_bytes`: little-endian words of the bytes, the tail zero-padded.
-pub fn hash_bytes(bytes: &[u8], basis: u32) -> u32 {
+pub(crate) fn hash_bytes(bytes: &[u8], basis: u32) -> u32 {
     let mut h = basis;
     let mut chunks = bytes.chunks_exact(4);
     for c in &mut chunks {
@@ -108,7 +108,7 @@ fn jhash_bytes(bytes: &[u8], basis: u32) -> u32 {
 
 /// OVS `flow_hash_symmetric_l4(flow, 0)`: a 32-byte struct of address XORs, EtherType, VLAN
 /// ids, the TCP/SCTP port XOR and the protocol, hashed with `jhash_bytes`.
-pub fn symmetric_l4_hash(k: &FlowKey) -> u32 {
+pub(crate) fn symmetric_l4_hash(k: &FlowKey) -> u32 {
     let mut s = [0u8; 32];
     let dl = k.dl_type();
     let nw = k.nw_proto();
@@ -142,7 +142,7 @@ pub fn symmetric_l4_hash(k: &FlowKey) -> u32 {
 /// unfragmented) the port XOR, so both directions of a connection hash alike; other packets
 /// hash their Ethernet header (`flow_hash_symmetric_l2`). Values are hashed as the bytes of
 /// OVS's `struct flow` (network order) read as little-endian words, as on x86.
-pub fn symmetric_l3l4_hash(k: &FlowKey, basis: u32) -> u32 {
+pub(crate) fn symmetric_l3l4_hash(k: &FlowKey, basis: u32) -> u32 {
     let mut h = basis;
     match k.dl_type() {
         proto::ETH_IPV4 => {

@@ -18,7 +18,7 @@ use crate::packet::format::{parse_field_value, parse_int};
 use crate::packet::{FlowKey, FlowMask};
 
 /// Default rule priority, as OpenFlow's `OFP_DEFAULT_PRIORITY`.
-pub const DEFAULT_PRIORITY: u16 = 32768;
+pub(crate) const DEFAULT_PRIORITY: u16 = 32768;
 
 /// A problem in one flow spec: byte column (1-based), the offending token and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,7 +175,11 @@ pub fn parse_flow_spec(line: &str, kind: SpecKind) -> Result<FlowSpec, SpecError
 }
 
 /// Parses one flow spec (one line without its comment), with table and port `names`.
-pub fn parse_flow_spec_named(line: &str, kind: SpecKind, names: &Names) -> Result<FlowSpec, SpecError> {
+pub(crate) fn parse_flow_spec_named(
+    line: &str,
+    kind: SpecKind,
+    names: &Names,
+) -> Result<FlowSpec, SpecError> {
     let (match_text, actions_at) = match find_actions(line) {
         Some(pos) => (&line[..pos], Some(pos)),
         None => (line, None),
@@ -1263,12 +1267,12 @@ fn parse_flow_line(
 /// Longest line a flow or updates file may have: far beyond any real rule (OVS's own are a
 /// few hundred bytes), and small enough that a damaged file cannot make the reader hold
 /// hundreds of megabytes for one line.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// Reads the text file at `path` line by line, never holding more than one line of at most
 /// [`MAX_LINE_BYTES`], and calls `each(line, number, name)`. Errors name the file (and the
 /// line): one that cannot be read, a line too long, a line that is not UTF-8.
-pub fn read_lines(
+pub(crate) fn read_lines(
     path: &Path,
     mut each: impl FnMut(&str, usize, &str) -> Result<(), FlowFileError>,
 ) -> Result<(), FlowFileError> {

@@ -29,7 +29,7 @@ use crate::packet::{FlowKey, FlowMask};
 use std::sync::{Arc, Mutex};
 
 /// OpenFlow tables 0..=254.
-pub const N_TABLES: usize = 255;
+pub(crate) const N_TABLES: usize = 255;
 /// OVS `MAX_DEPTH`: nesting of resubmits that go back to the same or an earlier table.
 pub const MAX_DEPTH: u32 = 64;
 /// OVS `MAX_RESUBMITS`: table lookups (resubmit and goto_table) per packet.
@@ -99,12 +99,12 @@ impl Pipeline {
     }
 
     /// Applies MACs a translation learned at `now_ns`; returns whether forwarding may change.
-    pub fn learn_macs(&mut self, learned: &[MacLearn], now_ns: u64) -> bool {
+    pub(crate) fn learn_macs(&mut self, learned: &[MacLearn], now_ns: u64) -> bool {
         learned.iter().fold(false, |changed, &l| self.macs.learn(l, now_ns) | changed)
     }
 
     /// Expires idle MACs at `now_ns`; returns whether any was.
-    pub fn expire_macs(&mut self, now_ns: u64) -> bool {
+    pub(crate) fn expire_macs(&mut self, now_ns: u64) -> bool {
         self.macs.expire(now_ns)
     }
 

@@ -75,7 +75,7 @@ impl Frozen {
     }
 
     /// Restores the frozen metadata into `flow`.
-    pub fn thaw_into(&self, flow: &mut FlowKey) {
+    pub(crate) fn thaw_into(&self, flow: &mut FlowKey) {
         flow.words[..FROZEN_WORDS].copy_from_slice(&self.metadata);
     }
 }
@@ -83,14 +83,14 @@ impl Frozen {
 /// The ids given out, from 1 (0 is a packet's first pass). Ids are never freed: a run has as
 /// many as distinct frozen states.
 #[derive(Debug, Default)]
-pub struct RecircIds {
+pub(crate) struct RecircIds {
     ids: HashMap<Arc<Frozen>, u32>,
     states: Vec<Arc<Frozen>>,
 }
 
 impl RecircIds {
     /// The id of `state`, given out now if it has none.
-    pub fn id_of(&mut self, state: &Frozen) -> u32 {
+    pub(crate) fn id_of(&mut self, state: &Frozen) -> u32 {
         if let Some(&id) = self.ids.get(state) {
             return id;
         }
@@ -102,17 +102,7 @@ impl RecircIds {
     }
 
     /// The frozen state of an id.
-    pub fn state(&self, id: u32) -> Option<&Arc<Frozen>> {
+    pub(crate) fn state(&self, id: u32) -> Option<&Arc<Frozen>> {
         (id as usize).checked_sub(1).and_then(|i| self.states.get(i))
-    }
-
-    /// Ids given out.
-    pub fn len(&self) -> usize {
-        self.states.len()
-    }
-
-    /// Whether none was.
-    pub fn is_empty(&self) -> bool {
-        self.states.is_empty()
     }
 }

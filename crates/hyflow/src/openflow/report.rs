@@ -165,7 +165,7 @@ fn mac_text(l: &super::normal::MacLearn) -> String {
 }
 
 /// One packet's trace as text, in the shape of `ovs-appctl ofproto/trace`.
-pub fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
+pub(crate) fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Flow: {}\n", format_packet(&tr.entry));
     for s in &tr.steps {

@@ -26,7 +26,7 @@ impl Match {
     }
 
     /// Whether some packet satisfies both matches: they agree wherever both are exact.
-    pub fn overlaps(&self, other: &Match) -> bool {
+    pub(crate) fn overlaps(&self, other: &Match) -> bool {
         (0..self.value.words.len()).all(|i| {
             (self.value.words[i] ^ other.value.words[i]) & self.mask.words[i] & other.mask.words[i] == 0
         })

@@ -55,7 +55,7 @@ impl LookupRef {
 
     /// The lookup missed `table`.
     #[inline]
-    pub fn miss(table: u8) -> LookupRef {
+    pub(crate) fn miss(table: u8) -> LookupRef {
         LookupRef(Self::MISS | table as u32)
     }
 
@@ -67,13 +67,13 @@ impl LookupRef {
 
     /// The rule hit, if this is not a miss.
     #[inline]
-    pub fn as_rule(self) -> Option<RuleId> {
+    pub(crate) fn as_rule(self) -> Option<RuleId> {
         (self.0 & Self::MISS == 0).then_some(self.0)
     }
 
     /// The table missed, if this is a miss.
     #[inline]
-    pub fn as_miss(self) -> Option<u8> {
+    pub(crate) fn as_miss(self) -> Option<u8> {
         (self.0 & Self::MISS != 0).then_some(self.0 as u8)
     }
 }
@@ -350,13 +350,13 @@ impl Traversal {
     }
 
     /// Whether the decision learns (flows or MACs) or depends on the MAC table.
-    pub fn is_stateful(&self) -> bool {
+    pub(crate) fn is_stateful(&self) -> bool {
         !self.learned.is_empty() || self.uses_mac_table
     }
 
     /// Whether the decision goes through the connection tracker or recirculation: it is a
     /// later pass, or its datapath actions track, clear or recirculate.
-    pub fn uses_conntrack(&self) -> bool {
+    pub(crate) fn uses_conntrack(&self) -> bool {
         self.entry.recirc_id() != 0
             || self
                 .dp_actions

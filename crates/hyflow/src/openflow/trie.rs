@@ -77,7 +77,7 @@ impl<W> Node<W> {
 
 /// Result of a trie lookup.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TrieMatch {
+pub(crate) struct TrieMatch {
     /// Bit `l - 1` is set when some rule's prefix of length `l` matches the value.
     pub plens: u128,
     /// Leading bits of the value that determined the result (OVS's `maskbits`).
@@ -86,11 +86,11 @@ pub struct TrieMatch {
 
 impl TrieMatch {
     /// A result that rules nothing out (used when the field does not exist in the packet).
-    pub const ALL: TrieMatch = TrieMatch { plens: u128::MAX, maskbits: 0 };
+    pub(crate) const ALL: TrieMatch = TrieMatch { plens: u128::MAX, maskbits: 0 };
 
     /// Whether some rule with this prefix length matches.
     #[inline]
-    pub fn has_plen(&self, plen: u32) -> bool {
+    pub(crate) fn has_plen(&self, plen: u32) -> bool {
         plen > 0 && self.plens >> (plen - 1) & 1 == 1
     }
 }
@@ -302,7 +302,7 @@ impl<W: Word> Trie<W> {
 
 /// A binary prefix trie over values of up to 128 bits, most significant bit first.
 #[derive(Clone, Debug)]
-pub struct PrefixTrie(Width);
+pub(crate) struct PrefixTrie(Width);
 
 #[derive(Clone, Debug)]
 enum Width {
@@ -312,13 +312,13 @@ enum Width {
 
 impl PrefixTrie {
     /// An empty trie over `width`-bit values (1..=128).
-    pub fn new(width: u32) -> PrefixTrie {
+    pub(crate) fn new(width: u32) -> PrefixTrie {
         assert!((1..=128).contains(&width), "trie width {width} out of range");
         PrefixTrie(if width <= 64 { Width::Narrow(Trie::new(width)) } else { Width::Wide(Trie::new(width)) })
     }
 
     /// Adds one rule with prefix `value/plen` (`plen` ≥ 1).
-    pub fn insert(&mut self, value: u128, plen: u32) {
+    pub(crate) fn insert(&mut self, value: u128, plen: u32) {
         match &mut self.0 {
             Width::Narrow(t) => t.insert(value, plen),
             Width::Wide(t) => t.insert(value, plen),
@@ -327,7 +327,7 @@ impl PrefixTrie {
 
     /// Removes one rule previously inserted with the same `value/plen`, keeping the trie
     /// canonical (rule-less nodes have two children).
-    pub fn remove(&mut self, value: u128, plen: u32) {
+    pub(crate) fn remove(&mut self, value: u128, plen: u32) {
         match &mut self.0 {
             Width::Narrow(t) => t.remove(value, plen),
             Width::Wide(t) => t.remove(value, plen),
@@ -339,15 +339,16 @@ impl PrefixTrie {
     /// Mirrors OVS `trie_lookup_value`: on a mismatch the first differing bit is included; on
     /// running off the trie after a full node, one more bit is needed unless that node is a leaf.
     #[inline]
-    pub fn lookup(&self, value: u128) -> TrieMatch {
+    pub(crate) fn lookup(&self, value: u128) -> TrieMatch {
         match &self.0 {
             Width::Narrow(t) => t.lookup(value),
             Width::Wide(t) => t.lookup(value),
         }
     }
 
+    #[cfg(test)]
     /// Whether no rule is stored.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         match &self.0 {
             Width::Narrow(t) => t.root == NONE,
             Width::Wide(t) => t.root == NONE,

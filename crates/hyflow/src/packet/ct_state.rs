@@ -5,21 +5,21 @@
 //! accepted too (OVS `parse_flags`, `format_flags_masked`).
 
 /// A new connection (no reply seen).
-pub const NEW: u8 = 0x01;
+pub(crate) const NEW: u8 = 0x01;
 /// An established connection.
-pub const EST: u8 = 0x02;
+pub(crate) const EST: u8 = 0x02;
 /// Related to an existing connection.
-pub const REL: u8 = 0x04;
+pub(crate) const REL: u8 = 0x04;
 /// The packet goes in the reply direction.
-pub const RPL: u8 = 0x08;
+pub(crate) const RPL: u8 = 0x08;
 /// Invalid: conntrack could not track the packet.
-pub const INV: u8 = 0x10;
+pub(crate) const INV: u8 = 0x10;
 /// Tracked: the packet went through conntrack.
 pub const TRK: u8 = 0x20;
 /// Source NAT applied.
-pub const SNAT: u8 = 0x40;
+pub(crate) const SNAT: u8 = 0x40;
 /// Destination NAT applied.
-pub const DNAT: u8 = 0x80;
+pub(crate) const DNAT: u8 = 0x80;
 
 /// Flag names in bit order.
 pub const NAMES: [&str; 8] = ["new", "est", "rel", "rpl", "inv", "trk", "snat", "dnat"];
@@ -30,7 +30,7 @@ pub fn flag(name: &str) -> Option<u8> {
 }
 
 /// An exact state as OVS prints it: `new|trk`, `0` for none.
-pub fn format_exact(state: u8) -> String {
+pub(crate) fn format_exact(state: u8) -> String {
     if state == 0 {
         return "0".to_string();
     }
@@ -39,7 +39,7 @@ pub fn format_exact(state: u8) -> String {
 
 /// A masked state as OVS prints it: the exact form under a full mask, else `+flag`/`-flag` for
 /// each bit of the mask.
-pub fn format_masked(state: u8, mask: u8) -> String {
+pub(crate) fn format_masked(state: u8, mask: u8) -> String {
     if mask == u8::MAX {
         return format_exact(state);
     }
@@ -111,7 +111,7 @@ pub fn valid_in_match(value: u8, mask: u8) -> bool {
 
 /// The bits of a packet's state that tell whether it has a valid connection (OVS
 /// `CS_VALID_MASK`): one of them is set in every tracked, valid state.
-pub const VALID_BITS: u8 = NEW | EST | RPL;
+pub(crate) const VALID_BITS: u8 = NEW | EST | RPL;
 
 /// Why a state can never occur, as OVS's `validate_ct_state` says it, if it cannot.
 pub fn impossible(state: u8) -> Option<String> {

@@ -94,7 +94,7 @@ impl Prereq {
 
 /// Lookup stage a key word belongs to, as in OVS's staged classifier (metadata, L2, L3, L4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Pipeline metadata: `in_port`, `metadata`, registers, tunnel id.
     Metadata = 0,
     /// Ethernet and VLAN.
@@ -140,38 +140,38 @@ pub mod word {
     /// `metadata` (64 bits).
     pub const METADATA: u8 = 0;
     /// First of eight words holding `reg0`..`reg15` (two per word, even register high).
-    pub const REGS: u8 = 1;
+    pub(crate) const REGS: u8 = 1;
     /// `tun_id` (VXLAN VNI).
     pub const TUN_ID: u8 = 9;
     /// `in_port` (high 32 bits) and `conj_id` (low 32).
     pub const IN_PORT: u8 = 10;
     /// `recirc_id` (high 32) and `ct_mark` (low 32): datapath metadata recirculation and
     /// connection tracking set, in the metadata stage as in OVS's `struct flow`.
-    pub const RECIRC_CT_MARK: u8 = 11;
+    pub(crate) const RECIRC_CT_MARK: u8 = 11;
     /// `ct_state` (bits 56..64), `ct_nw_proto` (48..56), `ct_zone` (32..48) and `dp_hash`
     /// (low 32).
-    pub const CT_STATE_ZONE: u8 = 12;
+    pub(crate) const CT_STATE_ZONE: u8 = 12;
     /// `ct_label` (two words).
-    pub const CT_LABEL: u8 = 13;
+    pub(crate) const CT_LABEL: u8 = 13;
     /// `dl_dst` (high 48) and `dl_type` (low 16).
-    pub const ETH_DST_TYPE: u8 = 15;
+    pub(crate) const ETH_DST_TYPE: u8 = 15;
     /// `dl_src` (high 48) and outer `vlan_tci` (low 16).
-    pub const ETH_SRC_TCI: u8 = 16;
+    pub(crate) const ETH_SRC_TCI: u8 = 16;
     /// Outer TPID, inner TCI, inner TPID.
-    pub const VLAN_EXTRA: u8 = 17;
+    pub(crate) const VLAN_EXTRA: u8 = 17;
     /// `nw_src` (high 32) and `nw_dst` (low 32); ARP SPA/TPA share them.
-    pub const NW_ADDRS: u8 = 18;
+    pub(crate) const NW_ADDRS: u8 = 18;
     /// The connection's original `ct_nw_src` (high 32) and `ct_nw_dst` (low 32): L3, as in
     /// OVS's `struct flow`.
-    pub const CT_NW_ADDRS: u8 = 19;
+    pub(crate) const CT_NW_ADDRS: u8 = 19;
     /// `ipv6_src` (two words).
     pub const IPV6_SRC: u8 = 20;
     /// `ipv6_dst` (two words).
     pub const IPV6_DST: u8 = 22;
     /// `ipv6_label`, `nw_frag`, `nw_tos`, `nw_ttl`, `nw_proto`.
-    pub const NW_MISC: u8 = 24;
+    pub(crate) const NW_MISC: u8 = 24;
     /// `arp_sha` (high 48) and `tcp_flags` (low 16).
-    pub const ARP_SHA_TCP_FLAGS: u8 = 25;
+    pub(crate) const ARP_SHA_TCP_FLAGS: u8 = 25;
     /// `arp_tha` (high 48).
     pub const ARP_THA: u8 = 26;
     /// `tp_src` (bits 48..64), `tp_dst` (32..48), and the connection's original `ct_tp_src`
@@ -180,11 +180,11 @@ pub mod word {
 }
 
 /// First key word of each stage after metadata: L2, L3, L4.
-pub const STAGE_STARTS: [usize; 3] =
+pub(crate) const STAGE_STARTS: [usize; 3] =
     [word::ETH_DST_TYPE as usize, word::NW_ADDRS as usize, word::PORTS as usize];
 
 /// Stage of a key word.
-pub fn stage_of_word(w: usize) -> Stage {
+pub(crate) fn stage_of_word(w: usize) -> Stage {
     if w < STAGE_STARTS[0] {
         Stage::Metadata
     } else if w < STAGE_STARTS[1] {
@@ -392,7 +392,7 @@ impl FieldId {
     }
 
     /// All-ones value of the field's width.
-    pub fn full_mask(self) -> u128 {
+    pub(crate) fn full_mask(self) -> u128 {
         let bits = self.def().bits as u32;
         if bits == 128 {
             u128::MAX
@@ -428,7 +428,7 @@ pub mod id {
     /// The datapath's own metadata, in the order OVS prints it: `recirc_id`, `dp_hash`, then
     /// the connection tracker's fields ([`CONNTRACK`]). Megaflows match them; no packet
     /// carries them out.
-    pub const DATAPATH: [FieldId; 11] = [
+    pub(crate) const DATAPATH: [FieldId; 11] = [
         RECIRC_ID,
         DP_HASH,
         CT_STATE,
@@ -443,7 +443,7 @@ pub mod id {
     ];
 
     /// The connection tracker's fields: what `ct_clear` clears and a pass after `ct` sees.
-    pub const CONNTRACK: &[FieldId] = DATAPATH.split_at(2).1;
+    pub(crate) const CONNTRACK: &[FieldId] = DATAPATH.split_at(2).1;
 
     /// Register `n` (0..16).
     pub const fn reg(n: u8) -> FieldId {
@@ -454,35 +454,35 @@ pub mod id {
 /// EtherTypes and IP protocol numbers used for prerequisites and parsing.
 pub mod proto {
     /// IPv4 EtherType.
-    pub const ETH_IPV4: u16 = 0x0800;
+    pub(crate) const ETH_IPV4: u16 = 0x0800;
     /// IPv6 EtherType.
-    pub const ETH_IPV6: u16 = 0x86dd;
+    pub(crate) const ETH_IPV6: u16 = 0x86dd;
     /// ARP EtherType.
-    pub const ETH_ARP: u16 = 0x0806;
+    pub(crate) const ETH_ARP: u16 = 0x0806;
     /// RARP EtherType (same body as ARP).
-    pub const ETH_RARP: u16 = 0x8035;
+    pub(crate) const ETH_RARP: u16 = 0x8035;
     /// `dl_type` OVS gives 802.3 frames whose type field is a length (`FLOW_DL_TYPE_NONE`).
-    pub const ETH_NONE: u16 = 0x05ff;
+    pub(crate) const ETH_NONE: u16 = 0x05ff;
     /// 802.1Q C-tag TPID.
-    pub const ETH_VLAN: u16 = 0x8100;
+    pub(crate) const ETH_VLAN: u16 = 0x8100;
     /// 802.1ad S-tag TPID.
-    pub const ETH_QINQ: u16 = 0x88a8;
+    pub(crate) const ETH_QINQ: u16 = 0x88a8;
     /// ICMP.
-    pub const IP_ICMP: u8 = 1;
+    pub(crate) const IP_ICMP: u8 = 1;
     /// TCP.
-    pub const IP_TCP: u8 = 6;
+    pub(crate) const IP_TCP: u8 = 6;
     /// UDP.
-    pub const IP_UDP: u8 = 17;
+    pub(crate) const IP_UDP: u8 = 17;
     /// ICMPv6.
-    pub const IP_ICMPV6: u8 = 58;
+    pub(crate) const IP_ICMPV6: u8 = 58;
     /// SCTP.
-    pub const IP_SCTP: u8 = 132;
+    pub(crate) const IP_SCTP: u8 = 132;
     /// VLAN TCI "present" (CFI) bit, as OVS uses it.
-    pub const VLAN_CFI: u16 = 0x1000;
+    pub(crate) const VLAN_CFI: u16 = 0x1000;
     /// `nw_frag` bit: packet is a fragment.
-    pub const FRAG_ANY: u8 = 1;
+    pub(crate) const FRAG_ANY: u8 = 1;
     /// `nw_frag` bit: fragment with non-zero offset.
-    pub const FRAG_LATER: u8 = 2;
+    pub(crate) const FRAG_LATER: u8 = 2;
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ fn verr(reason: impl Into<String>, in_mask: bool) -> ValueError {
 }
 
 /// Parses an unsigned integer in decimal or `0x` hex.
-pub fn parse_int(s: &str) -> Option<u128> {
+pub(crate) fn parse_int(s: &str) -> Option<u128> {
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         if h.is_empty() {
             return None;
@@ -50,7 +50,7 @@ fn parse_mac(s: &str) -> Option<u128> {
 }
 
 /// Mask of the `len` leading bits of a `bits`-wide field.
-pub fn prefix_mask(bits: u32, len: u32) -> u128 {
+pub(crate) fn prefix_mask(bits: u32, len: u32) -> u128 {
     let full = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
     if len == 0 {
         0
@@ -61,7 +61,7 @@ pub fn prefix_mask(bits: u32, len: u32) -> u128 {
 
 /// Parses `value[/mask]` for `field`. Returns the value and the mask (all ones if absent).
 /// The value is not yet ANDed with the mask.
-pub fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), ValueError> {
+pub(crate) fn parse_field_value(field: FieldId, text: &str) -> Result<(u128, u128), ValueError> {
     let def = field.def();
     let full = field.full_mask();
     if def.notation == Notation::CtState {
@@ -129,7 +129,7 @@ fn fmt_mac(v: u128) -> String {
 }
 
 /// Writes one value of `field` in its notation (no mask).
-pub fn format_value(field: FieldId, v: u128) -> String {
+pub(crate) fn format_value(field: FieldId, v: u128) -> String {
     let def = field.def();
     match def.notation {
         Notation::Mac => fmt_mac(v),
@@ -152,7 +152,7 @@ pub fn format_value(field: FieldId, v: u128) -> String {
 }
 
 /// Writes `value/mask` (or just `value` when exact), using prefix notation for CIDR masks.
-pub fn format_masked(field: FieldId, v: u128, m: u128) -> String {
+pub(crate) fn format_masked(field: FieldId, v: u128, m: u128) -> String {
     let def = field.def();
     let full = field.full_mask();
     if m == full {
@@ -179,7 +179,7 @@ pub fn format_masked(field: FieldId, v: u128, m: u128) -> String {
 }
 
 /// Fields printed for a packet, in order: each bit of the key appears once.
-pub const PACKET_FIELDS: &[FieldId] = &[
+pub(crate) const PACKET_FIELDS: &[FieldId] = &[
     id::IN_PORT,
     id::TUN_ID,
     id::METADATA,
@@ -224,7 +224,7 @@ pub const PACKET_FIELDS: &[FieldId] = &[
 ];
 
 /// Value of a field as printed in packets: `nw_tos` shows only its DSCP bits, as ovs-ofctl.
-pub fn packet_field_value(key: &FlowKey, f: FieldId) -> u128 {
+pub(crate) fn packet_field_value(key: &FlowKey, f: FieldId) -> u128 {
     let v = key.get(f);
     if f == id::NW_TOS {
         v & 0xfc
@@ -234,14 +234,14 @@ pub fn packet_field_value(key: &FlowKey, f: FieldId) -> u128 {
 }
 
 /// Every field of the key as `(name, value)` in ovs-ofctl notation.
-pub fn packet_fields(key: &FlowKey) -> impl Iterator<Item = (&'static str, String)> + '_ {
+pub(crate) fn packet_fields(key: &FlowKey) -> impl Iterator<Item = (&'static str, String)> + '_ {
     PACKET_FIELDS.iter().map(move |&f| (f.def().name, format_value(f, packet_field_value(key, f))))
 }
 
 /// A packet as a compact match-style string: only the fields that exist in it, non-zero
 /// metadata, and `vlan_tci` only when tagged. `hyflow trace` accepts it back (an inner VLAN
 /// tag has no ovs-ofctl field and is not shown).
-pub fn format_packet(key: &FlowKey) -> String {
+pub(crate) fn format_packet(key: &FlowKey) -> String {
     let mut exact = FlowMask::CATCHALL;
     exact.unwildcard_all(id::IN_PORT);
     exact.unwildcard_all(id::DL_SRC);

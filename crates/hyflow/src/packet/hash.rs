@@ -55,7 +55,7 @@ pub fn hash_key(key: &FlowKey) -> u64 {
 /// (`bits[j]` is the mask's word `words[j]`): equal for every key a tuple-space subtable must
 /// treat as equal, reading only those words of key and mask.
 #[inline]
-pub fn hash_sparse(key: &FlowKey, words: &[u8], bits: &[u64]) -> u64 {
+pub(crate) fn hash_sparse(key: &FlowKey, words: &[u8], bits: &[u64]) -> u64 {
     let masked = |j: usize| {
         let i = words[j] as usize;
         key.words[i] & bits[j] ^ SEEDS[i]

@@ -109,7 +109,7 @@ impl FlowKey {
 
     /// Overwrites the bits of a field selected by `mask`.
     #[inline]
-    pub fn set_masked(&mut self, f: FieldId, value: u128, mask: u128) {
+    pub(crate) fn set_masked(&mut self, f: FieldId, value: u128, mask: u128) {
         write_masked(&mut self.words, f.def(), value, mask)
     }
 
@@ -148,14 +148,14 @@ impl FlowKey {
 
     /// Leaves the connection tracker's view: `ct_state` and every other `ct_*` field zero
     /// (OVS `flow_clear_conntrack`).
-    pub fn clear_conntrack(&mut self) {
+    pub(crate) fn clear_conntrack(&mut self) {
         for &f in id::CONNTRACK {
             self.set(f, 0);
         }
     }
 
     /// Whether a field exists in this packet (OVS `mf_are_prereqs_ok`).
-    pub fn prereq_ok(&self, p: Prereq) -> bool {
+    pub(crate) fn prereq_ok(&self, p: Prereq) -> bool {
         if p == Prereq::Ct {
             return self.get(id::CT_STATE) as u8 & super::ct_state::VALID_BITS != 0;
         }
@@ -212,7 +212,7 @@ impl FlowMask {
 
     /// Makes the bits `mask` of field `f` exact (OR, never clears).
     #[inline]
-    pub fn unwildcard(&mut self, f: FieldId, mask: u128) {
+    pub(crate) fn unwildcard(&mut self, f: FieldId, mask: u128) {
         let def = f.def();
         let cur = read(&self.words, def);
         write_masked(&mut self.words, def, cur | mask, u128::MAX);

@@ -85,7 +85,7 @@ impl Malformed {
 }
 
 /// The UDP port VXLAN arrives on (IANA).
-pub const VXLAN_PORT: u16 = 4789;
+pub(crate) const VXLAN_PORT: u16 = 4789;
 
 /// IGMP's IP protocol number.
 const IP_IGMP: u8 = 2;

@@ -181,7 +181,7 @@ impl CarriesInvalidParam for SimConfigError {
 }
 
 /// Most forwarding cores a simulated host may have.
-pub const MAX_CORES: usize = 256;
+pub(crate) const MAX_CORES: usize = 256;
 
 #[derive(Clone, Copy, Debug)]
 struct Queued {
@@ -368,7 +368,7 @@ impl Metrics {
     }
 
     /// Time the host still needed after the last arrival to empty its rings, ns.
-    pub fn drain_ns(&self) -> u64 {
+    pub(crate) fn drain_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.last_ns)
     }
 
@@ -628,7 +628,7 @@ impl<D: Datapath> Simulator<D> {
     }
 
     /// The core whose ring receives host-bound packets with these headers.
-    pub fn core_of(&self, key: &FlowKey) -> usize {
+    pub(crate) fn core_of(&self, key: &FlowKey) -> usize {
         if self.cores.len() == 1 {
             return 0;
         }

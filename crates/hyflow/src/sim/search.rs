@@ -260,9 +260,10 @@ pub fn min_cores(max_cores: usize, mut lossless: impl FnMut(usize) -> bool) -> O
     s.answer()
 }
 
+#[cfg(test)]
 /// The highest rate in (0, `max_rate`] within a relative `tolerance` for which
 /// `lossless(rate)` holds, run sequentially. `None` if even the lowest rate tried loses.
-pub fn max_rate(max_rate: f64, tolerance: f64, mut lossless: impl FnMut(f64) -> bool) -> Option<f64> {
+pub(crate) fn max_rate(max_rate: f64, tolerance: f64, mut lossless: impl FnMut(f64) -> bool) -> Option<f64> {
     let mut s = MaxRate::new(max_rate, tolerance);
     while let Some(bits) = s.next() {
         s.advance(lossless(f64::from_bits(bits)));

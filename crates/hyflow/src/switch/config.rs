@@ -45,7 +45,7 @@ pub enum NicConntrack {
 
 impl NicConntrack {
     /// Whether the NIC tracks connections at all.
-    pub fn is_on(self) -> bool {
+    pub(crate) fn is_on(self) -> bool {
         self != NicConntrack::Off
     }
 }

@@ -55,7 +55,7 @@ const AGING_INTERVAL_NS: u64 = 1_000_000_000;
 /// Whether an upcall may install its decision in the NIC (a NIC accepts a bounded number of
 /// table updates per second, so a timing model may refuse).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Offload {
+pub(crate) enum Offload {
     /// Install while the NIC has room.
     Allowed,
     /// Leave the NIC as it is.
@@ -188,7 +188,7 @@ impl Switch {
     /// which saves executing the actions of every cached hit; hits that go through the
     /// connection tracker or recirculate, and stale ones (checked against the slow path),
     /// still run them.
-    pub fn set_outputs_wanted(&mut self, wanted: bool) {
+    pub(crate) fn set_outputs_wanted(&mut self, wanted: bool) {
         self.outputs_wanted = wanted;
     }
 
@@ -205,13 +205,13 @@ impl Switch {
     /// Where the recirculated passes of the last packet [`Switch::process_nic`] or
     /// [`Switch::process_host`] handled were decided, in order (empty if it did not
     /// recirculate): each one in software costs the host a lookup.
-    pub fn last_passes(&self) -> &[Layer] {
+    pub(crate) fn last_passes(&self) -> &[Layer] {
         &self.recirc.last_passes
     }
 
     /// Megaflow entries held now by the pass they serve: the first, the second, the third,
     /// later ones (the figure OVS operators watch per recirculation).
-    pub fn megaflows_by_pass(&self) -> [usize; 4] {
+    pub(crate) fn megaflows_by_pass(&self) -> [usize; 4] {
         let mut out = [0; 4];
         if let Some(m) = &self.megaflow {
             for id in m.space().ids() {
@@ -240,17 +240,17 @@ impl Switch {
     }
 
     /// The NIC's occupancy and counters (with its scheme's own figures), if configured.
-    pub fn nic_report(&self) -> Option<NicReport> {
+    pub(crate) fn nic_report(&self) -> Option<NicReport> {
         self.nic.as_ref().map(|n| n.report())
     }
 
     /// NIC entries installed so far.
-    pub fn nic_installs(&self) -> u64 {
+    pub(crate) fn nic_installs(&self) -> u64 {
         self.nic.as_ref().map_or(0, |n| n.installs())
     }
 
     /// The NIC's peak of entries held restarts from what it holds now (a warm-up ended).
-    pub fn restart_nic_peak(&mut self) {
+    pub(crate) fn restart_nic_peak(&mut self) {
         if let Some(n) = self.nic.as_mut() {
             n.restart_peak();
         }
@@ -267,7 +267,7 @@ impl Switch {
     }
 
     /// Distinct action lists and rule paths referenced by cached entries.
-    pub fn decision_tables(&self) -> (usize, usize) {
+    pub(crate) fn decision_tables(&self) -> (usize, usize) {
         (self.tables.actions.len(), self.tables.paths.len())
     }
 
@@ -292,7 +292,13 @@ impl Switch {
     /// fills `outputs` and returns true. A packet it misses must then go to
     /// [`Switch::process_host`] (at the same or a later time: host software may serve it
     /// after a queue).
-    pub fn process_nic(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> bool {
+    pub(crate) fn process_nic(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        outputs: &mut Vec<Output>,
+    ) -> bool {
         outputs.clear();
         self.recirc.last_passes.clear();
         self.advance(now_ns);
@@ -316,7 +322,7 @@ impl Switch {
     /// [`Switch::process_nic`]): microflow cache, megaflow cache, slow path; returns the
     /// layer that decided. `now_ns` is when software handles it; an upcall installs in the
     /// NIC only if `offload` allows.
-    pub fn process_host(
+    pub(crate) fn process_host(
         &mut self,
         key: &FlowKey,
         bytes: u64,

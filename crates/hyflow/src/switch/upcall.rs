@@ -102,7 +102,12 @@ impl Switch {
     /// Offloads the flow of `key` to the NIC's `area` at `now_ns`, for a policy that fills the
     /// NIC flow by flow: translates the packet as an upcall would (crediting no rule: no packet
     /// is forwarded) and installs the decision. Returns the entry's (table, id), or why not.
-    pub fn nic_offload(&mut self, key: &FlowKey, area: u8, now_ns: u64) -> Result<(u8, EntryId), Refused> {
+    pub(crate) fn nic_offload(
+        &mut self,
+        key: &FlowKey,
+        area: u8,
+        now_ns: u64,
+    ) -> Result<(u8, EntryId), Refused> {
         self.advance(now_ns);
         let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
         self.pipeline.process(key, &mut self.tr);
@@ -127,14 +132,14 @@ impl Switch {
     }
 
     /// Removes a NIC entry an offload policy no longer wants there; false if it was gone.
-    pub fn nic_remove(&mut self, table: u8, id: EntryId, now_ns: u64) -> bool {
+    pub(crate) fn nic_remove(&mut self, table: u8, id: EntryId, now_ns: u64) -> bool {
         self.advance(now_ns);
         let Some(nic) = &mut self.nic else { return false };
         nic.entries_mut().remove(table as usize, id, &mut self.tables, Removal::Replaced)
     }
 
     /// Where the NIC holds `flow`'s entry, for schemes keyed by flow.
-    pub fn nic_find(&self, flow: FlowId) -> Option<(u8, EntryId)> {
+    pub(crate) fn nic_find(&self, flow: FlowId) -> Option<(u8, EntryId)> {
         self.nic.as_ref()?.find_flow(flow)
     }
 }

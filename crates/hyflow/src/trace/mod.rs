@@ -96,7 +96,7 @@ impl LinkType {
 
     /// The `LINKTYPE_*` number written to files: 1 for Ethernet, 101 (`LINKTYPE_RAW`, which
     /// carries both IPv4 and IPv6) for raw IP, 0 for BSD loopback.
-    pub fn to_linktype(self) -> u32 {
+    pub(crate) fn to_linktype(self) -> u32 {
         match self {
             LinkType::Ethernet => 1,
             LinkType::RawIp => 101,
@@ -110,7 +110,7 @@ impl LinkType {
 
 /// The name of a `LINKTYPE_*` number hyflow does not read, for error messages (the common
 /// ones by name, as tcpdump lists them).
-pub fn link_type_name(value: u32) -> String {
+pub(crate) fn link_type_name(value: u32) -> String {
     let name = match value {
         6 => "IEEE 802.5 Token Ring",
         9 => "PPP",

@@ -105,13 +105,15 @@ impl<W: Write> PcapWriter<W> {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Number of packets written so far.
-    pub fn packets_written(&self) -> u64 {
+    pub(crate) fn packets_written(&self) -> u64 {
         self.packets
     }
 
+    #[cfg(test)]
     /// Number of bytes written so far, file header included.
-    pub fn bytes_written(&self) -> u64 {
+    pub(crate) fn bytes_written(&self) -> u64 {
         self.offset
     }
 

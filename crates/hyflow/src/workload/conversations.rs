@@ -22,7 +22,7 @@ use crate::packet::FlowKey;
 use crate::switch::Switch;
 
 /// Highest input port a conversation packet may arrive on (pcapng interface `port - 1`).
-pub const MAX_PORT: u32 = 1024;
+pub(crate) const MAX_PORT: u32 = 1024;
 
 /// One kind of conversation: its first packet and how often it starts.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,7 +117,7 @@ impl Default for ConversationConfig {
 
 /// Most conversations one run generates: the packets are held, sorted by time, before they
 /// are written (about 15 packets of 240 bytes per TCP conversation).
-pub const MAX_CONVERSATIONS: usize = 200_000;
+pub(crate) const MAX_CONVERSATIONS: usize = 200_000;
 
 /// The generated trace: packets in time order (time, packet, frame length) and counters.
 #[derive(Clone, Debug, Default)]

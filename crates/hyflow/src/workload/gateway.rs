@@ -201,7 +201,7 @@ impl GatewayConfig {
     }
 
     /// Average packet rate of all bursty flows: each sends peak / ratio on average.
-    pub fn expected_burst_rate(&self) -> f64 {
+    pub(crate) fn expected_burst_rate(&self) -> f64 {
         let (p0, p1) = self.burst_peak_share;
         let mean_peak = if p1 > p0 { (p1 - p0) / (p1 / p0).ln() } else { p0 } * self.rate;
         let (r0, r1) = self.burst_ratio;
@@ -437,8 +437,9 @@ impl Gateway {
         &self.burst_log
     }
 
+    #[cfg(test)]
     /// Flows bursting now.
-    pub fn bursting(&self) -> usize {
+    pub(crate) fn bursting(&self) -> usize {
         self.active.len()
     }
 

@@ -599,7 +599,7 @@ fn header(routed: bool, tuples: &[Tuple], concrete: &[Concrete], source: impl Fn
 
 /// Frame bytes of every packet, FCS excluded: 64-byte packets on the wire, as the artifact's
 /// traffic generator sends.
-pub const FRAME_LEN: usize = 60;
+pub(crate) const FRAME_LEN: usize = 60;
 
 /// The header pool: `config.headers` headers, as the artifact's `ruleset.traffic` (see the
 /// module notes for how locality shapes it).

@@ -47,7 +47,7 @@ const OFD_IN: &[StepSpec] = &[step(0, "", ""), step(10, "", "write_metadata:{vrf
 const OFD_OUT: &[StepSpec] = &[step(60, "", ""), step(250, "reg1={port}", "")];
 
 /// OFD: Broadcom OF-DPA 2.0 as programmed by ONOS/CORD (10 tables, 5 traversals).
-pub const OFD: Template = Template {
+pub(crate) const OFD: Template = Template {
     name: "ofd",
     description: "OF-DPA 2.0 (ONOS/CORD): ingress port, VLAN, VLAN 1, MPLS L2 port, termination MAC, \
                   MPLS, unicast and multicast routing, bridging, policy ACL",
@@ -164,7 +164,7 @@ pub const PSC: Template = Template {
 const OTL_IN: &[StepSpec] = &[miss(0), step(10, "", ""), step(20, "", "")];
 
 /// OTL: the ONF Table Type Patterns example "L2-L3-ACLs" (8 tables).
-pub const OTL: Template = Template {
+pub(crate) const OTL: Template = Template {
     name: "otl",
     description:
         "ONF TTP L2-L3-ACLs: control frames, ingress VLAN, MAC learning, ACL, L2, protocol filter, IPv4, IPv6",
@@ -279,7 +279,7 @@ const OLS_LB: &[StepSpec] =
 
 /// OLS: the OVN logical switch ingress pipeline (OVN 24.09: 30 stages, stage N in table N).
 /// Every stage continues to the next (`next;`), so traversals differ by the stages that hit.
-pub const OLS: Template = Template {
+pub(crate) const OLS: Template = Template {
     name: "ols",
     description:
         "OVN logical switch ingress pipeline (30 stages): port security, FDB, pre-ACL/LB, conntrack, \
@@ -436,7 +436,7 @@ const ANT_OUT: &[StepSpec] = &[step(30, "reg1={port}", "")];
 
 /// ANT: Antrea's OVS pipeline (v1.15 design document), the 22 tables that match headers or
 /// decide (conntrack-only, metric and optional-feature tables folded into their successors).
-pub const ANT: Template = Template {
+pub(crate) const ANT: Template = Template {
     name: "ant",
     description: "Antrea OVS pipeline: root classifier, ARP spoof guard/responder, classifier, spoof guard, \
                   conntrack state, session affinity, service LB, endpoint DNAT, egress/ingress policy, \

@@ -60,7 +60,7 @@ pub enum TrafficError {
 
 impl TrafficError {
     /// `param` is out of range: `message` says how.
-    pub fn param(param: &'static str, message: impl Into<String>) -> TrafficError {
+    pub(crate) fn param(param: &'static str, message: impl Into<String>) -> TrafficError {
         TrafficError::Param(InvalidParam::new(param, message))
     }
 }
@@ -220,7 +220,7 @@ pub fn generate(
 }
 
 /// Most distinct flows a generator keeps: every flow's key is held for the whole run.
-pub const MAX_FLOWS: usize = 20_000_000;
+pub(crate) const MAX_FLOWS: usize = 20_000_000;
 
 fn check_flow_count(flows: usize) -> Result<(), TrafficError> {
     if flows > MAX_FLOWS {

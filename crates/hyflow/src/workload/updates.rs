@@ -56,7 +56,7 @@ fn add_live(live: &mut Vec<Rule>, r: Rule) {
 }
 
 /// Most updates a generated stream holds (its lines are kept in memory).
-pub const MAX_UPDATES: usize = 100_000_000;
+pub(crate) const MAX_UPDATES: usize = 100_000_000;
 
 /// The update lines (`<seconds> <command> <spec>`), in time order.
 pub fn generate_updates(rules: &[Rule], config: &UpdatesConfig) -> Result<Vec<String>, TrafficError> {
