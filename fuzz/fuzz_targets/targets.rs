@@ -4,12 +4,12 @@
 
 use std::io::Cursor;
 
+use hyflow::capture::TraceReader;
 use hyflow::openflow::group::parse_groups;
 use hyflow::openflow::update::parse_updates;
 use hyflow::openflow::{parse_flows, parse_packet};
 use hyflow::packet::format::format_flow;
 use hyflow::packet::{parse_captured, parse_frame, FlowKey, LinkKind};
-use hyflow::trace::TraceReader;
 
 /// A pcap or pcapng file: every packet read, then parsed as its link type says.
 pub fn trace_reader(data: &[u8]) {

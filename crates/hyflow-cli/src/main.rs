@@ -11,13 +11,13 @@ use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use hyflow::openflow::report::{passes_text, TraceRecord};
-use hyflow_front::gen::{
+use hyflow_commands::gen::{
     self, GenConversationsArgs, GenDynamicArgs, GenGatewayArgs, GenPipelineArgs, GenTrafficArgs,
     GenUpdatesArgs,
 };
-use hyflow_front::replay::ReplayArgs;
-use hyflow_front::trace::TraceArgs;
-use hyflow_front::{negative_numbers_are_values, topk as topk_options};
+use hyflow_commands::replay::ReplayArgs;
+use hyflow_commands::trace::TraceArgs;
+use hyflow_commands::{negative_numbers_are_values, topk as topk_options};
 
 mod parse_pcap;
 mod progress;
@@ -55,7 +55,7 @@ enum Command {
     /// Timing: a discrete-event simulation of the NIC, the host's receive rings and cores over
     /// trace time, with a calibrated cost model: latency (HDR percentiles), ring occupancy,
     /// loss, core utilisation; searches for the fewest cores or the highest rate without loss.
-    Sim(Box<hyflow_front::sim::SimArgs>),
+    Sim(Box<hyflow_commands::sim::SimArgs>),
     /// Measure hyflow's software path on this machine and write the cost model `sim` uses.
     Calibrate(sim::CalibrateArgs),
     /// Evaluate detectors against exact answers.
@@ -126,7 +126,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hyflow: {}", hyflow_front::error_message(&e));
+            eprintln!("hyflow: {}", hyflow_commands::error_message(&e));
             ExitCode::FAILURE
         }
     }

@@ -6,9 +6,9 @@ use std::path::Path;
 use anyhow::Result;
 
 use hyflow::experiment::replay::DecisionRecord;
-use hyflow_front::create;
-use hyflow_front::replay::{builtin_banner, rule_stats, ReplayArgs};
-use hyflow_front::switch::workload;
+use hyflow_commands::create;
+use hyflow_commands::replay::{builtin_banner, rule_stats, ReplayArgs};
+use hyflow_commands::switch::workload;
 
 use crate::progress::Progress;
 

@@ -9,11 +9,11 @@ use clap::Args;
 use hyflow::experiment::calibrate::calibrate;
 use hyflow::experiment::replay::DecisionRecord;
 use hyflow::experiment::sim::{search, simulate};
-use hyflow::sim::datapath::SimDecision;
-use hyflow_front::create;
-use hyflow_front::plot::write_plots;
-use hyflow_front::sim::{write_series, write_summary, SimArgs};
-use hyflow_front::switch::workload;
+use hyflow::timing::switch_datapath::SimDecision;
+use hyflow_commands::create;
+use hyflow_commands::plot::write_plots;
+use hyflow_commands::sim::{write_series, write_summary, SimArgs};
+use hyflow_commands::switch::workload;
 
 use crate::progress::Progress;
 

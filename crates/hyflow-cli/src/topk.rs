@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 
 use anyhow::Result;
 use hyflow::experiment::topk::topk;
-use hyflow_front::topk::{capture, summary_notes, write_report, EvalTopkArgs, TopkArgs};
+use hyflow_commands::topk::{capture, summary_notes, write_report, EvalTopkArgs, TopkArgs};
 
 use crate::progress::Progress;
 

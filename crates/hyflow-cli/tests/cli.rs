@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use hyflow::trace::{LinkType, PcapWriter};
+use hyflow::capture::{LinkType, PcapWriter};
 
 fn hyflow(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hyflow")).args(args).output().expect("hyflow runs")

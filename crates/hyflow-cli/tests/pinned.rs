@@ -30,7 +30,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// The key holding host wall-clock timings: reported, never pinned.
-const WALL_CLOCK: &str = hyflow::replay::WALL_CLOCK_KEY;
+const WALL_CLOCK: &str = hyflow::replay_report::WALL_CLOCK_KEY;
 
 fn hyflow(dir: &Path, args: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_hyflow")).current_dir(dir).args(args).output().expect("runs");

@@ -1,7 +1,7 @@
 //! `hyflow._hyflow`: the engine's runs for the Python package, which wraps them in
 //! `python/hyflow`. Every function takes the command's options as the CLI spells them
 //! (`["--microflow-entries=1024"]`, built from keyword arguments by the Python side) and parses
-//! them with the CLI's own definitions (`hyflow_front`), so names, defaults, ranges and error
+//! them with the CLI's own definitions (`hyflow_commands`), so names, defaults, ranges and error
 //! messages are the CLI's. Runs release the GIL. Per-packet and per-row results come back as
 //! NumPy arrays that own the engine's vectors (no Python object per row); strings as one UTF-8
 //! buffer plus offsets, which the Python side wraps as Arrow arrays without a copy.
@@ -21,9 +21,9 @@ use hyflow::openflow::action::format_actions;
 use hyflow::openflow::report::{passes_text, TraceRecord};
 use hyflow::openflow::update::{read_updates_file, When};
 use hyflow::packet::format::format_flow;
-use hyflow::sim::datapath::SimDecision;
 use hyflow::switch::Layer;
-use hyflow_front::{gen, replay, sim, switch, topk, trace};
+use hyflow::timing::switch_datapath::SimDecision;
+use hyflow_commands::{gen, replay, sim, switch, topk, trace};
 
 create_exception!(
     hyflow._hyflow,
@@ -35,7 +35,7 @@ create_exception!(
 
 /// The CLI's message for an error: the chain of causes, as `hyflow: {e:#}` prints it.
 fn error(e: anyhow::Error) -> PyErr {
-    HyflowError::new_err(hyflow_front::error_message(&e))
+    HyflowError::new_err(hyflow_commands::error_message(&e))
 }
 
 /// An option parsing error as the CLI prints it, without its `error: ` prefix, usage block
@@ -52,7 +52,7 @@ fn parse_message(e: &clap::Error) -> String {
 }
 
 fn parse<A: clap::Args + clap::FromArgMatches>(name: &'static str, argv: Vec<String>) -> PyResult<A> {
-    hyflow_front::parse_args::<A>(name, &argv).map_err(parse_error)
+    hyflow_commands::parse_args::<A>(name, &argv).map_err(parse_error)
 }
 
 /// Layer codes of decision columns: `Layer as u8`, and this for a packet lost at a full ring.
@@ -131,7 +131,7 @@ impl StrColumn {
 /// choices, help. The Python side checks keywords against them and documents them.
 #[pyfunction]
 fn options(command: &str) -> PyResult<String> {
-    use hyflow_front::options as opts;
+    use hyflow_commands::options as opts;
     let list = match command {
         "replay" => opts::<replay::ReplayArgs>("replay"),
         "sim" => opts::<sim::SimArgs>("sim"),
@@ -269,7 +269,7 @@ fn run_sim<'py>(
                 Some(w) => search(&workload, &exp, w)?,
             };
             if let Some(dir) = &plot {
-                hyflow_front::plot::write_plots(dir, &outcome.metrics, exp.policy.name())?;
+                hyflow_commands::plot::write_plots(dir, &outcome.metrics, exp.policy.name())?;
             }
             Ok((
                 serde_json::to_string(&outcome.summary)?,
@@ -299,11 +299,12 @@ fn run_sim<'py>(
 }
 
 /// The time series as columns: interval start (s) and per-interval counts.
-fn series_dict<'py>(py: Python<'py>, m: &hyflow::sim::Metrics) -> PyResult<Bound<'py, PyDict>> {
+fn series_dict<'py>(py: Python<'py>, m: &hyflow::timing::Metrics) -> PyResult<Bound<'py, PyDict>> {
     let interval_ns = m.interval_ns;
     let iv = m.complete_intervals();
     let d = PyDict::new(py);
-    let col = |f: fn(&hyflow::sim::Interval) -> u64| iv.iter().map(f).collect::<Vec<u64>>().into_pyarray(py);
+    let col =
+        |f: fn(&hyflow::timing::Interval) -> u64| iv.iter().map(f).collect::<Vec<u64>>().into_pyarray(py);
     let t: Vec<f64> = (0..iv.len()).map(|i| (i as u64 * interval_ns) as f64 / 1e9).collect();
     d.set_item("t_s", t.into_pyarray(py))?;
     d.set_item("interval_s", interval_ns as f64 / 1e9)?;
@@ -465,7 +466,7 @@ fn load_flows<'py>(
     tables: Option<PathBuf>,
     groups: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let names = hyflow_front::names::NameArgs { ports, tables, groups };
+    let names = hyflow_commands::names::NameArgs { ports, tables, groups };
     let rules = py.detach(|| names.read_flows(&path)).map_err(error)?.rules;
     let d = PyDict::new(py);
     let mut matches = StrColumn::new();
@@ -542,7 +543,7 @@ fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyRe
 fn _hyflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HyflowError", m.py().get_type::<HyflowError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("REPLAY_WALL_CLOCK_KEY", hyflow::replay::WALL_CLOCK_KEY)?;
+    m.add("REPLAY_WALL_CLOCK_KEY", hyflow::replay_report::WALL_CLOCK_KEY)?;
     m.add_function(wrap_pyfunction!(options, m)?)?;
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(run_sim, m)?)?;

@@ -17,12 +17,12 @@ use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use hashbrown::{HashMap, HashTable};
 use hyflow::cache::{CachedFlow, Consistency, MegaflowCache, MicroflowCache};
 use hyflow::decision::{Decision, DecisionTables};
-use hyflow::openflow::datapath::DpAction;
+use hyflow::openflow::dp_actions::DpAction;
 use hyflow::openflow::{LookupRef, Match, Pipeline};
 use hyflow::packet::hash::hash_key;
 use hyflow::packet::{FlowKey, LinkKind};
-use hyflow::replay::Replay;
 use hyflow::switch::{Switch, SwitchConfig};
+use hyflow::update_schedule::Replay;
 use hyflow::workload::{builtin, generate};
 
 #[path = "workload.rs"]

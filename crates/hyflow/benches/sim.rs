@@ -13,10 +13,10 @@ use hyflow::offload::upcall::UpcallOffload;
 use hyflow::offload::NicUpdates;
 use hyflow::openflow::Pipeline;
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
-use hyflow::replay::Replay;
-use hyflow::sim::datapath::SwitchDatapath;
-use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Switch, SwitchConfig};
+use hyflow::timing::switch_datapath::SwitchDatapath;
+use hyflow::timing::{SimConfig, SimPacket, Simulator};
+use hyflow::update_schedule::Replay;
 use hyflow::workload::{builtin, generate};
 
 fn main() {

@@ -29,7 +29,7 @@
 use hashbrown::HashMap;
 
 use crate::openflow::ct::{Nat, NatKind};
-use crate::openflow::datapath::CtExec;
+use crate::openflow::dp_actions::CtExec;
 use crate::packet::ct_state::{DNAT, EST, INV, NEW, RPL, SNAT, TRK};
 use crate::packet::field::{id, proto};
 use crate::packet::FlowKey;

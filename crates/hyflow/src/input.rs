@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::capture::{link_type_name, TraceError, TraceReader};
 use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
 use crate::packet::{parse_captured, parse_frame, FlowKey, LinkKind, Malformed, MalformedCounts};
-use crate::trace::{link_type_name, TraceError, TraceReader};
 use crate::workload::flow_arrivals::PacketSlot;
 use crate::workload::gateway::{Gateway, GatewayConfig};
 use crate::workload::{make_flows, Traffic, TrafficConfig, TrafficError};
@@ -351,9 +351,9 @@ impl Iterator for CaptureSlots<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::{LinkType, PcapWriter};
     use crate::packet::build::build_frame;
     use crate::packet::field::proto;
-    use crate::trace::{LinkType, PcapWriter};
     use crate::workload::builtin;
 
     fn tcp_key(port: u16) -> FlowKey {

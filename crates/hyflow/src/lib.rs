@@ -15,6 +15,7 @@
 #![warn(unreachable_pub)]
 
 pub mod cache;
+pub mod capture;
 pub mod conntrack;
 pub mod cost_model;
 pub mod decision;
@@ -27,13 +28,13 @@ pub mod nic;
 pub mod offload;
 pub mod openflow;
 pub mod packet;
-pub mod replay;
+pub mod replay_report;
 pub mod revalidation;
 pub mod revalidator;
-pub mod sim;
 pub mod switch;
-pub mod trace;
+pub mod timing;
 pub mod tuple_space;
+pub mod update_schedule;
 pub mod workload;
 
 /// An I/O error's reason as a person reads it, without Rust's ` (os error N)` suffix: every

@@ -10,9 +10,9 @@ use hyflow::offload::tfo::{Tfo, TfoConfig};
 use hyflow::offload::{NicUpdates, OffloadPolicy};
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
 use hyflow::packet::FlowKey;
-use hyflow::sim::datapath::SwitchDatapath;
-use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::SwitchConfig;
+use hyflow::timing::switch_datapath::SwitchDatapath;
+use hyflow::timing::{SimConfig, SimPacket, Simulator};
 
 const S: u64 = 1_000_000_000;
 

@@ -9,8 +9,8 @@ use hyflow::openflow::traversal::Output;
 use hyflow::openflow::update::parse_updates;
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
 use hyflow::packet::FlowKey;
-use hyflow::replay::Replay;
 use hyflow::switch::{Layer, NicConfig, Switch, SwitchConfig};
+use hyflow::update_schedule::Replay;
 
 /// Port classification sets reg0 in table 0; routing (1) and a port filter (2) follow;
 /// table 3 forwards on reg0 alone. Coupling (header fields shared, as the artifact counts

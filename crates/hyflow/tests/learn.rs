@@ -4,7 +4,7 @@
 
 mod common;
 
-use hyflow::openflow::datapath::format_dp_actions;
+use hyflow::openflow::dp_actions::format_dp_actions;
 use hyflow::openflow::parser::{parse_flow_spec, SpecKind};
 use hyflow::openflow::pipeline::normalize_mask;
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline, Traversal};

@@ -171,7 +171,7 @@ fn exact_window_slides_and_ranks() {
 
 #[test]
 fn elixir_replaces_the_offloaded_set_at_each_boundary() {
-    use hyflow::measure::elixir::{BurstCounters, ElixirLarge, Replacement};
+    use hyflow::measure::elixir_identification::{BurstCounters, ElixirLarge, Replacement};
     let mut e = ElixirLarge::new(&config(2, 30_000, 3)).unwrap();
     send(&mut e, 1, 50);
     send(&mut e, 2, 40);

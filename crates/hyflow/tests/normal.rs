@@ -3,7 +3,7 @@
 
 mod common;
 
-use hyflow::openflow::datapath::format_dp_actions;
+use hyflow::openflow::dp_actions::format_dp_actions;
 use hyflow::openflow::group::{Groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
 use hyflow::openflow::normal::MacTable;

@@ -11,9 +11,9 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use hyflow::capture::TraceReader;
 use hyflow::packet::format::format_flow;
 use hyflow::packet::{parse_frame, FlowKey, Malformed};
-use hyflow::trace::TraceReader;
 
 fn corpus() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/pcap-corpus")

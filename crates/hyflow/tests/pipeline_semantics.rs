@@ -80,7 +80,7 @@ fn set_field_is_seen_by_later_tables_and_pins_the_megaflow() {
     // The megaflow matches the *original* packet on what was rewritten, exactly (OVS).
     let mf = megaflow(&tr);
     assert!(mf.contains("nw_src=10.0.0.1,") && mf.contains("tp_dst=80"), "{mf}");
-    let dp = hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &tr.entry);
+    let dp = hyflow::openflow::dp_actions::format_dp_actions(&tr.dp_actions, &tr.entry);
     assert_eq!(dp, "set(ipv4(src=9.9.9.9)),set(tcp(dst=8080)),2");
 }
 
@@ -113,7 +113,7 @@ fn vlan_push_and_pop() {
     assert_eq!(tr.outputs[0].packet.vlan_tci(), 0x1000 | (5 << 13) | 10);
     assert_eq!(tr.outputs[0].packet.vlan_tpid(), 0x8100);
     assert!(!tr.outputs[1].packet.has_vlan());
-    let dp = hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &tr.entry);
+    let dp = hyflow::openflow::dp_actions::format_dp_actions(&tr.dp_actions, &tr.entry);
     assert_eq!(dp, "push_vlan(vid=10,pcp=5),2,pop_vlan,3");
 
     let tagged = "in_port=4,dl_vlan=20,dl_vlan_pcp=3,dl_type=0x0800,nw_src=1.1.1.1,nw_proto=17";
@@ -272,7 +272,7 @@ fn output_to_the_port_a_register_holds() {
     ] {
         let tr = run(&p, packet);
         let k = hyflow::openflow::parse_packet(packet).unwrap();
-        assert_eq!(hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
+        assert_eq!(hyflow::openflow::dp_actions::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
         assert_eq!(megaflow(&tr), mf, "{packet}");
     }
     let rule = &hyflow::openflow::parse_flows("ip actions=output:reg1[0..15]", "f").unwrap()[0];
@@ -318,7 +318,7 @@ fn arp_and_icmp_rewrites_stay_in_the_slow_path() {
     ] {
         let tr = run(&p, packet);
         let k = parse_packet(packet).unwrap();
-        assert_eq!(hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
+        assert_eq!(hyflow::openflow::dp_actions::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
         assert_eq!(megaflow(&tr), mf, "{packet}");
         assert_eq!(tr.slow_path_only(), slow, "{packet}");
     }
@@ -348,7 +348,7 @@ fn wide_registers_are_views_of_the_registers() {
     ] {
         let tr = run(&p, packet);
         let k = hyflow::openflow::parse_packet(packet).unwrap();
-        assert_eq!(hyflow::openflow::datapath::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
+        assert_eq!(hyflow::openflow::dp_actions::format_dp_actions(&tr.dp_actions, &k), dp, "{packet}");
         assert_eq!(megaflow(&tr), mf, "{packet}");
     }
     // Rules match them as their registers and print them so, as OVS.

@@ -18,8 +18,8 @@ use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::traversal::Output;
 use hyflow::packet::field::id;
 use hyflow::packet::FlowKey;
-use hyflow::replay::Replay;
 use hyflow::switch::{Layer, MicroflowConfig, NicConfig, NicConntrack, Switch, SwitchConfig};
+use hyflow::update_schedule::Replay;
 use proptest::prelude::*;
 
 fn cases() -> u32 {

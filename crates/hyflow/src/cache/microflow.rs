@@ -416,7 +416,7 @@ impl MicroflowCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openflow::datapath::DpAction;
+    use crate::openflow::dp_actions::DpAction;
 
     fn decision(tables: &mut DecisionTables, port: u32, path: &[LookupRef]) -> Decision {
         let (actions, _) = tables.actions.intern(&[DpAction::Output(port)]);

@@ -6,7 +6,7 @@ pub mod interner;
 
 use interner::{Interner, ItemRef};
 
-use crate::openflow::datapath::{uses_conntrack, DpAction};
+use crate::openflow::dp_actions::{uses_conntrack, DpAction};
 use crate::openflow::traversal::Output;
 use crate::openflow::{LookupRef, Traversal};
 

@@ -17,8 +17,8 @@ mod workload;
 
 use crate::input::InputError;
 use crate::openflow::FlowFileError;
-use crate::sim::SimConfigError;
 use crate::switch::SwitchConfigError;
+use crate::timing::SimConfigError;
 
 use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 

@@ -5,9 +5,10 @@ use crate::host_time::WallClock;
 use crate::input::PacketSource;
 use crate::openflow::report::OutputRecords;
 use crate::openflow::traversal::Output;
-use crate::replay::{Replay, ReplayReport, SteadyShares};
-use crate::sim::datapath::SimDecision;
+use crate::replay_report::{ReplayReport, SteadyShares};
 use crate::switch::{Layer, Switch, SwitchConfig};
+use crate::timing::switch_datapath::SimDecision;
+use crate::update_schedule::Replay;
 
 /// How to replay.
 #[derive(Clone, Debug, Default)]

@@ -10,10 +10,10 @@ use crate::invalid_param::InvalidParam;
 use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport};
-use crate::sim::datapath::{SimDecision, SwitchDatapath};
-use crate::sim::search::{search as bisect, MaxRate, MinCores};
-use crate::sim::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
 use crate::switch::SwitchConfig;
+use crate::timing::search::{search as bisect, MaxRate, MinCores};
+use crate::timing::switch_datapath::{SimDecision, SwitchDatapath};
+use crate::timing::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
 
 /// Highest rate a max-rate search tries: 1 Gpps, far above what host cores or a NIC
 /// forward (the bisection is logarithmic, so a high ceiling costs little).

@@ -22,7 +22,7 @@
 //! reports from them, so a report in the middle of their period covers less than W.
 
 pub mod count_min;
-pub mod elixir;
+pub mod elixir_identification;
 pub mod exact;
 pub mod fastkeeper;
 pub mod flow_id;
@@ -292,7 +292,7 @@ pub fn build(algo: Algo, config: &DetectorConfig) -> Result<Box<dyn Detector>, C
         Algo::HeavyKeeper => sampled(heavykeeper::HeavyKeeper::new(config)?, config),
         Algo::SlidingHeavyKeeper => sampled(sliding_heavykeeper::SlidingHeavyKeeper::new(config)?, config),
         Algo::SpaceSaving => sampled(space_saving::SpaceSaving::new(config)?, config),
-        Algo::Elixir => sampled(elixir::ElixirLarge::new(config)?, config),
+        Algo::Elixir => sampled(elixir_identification::ElixirLarge::new(config)?, config),
         Algo::Lossy => sampled(lossy::LossyCounting::new(config)?, config),
         Algo::Wcss => sampled(wcss::Wcss::new(config)?, config),
         Algo::UnivMon => sampled(univmon::UnivMon::new(config)?, config),

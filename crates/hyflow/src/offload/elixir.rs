@@ -52,7 +52,7 @@ use super::{
     Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyFigures,
     PolicyMachine, PolicyReport, Seen,
 };
-use crate::measure::elixir::{BurstCounters, ElixirLarge};
+use crate::measure::elixir_identification::{BurstCounters, ElixirLarge};
 use crate::measure::{Detector, DetectorConfig, FlowId, KeySpec, Sampler};
 use crate::nic::exact_match::ExactMatchConfig;
 use crate::nic::NicConfig;
@@ -287,7 +287,7 @@ impl ElixirConfig {
         let fixed = ElixirLarge::fixed_bytes(self.large_entries, self.key.bits());
         DetectorConfig {
             k: self.large_entries,
-            memory: fixed + arrays * crate::measure::elixir::ROWS * 4 * self.sketch_width,
+            memory: fixed + arrays * crate::measure::elixir_identification::ROWS * 4 * self.sketch_width,
             blocks: arrays,
             sample: self.sample_rate,
             seed: self.seed,

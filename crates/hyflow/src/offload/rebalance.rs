@@ -23,7 +23,7 @@ use super::{
     Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyFigures, PolicyMachine,
     PolicyReport, Seen,
 };
-use crate::measure::elixir::BurstCounters;
+use crate::measure::elixir_identification::BurstCounters;
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatchConfig;
 use crate::nic::NicConfig;

@@ -13,7 +13,7 @@
 //! actions leave it, outputs ignored); the switch adds its own with the connection tracker
 //! and the recirculation queue.
 
-use super::datapath::{CtExec, DpAction};
+use super::dp_actions::{CtExec, DpAction};
 use super::ovs_hash::symmetric_l3l4_hash;
 use super::traversal::Output;
 use crate::packet::field::{id, FieldId};

@@ -3,7 +3,7 @@
 pub mod action;
 pub mod classifier;
 pub mod ct;
-pub mod datapath;
+pub mod dp_actions;
 pub mod execute;
 pub mod expiry;
 pub mod group;

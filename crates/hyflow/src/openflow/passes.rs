@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use super::ct::NatKind;
-use super::datapath::DpAction;
+use super::dp_actions::DpAction;
 use super::execute::apply_headers;
 use super::pipeline::Pipeline;
 use super::traversal::{Fork, Traversal};

@@ -9,7 +9,7 @@
 use super::action::{action_for_port, conjunctions, Action};
 use super::classifier::{Classifier, ClsEntry};
 use super::ct::{Ct, CtZone};
-use super::datapath::{
+use super::dp_actions::{
     commit, drop_uncommittable, needs_slow_path, reversible, unwrap_trailing_clone, CtExec, DpAction,
     VlanFate,
 };

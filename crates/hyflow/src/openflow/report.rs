@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use super::action::format_actions;
-use super::datapath::format_dp_actions;
+use super::dp_actions::format_dp_actions;
 use super::passes::{Pass, MAX_RECIRCULATIONS};
 use super::pipeline::Pipeline;
 use super::traversal::{Output, Traversal};

@@ -5,7 +5,7 @@
 //! that lookup needed. A `Traversal` is reused across packets: no allocation per packet once
 //! its vectors have grown.
 
-use super::datapath::DpAction;
+use super::dp_actions::DpAction;
 use super::rule::{Match, RuleId};
 use crate::packet::{FlowKey, FlowMask};
 

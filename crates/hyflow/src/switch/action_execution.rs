@@ -2,7 +2,7 @@
 //! the datapath itself does with `ct`, `recirc` and `output` in the model.
 
 use crate::conntrack::Conntrack;
-use crate::openflow::datapath::CtExec;
+use crate::openflow::dp_actions::CtExec;
 use crate::openflow::execute::Datapath;
 use crate::openflow::traversal::Output;
 use crate::packet::{FlowKey, FlowMask};

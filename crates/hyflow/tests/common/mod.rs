@@ -598,7 +598,7 @@ impl Renumber {
 /// megaflow as Open vSwitch's, recirculation ids renumbered. Returns (packets, passes, packets
 /// that recirculated).
 pub fn check_pass_vectors(fixture: &str) -> (usize, usize, usize) {
-    use hyflow::openflow::datapath::format_dp_actions;
+    use hyflow::openflow::dp_actions::format_dp_actions;
     use hyflow::openflow::parser::parse_flows;
     use hyflow::openflow::passes::trace_passes;
     use hyflow::packet::format::format_match;

@@ -13,7 +13,7 @@ use hyflow::cost_model::CostModel;
 use hyflow::experiment::sim::{Search, SimExperiment, SimSummary};
 use hyflow::measure::KeySpec;
 use hyflow::offload::{registration, NicUpdates, Param, ParamKind, ParamValue, PolicyParams, POLICIES};
-use hyflow::sim::{Metrics, SimConfig, Steering};
+use hyflow::timing::{Metrics, SimConfig, Steering};
 
 /// The parameters of every registered policy ([`hyflow::offload::POLICIES`]) as options:
 /// each policy declares its own, so a new policy brings its options with it; an option the
@@ -227,7 +227,7 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
              last arrival, over {:.0}% of the input's span): these figures describe a transient, not a rate the \
              host sustains; use a longer input or a lower rate",
             m.drain_ms,
-            hyflow::sim::STEADY_DRAIN_SHARE * 100.0
+            hyflow::timing::STEADY_DRAIN_SHARE * 100.0
         )?;
     }
     writeln!(

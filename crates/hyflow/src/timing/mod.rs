@@ -22,8 +22,8 @@
 //! the cores' clocks and the metrics (HDR histograms and, if asked, a time series with one
 //! row per interval).
 
-pub mod datapath;
 pub mod search;
+pub mod switch_datapath;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

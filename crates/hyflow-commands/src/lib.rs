@@ -47,7 +47,7 @@ fn invalid_param_of(e: &(dyn std::error::Error + 'static)) -> Option<InvalidPara
         hyflow::experiment::ExperimentError,
         hyflow::workload::TrafficError,
         hyflow::offload::PolicyConfigError,
-        hyflow::sim::SimConfigError,
+        hyflow::timing::SimConfigError,
         hyflow::switch::SwitchConfigError,
         hyflow::measure::ConfigError
     );

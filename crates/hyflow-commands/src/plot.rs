@@ -12,7 +12,7 @@ use anyhow::{anyhow, Context, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use hyflow::sim::{Interval, Metrics};
+use hyflow::timing::{Interval, Metrics};
 
 const FONT: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");
 const SIZE: (u32, u32) = (900, 480);

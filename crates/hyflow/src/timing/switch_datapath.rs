@@ -9,8 +9,8 @@ use crate::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy, PolicyRep
 use crate::openflow::traversal::Output;
 use crate::openflow::update::Update;
 use crate::openflow::Pipeline;
-use crate::replay::Schedule;
 use crate::switch::{Layer, Offload, Switch, SwitchConfig, SwitchConfigError};
+use crate::update_schedule::Schedule;
 
 use super::{Datapath, SimPacket};
 use crate::cost_model::CostModel;

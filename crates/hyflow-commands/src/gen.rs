@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
-use hyflow::trace::{LinkType, PcapWriter};
+use hyflow::capture::{LinkType, PcapWriter};
 use hyflow::workload::gateway::GatewayConfig;
 use hyflow::workload::{generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig};
 
@@ -374,8 +374,8 @@ pub fn pipeline(a: GenPipelineArgs) -> Result<String> {
 }
 
 pub fn conversations(a: GenConversationsArgs) -> Result<String> {
+    use hyflow::capture::PortsPcapngWriter;
     use hyflow::switch::{Switch, SwitchConfig};
-    use hyflow::trace::PortsPcapngWriter;
     use hyflow::workload::conversations::{generate_conversations, parse_spec, ConversationConfig};
     let flows = a.names.read_flows(&a.flows)?;
     let spec_name = a.spec.display().to_string();

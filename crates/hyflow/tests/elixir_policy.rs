@@ -9,9 +9,9 @@ use hyflow::offload::elixir::{Elixir, ElixirConfig, BURSTY_AREA, LARGE_AREA};
 use hyflow::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy};
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
 use hyflow::packet::FlowKey;
-use hyflow::sim::datapath::SwitchDatapath;
-use hyflow::sim::{SimConfig, SimPacket, Simulator};
 use hyflow::switch::{Switch, SwitchConfig};
+use hyflow::timing::switch_datapath::SwitchDatapath;
+use hyflow::timing::{SimConfig, SimPacket, Simulator};
 
 const S: u64 = 1_000_000_000;
 
