@@ -70,7 +70,7 @@ fn queue_threshold_follows_the_headroom_rule() {
         .threshold(50_000, 67_000)
         .unwrap_err()
         .to_string()
-        .contains("--queue-threshold must be in 1..=50000"));
+        .contains("`queue-threshold` must be in 1..=50000"));
 }
 
 #[test]

@@ -106,14 +106,14 @@ pub enum Search {
     MaxRate,
 }
 
-/// Host-side counts of a simulation.
+/// Host-side counts of a simulation, packets (after the warm-up, if any).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct HostCounts {
-    /// Microflow cache hits.
+    /// Packets the microflow cache decided.
     pub microflow_hits: u64,
-    /// Megaflow cache hits.
+    /// Packets the megaflow cache decided.
     pub megaflow_hits: u64,
-    /// Upcalls.
+    /// Packets the slow path decided.
     pub upcalls: u64,
     /// Packets the NIC took whose later passes host software made (the NIC tracking
     /// connections, but not holding every connection or pass they need).
@@ -123,7 +123,7 @@ pub struct HostCounts {
 /// The NIC over a simulation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct NicSummary {
-    /// Entries installed.
+    /// Entries installed (after the warm-up, if any).
     pub installs: u64,
     /// Entries held at the end.
     pub entries: usize,
@@ -135,7 +135,7 @@ pub struct NicSummary {
     pub updates_per_s_cap: f64,
     /// Install-to-forwarding latency, µs.
     pub update_latency_us: f64,
-    /// Installs per second of trace.
+    /// Installs per second of the measured span (of simulated time).
     pub update_rate: f64,
 }
 

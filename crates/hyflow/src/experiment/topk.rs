@@ -192,7 +192,7 @@ pub struct EvalConfig {
     pub blocks: usize,
     /// One block.
     pub block: Span,
-    /// Sampling rate.
+    /// Share of packets each detector counts, (0, 1].
     pub sample: f64,
     /// Seed.
     pub seed: u64,
@@ -208,21 +208,22 @@ pub struct EvalRow {
     pub algo: &'static str,
     /// Memory budget, bytes.
     pub memory_bytes: usize,
-    /// Bytes it used.
+    /// Bytes it used, of the budget.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_used: Option<usize>,
     /// k.
     pub k: usize,
-    /// Mean precision over full windows.
+    /// Mean precision over full windows: the share of the reported top-k that is in the
+    /// exact top-k (0–1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precision: Option<f64>,
-    /// Mean average relative error of the reported counts.
+    /// Mean average relative error of the reported counts (a fraction: 0.1 is 10%).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub are: Option<f64>,
     /// Full windows scored.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub windows: Option<u64>,
-    /// Sampling rate.
+    /// Share of packets the detector counted, (0, 1].
     pub sample: f64,
     /// Why it could not run.
     #[serde(skip_serializing_if = "Option::is_none")]
