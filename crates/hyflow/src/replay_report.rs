@@ -26,9 +26,9 @@ pub const WALL_CLOCK_KEY: &str = "wall_clock";
 pub struct WallClockFigures {
     /// Host wall-clock ms spent revalidating NIC entries after rule updates.
     pub nic_revalidation_ms: f64,
-    /// Host wall-clock µs per upcall spent installing its translation in the NIC (Gigaflow's
-    /// partitioning, rule generation and table writes; 0 for schemes whose installs are not
-    /// timed).
+    /// Host wall-clock µs per upcall offered to the NIC, spent installing its translation
+    /// there (any scheme: Gigaflow's partitioning, rule generation and table writes; a
+    /// megaflow table's one write).
     pub nic_install_us_per_upcall: f64,
 }
 

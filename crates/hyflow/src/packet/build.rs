@@ -58,26 +58,36 @@ fn l4_header(key: &FlowKey, out: &mut Vec<u8>) {
 /// without FCS).
 pub fn build_frame(key: &FlowKey, len: usize) -> Vec<u8> {
     let mut f = Vec::with_capacity(len.max(64));
+    build_frame_into(key, len, &mut f);
+    f
+}
+
+/// [`build_frame`] into `f` (cleared first), so that a generator reuses one buffer: nothing
+/// is allocated once `f` has grown to the longest frame.
+pub fn build_frame_into(key: &FlowKey, len: usize, f: &mut Vec<u8>) {
+    f.clear();
     f.extend_from_slice(&mac_bytes(key.dl_dst()));
     f.extend_from_slice(&mac_bytes(key.dl_src()));
     for (tpid, tci) in [(key.vlan_tpid(), key.vlan_tci()), (key.vlan_tpid2(), key.vlan_tci2())] {
         if tci & proto::VLAN_CFI == 0 {
             break;
         }
-        put16(&mut f, if tpid == 0 { proto::ETH_VLAN } else { tpid });
-        put16(&mut f, tci & !proto::VLAN_CFI);
+        put16(f, if tpid == 0 { proto::ETH_VLAN } else { tpid });
+        put16(f, tci & !proto::VLAN_CFI);
     }
     let dl = key.dl_type();
     if dl != proto::ETH_NONE {
-        put16(&mut f, dl);
+        put16(f, dl);
     }
     let target = len.max(60);
     match dl {
         proto::ETH_IPV4 => {
+            // The L4 header goes in first, after room for the IP header, whose total length
+            // depends on it.
             let start = f.len();
-            let mut l4 = Vec::with_capacity(24);
-            l4_header(key, &mut l4);
-            let total = (target.saturating_sub(start)).max(20 + l4.len()) as u16;
+            f.resize(start + 20, 0);
+            l4_header(key, f);
+            let total = (target.saturating_sub(start)).max(f.len() - start) as u16;
             let frag = key.nw_frag();
             let flags_off: u16 = if frag & proto::FRAG_LATER != 0 {
                 0x2000 | 185
@@ -86,34 +96,34 @@ pub fn build_frame(key: &FlowKey, len: usize) -> Vec<u8> {
             } else {
                 0
             };
-            f.extend_from_slice(&[0x45, key.nw_tos()]);
-            put16(&mut f, total);
-            put16(&mut f, 0);
-            put16(&mut f, flags_off);
-            f.extend_from_slice(&[key.nw_ttl(), key.nw_proto(), 0, 0]);
-            f.extend_from_slice(&key.nw_src().to_be_bytes());
-            f.extend_from_slice(&key.nw_dst().to_be_bytes());
-            let sum = ipv4_checksum(&f[start..start + 20]);
-            f[start + 10..start + 12].copy_from_slice(&sum.to_be_bytes());
-            f.extend_from_slice(&l4);
+            let ip = &mut f[start..start + 20];
+            ip[..2].copy_from_slice(&[0x45, key.nw_tos()]);
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            ip[4..6].copy_from_slice(&0u16.to_be_bytes());
+            ip[6..8].copy_from_slice(&flags_off.to_be_bytes());
+            ip[8..12].copy_from_slice(&[key.nw_ttl(), key.nw_proto(), 0, 0]);
+            ip[12..16].copy_from_slice(&key.nw_src().to_be_bytes());
+            ip[16..20].copy_from_slice(&key.nw_dst().to_be_bytes());
+            let sum = ipv4_checksum(ip);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
         }
         proto::ETH_IPV6 => {
             let start = f.len();
-            let mut l4 = Vec::with_capacity(24);
-            l4_header(key, &mut l4);
-            let payload = (target.saturating_sub(start + 40)).max(l4.len()) as u16;
+            f.resize(start + 40, 0);
+            l4_header(key, f);
+            let payload = (target.saturating_sub(start + 40)).max(f.len() - start - 40) as u16;
             let tc = key.nw_tos() as u32;
             let label = key.get(id::IPV6_LABEL) as u32 & 0xf_ffff;
-            f.extend_from_slice(&((6u32 << 28) | (tc << 20) | label).to_be_bytes());
-            put16(&mut f, payload);
-            f.extend_from_slice(&[key.nw_proto(), key.nw_ttl()]);
-            f.extend_from_slice(&(key.get(id::IPV6_SRC)).to_be_bytes());
-            f.extend_from_slice(&(key.get(id::IPV6_DST)).to_be_bytes());
-            f.extend_from_slice(&l4);
+            let ip = &mut f[start..start + 40];
+            ip[..4].copy_from_slice(&((6u32 << 28) | (tc << 20) | label).to_be_bytes());
+            ip[4..6].copy_from_slice(&payload.to_be_bytes());
+            ip[6..8].copy_from_slice(&[key.nw_proto(), key.nw_ttl()]);
+            ip[8..24].copy_from_slice(&(key.get(id::IPV6_SRC)).to_be_bytes());
+            ip[24..40].copy_from_slice(&(key.get(id::IPV6_DST)).to_be_bytes());
         }
         proto::ETH_ARP | proto::ETH_RARP => {
             f.extend_from_slice(&[0, 1, 8, 0, 6, 4]);
-            put16(&mut f, key.get(id::ARP_OP) as u16);
+            put16(f, key.get(id::ARP_OP) as u16);
             f.extend_from_slice(&mac_bytes(key.get(id::ARP_SHA) as u64));
             f.extend_from_slice(&(key.get(id::ARP_SPA) as u32).to_be_bytes());
             f.extend_from_slice(&mac_bytes(key.get(id::ARP_THA) as u64));
@@ -124,7 +134,6 @@ pub fn build_frame(key: &FlowKey, len: usize) -> Vec<u8> {
     if f.len() < target {
         f.resize(target, 0);
     }
-    f
 }
 
 #[cfg(test)]

@@ -284,7 +284,8 @@ impl Switch {
         if self.process_nic(key, bytes, now_ns, outputs) {
             Layer::Nic
         } else {
-            self.process_host(key, bytes, now_ns, Offload::Allowed, outputs)
+            // Same time: the switch has advanced, and a miss left no output or pass behind.
+            self.first_host_pass(key, bytes, now_ns, Offload::Allowed, outputs)
         }
     }
 
@@ -333,6 +334,20 @@ impl Switch {
         outputs.clear();
         self.advance(now_ns);
         self.recirc.last_passes.clear();
+        self.first_host_pass(key, bytes, now_ns, offload, outputs)
+    }
+
+    /// A packet's first pass in software and the passes it recirculates, on a switch already
+    /// advanced to `now_ns`.
+    #[inline]
+    fn first_host_pass(
+        &mut self,
+        key: &FlowKey,
+        bytes: u64,
+        now_ns: u64,
+        offload: Offload,
+        outputs: &mut Vec<Output>,
+    ) -> Layer {
         let layer = self.lookup_host(key, 0, bytes, now_ns, offload, outputs);
         self.stats.by_pass[0].count(layer);
         if !self.recirc.queue.is_empty() {

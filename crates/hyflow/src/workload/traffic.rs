@@ -16,7 +16,7 @@ use rand_distr::{Distribution, Exp, Zipf};
 
 use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::openflow::Rule;
-use crate::packet::build::build_frame;
+use crate::packet::build::{build_frame, build_frame_into};
 use crate::packet::field::{id, proto};
 use crate::packet::{parse_frame, FlowKey, FlowMask, LinkKind};
 
@@ -289,10 +289,10 @@ impl Traffic {
     }
 }
 
-impl Iterator for Traffic {
-    type Item = GenPacket;
-
-    fn next(&mut self) -> Option<GenPacket> {
+impl Traffic {
+    /// The next packet's time (ns since the first) and flow, its frame written into `frame`
+    /// (cleared first): what the iterator yields, without a frame allocated per packet.
+    pub fn next_into(&mut self, frame: &mut Vec<u8>) -> Option<(u64, usize)> {
         if self.i >= self.packets {
             return None;
         }
@@ -301,8 +301,18 @@ impl Iterator for Traffic {
         }
         self.i += 1;
         let flow = (self.zipf.sample(&mut self.rng) as usize).clamp(1, self.keys.len()) - 1;
-        let frame = build_frame(&self.keys[flow], frame_len(&mut self.rng) - 4);
-        Some(GenPacket { ts_ns: (self.t * 1e9) as u64, flow, frame })
+        build_frame_into(&self.keys[flow], frame_len(&mut self.rng) - 4, frame);
+        Some(((self.t * 1e9) as u64, flow))
+    }
+}
+
+impl Iterator for Traffic {
+    type Item = GenPacket;
+
+    fn next(&mut self) -> Option<GenPacket> {
+        let mut frame = Vec::new();
+        let (ts_ns, flow) = self.next_into(&mut frame)?;
+        Some(GenPacket { ts_ns, flow, frame })
     }
 }
 
