@@ -66,6 +66,67 @@ impl DpPacket for FlowKey {
     }
 }
 
+/// A flow key rewritten copy-on-write: the packet a cached decision runs on. Most decisions
+/// only output, and copying the 184-byte key for each hit would be most of the work of
+/// serving it; a decision that rewrites copies it at its first rewrite.
+#[derive(Clone, Debug)]
+pub struct CowKey<'a> {
+    original: &'a FlowKey,
+    rewritten: Option<FlowKey>,
+}
+
+impl<'a> CowKey<'a> {
+    /// `key`, not copied yet.
+    #[inline]
+    pub fn new(key: &'a FlowKey) -> Self {
+        CowKey { original: key, rewritten: None }
+    }
+
+    /// The packet as the actions have left it so far.
+    #[inline]
+    pub fn key(&self) -> &FlowKey {
+        self.rewritten.as_ref().unwrap_or(self.original)
+    }
+
+    /// The packet, to rewrite: copied first if it is still the original.
+    #[inline]
+    pub fn make_mut(&mut self) -> &mut FlowKey {
+        // Copied once: later rewrites find the copy.
+        let original = self.original;
+        match &mut self.rewritten {
+            Some(key) => key,
+            empty => empty.insert(*original),
+        }
+    }
+}
+
+impl DpPacket for CowKey<'_> {
+    #[inline]
+    fn set_masked(&mut self, field: FieldId, value: u128, mask: u128) {
+        self.make_mut().set_masked(field, value, mask);
+    }
+
+    #[inline]
+    fn pop_vlan(&mut self) {
+        DpPacket::pop_vlan(self.make_mut());
+    }
+
+    #[inline]
+    fn push_vlan(&mut self, tpid: u16, tci: u16) {
+        DpPacket::push_vlan(self.make_mut(), tpid, tci);
+    }
+
+    #[inline]
+    fn ct_clear(&mut self) {
+        self.make_mut().clear_conntrack();
+    }
+
+    #[inline]
+    fn hash(&mut self, basis: u32) {
+        DpPacket::hash(self.make_mut(), basis);
+    }
+}
+
 /// What only the datapath running the actions can do (OVS's `dp_execute_cb`).
 pub trait Datapath<P: DpPacket> {
     /// A copy of `packet` as it is now leaves on `port`.
@@ -195,6 +256,48 @@ mod tests {
         // The packet is as the actions left it, the clone's rewrite not among them.
         assert_eq!(k.get(id::NW_SRC), 2);
         assert_eq!(k.get(id::CT_ZONE), 7);
+    }
+
+    impl Datapath<CowKey<'_>> for Recorder {
+        fn output(&mut self, port: u32, p: &CowKey<'_>) {
+            Datapath::<FlowKey>::output(self, port, p.key());
+        }
+        fn ct(&mut self, ct: &CtExec, p: &mut CowKey<'_>) {
+            Datapath::<FlowKey>::ct(self, ct, p.make_mut());
+        }
+        fn recirc(&mut self, recirc_id: u32, p: &CowKey<'_>) {
+            Datapath::<FlowKey>::recirc(self, recirc_id, p.key());
+        }
+    }
+
+    /// A copy-on-write packet gives every call and the final packet a copied key gives; it
+    /// copies the original only when an action rewrites it, and never changes the original.
+    #[test]
+    fn copy_on_write_runs_as_a_copy_would() {
+        let ct = CtExec { commit: false, force: false, zone: 7, mark: None, label: None, nat: None };
+        let lists: [&[DpAction]; 5] = [
+            &[DpAction::Output(1), DpAction::Output(2)],
+            &[DpAction::Output(1), set_src(2), DpAction::Output(3)],
+            &[DpAction::Clone(2), set_src(3), DpAction::Output(2), DpAction::Output(4)],
+            &[DpAction::Ct(ct), DpAction::Recirc(5)],
+            &[
+                DpAction::PushVlan { tpid: proto::ETH_VLAN, tci: 0x1005 },
+                DpAction::Hash(1),
+                DpAction::CtClear,
+            ],
+        ];
+        for (i, actions) in lists.iter().enumerate() {
+            let original = key();
+            let (mut copied, mut on_copy) = (original, Recorder::default());
+            execute(actions, &mut copied, &mut on_copy);
+            let (mut cow, mut on_cow) = (CowKey::new(&original), Recorder::default());
+            execute(actions, &mut cow, &mut on_cow);
+            assert_eq!(on_cow.0, on_copy.0, "list {i}");
+            assert_eq!(*cow.key(), copied, "list {i}");
+            // Outputs alone, or a rewrite only inside a clone, leave the original uncopied.
+            assert_eq!(cow.rewritten.is_some(), i == 1 || i == 3 || i == 4, "list {i}");
+            assert_eq!(original, key());
+        }
     }
 
     #[test]

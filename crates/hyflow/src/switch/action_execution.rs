@@ -3,7 +3,7 @@
 
 use crate::conntrack::Conntrack;
 use crate::openflow::dp_actions::CtExec;
-use crate::openflow::execute::Datapath;
+use crate::openflow::execute::{CowKey, Datapath};
 use crate::openflow::traversal::Output;
 use crate::packet::{FlowKey, FlowMask};
 
@@ -33,18 +33,18 @@ impl<'a> Tracked<'a> {
     }
 }
 
-impl Datapath<FlowKey> for Tracked<'_> {
+impl Datapath<CowKey<'_>> for Tracked<'_> {
     #[inline]
-    fn output(&mut self, port: u32, packet: &FlowKey) {
-        self.outputs.push(Output { port, packet: packet.masked(FlowMask::leaving()) });
+    fn output(&mut self, port: u32, packet: &CowKey<'_>) {
+        self.outputs.push(Output { port, packet: packet.key().masked(FlowMask::leaving()) });
     }
 
-    fn ct(&mut self, ct: &CtExec, packet: &mut FlowKey) {
-        self.conntrack.execute(ct, packet, self.now_ns);
+    fn ct(&mut self, ct: &CtExec, packet: &mut CowKey<'_>) {
+        self.conntrack.execute(ct, packet.make_mut(), self.now_ns);
     }
 
-    fn recirc(&mut self, recirc_id: u32, packet: &FlowKey) {
-        let mut clone = *packet;
+    fn recirc(&mut self, recirc_id: u32, packet: &CowKey<'_>) {
+        let mut clone = *packet.key();
         clone.set_recirc_id(recirc_id);
         self.recirc_queue.push((clone, self.depth + 1));
     }

@@ -32,7 +32,7 @@ use crate::decision::interner::ItemRef;
 use crate::decision::{CachedHit, DecisionTables};
 use crate::host_time::{HostClock, HostTimings};
 use crate::nic::{Arrival, NicReport, NicScheme};
-use crate::openflow::execute::execute;
+use crate::openflow::execute::{execute, CowKey};
 use crate::openflow::rule::RuleId;
 use crate::openflow::traversal::Output;
 use crate::openflow::{LookupRef, Pipeline, Traversal};
@@ -506,7 +506,7 @@ impl Switch {
     ) {
         let list = self.tables.actions.get(actions);
         let mut datapath = Tracked::new(&mut self.conntrack, &mut self.recirc.queue, depth, now_ns, outputs);
-        execute(list, &mut key.clone(), &mut datapath);
+        execute(list, &mut CowKey::new(key), &mut datapath);
     }
 
     /// A packet an outdated entry forwarded: counted, and compared with the slow path. It

@@ -8,7 +8,7 @@ use crate::cache::table::Refused;
 use crate::cache::CachedFlow;
 use crate::measure::FlowId;
 use crate::nic::Upcall;
-use crate::openflow::execute::execute;
+use crate::openflow::execute::{execute, CowKey};
 use crate::openflow::traversal::Output;
 use crate::packet::FlowKey;
 use crate::revalidation::Removal;
@@ -35,7 +35,7 @@ impl Switch {
             // What leaves depends on the connection tracker: run the actions as the datapath.
             let mut datapath =
                 Tracked::new(&mut self.conntrack, &mut self.recirc.queue, depth, now_ns, outputs);
-            execute(&self.tr.dp_actions, &mut key.clone(), &mut datapath);
+            execute(&self.tr.dp_actions, &mut CowKey::new(key), &mut datapath);
         } else if self.outputs_wanted {
             outputs.extend_from_slice(&self.tr.outputs);
         }
