@@ -12,7 +12,8 @@ use hyflow::packet::Malformed;
 
 #[derive(Args)]
 pub struct ParsePcapArgs {
-    /// pcap/pcapng capture (Ethernet, Linux cooked SLL/SLL2, raw IP or BSD loopback).
+    /// pcap/pcapng capture (Ethernet, Linux cooked SLL/SLL2, raw IP or BSD loopback; `-`:
+    /// standard input; `.gz`: decompressed as it is read).
     file: PathBuf,
     /// One JSON object per packet: {"i": N, "flow": "<match>", "malformed": null|"<reason>"}
     /// (i counts from 0; flow is empty for a frame nothing could be extracted from).
@@ -23,11 +24,15 @@ pub struct ParsePcapArgs {
     /// the captured bytes are the packet, as Open vSwitch reads a capture.
     #[arg(long)]
     wire_lengths: bool,
+    /// A capture cut mid-record is an error. Without it, every complete packet is printed and
+    /// a warning says where the capture was cut.
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Prints each packet's flow, then a summary on stderr.
 pub fn run(a: ParsePcapArgs) -> Result<()> {
-    let mut source = PacketSource::capture(&a.file, None)?;
+    let mut source = PacketSource::capture(&a.file, None, a.strict)?;
     if !a.wire_lengths {
         source = source.captured_bytes_only();
     }
@@ -55,6 +60,9 @@ pub fn run(a: ParsePcapArgs) -> Result<()> {
     out.flush()?;
     let malformed = source.malformed();
     let reasons: Vec<String> = malformed.by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    if let Some(cut) = source.cut() {
+        eprintln!("hyflow: {}", hyflow_commands::capture_cut_warning(cut));
+    }
     eprintln!(
         "hyflow parse-pcap: {} packets, {} malformed{}, {} cut to the snapshot length",
         source.packets(),

@@ -6,9 +6,9 @@ use std::path::Path;
 use anyhow::Result;
 
 use hyflow::experiment::replay::DecisionRecord;
-use hyflow_commands::create;
 use hyflow_commands::replay::{builtin_banner, rule_stats, ReplayArgs};
 use hyflow_commands::switch::workload;
+use hyflow_commands::{capture_cut_warning, create};
 
 use crate::progress::Progress;
 
@@ -37,6 +37,9 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     progress.finish();
     if let Some(mut out) = log {
         out.flush()?;
+    }
+    if let Some(cut) = &outcome.report.capture_cut {
+        eprintln!("hyflow: {}", capture_cut_warning(cut));
     }
     write!(human, "{}", outcome.report.text())?;
     if r.rule_stats {

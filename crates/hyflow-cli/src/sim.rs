@@ -10,6 +10,7 @@ use hyflow::experiment::calibrate::calibrate;
 use hyflow::experiment::replay::DecisionRecord;
 use hyflow::experiment::sim::{search, simulate};
 use hyflow::timing::switch_datapath::SimDecision;
+use hyflow_commands::capture_cut_warning;
 use hyflow_commands::create;
 use hyflow_commands::plot::write_plots;
 use hyflow_commands::sim::{write_series, write_summary, SimArgs};
@@ -72,6 +73,9 @@ pub fn run(a: SimArgs) -> Result<()> {
         }
         Some(what) => search(&workload, &exp, what)?,
     };
+    if let Some(cut) = &outcome.summary.capture_cut {
+        eprintln!("hyflow: {}", capture_cut_warning(cut));
+    }
     // With a machine-readable output on stdout, the human text goes to stderr.
     let stdout_taken =
         [&a.json, &a.decisions, &a.timeseries].iter().any(|p| p.as_deref() == Some(Path::new("-")));

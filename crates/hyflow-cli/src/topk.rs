@@ -5,6 +5,7 @@ use std::io::{BufWriter, Write};
 
 use anyhow::Result;
 use hyflow::experiment::topk::topk;
+use hyflow_commands::capture_cut_warning;
 use hyflow_commands::topk::{capture, summary_notes, write_report, EvalTopkArgs, TopkArgs};
 
 use crate::progress::Progress;
@@ -14,11 +15,14 @@ pub fn run(a: TopkArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let progress = Progress::new("topk");
-    let summary = topk(&capture(&a.trace), &config, &mut |n, at| progress.tick(n, at), &mut |r| {
+    let summary = topk(&capture(&a.trace, a.strict), &config, &mut |n, at| progress.tick(n, at), &mut |r| {
         write_report(&mut out, a.json, r)
     })?;
     progress.finish();
     out.flush()?;
+    if let Some(cut) = &summary.capture_cut {
+        eprintln!("hyflow: {}", capture_cut_warning(cut));
+    }
     for note in summary_notes(&summary, &config) {
         eprintln!("hyflow topk: {note}");
     }
@@ -28,9 +32,14 @@ pub fn run(a: TopkArgs) -> Result<()> {
 pub fn eval(a: EvalTopkArgs) -> Result<()> {
     let config = a.config()?;
     let progress = Progress::new("eval topk");
-    let rows =
-        hyflow::experiment::topk::eval(&capture(&a.trace), &config, &mut |n, at| progress.tick(n, at))?;
+    let outcome = hyflow::experiment::topk::eval(&capture(&a.trace, a.strict), &config, &mut |n, at| {
+        progress.tick(n, at)
+    })?;
     progress.finish();
+    if let Some(cut) = &outcome.capture_cut {
+        eprintln!("hyflow: {}", capture_cut_warning(cut));
+    }
+    let rows = outcome.rows;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     if a.csv {

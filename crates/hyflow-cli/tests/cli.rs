@@ -59,6 +59,84 @@ fn pcap_with(frames: &[Vec<u8>]) -> Vec<u8> {
     w.finish().unwrap()
 }
 
+/// A capture cut mid-record (tcpdump killed, a partial copy) still gives its report: replay,
+/// sim and topk read every complete packet, warn once with the byte offset and the count, and
+/// exit 0; `--strict` makes the cut an error. The same capture from standard input (`-`) or
+/// gzip-compressed gives the same report.
+#[test]
+fn a_cut_capture_still_gives_its_report() {
+    let whole = pcap_with(&vec![tcp_frame(); 40]);
+    // The last record (16 + 54 bytes) cut 20 bytes in.
+    let last = whole.len() - 70;
+    let cut = tmp("cut.pcap", &whole[..last + 20]);
+    let flows = examples().join("l2l3acl.flows");
+    let (flows, cut_s) = (flows.to_str().unwrap(), cut.to_str().unwrap());
+    let warning = format!("byte {last}: truncated packet record");
+    for command in [
+        vec!["replay", "--flows", flows, "--trace", cut_s],
+        vec!["sim", "--flows", flows, "--trace", cut_s],
+        vec!["topk", "--trace", cut_s, "--k", "3"],
+        vec!["eval", "topk", "--trace", cut_s, "--k", "3", "--memory", "20000"],
+        vec!["parse-pcap", cut_s],
+    ] {
+        let out = hyflow(&command);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command:?}: {err}");
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains("the capture ends there")).collect();
+        assert_eq!(warnings.len(), 1, "{command:?}: one warning: {err}");
+        assert!(warnings[0].contains(&warning) && warnings[0].contains("its 39 complete packets"), "{err}");
+        let mut strict = command.clone();
+        strict.push("--strict");
+        fails_with(&hyflow(&strict), &[&warning]);
+    }
+    let json = |trace: &str, stdin: Option<&Path>| {
+        let out_path = tmp("cut.json", b"");
+        let args = ["replay", "--flows", flows, "--trace", trace, "--json", out_path.to_str().unwrap()];
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hyflow"));
+        command.args(args);
+        if let Some(input) = stdin {
+            command.stdin(std::fs::File::open(input).unwrap());
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_path).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("wall_clock");
+        v
+    };
+    let from_file = json(cut_s, None);
+    assert_eq!(from_file["packets"], 39);
+    assert_eq!(from_file["capture_cut"]["packets"], 39);
+    assert_eq!(from_file["capture_cut"]["offset"], last as u64);
+    // Standard input: the same report, the cut named in standard input's bytes.
+    assert_eq!(json("-", Some(&cut)), from_file.clone().tap_error("standard input", cut_s));
+    // Gzip-compressed: the same report.
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut z, &whole[..last + 20]).unwrap();
+    let gz = tmp("cut.pcap.gz", &z.finish().unwrap());
+    assert_eq!(json(gz.to_str().unwrap(), None), from_file.clone().tap_error(gz.to_str().unwrap(), cut_s));
+    // Standard input is read once: a run that reads its input twice says so.
+    let mut twice = Command::new(env!("CARGO_BIN_EXE_hyflow"));
+    twice.args(["sim", "--flows", flows, "--trace", "-", "--rate", "1000"]);
+    twice.stdin(std::fs::File::open(&cut).unwrap());
+    fails_with(
+        &twice.output().unwrap(),
+        &["standard input: cannot open: it was read already", "give a file"],
+    );
+}
+
+/// The report's JSON with the cut's message naming another capture.
+trait TapError {
+    fn tap_error(self, name: &str, was: &str) -> Self;
+}
+
+impl TapError for serde_json::Value {
+    fn tap_error(mut self, name: &str, was: &str) -> Self {
+        let e = self["capture_cut"]["error"].as_str().unwrap().replace(was, name);
+        self["capture_cut"]["error"] = e.into();
+        self
+    }
+}
+
 #[test]
 fn traces_the_example_pipeline() {
     let flows = examples().join("l2l3acl.flows");

@@ -334,7 +334,7 @@ pub fn pipeline(a: GenPipelineArgs) -> Result<String> {
     // Every input is checked before anything is written.
     let timing = match &a.locality_from {
         None => Timing::Model(FlowArrivals::new(a.packets, a.flows_count, a.rate, a.seed)?),
-        Some(path) => Timing::Capture(path, PacketSource::capture(path, None)?),
+        Some(path) => Timing::Capture(path, PacketSource::capture(path, None, true)?),
     };
     std::fs::create_dir_all(&a.out).with_context(|| format!("{}: cannot create", a.out.display()))?;
     for (name, text) in [("flows.txt", &workload.flows), ("traffic.txt", &workload.traffic)] {

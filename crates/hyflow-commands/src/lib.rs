@@ -54,6 +54,14 @@ fn invalid_param_of(e: &(dyn std::error::Error + 'static)) -> Option<InvalidPara
     None
 }
 
+/// The warning for a capture found cut mid-record, as both fronts give it.
+pub fn capture_cut_warning(cut: &hyflow::input::CaptureCut) -> String {
+    format!(
+        "warning: {}: the capture ends there; its {} complete packets were read (--strict makes this an error)",
+        cut.error, cut.packets
+    )
+}
+
 /// Opens `path` for writing (`-`: standard output), buffered.
 pub fn create(path: &Path) -> Result<Box<dyn Write>> {
     if path == Path::new("-") {

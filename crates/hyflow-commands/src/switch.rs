@@ -27,7 +27,8 @@ pub struct SwitchArgs {
     pub flows: Option<PathBuf>,
     #[command(flatten)]
     pub names: NameArgs,
-    /// pcap/pcapng trace to replay, or `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
+    /// pcap/pcapng trace to replay (`-`: standard input; `.gz`: decompressed as it is read), or
+    /// `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
     /// streamed in process (keys: flows, bursty, rate, duration, top-share, head, churn, seed,
     /// in-port; through examples/gateway.flows unless --flows is given). With it, `sim` also
     /// reports how the generated bursts fared: already in the NIC, moved in during the burst
@@ -40,6 +41,10 @@ pub struct SwitchArgs {
     /// Input port of trace packets (pcapng: interface i arrives on port i+1 when not given).
     #[arg(long, value_name = "PORT")]
     pub in_port: Option<u32>,
+    /// A capture cut mid-record (a killed tcpdump, a partial copy) is an error. Without it,
+    /// every complete packet is read and a warning says where the capture was cut.
+    #[arg(long)]
+    pub strict: bool,
     /// Every packet through the slow path (the reference for the caches).
     #[arg(long)]
     pub no_cache: bool,
@@ -305,7 +310,7 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
                 groups: flows.groups,
                 ports: flows.ports,
                 updates: updates.unwrap_or_default(),
-                input: Input::Capture { path: trace.clone(), in_port: a.in_port },
+                input: Input::Capture { path: trace.clone(), in_port: a.in_port, strict: a.strict },
             }
         }
         _ => match &a.updates {

@@ -12,9 +12,13 @@ use hyflow::measure::{Algo, DetectorConfig, KeySpec, Span};
 
 #[derive(Args)]
 pub struct TopkArgs {
-    /// pcap/pcapng trace.
+    /// pcap/pcapng trace (`-`: standard input; `.gz`: decompressed as it is read).
     #[arg(long, value_name = "FILE")]
     pub trace: PathBuf,
+    /// A capture cut mid-record (a killed tcpdump, a partial copy) is an error. Without it,
+    /// every complete packet is read and a warning says where the capture was cut.
+    #[arg(long)]
+    pub strict: bool,
     /// Detector: fastkeeper-bitmap, fastkeeper, sl-hk (sliding HeavyKeeper), elixir, wcss,
     /// heavykeeper, cm (Count-Min + heap), univmon, spacesaving, lossy.
     #[arg(long, default_value = "fastkeeper-bitmap", value_name = "ALGO")]
@@ -68,9 +72,13 @@ impl Common {
 
 #[derive(Args)]
 pub struct EvalTopkArgs {
-    /// pcap/pcapng trace.
+    /// pcap/pcapng trace (`-`: standard input; `.gz`: decompressed as it is read).
     #[arg(long, value_name = "FILE")]
     pub trace: PathBuf,
+    /// A capture cut mid-record (a killed tcpdump, a partial copy) is an error. Without it,
+    /// every complete packet is read and a warning says where the capture was cut.
+    #[arg(long)]
+    pub strict: bool,
     /// Comma-separated detectors.
     #[arg(
         long,
@@ -160,9 +168,9 @@ pub fn summary_notes(summary: &TopkSummary, config: &TopkConfig) -> Vec<String> 
     notes
 }
 
-/// The trace a top-k run reads.
-pub fn capture(path: &std::path::Path) -> Input {
-    Input::Capture { path: path.to_path_buf(), in_port: None }
+/// The trace a top-k run reads (`strict`: a capture cut mid-record is an error).
+pub fn capture(path: &std::path::Path, strict: bool) -> Input {
+    Input::Capture { path: path.to_path_buf(), in_port: None, strict }
 }
 
 /// Writes one boundary's report as the CLI prints it: a JSON line or a ranked table.

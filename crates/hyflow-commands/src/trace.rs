@@ -99,7 +99,7 @@ impl TraceArgs {
 
 /// Packet `index` of a capture, as the flow key the pipeline sees.
 pub fn packet_from_pcap(path: &Path, index: u64, in_port: Option<u32>) -> Result<FlowKey> {
-    let mut source = PacketSource::capture(path, in_port)?;
+    let mut source = PacketSource::capture(path, in_port, true)?;
     let Some(p) = source.nth_packet(index)? else {
         bail!("{}: has {} packets, no packet at index {index}", path.display(), source.packets());
     };

@@ -38,6 +38,15 @@ fn error(e: anyhow::Error) -> PyErr {
     HyflowError::new_err(hyflow_commands::error_message(&e))
 }
 
+/// A capture found cut mid-record, as a Python warning (`warnings`) with the CLI's text: the
+/// run read its complete packets.
+fn warn_cut(py: Python<'_>, cut: Option<&hyflow::input::CaptureCut>) -> PyResult<()> {
+    let Some(cut) = cut else { return Ok(()) };
+    let text = hyflow_commands::capture_cut_warning(cut);
+    let message = std::ffi::CString::new(text.trim_start_matches("warning: ")).unwrap_or_default();
+    PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)
+}
+
 /// An option parsing error as the CLI prints it, without its `error: ` prefix, usage block
 /// and help tip, on one line.
 fn parse_error(e: clap::Error) -> PyErr {
@@ -155,7 +164,7 @@ fn options(command: &str) -> PyResult<String> {
 #[pyo3(name = "replay")]
 fn run_replay<'py>(py: Python<'py>, argv: Vec<String>, decisions: bool) -> PyResult<Bound<'py, PyDict>> {
     let args: replay::ReplayArgs = parse("replay", argv)?;
-    let (report, text, rules, columns) = py
+    let (report, text, rules, columns, cut) = py
         .detach(|| -> anyhow::Result<_> {
             let config = args.config()?;
             let workload = switch::workload(&args.switch)?;
@@ -173,9 +182,11 @@ fn run_replay<'py>(py: Python<'py>, argv: Vec<String>, decisions: bool) -> PyRes
             }
             text.push_str(&outcome.report.text());
             let rules = rule_columns(outcome.switch.pipeline());
-            Ok((serde_json::to_string(&outcome.report)?, text, rules, columns))
+            let cut = outcome.report.capture_cut.clone();
+            Ok((serde_json::to_string(&outcome.report)?, text, rules, columns, cut))
         })
         .map_err(error)?;
+    warn_cut(py, cut.as_ref())?;
     let d = PyDict::new(py);
     d.set_item("report", report)?;
     d.set_item("text", text)?;
@@ -250,7 +261,7 @@ fn run_sim<'py>(
     if decisions && what.is_some() {
         return Err(HyflowError::new_err("decisions are recorded for one run, not with find"));
     }
-    let (summary, text, metrics, columns) = py
+    let (summary, text, metrics, columns, cut) = py
         .detach(|| -> anyhow::Result<_> {
             let exp = args.experiment(true)?;
             let workload = switch::workload(&args.switch)?;
@@ -276,9 +287,11 @@ fn run_sim<'py>(
                 sim::summary_text(&outcome.summary),
                 outcome.metrics,
                 columns,
+                outcome.summary.capture_cut.clone(),
             ))
         })
         .map_err(error)?;
+    warn_cut(py, cut.as_ref())?;
     let d = PyDict::new(py);
     d.set_item("summary", summary)?;
     d.set_item("text", text)?;
@@ -331,7 +344,7 @@ fn run_topk<'py>(py: Python<'py>, argv: Vec<String>) -> PyResult<Bound<'py, PyDi
         fields: Vec<(&'static str, StrColumn)>,
         boundaries: Vec<String>,
     }
-    let (summary, notes, rows) = py
+    let (summary, notes, rows, cut) = py
         .detach(|| -> anyhow::Result<_> {
             let config = args.config()?;
             let names: Vec<&'static str> = config.key.fields().iter().map(|f| f.def().name).collect();
@@ -345,7 +358,7 @@ fn run_topk<'py>(py: Python<'py>, argv: Vec<String>) -> PyResult<Bound<'py, PyDi
                 boundaries: Vec::new(),
             };
             let summary = hyflow::experiment::topk::topk(
-                &topk::capture(&args.trace),
+                &topk::capture(&args.trace, args.strict),
                 &config,
                 &mut |_, _| {},
                 &mut |r| {
@@ -370,9 +383,10 @@ fn run_topk<'py>(py: Python<'py>, argv: Vec<String>) -> PyResult<Bound<'py, PyDi
                 },
             )?;
             let notes = topk::summary_notes(&summary, &config);
-            Ok((serde_json::to_string(&summary)?, notes, rows))
+            Ok((serde_json::to_string(&summary)?, notes, rows, summary.capture_cut))
         })
         .map_err(error)?;
+    warn_cut(py, cut.as_ref())?;
     let d = PyDict::new(py);
     d.set_item("summary", summary)?;
     d.set_item("notes", notes)?;
@@ -396,12 +410,21 @@ fn run_topk<'py>(py: Python<'py>, argv: Vec<String>) -> PyResult<Bound<'py, PyDi
 #[pyfunction]
 fn eval_topk(py: Python<'_>, argv: Vec<String>) -> PyResult<Vec<String>> {
     let args: topk::EvalTopkArgs = parse("eval topk", argv)?;
-    py.detach(|| -> anyhow::Result<_> {
-        let config = args.config()?;
-        let rows = hyflow::experiment::topk::eval(&topk::capture(&args.trace), &config, &mut |_, _| {})?;
-        rows.iter().map(|r| Ok(serde_json::to_string(r)?)).collect()
-    })
-    .map_err(error)
+    let (rows, cut) = py
+        .detach(|| -> anyhow::Result<_> {
+            let config = args.config()?;
+            let outcome = hyflow::experiment::topk::eval(
+                &topk::capture(&args.trace, args.strict),
+                &config,
+                &mut |_, _| {},
+            )?;
+            let rows: anyhow::Result<Vec<String>> =
+                outcome.rows.iter().map(|r| Ok(serde_json::to_string(r)?)).collect();
+            Ok((rows?, outcome.capture_cut))
+        })
+        .map_err(error)?;
+    warn_cut(py, cut.as_ref())?;
+    Ok(rows)
 }
 
 /// `hyflow trace`: per packet, the JSON record (`--json`) and the text.
@@ -517,9 +540,9 @@ fn load_updates<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDi
 #[pyfunction]
 #[pyo3(signature = (path, in_port=None))]
 fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyResult<Bound<'py, PyDict>> {
-    let (ts, bytes, flow, malformed) = py
+    let (ts, bytes, flow, malformed, cut) = py
         .detach(|| -> anyhow::Result<_> {
-            let mut source = PacketSource::capture(Path::new(&path), in_port)?;
+            let mut source = PacketSource::capture(Path::new(&path), in_port, false)?;
             let (mut ts, mut bytes, mut flow, mut malformed) =
                 (Vec::new(), Vec::new(), StrColumn::new(), StrColumn::new());
             while let Some(p) = source.next_packet()? {
@@ -528,9 +551,10 @@ fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyRe
                 flow.push(&format_flow(&p.key));
                 malformed.push(p.malformed.unwrap_or(""));
             }
-            Ok((ts, bytes, flow, malformed))
+            Ok((ts, bytes, flow, malformed, source.cut().cloned()))
         })
         .map_err(error)?;
+    warn_cut(py, cut.as_ref())?;
     let d = PyDict::new(py);
     d.set_item("ts_ns", ts.into_pyarray(py))?;
     d.set_item("bytes", bytes.into_pyarray(py))?;

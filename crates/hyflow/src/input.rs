@@ -4,11 +4,14 @@
 //! times and the same malformed counts.
 //!
 //! A malformed frame is forwarded on what could be parsed, as Open vSwitch does; a frame of a
-//! link type hyflow cannot parse ends the read with an error naming the link type.
+//! link type hyflow cannot parse ends the read with an error naming the link type. A capture
+//! that ends in the middle of a record (a killed `tcpdump`, a partial copy) ends the read
+//! after its last complete packet, and the cut is reported ([`PacketSource::cut`]) rather
+//! than failing the run, unless the capture is read strictly.
 
 use std::path::{Path, PathBuf};
 
-use crate::capture::{link_type_name, TraceError, TraceReader};
+use crate::capture::{link_type_name, CaptureSource, TraceError, TraceReader};
 use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
 use crate::packet::{parse_captured, parse_frame, FlowKey, LinkKind, Malformed, MalformedCounts};
@@ -22,10 +25,13 @@ pub enum Input {
     /// A pcap/pcapng capture. Packets arrive on `in_port`, or, when it is `None`, pcapng
     /// interface i on port i + 1 (port 1 for pcap).
     Capture {
-        /// The file.
+        /// The file (`-`: standard input; `.gz`: decompressed as it is read).
         path: PathBuf,
         /// Input port of every packet, if fixed.
         in_port: Option<u32>,
+        /// Whether a capture cut mid-record is an error; otherwise its complete packets are
+        /// read and the cut reported.
+        strict: bool,
     },
     /// Traffic generated for the workload's rules ([`crate::workload::generate`]).
     Generated {
@@ -46,6 +52,19 @@ impl Input {
             Input::Capture { .. } | Input::Generated { .. } => None,
         }
     }
+}
+
+/// A capture that ends in the middle of a record: every complete packet before the cut was
+/// read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CaptureCut {
+    /// What the reader found: the capture, the byte offset of the record cut short (in the
+    /// decompressed bytes of a `.gz`), and how much of it is there.
+    pub error: String,
+    /// Byte offset of the record cut short.
+    pub offset: u64,
+    /// Complete packets read before it.
+    pub packets: u64,
 }
 
 /// Why packets cannot be read.
@@ -109,6 +128,8 @@ enum Reader {
     Capture {
         reader: Box<TraceReader>,
         in_port: Option<u32>,
+        strict: bool,
+        /// Bytes to read, for progress (0 when unknown: a pipe or a compressed file).
         size: u64,
         offset: u64,
     },
@@ -134,19 +155,43 @@ pub struct PacketSource {
     packets: u64,
     malformed: MalformedCounts,
     snaplen_truncated: u64,
+    /// Where a capture cut mid-record ended the read.
+    cut: Option<CaptureCut>,
     /// Whether capture lengths are checked against the wire (the default) or the captured
     /// bytes are taken as the whole packet, as Open vSwitch reads a capture.
     wire_lengths: bool,
+}
+
+/// A record cut short by the end of the capture ends a lenient read as its end would,
+/// noting where (`cut`, after `packets` complete packets); anything else passes through.
+fn cut_at_end<T>(
+    read: Result<Option<T>, TraceError>,
+    strict: bool,
+    packets: u64,
+    cut: &mut Option<CaptureCut>,
+) -> Result<Option<T>, TraceError> {
+    match read {
+        Err(e @ TraceError::Truncated { .. }) if !strict => {
+            let offset = e.offset().unwrap_or(0);
+            *cut = Some(CaptureCut { error: e.to_string(), offset, packets });
+            Ok(None)
+        }
+        other => other,
+    }
 }
 
 impl PacketSource {
     /// Opens `input`; generated traffic exercises `rules`.
     pub fn open(input: &Input, rules: &[Rule]) -> Result<PacketSource, InputError> {
         let reader = match input {
-            Input::Capture { path, in_port } => Reader::Capture {
+            Input::Capture { path, in_port, strict } => Reader::Capture {
                 reader: Box::new(TraceReader::open(path)?),
                 in_port: *in_port,
-                size: std::fs::metadata(path).map_or(0, |m| m.len()),
+                strict: *strict,
+                size: match CaptureSource::of(path) {
+                    CaptureSource::File => std::fs::metadata(path).map_or(0, |m| m.len()),
+                    CaptureSource::Gzip | CaptureSource::Stdin => 0,
+                },
                 offset: 0,
             },
             Input::Generated { traffic, in_port } => {
@@ -172,6 +217,7 @@ impl PacketSource {
             packets: 0,
             malformed: MalformedCounts::default(),
             snaplen_truncated: 0,
+            cut: None,
             wire_lengths: true,
         })
     }
@@ -183,9 +229,9 @@ impl PacketSource {
         self
     }
 
-    /// The capture at `path`, on `in_port` (see [`Input::Capture`]).
-    pub fn capture(path: &Path, in_port: Option<u32>) -> Result<PacketSource, InputError> {
-        PacketSource::open(&Input::Capture { path: path.to_path_buf(), in_port }, &[])
+    /// The capture at `path`, on `in_port`, read strictly or not (see [`Input::Capture`]).
+    pub fn capture(path: &Path, in_port: Option<u32>, strict: bool) -> Result<PacketSource, InputError> {
+        PacketSource::open(&Input::Capture { path: path.to_path_buf(), in_port, strict }, &[])
     }
 
     /// The next packet, or `None` at the end.
@@ -193,8 +239,11 @@ impl PacketSource {
         let key = &mut self.current.key;
         let mut burst = None;
         let (ts, bytes, malformed) = match &mut self.reader {
-            Reader::Capture { reader, in_port, offset, .. } => {
-                let Some(pkt) = reader.next_packet()? else { return Ok(None) };
+            Reader::Capture { reader, in_port, offset, strict, .. } => {
+                let Some(pkt) = cut_at_end(reader.next_packet(), *strict, self.packets, &mut self.cut)?
+                else {
+                    return Ok(None);
+                };
                 *offset = pkt.offset;
                 let port = in_port.unwrap_or(pkt.interface + 1);
                 let Some(link) = pkt.link.frame_kind() else {
@@ -243,13 +292,15 @@ impl PacketSource {
     /// the end: a first pass that needs only the timing (rate rescaling) skips the parser.
     pub(crate) fn next_timestamp(&mut self) -> Result<Option<u64>, InputError> {
         let ts = match &mut self.reader {
-            Reader::Capture { reader, offset, .. } => match reader.next_packet()? {
-                Some(pkt) => {
-                    *offset = pkt.offset;
-                    pkt.ts_ns
+            Reader::Capture { reader, offset, strict, .. } => {
+                match cut_at_end(reader.next_packet(), *strict, self.packets, &mut self.cut)? {
+                    Some(pkt) => {
+                        *offset = pkt.offset;
+                        pkt.ts_ns
+                    }
+                    None => return Ok(None),
                 }
-                None => return Ok(None),
-            },
+            }
             Reader::Generated { traffic, frame, .. } => match traffic.next_into(frame) {
                 Some((ts_ns, _)) => ts_ns,
                 None => return Ok(None),
@@ -292,6 +343,11 @@ impl PacketSource {
     /// Packets read so far.
     pub fn packets(&self) -> u64 {
         self.packets
+    }
+
+    /// Where the capture was found cut mid-record, ending the read (a lenient read only).
+    pub fn cut(&self) -> Option<&CaptureCut> {
+        self.cut.as_ref()
     }
 
     /// Packets of the capture cut to its snapshot length so far (read from their headers).
@@ -395,7 +451,7 @@ mod tests {
         w.write_packet(7_500, &good[..20]).unwrap();
         w.write_packet(9_000, &build_frame(&tcp_key(443), 60)).unwrap();
         w.finish().unwrap();
-        let mut source = PacketSource::capture(&path, Some(7)).unwrap();
+        let mut source = PacketSource::capture(&path, Some(7), true).unwrap();
         let mut seen = Vec::new();
         while let Some(p) = source.next_packet().unwrap() {
             seen.push((p.ts_ns, p.bytes, p.key.in_port(), p.key.tp_dst(), p.malformed));
@@ -408,17 +464,84 @@ mod tests {
         assert_eq!(source.malformed().total(), 1);
         let progress = source.progress();
         assert!(progress.bytes && progress.done > 0 && progress.done <= progress.total);
-        let mut again = PacketSource::capture(&path, None).unwrap();
+        let mut again = PacketSource::capture(&path, None, true).unwrap();
         assert_eq!(
             again.nth_packet(2).unwrap().map(|p| (p.ts_ns, p.key.tp_dst(), p.key.in_port())),
             Some((4_000, 443, 1))
         );
         assert!(again.nth_packet(5).unwrap().is_none());
-        let mut times = PacketSource::capture(&path, None).unwrap();
+        let mut times = PacketSource::capture(&path, None, true).unwrap();
         let ts: Vec<u64> = std::iter::from_fn(|| times.next_timestamp().unwrap()).collect();
         assert_eq!(ts, [0, 2_500, 4_000], "timestamps alone, the malformed frame included");
         assert_eq!(times.malformed().total(), 0, "nothing parsed, nothing counted");
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// A capture cut mid-record (a killed tcpdump): read leniently, its complete packets come
+    /// out and the cut is noted with its offset; read strictly, the cut is the error it was.
+    /// The same through gzip, whole or itself cut short.
+    #[test]
+    fn a_capture_cut_mid_record_gives_its_complete_packets() {
+        use std::io::Write as _;
+        let dir = std::env::temp_dir();
+        let whole = dir.join(format!("hyflow-cut-{}.pcap", std::process::id()));
+        let mut w = PcapWriter::create(&whole, LinkType::Ethernet, true).unwrap();
+        for (t, port) in [(1_000, 80), (2_000, 443), (3_000, 53)] {
+            w.write_packet(t, &build_frame(&tcp_key(port), 100)).unwrap();
+        }
+        w.finish().unwrap();
+        let bytes = std::fs::read(&whole).unwrap();
+        // 24-byte file header, then records of 16 + 100 bytes: cut the third 30 bytes in.
+        let third = 24 + 2 * 116;
+        let short = dir.join(format!("hyflow-cut-{}-short.pcap", std::process::id()));
+        std::fs::write(&short, &bytes[..third + 30]).unwrap();
+        let gzip = |data: &[u8], name: &str| {
+            let path = dir.join(format!("hyflow-cut-{}-{name}", std::process::id()));
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            z.write_all(data).unwrap();
+            let z = z.finish().unwrap();
+            (path, z)
+        };
+        let (gz_whole, z) = gzip(&bytes, "whole.pcap.gz");
+        std::fs::write(&gz_whole, &z).unwrap();
+        let (gz_cut, z) = gzip(&bytes[..third + 30], "short.pcap.gz");
+        std::fs::write(&gz_cut, &z).unwrap();
+        let (gz_cut_stream, z) = gzip(&bytes, "stream-short.pcap.gz");
+        // The compressed stream itself cut: what a partial copy of a .gz is.
+        std::fs::write(&gz_cut_stream, &z[..z.len() * 3 / 4]).unwrap();
+
+        let read = |path: &Path, strict: bool| {
+            let mut source = PacketSource::capture(path, None, strict)?;
+            let mut ports = Vec::new();
+            while let Some(p) = source.next_packet()? {
+                ports.push(p.key.tp_dst());
+            }
+            Ok::<_, InputError>((ports, source.cut().cloned()))
+        };
+        let (ports, none) = read(&whole, false).unwrap();
+        assert_eq!((ports, none), (vec![80, 443, 53], None));
+        let (ports, cut) = read(&short, false).unwrap();
+        assert_eq!(ports, [80, 443]);
+        let cut = cut.expect("the cut is noted");
+        assert_eq!((cut.offset, cut.packets), (third as u64, 2));
+        assert!(cut.error.contains("truncated packet record"), "{}", cut.error);
+        let strict = read(&short, true);
+        assert!(matches!(strict, Err(InputError::Trace(TraceError::Truncated { .. }))), "{strict:?}");
+        // Compressed: the same packets, the same cut.
+        assert_eq!(read(&gz_whole, false).unwrap(), (vec![80, 443, 53], None));
+        let (ports, cut) = read(&gz_cut, false).unwrap();
+        assert_eq!((ports, cut.map(|c| (c.offset, c.packets))), (vec![80, 443], Some((third as u64, 2))));
+        let (ports, cut) = read(&gz_cut_stream, false).unwrap();
+        assert!(ports.len() < 3 && cut.is_some(), "a cut gzip stream is a cut capture: {ports:?}");
+        // The times alone stop at the cut too.
+        let mut times = PacketSource::capture(&gz_cut, None, false).unwrap();
+        assert_eq!(std::iter::from_fn(|| times.next_timestamp().unwrap()).count(), 2);
+        assert!(times.cut().is_some());
+        // Progress of a compressed capture: bytes read, total unknown.
+        assert_eq!(times.progress().total, 0);
+        for p in [&whole, &short, &gz_whole, &gz_cut, &gz_cut_stream] {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     /// Generated traffic yields exactly the configured packets, on the given port.

@@ -3,6 +3,7 @@
 //! shares after a warm-up, and the host's wall-clock timings apart.
 
 use crate::conntrack::ConntrackStats;
+use crate::input::CaptureCut;
 use crate::nic::{SchemeFigures, SCHEMES};
 use crate::packet::MalformedCounts;
 use crate::switch::{Layer, PassStats, Switch};
@@ -135,6 +136,10 @@ pub struct ReplayReport {
     pub malformed_reasons: MalformedCounts,
     /// Packets cut to the capture's snapshot length (read from their headers).
     pub snaplen_truncated: u64,
+    /// Where the capture was found cut mid-record, if it was: the figures are over its
+    /// complete packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_cut: Option<CaptureCut>,
     /// The NIC scheme's name (`none` without a NIC).
     pub nic_scheme: &'static str,
     /// The NIC scheme's own figures, under each registered scheme's key (null for the
@@ -306,6 +311,7 @@ impl ReplayReport {
             malformed: malformed.total(),
             malformed_reasons: malformed.clone(),
             snaplen_truncated,
+            capture_cut: None,
             nic_scheme: if sw.nic().is_some() { nic.scheme } else { "none" },
             nic_figures: NicFigures(nic.figures),
             recirculation: (s.recirculations > 0 || sw.conntrack().stats().packets > 0).then(|| {

@@ -16,7 +16,7 @@ mod reader;
 mod writer;
 
 pub use self::error::TraceError;
-pub use self::reader::TraceReader;
+pub use self::reader::{CaptureBytes, CaptureSource, TraceReader, STDIN_NAME};
 pub use self::writer::{PcapWriter, PortsPcapngWriter};
 
 /// Largest captured packet length accepted when the file's snapshot length does not allow more.

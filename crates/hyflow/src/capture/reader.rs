@@ -1,8 +1,11 @@
 //! Streaming reader for pcap and pcapng traces.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use flate2::bufread::MultiGzDecoder;
 
 use pcap_file::pcap::PcapParser;
 use pcap_file::{Endianness, TsResolution};
@@ -61,20 +64,87 @@ const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
 ///
 /// After an error, or once the end is reached, `next_packet` returns `Ok(None)`: the position
 /// of the next record is unknown after corruption, so there is nothing sensible to resume.
-pub struct TraceReader<R = File> {
+pub struct TraceReader<R = CaptureBytes> {
     input: Input<R>,
     state: State,
     packets_read: u64,
     done: bool,
 }
 
-impl TraceReader<File> {
-    /// Opens a trace file and reads its file header (or first section header) to detect
-    /// the format. The path as displayed is used as the file name in errors.
+/// A capture's bytes, wherever they come from: a file, a gzip-compressed file, standard input.
+pub type CaptureBytes = Box<dyn Read + Send>;
+
+/// Standard input can be read once: a second reader would see nothing and report an empty
+/// capture instead of saying why.
+static STDIN_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The name standard input goes by in messages.
+pub const STDIN_NAME: &str = "standard input";
+
+/// How a capture at `path` is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureSource {
+    /// A file, as it is.
+    File,
+    /// A gzip-compressed file (`.gz`), decompressed as it is read.
+    Gzip,
+    /// Standard input (`-`).
+    Stdin,
+}
+
+impl CaptureSource {
+    /// How `path` is read: `-` is standard input, a name ending in `.gz` is decompressed.
+    pub fn of(path: &Path) -> CaptureSource {
+        if path == Path::new("-") {
+            CaptureSource::Stdin
+        } else if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz")) {
+            CaptureSource::Gzip
+        } else {
+            CaptureSource::File
+        }
+    }
+}
+
+/// A gzip stream cut short (a partial copy) ends where it was cut: the capture reader then
+/// finds the record it cut and says so, as for an uncompressed capture, instead of an I/O
+/// error about the compression.
+struct GzipToItsCut<R>(MultiGzDecoder<R>);
+
+impl<R: io::BufRead> Read for GzipToItsCut<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+            other => other,
+        }
+    }
+}
+
+impl TraceReader<CaptureBytes> {
+    /// Opens a capture ([`CaptureSource::of`] says how) and reads its file header (or first
+    /// section header) to detect the format. The path as displayed is the file's name in
+    /// errors; standard input, readable once, is refused a second time.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
         let name = path.display().to_string();
-        let file = File::open(path).map_err(|cause| TraceError::Open { file: name.clone(), cause })?;
-        Self::new(file, name)
+        let open =
+            |name: &str| File::open(path).map_err(|cause| TraceError::Open { file: name.to_string(), cause });
+        let (bytes, name): (CaptureBytes, String) = match CaptureSource::of(path) {
+            CaptureSource::Stdin => {
+                if STDIN_TAKEN.swap(true, Ordering::SeqCst) {
+                    let cause = io::Error::other(
+                        "it was read already, and this run reads its input again (a rate to rescale \
+                         to, a search, a policy trained first): give a file",
+                    );
+                    return Err(TraceError::Open { file: STDIN_NAME.to_string(), cause });
+                }
+                (Box::new(io::stdin()), STDIN_NAME.to_string())
+            }
+            CaptureSource::Gzip => {
+                let file = open(&name)?;
+                (Box::new(GzipToItsCut(MultiGzDecoder::new(BufReader::new(file)))), name)
+            }
+            CaptureSource::File => (Box::new(open(&name)?), name),
+        };
+        Self::new(bytes, name)
     }
 }
 

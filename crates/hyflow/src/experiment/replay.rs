@@ -112,5 +112,6 @@ pub fn run(
     let (switch, elapsed_ns) = replay.finish();
     let mut report = ReplayReport::new(&switch, source.malformed(), source.snaplen_truncated(), elapsed_ns);
     report.steady = config.warmup_ns.map(|w| SteadyShares::new(w, steady));
+    report.capture_cut = source.cut().cloned();
     Ok(ReplayOutcome { report, switch })
 }

@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::bursts::{BurstSummary, BurstTracker};
 use super::{ExperimentError, Progress, Workload};
 use crate::cost_model::CostModel;
-use crate::input::PacketSource;
+use crate::input::{CaptureCut, PacketSource};
 use crate::invalid_param::InvalidParam;
 use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
@@ -162,6 +162,10 @@ pub struct SimSummary {
     pub malformed: u64,
     /// Packets cut to the capture's snapshot length (read from their headers).
     pub snaplen_truncated: u64,
+    /// Where the capture was found cut mid-record, if it was: the figures are over its
+    /// complete packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_cut: Option<CaptureCut>,
     /// Packets forwarded by an entry awaiting a revalidation verdict.
     pub stale: u64,
     /// The cost model used.
@@ -338,6 +342,7 @@ fn simulate_at(
         rule_updates: stats.rule_updates,
         malformed: source.malformed().total() - malformed_before,
         snaplen_truncated: source.snaplen_truncated() - truncated_before,
+        capture_cut: source.cut().cloned(),
         stale: counts.stale,
         costs_ns: exp.costs,
         min_cores: None,

@@ -4,7 +4,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::ExperimentError;
-use crate::input::{Input, PacketSource, Progress};
+use crate::input::{CaptureCut, Input, PacketSource, Progress};
 use crate::measure::{
     build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
 };
@@ -105,7 +105,7 @@ impl std::fmt::Display for Shortfall {
 }
 
 /// What a top-k run read and used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TopkSummary {
     /// Packets read.
     pub packets: u64,
@@ -119,17 +119,21 @@ pub struct TopkSummary {
     pub snaplen_truncated: u64,
     /// Bytes the detector used, at the end of the run.
     pub memory_used: usize,
+    /// Where the capture was found cut mid-record, if it was: the run read its complete
+    /// packets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_cut: Option<CaptureCut>,
 }
 
 /// Each packet of `input` as (ns since the first packet, flow id under `key`; none for a
-/// malformed frame or one without the key's fields), reporting progress. Returns the numbers
-/// of malformed, of snaplen-truncated and of well-formed IPv6 packets without a flow id.
+/// malformed frame or one without the key's fields), reporting progress. Returns what the
+/// input held beyond the packets.
 fn for_each_flow(
     input: &Input,
     key: &KeySpec,
     progress: &mut dyn FnMut(u64, Progress),
     mut f: impl FnMut(u64, Option<FlowId>),
-) -> Result<(u64, u64, u64), ExperimentError> {
+) -> Result<InputCounts, ExperimentError> {
     let mut source = PacketSource::open(input, &[])?;
     let mut ipv6_keyless = 0;
     while let Some(p) = source.next_packet()? {
@@ -141,7 +145,21 @@ fn for_each_flow(
         f(p.ts_ns, flow);
         progress(source.packets(), source.progress());
     }
-    Ok((source.malformed().total(), source.snaplen_truncated(), ipv6_keyless))
+    Ok(InputCounts {
+        malformed: source.malformed().total(),
+        snaplen_truncated: source.snaplen_truncated(),
+        ipv6_keyless,
+        cut: source.cut().cloned(),
+    })
+}
+
+/// What an input held beyond its packets' flows.
+struct InputCounts {
+    malformed: u64,
+    snaplen_truncated: u64,
+    /// Well-formed IPv6 packets without a flow id.
+    ipv6_keyless: u64,
+    cut: Option<CaptureCut>,
 }
 
 /// Runs the detector over `input`, calling `on_report` at every block boundary (an error from
@@ -165,17 +183,17 @@ pub fn topk(
             failed = on_report(&r);
         }
     };
-    let (malformed, snaplen_truncated, keyless_ipv6) =
-        for_each_flow(input, key, progress, |ts, flow| monitor.flow(ts, flow, &mut report))?;
+    let counts = for_each_flow(input, key, progress, |ts, flow| monitor.flow(ts, flow, &mut report))?;
     monitor.finish(&mut report);
     failed?;
     Ok(TopkSummary {
         packets: monitor.packets(),
-        malformed,
-        keyless: monitor.keyless - malformed,
-        keyless_ipv6,
-        snaplen_truncated,
+        malformed: counts.malformed,
+        keyless: monitor.keyless - counts.malformed,
+        keyless_ipv6: counts.ipv6_keyless,
+        snaplen_truncated: counts.snaplen_truncated,
         memory_used: monitor.detector().memory_bytes(),
+        capture_cut: counts.cut,
     })
 }
 
@@ -240,7 +258,7 @@ pub fn eval(
     input: &Input,
     config: &EvalConfig,
     progress: &mut dyn FnMut(u64, Progress),
-) -> Result<Vec<EvalRow>, ExperimentError> {
+) -> Result<EvalOutcome, ExperimentError> {
     let mut grid = Vec::new();
     for &algo in &config.algos {
         for &memory in &config.memories {
@@ -264,7 +282,7 @@ pub fn eval(
     }
     // The stream once, as (time, flow id): 32 bytes a packet.
     let mut stream: Vec<(u64, Option<FlowId>)> = Vec::new();
-    for_each_flow(input, &config.key, progress, |ts, flow| stream.push((ts, flow)))?;
+    let counts = for_each_flow(input, &config.key, progress, |ts, flow| stream.push((ts, flow)))?;
     let mut rows = Vec::with_capacity(grid.len());
     for (algo, detector, fits) in grid {
         let mut row = EvalRow {
@@ -305,5 +323,15 @@ pub fn eval(
         }
         rows.push(row);
     }
-    Ok(rows)
+    Ok(EvalOutcome { rows, capture_cut: counts.cut })
+}
+
+/// Every detector's score, and where the capture was found cut, if it was (the scores are
+/// over its complete packets).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalOutcome {
+    /// One row per detector of the grid, in its order.
+    pub rows: Vec<EvalRow>,
+    /// Where the capture ended mid-record.
+    pub capture_cut: Option<CaptureCut>,
 }
