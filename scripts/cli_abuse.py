@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every numeric option of every command at 0, -1, 1e11 and 1e300: prints the ones that
+"""Every numeric option of every command at 0, -1, 1e-9, 1e-6, 1e11 and 1e300: prints the ones that
 panic, run out of memory (under a 4 GB address-space limit) or take longer than 15 s.
 
 Usage: scripts/cli_abuse.py   (build first: cargo build --release)
@@ -29,7 +29,7 @@ def main():
         for option, meta in re.findall(r"--([a-z0-9-]+) <([A-Z_]+)>", help_text):
             if meta in SKIP:
                 continue
-            for value in ["-1", "0", "99999999999", "1e300"]:
+            for value in ["-1", "0", "1e-9", "1e-6", "99999999999", "1e300"]:
                 args = [*command.split(), *base, "--" + option, value]
                 try:
                     r = subprocess.run(["bash", "-c", 'ulimit -v 4000000; exec "$@"', "x", H, *args],

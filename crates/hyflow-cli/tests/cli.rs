@@ -631,6 +631,15 @@ fn sim_bad_input_is_one_clear_message() {
     fails_with(&hyflow(&["sim", "--rate=-5"]), &["--rate must be a positive"]);
     fails_with(&hyflow(&["sim", "--cores", "0"]), &["--cores must be at least 1"]);
     fails_with(&hyflow(&["sim", "--ring", "0"]), &["--ring must be at least 1"]);
+    // A time series bounded by what is asked: a microsecond interval over the built-in 2 s
+    // would be 2·10^9 points (a 7.4 GB allocation once); it is refused with the range.
+    let series = tmp("series.csv", b"");
+    for interval in ["0.000001", "1e-9"] {
+        fails_with(
+            &hyflow(&["sim", "--interval", interval, "--timeseries", series.to_str().unwrap()]),
+            &["--interval", "makes more than 1000000 points over this run's 1.99", "give at least 0.001"],
+        );
+    }
     // Unknown values of an enumerated option: clap's message, naming the option, the value and
     // the values allowed.
     for (args, allowed) in [

@@ -13,7 +13,7 @@ use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport};
 use crate::switch::SwitchConfig;
 use crate::timing::search::{search as bisect, MaxRate, MinCores};
 use crate::timing::switch_datapath::{SimDecision, SwitchDatapath};
-use crate::timing::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator};
+use crate::timing::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator, MAX_SERIES_POINTS};
 
 /// Highest rate a max-rate search tries: 1 Gpps, far above what host cores or a NIC
 /// forward (the bisection is logarithmic, so a high ceiling costs little).
@@ -301,6 +301,18 @@ fn simulate_at(
     let burst_cores: Option<Vec<usize>> =
         source.gateway().map(|g| g.burst_log().iter().map(|b| sim.core_of(g.key(b.flow))).collect());
     let (metrics, datapath) = sim.finish();
+    if metrics.series_overflow {
+        let span_s = metrics.last_ns.saturating_sub(metrics.first_ns) as f64 / 1e9;
+        let shortest_ms = span_s * 1e3 / MAX_SERIES_POINTS as f64;
+        return Err(ExperimentError::Param(InvalidParam::new(
+            "interval",
+            format!(
+                "{} ms makes more than {MAX_SERIES_POINTS} points over this run's {span_s:.3} s: give at least \
+                 {shortest_ms:.6} ms, or none (sized to the run)",
+                metrics.interval_ns as f64 / 1e6
+            ),
+        )));
+    }
     let burst_summary = source.gateway().zip(burst_cores).map(|(g, cores)| {
         let first = source.first_ts_ns();
         bursts.summarize(

@@ -276,10 +276,17 @@ pub struct Metrics {
     pub end_ns: u64,
     /// Crossings of [`SimConfig::ring_watch`]: (time, core), the first [`MAX_CROSSINGS`].
     pub crossings: Vec<(u64, u32)>,
+    /// Whether a fixed interval would have made more than [`MAX_SERIES_POINTS`] points: the
+    /// series stops there, and the run's answer is that the interval is too short for it.
+    pub series_overflow: bool,
 }
 
 /// Most ring-watch crossings logged (a bound on memory when a ring hovers at the mark).
 pub const MAX_CROSSINGS: usize = 1 << 20;
+
+/// Most points a time series of a fixed interval holds (48 MB): beyond, no plot or CSV is
+/// readable anyway, and memory must not grow with the input.
+pub const MAX_SERIES_POINTS: usize = 1_000_000;
 
 /// Longest stretch of background work a core runs before serving waiting packets again.
 pub const WORK_SLICE_NS: u64 = 50_000;
@@ -320,6 +327,7 @@ impl Metrics {
             last_ns: 0,
             end_ns: 0,
             crossings: Vec::new(),
+            series_overflow: false,
         }
     }
 
@@ -620,6 +628,10 @@ impl<D: Datapath> Simulator<D> {
         while self.config.series_points > 0 && i >= self.config.series_points {
             self.metrics.coarsen();
             i = (t.saturating_sub(self.metrics.first_ns) / self.metrics.interval_ns) as usize;
+        }
+        if i >= MAX_SERIES_POINTS {
+            self.metrics.series_overflow = true;
+            return None;
         }
         if self.metrics.series.len() <= i {
             self.metrics.series.resize(i + 1, Interval::default());
