@@ -10,11 +10,11 @@ use hyflow::experiment::calibrate::calibrate;
 use hyflow::experiment::replay::DecisionRecord;
 use hyflow::experiment::sim::{search, simulate};
 use hyflow::timing::switch_datapath::SimDecision;
-use hyflow_commands::capture_cut_warning;
 use hyflow_commands::create;
 use hyflow_commands::plot::write_plots;
 use hyflow_commands::sim::{write_series, write_summary, SimArgs};
 use hyflow_commands::switch::workload;
+use hyflow_commands::{capture_cut_warning, warning_text};
 
 use crate::progress::Progress;
 
@@ -75,6 +75,9 @@ pub fn run(a: SimArgs) -> Result<()> {
     };
     if let Some(cut) = &outcome.summary.capture_cut {
         eprintln!("hyflow: {}", capture_cut_warning(cut));
+    }
+    for w in &outcome.summary.warnings {
+        eprintln!("hyflow: {}", warning_text(w));
     }
     // With a machine-readable output on stdout, the human text goes to stderr.
     let stdout_taken =

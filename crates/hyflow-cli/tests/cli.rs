@@ -625,6 +625,48 @@ fn sim_warmup_restarts_every_count() {
     assert!(warm["nic"]["installs"].as_u64().unwrap() > 0, "the NIC keeps installing after the warm-up");
 }
 
+/// A setup that cannot mean anything says so in one warning line naming the cause, and the
+/// JSON carries it; a setup that means something warns of nothing. The summary's first line
+/// gives the simulated duration.
+#[test]
+fn sim_warns_when_its_setup_cannot_mean_anything() {
+    let run = |args: &[&str]| {
+        let json = tmp("warn.json", b"");
+        let mut all = vec!["sim", "--json", json.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let out = hyflow(&all);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let warnings: Vec<String> =
+            err.lines().filter(|l| l.starts_with("hyflow: warning:")).map(String::from).collect();
+        let in_json = v.get("warnings").and_then(|w| w.as_array()).map_or(0, |w| w.len());
+        assert_eq!(warnings.len(), in_json, "{args:?}: every warning is in the JSON too");
+        (warnings, String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    for (args, cause) in [
+        (&["--policy", "elixir"][..], "no large-flow replacement: the run lasts 1.995 s of simulated time, less than --replacement-window (10 s)"),
+        (&["--policy", "elixir", "--replacement-window", "1"][..], "less than one --identification-window (30 s)"),
+        (&["--policy", "lfp"][..], "lfp trained on all of this 1.995 s input (--lfp-train 10 s)"),
+        (&["--policy", "lfp", "--lfp-train", "0.5"][..], "measuring starts at 0 s (--warmup); give --warmup 0.5"),
+        (&["--rate", "20000000"][..], "rescaled to --rate 20000000 packets/s, is measured over 10.000 ms of simulated time"),
+    ] {
+        let (warnings, _) = run(args);
+        assert_eq!(warnings.len(), 1, "{args:?}: {warnings:?}");
+        assert!(warnings[0].contains(cause), "{args:?}: {warnings:?}");
+    }
+    for args in [
+        &[][..],
+        &["--policy", "elixir", "--replacement-window", "0.5", "--identification-window", "1"][..],
+        &["--policy", "lfp", "--lfp-train", "0.5", "--warmup", "0.5"][..],
+        &["--rate", "50000"][..],
+    ] {
+        let (warnings, text) = run(args);
+        assert!(warnings.is_empty(), "{args:?}: {warnings:?}");
+        assert!(text.lines().next().unwrap().contains(" s of simulated time at "), "{text}");
+    }
+}
+
 #[test]
 fn sim_bad_input_is_one_clear_message() {
     fails_with(&hyflow(&["sim", "--rate", "0"]), &["--rate must be a positive"]);

@@ -54,6 +54,12 @@ fn invalid_param_of(e: &(dyn std::error::Error + 'static)) -> Option<InvalidPara
     None
 }
 
+/// An engine warning (parameters named between backticks) as both fronts give it: each
+/// parameter spelled as its option.
+pub fn warning_text(warning: &str) -> String {
+    format!("warning: {}", hyflow::invalid_param::respell(warning, |p| format!("--{p}")))
+}
+
 /// The warning for a capture found cut mid-record, as both fronts give it.
 pub fn capture_cut_warning(cut: &hyflow::input::CaptureCut) -> String {
     format!(

@@ -207,8 +207,9 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
     let l = &m.latency_us;
     writeln!(
         out,
-        "{} packets at {} pkt/s, policy {}: {:.1}% in hardware; lost {} ({:.3}%)",
+        "{} packets in {:.3} s of simulated time at {} pkt/s, policy {}: {:.1}% in hardware; lost {} ({:.3}%)",
         m.packets,
+        m.duration_s,
         m.rate_pps,
         s.policy,
         m.hw_share * 100.0,

@@ -38,6 +38,16 @@ fn error(e: anyhow::Error) -> PyErr {
     HyflowError::new_err(hyflow_commands::error_message(&e))
 }
 
+/// The engine's warnings about a run, as Python warnings with the CLI's text.
+fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
+    for w in warnings {
+        let text = hyflow_commands::warning_text(w);
+        let message = std::ffi::CString::new(text.trim_start_matches("warning: ")).unwrap_or_default();
+        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)?;
+    }
+    Ok(())
+}
+
 /// A capture found cut mid-record, as a Python warning (`warnings`) with the CLI's text: the
 /// run read its complete packets.
 fn warn_cut(py: Python<'_>, cut: Option<&hyflow::input::CaptureCut>) -> PyResult<()> {
@@ -287,11 +297,13 @@ fn run_sim<'py>(
                 sim::summary_text(&outcome.summary),
                 outcome.metrics,
                 columns,
-                outcome.summary.capture_cut.clone(),
+                (outcome.summary.capture_cut.clone(), outcome.summary.warnings.clone()),
             ))
         })
         .map_err(error)?;
+    let (cut, warnings) = cut;
     warn_cut(py, cut.as_ref())?;
+    warn_all(py, &warnings)?;
     let d = PyDict::new(py);
     d.set_item("summary", summary)?;
     d.set_item("text", text)?;

@@ -27,18 +27,23 @@ impl InvalidParam {
     /// The error with every parameter name it holds spelled by `spell`: the front's syntax
     /// for an option (`|p| format!("--{p}")`).
     pub fn spelled(&self, spell: impl Fn(&str) -> String) -> String {
-        let mut out = spell(self.param);
-        out.push(' ');
-        let mut rest = self.message.as_str();
-        while let Some((before, after)) = rest.split_once('`') {
-            let Some((name, tail)) = after.split_once('`') else { break };
-            out.push_str(before);
-            out.push_str(&spell(name));
-            rest = tail;
-        }
-        out.push_str(rest);
-        out
+        format!("{} {}", spell(self.param), respell(&self.message, spell))
     }
+}
+
+/// `text` with every parameter it names between backticks spelled by `spell`: how a front
+/// gives the engine's errors and warnings in its own syntax.
+pub fn respell(text: &str, spell: impl Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((before, after)) = rest.split_once('`') {
+        let Some((name, tail)) = after.split_once('`') else { break };
+        out.push_str(before);
+        out.push_str(&spell(name));
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Names stay between backticks: the engine's own rendering, for callers without a front.

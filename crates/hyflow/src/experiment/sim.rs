@@ -9,7 +9,7 @@ use crate::input::{CaptureCut, PacketSource};
 use crate::invalid_param::InvalidParam;
 use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
-use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport};
+use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport, RunSpan};
 use crate::switch::SwitchConfig;
 use crate::timing::search::{search as bisect, MaxRate, MinCores};
 use crate::timing::switch_datapath::{SimDecision, SwitchDatapath};
@@ -179,7 +179,16 @@ pub struct SimSummary {
     /// How the generated bursts fared (gateway traffic only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bursts: Option<BurstSummary>,
+    /// Why these figures may mean less than they seem (a run shorter than the policy's
+    /// windows, a policy measured on what it learned from, an input squeezed into a moment),
+    /// one sentence each; parameters named between backticks, for each front to spell.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
+
+/// Shortest measured span, simulated, whose figures are more than a cold start when the
+/// input was rescaled to a rate.
+pub const SHORTEST_MEANINGFUL_RUN_NS: u64 = 1_000_000_000;
 
 /// A simulation's result.
 pub struct SimOutcome {
@@ -234,7 +243,8 @@ fn simulate_at(
     policy: &PolicyConfig,
 ) -> Result<SimOutcome, ExperimentError> {
     let pipeline = workload.pipeline();
-    let policy = policy.build(&exp.policy_machine()).map_err(ExperimentError::Policy)?;
+    let policy_config = policy;
+    let policy = policy_config.build(&exp.policy_machine()).map_err(ExperimentError::Policy)?;
     let datapath = SwitchDatapath::new(
         pipeline,
         exp.switch.clone(),
@@ -262,6 +272,9 @@ fn simulate_at(
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
     let mut bursts = BurstTracker::default();
     let mut n = 0;
+    let mut first_arrival = None;
+    // (simulated, as recorded), ns.
+    let mut last_arrival = (0, 0);
     // The input's counts before the packet that ended the warm-up (0 without one).
     let mut input_at_start = None;
     let mut input_so_far = (0, 0);
@@ -270,6 +283,8 @@ fn simulate_at(
         if t >= end {
             break;
         }
+        first_arrival.get_or_insert((t, p.ts_ns));
+        last_arrival = (t, p.ts_ns);
         let hit = sim.arrive(t, &SimPacket { key: p.key, bytes: p.bytes, index: n });
         if input_at_start.is_none() && sim.measuring() {
             input_at_start = Some(input_so_far);
@@ -331,7 +346,7 @@ fn simulate_at(
     let installs = counts.nic_installs;
     let (malformed_before, truncated_before) = input_at_start.unwrap_or_default();
     let span_ns = metrics.last_ns.saturating_sub(metrics.first_ns);
-    let summary = SimSummary {
+    let mut summary = SimSummary {
         metrics: metrics.summary(),
         policy: exp.policy.name(),
         policy_report: datapath.policy_report(),
@@ -360,7 +375,23 @@ fn simulate_at(
         min_cores: None,
         max_rate_pps: None,
         bursts: burst_summary,
+        warnings: Vec::new(),
     };
+    let first_arrival = first_arrival.unwrap_or_default();
+    let run = RunSpan {
+        simulated_ns: last_arrival.0.saturating_sub(first_arrival.0),
+        input_ns: last_arrival.1.saturating_sub(first_arrival.1),
+        warmup_input_ns: exp.machine.warmup_ns,
+    };
+    summary.warnings = policy_config.caveats(&run);
+    let measured_ns = metrics.last_ns.saturating_sub(metrics.first_ns);
+    if let (Some((_, r)), true) = (rate, measured_ns < SHORTEST_MEANINGFUL_RUN_NS) {
+        summary.warnings.push(format!(
+            "the input, rescaled to `rate` {r} packets/s, is measured over {:.3} ms of simulated time: figures \
+             from so short a run are mostly its cold start (give a longer input or a lower rate)",
+            measured_ns as f64 / 1e6
+        ));
+    }
     Ok(SimOutcome { summary, metrics })
 }
 

@@ -50,7 +50,7 @@ use super::params::{
 };
 use super::{
     Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyFigures,
-    PolicyMachine, PolicyReport, Seen,
+    PolicyMachine, PolicyReport, RunSpan, Seen,
 };
 use crate::measure::elixir_identification::{BurstCounters, ElixirLarge};
 use crate::measure::{Detector, DetectorConfig, FlowId, KeySpec, Sampler};
@@ -210,6 +210,27 @@ impl PolicyFactory for ElixirConfig {
     fn check(&self, machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
         self.check()?;
         self.threshold(machine.ring, machine.limits.latency_ns).map(|_| ())
+    }
+
+    fn caveats(&self, run: &RunSpan) -> Vec<String> {
+        let s = |ns: u64| ns as f64 / 1e9;
+        if run.simulated_ns < self.replacement_window_ns {
+            vec![format!(
+                "elixir made no large-flow replacement: the run lasts {:.3} s of simulated time, less than \
+                 `replacement-window` ({} s); only bursty flows reached the NIC (give a longer input or a shorter window)",
+                s(run.simulated_ns),
+                s(self.replacement_window_ns)
+            )]
+        } else if run.simulated_ns < self.identification_window_ns {
+            vec![format!(
+                "elixir identified large flows over less than one `identification-window` ({} s): the run lasts \
+                 {:.3} s of simulated time",
+                s(self.identification_window_ns),
+                s(run.simulated_ns)
+            )]
+        } else {
+            Vec::new()
+        }
     }
 
     fn build(&self, machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use super::params::{Param, ParamKind, PolicyRegistration, EXACT_TABLE};
 use super::{
     NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyTrainer,
-    Seen,
+    RunSpan, Seen,
 };
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatchConfig;
@@ -182,6 +182,26 @@ impl PolicyFactory for TrainedLfp {
 
     fn build(&self, _machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
         Ok(Box::new(Lfp::new(self.config, self.model.clone())))
+    }
+
+    fn caveats(&self, run: &RunSpan) -> Vec<String> {
+        if run.warmup_input_ns >= self.config.train_ns {
+            return Vec::new();
+        }
+        let train_s = self.config.train_ns as f64 / 1e9;
+        if run.input_ns <= self.config.train_ns {
+            return vec![format!(
+                "lfp trained on all of this {:.3} s input (`lfp-train` {train_s} s) and is measured on the \
+                 packets it learned from: give a longer input, or a shorter `lfp-train` and `warmup` as long",
+                run.input_ns as f64 / 1e9
+            )];
+        }
+        vec![format!(
+            "lfp is measured on packets its tree learned from: it trained on the input's first {train_s} s \
+             (`lfp-train`) and measuring starts at {} s (`warmup`); give `warmup` {train_s} to measure only \
+             what it predicts",
+            run.warmup_input_ns as f64 / 1e9
+        )]
     }
 }
 

@@ -111,6 +111,23 @@ pub trait PolicyFactory: std::fmt::Debug + Send + Sync {
     }
     /// The policy, on `machine`.
     fn build(&self, machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError>;
+    /// Why `run`'s figures may mean less than they seem for this policy (a run shorter than
+    /// its windows, packets it learned from measured as if new), one sentence each; other
+    /// parameters named between backticks, as in [`crate::invalid_param::InvalidParam`].
+    fn caveats(&self, _run: &RunSpan) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// How long a simulation ran, for a policy to say whether its figures can mean anything.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunSpan {
+    /// Simulated time from the first arrival to the last, warm-up included, ns.
+    pub simulated_ns: u64,
+    /// The same stretch of the input as recorded (before any rescaling to a rate), ns.
+    pub input_ns: u64,
+    /// The warm-up, in the input's time as recorded, ns.
+    pub warmup_input_ns: u64,
 }
 
 /// What a policy's configuration is held as: shared by every run of a search.
