@@ -57,12 +57,12 @@ def setup(quick, seconds, tmp, churn):
         with open(costs, "w") as f:
             json.dump({k: v * 100 for k, v in BUILTIN_COSTS.items()}, f)
         rate, warmup = 560e3, 30
-        trace = f"gen:gateway,flows=5000,rate={rate:.0f},duration={seconds + warmup}{model}"
+        trace = f"gen:gateway,preset=elixir,flows=5000,rate={rate:.0f},duration={seconds + warmup}{model}"
         common = ["--costs", costs, "--ring", "655", "--warmup", str(warmup)]
         exact = ["--large-entries", "500", "--bursty-entries", "100", "--nic-rate", f"{NIC_RATE / 100:.0f}"]
         return rate, trace, common, exact, ["--nic-entries", "600"], warmup
     rate, warmup = 56e6, 40
-    trace = f"gen:gateway,duration={seconds + warmup}{model}"
+    trace = f"gen:gateway,preset=elixir,duration={seconds + warmup}{model}"
     return rate, trace, ["--warmup", str(warmup)], [], ["--nic-entries", "50100"], warmup
 
 

@@ -43,8 +43,7 @@ pub fn run(a: SimArgs) -> Result<()> {
     let workload = workload(&a.switch)?;
     let outcome = match a.search() {
         None => {
-            let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let bar = terminal.then(|| Progress::new("sim"));
+            let progress = Progress::new("sim");
             let mut log = a.decisions.as_deref().map(create).transpose()?;
             let mut write = |d: SimDecision| -> std::io::Result<()> {
                 let out = log.as_mut().expect("decisions are recorded only with a log");
@@ -53,22 +52,11 @@ pub fn run(a: SimArgs) -> Result<()> {
             };
             let on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>> =
                 if a.decisions.is_some() { Some(&mut write) } else { None };
-            let outcome = simulate(
-                &workload,
-                &exp,
-                &mut |n, at| {
-                    if let Some(b) = &bar {
-                        b.tick(n, at);
-                    }
-                },
-                on_decision,
-            )?;
+            let outcome = simulate(&workload, &exp, &mut |n, at| progress.tick(n, at), on_decision)?;
             if let Some(mut out) = log {
                 out.flush()?;
             }
-            if let Some(b) = bar {
-                b.finish();
-            }
+            progress.finish();
             outcome
         }
         Some(what) => search(&workload, &exp, what)?,

@@ -829,6 +829,43 @@ fn sim_decisions_match_the_slow_path_for_nic_packets() {
     );
 }
 
+/// Defaults that fit a laptop: `--trace gen:gateway` and `gen gateway` share one default
+/// (2 M packets, seconds to run) that their help shows; Elixir's scale is asked for by name.
+/// Without a terminal, a long run prints a progress line every few seconds.
+#[test]
+fn gateway_defaults_fit_a_laptop_and_long_runs_say_how_far() {
+    let help = String::from_utf8(hyflow(&["gen", "gateway", "--help"]).stdout).unwrap();
+    for default in ["[default: 50000]", "[default: 300]", "[default: 500000]", "[default: 4]", "[default: 2]"]
+    {
+        assert!(help.contains(default), "gen gateway --help shows {default}: {help}");
+    }
+    let help = String::from_utf8(hyflow(&["sim", "--help"]).stdout).unwrap();
+    assert!(
+        help.contains("laptop, the default: 50000 steady and 300 bursty flows at 500 kpps for 4 s"),
+        "{help}"
+    );
+    let json = tmp("laptop.json", b"");
+    let out = Command::new(env!("CARGO_BIN_EXE_hyflow"))
+        .args(["sim", "--trace", "gen:gateway", "--json", json.to_str().unwrap()])
+        .env("HYFLOW_PROGRESS_AFTER", "0")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let packets = v["packets"].as_u64().unwrap();
+    assert!((1_800_000..2_100_000).contains(&packets), "about 2 M packets: {packets}");
+    assert!((v["duration_s"].as_f64().unwrap() - 4.0).abs() < 0.01, "{v}");
+    assert!(v["bursts"]["bursts"].as_u64().unwrap() >= 3, "a handful of bursts: {}", v["bursts"]);
+    // Progress without a terminal: plain lines naming the packets done.
+    let lines: Vec<&str> =
+        err.lines().filter(|l| l.starts_with("hyflow sim: ") && l.contains(" packets, ")).collect();
+    assert!(!lines.is_empty() && lines[0].contains("packets read"), "{err}");
+    // A short run prints none by default.
+    let quiet = hyflow(&["replay"]);
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("packets read"));
+}
+
 /// `gen gateway` writes the traffic `--trace gen:gateway` streams: simulating the capture
 /// gives the same figures as simulating the stream.
 #[test]
@@ -872,8 +909,14 @@ fn gen_gateway_writes_what_the_stream_simulates() {
     let flows = examples().join("gateway.flows");
     let from_file = json(&["--flows", flows.to_str().unwrap(), "--trace", pcap.to_str().unwrap()]);
     let streamed = json(&["--trace", "gen:gateway,flows=3000,bursty=10,rate=50000,duration=2,seed=5"]);
-    let from_file: serde_json::Value = serde_json::from_str(&from_file).unwrap();
+    let mut from_file: serde_json::Value = serde_json::from_str(&from_file).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&streamed).unwrap();
+    // The file keeps 128 bytes of each packet (`--snaplen`), with its wire length: read from
+    // their headers, the packets cut are the same traffic.
+    let cut = from_file.as_object_mut().unwrap().remove("snaplen_truncated").unwrap();
+    assert!(
+        cut.as_u64().unwrap() > 0 && v.as_object_mut().unwrap().remove("snaplen_truncated").unwrap() == 0
+    );
     // Only the stream knows its bursts (the generator's log): the rest is the same.
     let bursts = v.as_object_mut().unwrap().remove("bursts").expect("the stream reports its bursts");
     assert!(from_file.get("bursts").is_none());

@@ -18,31 +18,35 @@ pub struct GenGatewayArgs {
     /// Output pcap.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
-    /// Steady flows.
-    #[arg(long, value_name = "N", default_value_t = 500_000)]
+    /// Steady flows (Elixir's scale: 500000).
+    #[arg(long, value_name = "N", default_value_t = GatewayConfig::default().flows)]
     pub flows_count: usize,
-    /// Bursty flows.
-    #[arg(long, value_name = "N", default_value_t = 300)]
+    /// Bursty flows (Elixir's scale: 300).
+    #[arg(long, value_name = "N", default_value_t = GatewayConfig::default().bursty_flows)]
     pub bursty: usize,
-    /// Mean packets per second.
-    #[arg(long, value_name = "PPS", default_value_t = 56e6)]
+    /// Mean packets per second (Elixir's scale: 56e6).
+    #[arg(long, value_name = "PPS", default_value_t = GatewayConfig::default().rate)]
     pub rate: f64,
-    /// Seconds of traffic.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    /// Seconds of traffic (Elixir's scale: 60, 3.36 G packets).
+    #[arg(long, value_name = "SECONDS", default_value_t = GatewayConfig::default().duration_ns as f64 / 1e9)]
     pub duration: f64,
     /// Share of the steady packets carried by the top 10% of steady flows.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.91)]
+    #[arg(long, value_name = "SHARE", default_value_t = GatewayConfig::default().top_share)]
     pub top_share: f64,
     /// Zipf–Mandelbrot offset of the steady flows' ranks, as a share of the flows: flattens
     /// the largest flows (0 = pure Zipf, whose largest flow carries over 10% of the packets).
-    #[arg(long, value_name = "SHARE", default_value_t = 0.001)]
+    #[arg(long, value_name = "SHARE", default_value_t = GatewayConfig::default().head)]
     pub head: f64,
-    /// Seconds between churns of the large flows.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    /// Seconds between churns of the large flows (Elixir's scale: 10).
+    #[arg(long, value_name = "SECONDS", default_value_t = GatewayConfig::default().churn_period_ns as f64 / 1e9)]
     pub churn: f64,
     /// RNG seed.
     #[arg(long, value_name = "X", default_value_t = 1)]
     pub seed: u64,
+    /// Bytes of each packet written, as `tcpdump -s`: its wire length stays in the record, so
+    /// replay and sim read the same traffic (0: whole frames, five times the file).
+    #[arg(long, value_name = "BYTES", default_value_t = 128)]
+    pub snaplen: usize,
 }
 
 #[derive(Args)]
@@ -286,7 +290,9 @@ pub fn gateway(a: GenGatewayArgs) -> Result<String> {
     let mut n = 0u64;
     while let Some(p) = traffic.next() {
         // The frame check sequence is on the wire but not in the capture.
-        writer.write_packet(p.ts_ns, &build_frame(traffic.key(p.flow), p.bytes as usize - 4))?;
+        let frame = build_frame(traffic.key(p.flow), p.bytes as usize - 4);
+        let kept = if a.snaplen == 0 { frame.len() } else { frame.len().min(a.snaplen) };
+        writer.write_cut_packet(p.ts_ns, &frame[..kept], frame.len() as u32)?;
         n += 1;
     }
     writer.finish()?;

@@ -99,7 +99,7 @@ fn gateway(c: &mut Criterion) {
         bursty_flows: 100,
         rate: 2e6,
         duration_ns: WARMUP_NS + 1_000_000_000,
-        ..GatewayConfig::default()
+        ..GatewayConfig::elixir_scale()
     };
     let g = Gateway::new(traffic).expect("valid traffic");
     let keys = g.keys().to_vec();

@@ -74,6 +74,13 @@ impl<W: Write> PcapWriter<W> {
     /// packet is longer than the snapshot length or the timestamp does not fit pcap's 32-bit
     /// seconds field (after 2106-02-07).
     pub fn write_packet(&mut self, ts_ns: u64, data: &[u8]) -> Result<(), TraceError> {
+        self.write_cut_packet(ts_ns, data, data.len() as u32)
+    }
+
+    /// Appends the first bytes of a packet of `wire_len` bytes (`data`, at most all of them),
+    /// as `tcpdump -s` writes a packet longer than its snapshot length: readers take its
+    /// length from the record.
+    pub fn write_cut_packet(&mut self, ts_ns: u64, data: &[u8], wire_len: u32) -> Result<(), TraceError> {
         let secs = ts_ns / 1_000_000_000;
         let secs = u32::try_from(secs).map_err(|_| {
             self.unwritable(format!("timestamp {ts_ns} ns is beyond the 32-bit seconds field of pcap"))
@@ -96,7 +103,7 @@ impl<W: Write> PcapWriter<W> {
         header[0..4].copy_from_slice(&secs.to_le_bytes());
         header[4..8].copy_from_slice(&frac.to_le_bytes());
         header[8..12].copy_from_slice(&len.to_le_bytes());
-        header[12..16].copy_from_slice(&len.to_le_bytes());
+        header[12..16].copy_from_slice(&wire_len.max(len).to_le_bytes());
 
         let result = self.out.write_all(&header).and_then(|()| self.out.write_all(data));
         result.map_err(|cause| TraceError::Io { file: self.name.clone(), offset: self.offset, cause })?;

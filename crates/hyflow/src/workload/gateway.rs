@@ -87,16 +87,19 @@ pub struct GatewayConfig {
     pub seed: u64,
 }
 
+/// The default fits a laptop: 50,000 steady and 300 bursty flows at 500 kpps for 4 s (2 M
+/// packets, two seconds to simulate, a handful of bursts), the large set churning every 2 s.
+/// The paper's scale is asked for ([`GatewayConfig::elixir_scale`]).
 impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
-            flows: 500_000,
+            flows: 50_000,
             bursty_flows: 300,
-            rate: 56e6,
-            duration_ns: 60_000_000_000,
+            rate: 500e3,
+            duration_ns: 4_000_000_000,
             top_share: 0.91,
             head: 0.001,
-            churn_period_ns: 10_000_000_000,
+            churn_period_ns: 2_000_000_000,
             churn_fraction: 0.2,
             burst_ratio: (20.0, 80.0),
             burst_duration_ns: (200_000_000, 3_000_000_000),
@@ -110,17 +113,51 @@ impl Default for GatewayConfig {
 /// The spelling of gateway traffic where a capture is expected (`--trace`).
 pub const SPEC_PREFIX: &str = "gen:gateway";
 
+/// The presets `preset=NAME` names: the default, and Elixir's scale.
+pub const PRESETS: [&str; 2] = ["laptop", "elixir"];
+
 impl GatewayConfig {
-    /// Parses `gen:gateway[,KEY=VALUE...]` (keys: flows, bursty, rate in packets/s, duration in
-    /// seconds, top-share, churn in seconds, seed, in-port); `None` if `spec` is not gateway
-    /// traffic at all.
+    /// Elixir's cloud gateway (§2.1): 500,000 steady and 300 bursty flows at 56 Mpps for
+    /// 60 s: 3.36 G packets, most of an hour to simulate on one core.
+    pub fn elixir_scale() -> GatewayConfig {
+        GatewayConfig {
+            flows: 500_000,
+            bursty_flows: 300,
+            rate: 56e6,
+            duration_ns: 60_000_000_000,
+            churn_period_ns: 10_000_000_000,
+            ..GatewayConfig::default()
+        }
+    }
+
+    /// The preset `name` ([`PRESETS`]).
+    pub fn preset(name: &str) -> Option<GatewayConfig> {
+        match name {
+            "laptop" => Some(GatewayConfig::default()),
+            "elixir" => Some(GatewayConfig::elixir_scale()),
+            _ => None,
+        }
+    }
+
+    /// Parses `gen:gateway[,KEY=VALUE...]` (keys: preset (laptop, elixir: where the other
+    /// keys start, wherever it stands), flows, bursty, rate in packets/s, duration in seconds,
+    /// top-share, churn in seconds, seed, in-port); `None` if `spec` is not gateway traffic at
+    /// all.
     pub fn parse(spec: &str) -> Option<Result<GatewayConfig, String>> {
         let rest = spec.strip_prefix(SPEC_PREFIX)?;
         if !(rest.is_empty() || rest.starts_with(',')) {
             return None;
         }
-        let mut c = GatewayConfig::default();
-        for item in rest.split(',').filter(|s| !s.is_empty()) {
+        let items = || rest.split(',').filter(|s| !s.is_empty());
+        let preset = items().filter_map(|item| item.strip_prefix("preset=")).next_back();
+        let mut c = match preset.map(|name| (name, GatewayConfig::preset(name))) {
+            None => GatewayConfig::default(),
+            Some((_, Some(c))) => c,
+            Some((name, None)) => {
+                return Some(Err(format!("preset={name} in {spec}: presets are {}", PRESETS.join(", "))))
+            }
+        };
+        for item in items().filter(|item| !item.starts_with("preset=")) {
             let Some((k, v)) = item.split_once('=') else {
                 return Some(Err(format!("'{item}' in {spec}: expected KEY=VALUE")));
             };
@@ -140,7 +177,7 @@ impl GatewayConfig {
                     "in-port" => c.in_port = whole(v)? as u32,
                     _ => {
                         return Err(format!(
-                            "unknown key '{k}' in {spec} (flows, bursty, rate, duration, top-share, head, churn, seed, in-port)"
+                            "unknown key '{k}' in {spec} (preset, flows, bursty, rate, duration, top-share, head, churn, seed, in-port)"
                         ))
                     }
                 }
@@ -537,7 +574,8 @@ mod tests {
             rate: 1e6,
             duration_ns: 20_000_000_000,
             burst_duration_ns: (200_000_000, 2_000_000_000),
-            ..GatewayConfig::default()
+            // The paper's shape: its churn period.
+            ..GatewayConfig::elixir_scale()
         }
     }
 
@@ -652,6 +690,12 @@ mod tests {
         assert_eq!((c.flows, c.rate, c.duration_ns, c.seed), (1000, 2e6, 1_500_000_000, 7));
         let err = |s: &str| GatewayConfig::parse(s).unwrap().unwrap_err();
         assert!(err("gen:gateway,speed=3").contains("unknown key 'speed'"));
+        // A preset is where the other keys start, wherever it stands.
+        let elixir = GatewayConfig::parse("gen:gateway,duration=2,preset=elixir").unwrap().unwrap();
+        assert_eq!(elixir, GatewayConfig { duration_ns: 2_000_000_000, ..GatewayConfig::elixir_scale() });
+        assert_eq!((elixir.flows, elixir.bursty_flows, elixir.rate), (500_000, 300, 56e6));
+        assert_eq!(GatewayConfig::parse("gen:gateway,preset=laptop"), Some(Ok(GatewayConfig::default())));
+        assert!(err("gen:gateway,preset=huge").contains("presets are laptop, elixir"));
         assert!(err("gen:gateway,rate=fast").contains("rate=fast"));
         assert!(err("gen:gateway,rate=0").contains("rate must be a positive"));
     }
