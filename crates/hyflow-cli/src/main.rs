@@ -46,7 +46,10 @@ enum Command {
     /// layer where packets were handled. With no --flows/--trace, runs the built-in workload
     /// (examples/l2l3acl.flows with generated traffic and updates).
     Replay(Box<ReplayArgs>),
-    /// Generate workloads: traffic for a flow table, or rule-update streams.
+    /// Generate workloads: traffic for a flow table (traffic), conversations through a
+    /// stateful pipeline (conversations), rule-update streams (updates), top-k traffic with
+    /// churn and bursts (dynamic), cloud-gateway traffic (gateway), Gigaflow's Pipebench
+    /// pipelines with their traffic (pipeline).
     #[command(subcommand)]
     Gen(GenCommand),
     /// Real-time large flows: at every block boundary, the top-k flows of the sliding window

@@ -61,7 +61,7 @@ pub fn warning_text(warning: &str) -> String {
 }
 
 /// The warning for a capture found cut mid-record, as both fronts give it.
-pub fn capture_cut_warning(cut: &hyflow::input::CaptureCut) -> String {
+pub fn capture_cut_warning(cut: &hyflow::capture::CaptureCut) -> String {
     format!(
         "warning: {}: the capture ends there; its {} complete packets were read (--strict makes this an error)",
         cut.error, cut.packets

@@ -205,12 +205,17 @@ pub fn summary_text(s: &SimSummary) -> String {
 pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()> {
     let m = &s.metrics;
     let l = &m.latency_us;
+    // The rate asked for and the one measured over the measured span differ by the packets
+    // at its edges: both are given, so that an answer (max rate) reads as the one asked for.
+    let rate = match s.rate_target_pps {
+        Some(target) => format!("{target} pkt/s (measured {})", m.rate_pps),
+        None => format!("{} pkt/s", m.rate_pps),
+    };
     writeln!(
         out,
-        "{} packets in {:.3} s of simulated time at {} pkt/s, policy {}: {:.1}% in hardware; lost {} ({:.3}%)",
+        "{} packets in {:.3} s of simulated time at {rate}, policy {}: {:.1}% in hardware; lost {} ({:.3}%)",
         m.packets,
         m.duration_s,
-        m.rate_pps,
         s.policy,
         m.hw_share * 100.0,
         m.lost,

@@ -50,7 +50,7 @@ fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
 
 /// A capture found cut mid-record, as a Python warning (`warnings`) with the CLI's text: the
 /// run read its complete packets.
-fn warn_cut(py: Python<'_>, cut: Option<&hyflow::input::CaptureCut>) -> PyResult<()> {
+fn warn_cut(py: Python<'_>, cut: Option<&hyflow::capture::CaptureCut>) -> PyResult<()> {
     let Some(cut) = cut else { return Ok(()) };
     let text = hyflow_commands::capture_cut_warning(cut);
     let message = std::ffi::CString::new(text.trim_start_matches("warning: ")).unwrap_or_default();

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::capture::{link_type_name, CaptureSource, TraceError, TraceReader};
+use crate::capture::{link_type_name, CaptureCut, CaptureSource, TraceError, TraceReader};
 use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
 use crate::packet::{parse_captured, parse_frame, FlowKey, LinkKind, Malformed, MalformedCounts};
@@ -52,19 +52,6 @@ impl Input {
             Input::Capture { .. } | Input::Generated { .. } => None,
         }
     }
-}
-
-/// A capture that ends in the middle of a record: every complete packet before the cut was
-/// read.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct CaptureCut {
-    /// What the reader found: the capture, the byte offset of the record cut short (in the
-    /// decompressed bytes of a `.gz`), and how much of it is there.
-    pub error: String,
-    /// Byte offset of the record cut short.
-    pub offset: u64,
-    /// Complete packets read before it.
-    pub packets: u64,
 }
 
 /// Why packets cannot be read.

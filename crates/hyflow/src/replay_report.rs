@@ -2,8 +2,8 @@
 //! the NIC scheme's own figures, recirculation and connection tracking, the steady-state
 //! shares after a warm-up, and the host's wall-clock timings apart.
 
+use crate::capture::CaptureCut;
 use crate::conntrack::ConntrackStats;
-use crate::input::CaptureCut;
 use crate::nic::{SchemeFigures, SCHEMES};
 use crate::packet::MalformedCounts;
 use crate::switch::{Layer, PassStats, Switch};

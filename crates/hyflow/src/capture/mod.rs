@@ -153,3 +153,16 @@ pub struct TracePacket<'a> {
     /// the file, for diagnostics.
     pub offset: u64,
 }
+
+/// A capture that ends in the middle of a record: every complete packet before the cut was
+/// read.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CaptureCut {
+    /// What the reader found: the capture, the byte offset of the record cut short (in the
+    /// decompressed bytes of a `.gz`), and how much of it is there.
+    pub error: String,
+    /// Byte offset of the record cut short.
+    pub offset: u64,
+    /// Complete packets read before it.
+    pub packets: u64,
+}

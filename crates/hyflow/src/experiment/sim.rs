@@ -4,8 +4,9 @@ use serde::Serialize;
 
 use super::bursts::{BurstSummary, BurstTracker};
 use super::{ExperimentError, Progress, Workload};
+use crate::capture::CaptureCut;
 use crate::cost_model::CostModel;
-use crate::input::{CaptureCut, PacketSource};
+use crate::input::PacketSource;
 use crate::invalid_param::InvalidParam;
 use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;

@@ -4,7 +4,8 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::ExperimentError;
-use crate::input::{CaptureCut, Input, PacketSource, Progress};
+use crate::capture::CaptureCut;
+use crate::input::{Input, PacketSource, Progress};
 use crate::measure::{
     build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
 };
