@@ -23,6 +23,12 @@
 //! Gigaflow ones also minimal sub-traversal entries and the artifact's coupling score; the
 //! Gigaflow report gained per-stage sharing, masks and mask refusals. The built-in records are
 //! unchanged.
+//!
+//! Amended for issue 31: `sim-min-cores` and `sim-psf` gained `warnings` (their inputs are
+//! rescaled into 10 and 67 ms of simulated time, the cold start the warning names), all else
+//! equal. Rewriting the records also put the replay records' keys in the order `--json` has
+//! written them since the NIC figures became a generic slot (`gigaflow` after `nic_scheme`);
+//! their values are unchanged (objects compare without regard to key order).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
