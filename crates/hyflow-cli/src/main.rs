@@ -109,8 +109,10 @@ enum GenCommand {
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::from_arg_matches(&negative_numbers_are_values(Cli::command()).get_matches())
-        .unwrap_or_else(|e| e.exit());
+    let cli = Cli::from_arg_matches(
+        &hide_refused_options(negative_numbers_are_values(Cli::command())).get_matches(),
+    )
+    .unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Trace(args) => run_trace(args),
         Command::Replay(args) => replay::run(*args),
@@ -133,6 +135,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `sim` takes what the NIC holds from `--policy` and refuses `--nic`/`--no-nic`, which it
+/// shares with `replay`: its help does not list them.
+fn hide_refused_options(cmd: clap::Command) -> clap::Command {
+    cmd.mut_subcommand("sim", |sim| sim.mut_arg("nic", |a| a.hide(true)).mut_arg("no_nic", |a| a.hide(true)))
 }
 
 /// Prints what a generator wrote.

@@ -137,6 +137,44 @@ impl TapError for serde_json::Value {
     }
 }
 
+/// Friction a newcomer met: a misspelt field names the one meant; `replay --warmup` past the
+/// end and `sim --rate 1e300` are refused with their range; `sim --help` does not list the
+/// `--nic`/`--no-nic` it refuses; `gen --help` names every generator.
+#[test]
+fn a_newcomers_slips_get_clear_answers() {
+    let flows = tmp("slip.flows", b"priority=10,tcp,tp_dts=80 actions=drop\n");
+    fails_with(
+        &hyflow(&["replay", "--flows", flows.to_str().unwrap(), "--trace", "x.pcap"]),
+        &["unknown field 'tp_dts' (did you mean 'tp_dst'?)"],
+    );
+    let flows = tmp("slip2.flows", b"priority=10,tpc actions=drop\n");
+    fails_with(
+        &hyflow(&["replay", "--flows", flows.to_str().unwrap(), "--trace", "x.pcap"]),
+        &["unknown keyword 'tpc' (did you mean 'tcp'?)"],
+    );
+    let far = tmp("far.flows", b"priority=10,zzzzzz=1 actions=drop\n");
+    let out = hyflow(&["replay", "--flows", far.to_str().unwrap(), "--trace", "x.pcap"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("did you mean"),
+        "no hint for a name nowhere near"
+    );
+    fails_with(
+        &hyflow(&["replay", "--warmup", "5"]),
+        &["--warmup 5 s is past the input's end (1.995 s of trace)"],
+    );
+    fails_with(
+        &hyflow(&["sim", "--rate", "1e300"]),
+        &["--rate must be a positive number of packets per second, at most 1e10"],
+    );
+    let help = String::from_utf8(hyflow(&["sim", "--help"]).stdout).unwrap();
+    assert!(!help.contains("--no-nic") && !help.contains("--nic <"), "{help}");
+    assert!(help.contains("--nic-entries"), "{help}");
+    let help = String::from_utf8(hyflow(&["gen", "--help"]).stdout).unwrap();
+    for generator in ["traffic", "conversations", "updates", "dynamic", "gateway", "pipeline"] {
+        assert!(help.contains(generator), "{generator}: {help}");
+    }
+}
+
 #[test]
 fn traces_the_example_pipeline() {
     let flows = examples().join("l2l3acl.flows");

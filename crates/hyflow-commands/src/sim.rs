@@ -104,7 +104,7 @@ pub struct SimArgs {
     #[command(flatten)]
     pub switch: SwitchArgs,
     /// What the NIC holds: one of the policies below, each with its own parameters (listed under
-    /// "Policy parameters"). Replaces --nic/--no-nic; --nic-entries, --nic-masks, --nic-tables,
+    /// "Policy parameters"), in place of replay's NIC choice; --nic-entries, --nic-masks, --nic-tables,
     /// --partition and --mappings size the NIC of offload-all and gigaflow and are refused for
     /// policies that bring their own.
     #[arg(long, default_value = "offload-all", value_name = "POLICY", value_parser = policy_names())]

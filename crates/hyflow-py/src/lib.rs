@@ -43,18 +43,18 @@ fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
     for w in warnings {
         let text = hyflow_commands::warning_text(w);
         let message = std::ffi::CString::new(text.trim_start_matches("warning: ")).unwrap_or_default();
-        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)?;
+        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 2)?;
     }
     Ok(())
 }
 
-/// A capture found cut mid-record, as a Python warning (`warnings`) with the CLI's text: the
+/// A capture found cut mid-record, as a Python warning (`warnings`, pointing at the caller's line) with the CLI's text: the
 /// run read its complete packets.
 fn warn_cut(py: Python<'_>, cut: Option<&hyflow::capture::CaptureCut>) -> PyResult<()> {
     let Some(cut) = cut else { return Ok(()) };
     let text = hyflow_commands::capture_cut_warning(cut);
     let message = std::ffi::CString::new(text.trim_start_matches("warning: ")).unwrap_or_default();
-    PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 1)
+    PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 2)
 }
 
 /// An option parsing error as the CLI prints it, without its `error: ` prefix, usage block

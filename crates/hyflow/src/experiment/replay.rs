@@ -3,6 +3,7 @@
 use super::{ExperimentError, Progress, Workload};
 use crate::host_time::WallClock;
 use crate::input::PacketSource;
+use crate::invalid_param::InvalidParam;
 use crate::openflow::report::OutputRecords;
 use crate::openflow::traversal::Output;
 use crate::replay_report::{ReplayReport, SteadyShares};
@@ -110,6 +111,16 @@ pub fn run(
         index += 1;
     }
     let (switch, elapsed_ns) = replay.finish();
+    if let Some(w) = config.warmup_ns.filter(|&w| w > elapsed_ns) {
+        return Err(ExperimentError::Param(InvalidParam::new(
+            "warmup",
+            format!(
+                "{} s is past the input's end ({:.3} s of trace): give less than that",
+                w as f64 / 1e9,
+                elapsed_ns as f64 / 1e9
+            ),
+        )));
+    }
     let mut report = ReplayReport::new(&switch, source.malformed(), source.snaplen_truncated(), elapsed_ns);
     report.steady = config.warmup_ns.map(|w| SteadyShares::new(w, steady));
     report.capture_cut = source.cut().cloned();

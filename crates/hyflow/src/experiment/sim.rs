@@ -67,8 +67,13 @@ impl SimExperiment {
     pub fn check(&self) -> Result<(), ExperimentError> {
         let bad = |param, message: String| Err(ExperimentError::Param(InvalidParam::new(param, message)));
         if let Some(r) = self.rate_pps {
-            if !(r.is_finite() && r > 0.0) {
-                return bad("rate", format!("must be a positive number of packets per second, not {r}"));
+            if !(r.is_finite() && r > 0.0 && r <= MAX_RATE_PPS) {
+                return bad(
+                    "rate",
+                    format!(
+                        "must be a positive number of packets per second, at most {MAX_RATE_PPS:e}, not {r}"
+                    ),
+                );
             }
         }
         if self.duration_ns == Some(0) {
@@ -186,6 +191,10 @@ pub struct SimSummary {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
+
+/// Highest rate an input may be rescaled to: 10 G packets per second, 17 times a 400 GbE
+/// port's line rate of 64-byte frames; beyond, timestamps collapse to the same nanosecond.
+pub const MAX_RATE_PPS: f64 = 1e10;
 
 /// Shortest measured span, simulated, whose figures are more than a cold start when the
 /// input was rescaled to a rate.

@@ -13,7 +13,7 @@ use super::names::{
 };
 use super::rule::{Match, Rule};
 use crate::packet::ct_state;
-use crate::packet::field::{id, proto, FieldId, Prereq};
+use crate::packet::field::{id, proto, FieldId, Prereq, FIELDS};
 use crate::packet::format::{parse_field_value, parse_int};
 use crate::packet::{FlowKey, FlowMask};
 
@@ -409,7 +409,10 @@ fn parse_match_token<'a>(
             }
             return Ok(());
         }
-        return Err(tok.fail(format!("unknown keyword '{}'", tok.text)));
+        return Err(tok.fail(match nearest(tok.text, SHORTHANDS) {
+            Some(hint) => format!("unknown keyword '{}' (did you mean '{hint}'?)", tok.text),
+            None => format!("unknown keyword '{}'", tok.text),
+        }));
     };
     let vtok = tok.sub(name.len() + 1, tok.text.len());
     let value_err = |e: crate::packet::format::ValueError| {
@@ -1079,13 +1082,60 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
 }
 
 /// The message for a field name hyflow does not know: some are Open vSwitch's, but not
-/// modelled yet.
+/// modelled yet; a misspelt one gets the nearest name hyflow knows.
 fn unknown_field(name: &str) -> String {
     if name.starts_with("ct_ipv6_") || name.starts_with("NXM_NX_CT_IPV6_") {
-        format!("{name}: IPv6 connection tuples are not modelled yet")
-    } else {
-        format!("unknown field '{name}'")
+        return format!("{name}: IPv6 connection tuples are not modelled yet");
     }
+    let fields = FIELDS.iter().flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied()));
+    let known = fields.chain(MATCH_KEYWORDS).chain(SHORTHANDS);
+    match nearest(name, known) {
+        Some(hint) => format!("unknown field '{name}' (did you mean '{hint}'?)"),
+        None => format!("unknown field '{name}'"),
+    }
+}
+
+/// A match's keywords that are not fields.
+const MATCH_KEYWORDS: [&str; 7] =
+    ["priority", "table", "cookie", "idle_timeout", "hard_timeout", "importance", "actions"];
+
+/// The protocol shorthands [`shorthand`] reads.
+const SHORTHANDS: [&str; 12] =
+    ["ip", "ipv4", "ipv6", "arp", "rarp", "tcp", "udp", "sctp", "icmp", "tcp6", "udp6", "sctp6"];
+
+/// The name among `known` nearest `name`, if near enough to be a slip: at most one edit in
+/// four characters (one at least), the first of the nearest in `known`'s order.
+fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let most = (name.len() / 4).max(1);
+    known
+        .into_iter()
+        .map(|k| (edit_distance(name, k), k))
+        .filter(|&(d, _)| d <= most)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, k)| k)
+}
+
+/// Edit distance between `a` and `b` counting a swap of two neighbours as one edit (optimal
+/// string alignment: `tp_dts` is one slip from `tp_dst`); bytes, as names are ASCII.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut row: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        row[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (previous[j - 1] + cost).min(previous[j] + 1).min(row[j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            row[j] = d;
+        }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut row);
+    }
+    previous[b.len()]
 }
 
 /// `controller`, `controller:MAX_LEN` or `controller(key=value,...)` with OVS's keys; hyflow
