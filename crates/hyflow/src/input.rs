@@ -149,21 +149,22 @@ pub struct PacketSource {
     wire_lengths: bool,
 }
 
-/// A record cut short by the end of the capture ends a lenient read as its end would,
-/// noting where (`cut`, after `packets` complete packets); anything else passes through.
-fn cut_at_end<T>(
-    read: Result<Option<T>, TraceError>,
+/// A record cut short by the end of the capture ends a lenient read as its end would, noting
+/// where (`cut`, after `packets` complete packets); any other error, or a strict read's cut,
+/// is returned. Called on the error path only: the per-packet path stays one match.
+fn end_at_cut(
+    e: TraceError,
     strict: bool,
     packets: u64,
     cut: &mut Option<CaptureCut>,
-) -> Result<Option<T>, TraceError> {
-    match read {
-        Err(e @ TraceError::Truncated { .. }) if !strict => {
+) -> Result<(), TraceError> {
+    match e {
+        TraceError::Truncated { .. } if !strict => {
             let offset = e.offset().unwrap_or(0);
             *cut = Some(CaptureCut { error: e.to_string(), offset, packets });
-            Ok(None)
+            Ok(())
         }
-        other => other,
+        e => Err(e),
     }
 }
 
@@ -227,9 +228,13 @@ impl PacketSource {
         let mut burst = None;
         let (ts, bytes, malformed) = match &mut self.reader {
             Reader::Capture { reader, in_port, offset, strict, .. } => {
-                let Some(pkt) = cut_at_end(reader.next_packet(), *strict, self.packets, &mut self.cut)?
-                else {
-                    return Ok(None);
+                let pkt = match reader.next_packet() {
+                    Ok(Some(pkt)) => pkt,
+                    Ok(None) => return Ok(None),
+                    Err(e) => {
+                        end_at_cut(e, *strict, self.packets, &mut self.cut)?;
+                        return Ok(None);
+                    }
                 };
                 *offset = pkt.offset;
                 let port = in_port.unwrap_or(pkt.interface + 1);
@@ -279,15 +284,17 @@ impl PacketSource {
     /// the end: a first pass that needs only the timing (rate rescaling) skips the parser.
     pub(crate) fn next_timestamp(&mut self) -> Result<Option<u64>, InputError> {
         let ts = match &mut self.reader {
-            Reader::Capture { reader, offset, strict, .. } => {
-                match cut_at_end(reader.next_packet(), *strict, self.packets, &mut self.cut)? {
-                    Some(pkt) => {
-                        *offset = pkt.offset;
-                        pkt.ts_ns
-                    }
-                    None => return Ok(None),
+            Reader::Capture { reader, offset, strict, .. } => match reader.next_packet() {
+                Ok(Some(pkt)) => {
+                    *offset = pkt.offset;
+                    pkt.ts_ns
                 }
-            }
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    end_at_cut(e, *strict, self.packets, &mut self.cut)?;
+                    return Ok(None);
+                }
+            },
             Reader::Generated { traffic, frame, .. } => match traffic.next_into(frame) {
                 Some((ts_ns, _)) => ts_ns,
                 None => return Ok(None),
