@@ -61,7 +61,7 @@ pub fn run(a: ParsePcapArgs) -> Result<()> {
     let malformed = source.malformed();
     let reasons: Vec<String> = malformed.by_reason.iter().map(|(r, n)| format!("{r} {n}")).collect();
     if let Some(cut) = source.cut() {
-        eprintln!("hyflow: {}", hyflow_commands::capture_cut_warning(cut));
+        eprintln!("hyflow: warning: {}", hyflow_commands::capture_cut_warning(cut));
     }
     eprintln!(
         "hyflow parse-pcap: {} packets, {} malformed{}, {} cut to the snapshot length",

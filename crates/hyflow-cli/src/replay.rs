@@ -39,7 +39,7 @@ pub fn run(r: ReplayArgs) -> Result<()> {
         out.flush()?;
     }
     if let Some(cut) = &outcome.report.capture_cut {
-        eprintln!("hyflow: {}", capture_cut_warning(cut));
+        eprintln!("hyflow: warning: {}", capture_cut_warning(cut));
     }
     write!(human, "{}", outcome.report.text())?;
     if r.rule_stats {

@@ -62,10 +62,10 @@ pub fn run(a: SimArgs) -> Result<()> {
         Some(what) => search(&workload, &exp, what)?,
     };
     if let Some(cut) = &outcome.summary.capture_cut {
-        eprintln!("hyflow: {}", capture_cut_warning(cut));
+        eprintln!("hyflow: warning: {}", capture_cut_warning(cut));
     }
     for w in &outcome.summary.warnings {
-        eprintln!("hyflow: {}", warning_text(w));
+        eprintln!("hyflow: warning: {}", warning_text(w));
     }
     // With a machine-readable output on stdout, the human text goes to stderr.
     let stdout_taken =

@@ -21,7 +21,7 @@ pub fn run(a: TopkArgs) -> Result<()> {
     progress.finish();
     out.flush()?;
     if let Some(cut) = &summary.capture_cut {
-        eprintln!("hyflow: {}", capture_cut_warning(cut));
+        eprintln!("hyflow: warning: {}", capture_cut_warning(cut));
     }
     for note in summary_notes(&summary, &config) {
         eprintln!("hyflow topk: {note}");
@@ -37,7 +37,7 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
     })?;
     progress.finish();
     if let Some(cut) = &outcome.capture_cut {
-        eprintln!("hyflow: {}", capture_cut_warning(cut));
+        eprintln!("hyflow: warning: {}", capture_cut_warning(cut));
     }
     let rows = outcome.rows;
     let stdout = std::io::stdout();

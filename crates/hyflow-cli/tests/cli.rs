@@ -108,12 +108,12 @@ fn a_cut_capture_still_gives_its_report() {
     assert_eq!(from_file["capture_cut"]["packets"], 39);
     assert_eq!(from_file["capture_cut"]["offset"], last as u64);
     // Standard input: the same report, the cut named in standard input's bytes.
-    assert_eq!(json("-", Some(&cut)), from_file.clone().tap_error("standard input", cut_s));
+    assert_eq!(json("-", Some(&cut)), cut_naming(from_file.clone(), "standard input", cut_s));
     // Gzip-compressed: the same report.
     let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut z, &whole[..last + 20]).unwrap();
     let gz = tmp("cut.pcap.gz", &z.finish().unwrap());
-    assert_eq!(json(gz.to_str().unwrap(), None), from_file.clone().tap_error(gz.to_str().unwrap(), cut_s));
+    assert_eq!(json(gz.to_str().unwrap(), None), cut_naming(from_file.clone(), gz.to_str().unwrap(), cut_s));
     // Standard input is read once: a run that reads its input twice says so.
     let mut twice = Command::new(env!("CARGO_BIN_EXE_hyflow"));
     twice.args(["sim", "--flows", flows, "--trace", "-", "--rate", "1000"]);
@@ -124,17 +124,11 @@ fn a_cut_capture_still_gives_its_report() {
     );
 }
 
-/// The report's JSON with the cut's message naming another capture.
-trait TapError {
-    fn tap_error(self, name: &str, was: &str) -> Self;
-}
-
-impl TapError for serde_json::Value {
-    fn tap_error(mut self, name: &str, was: &str) -> Self {
-        let e = self["capture_cut"]["error"].as_str().unwrap().replace(was, name);
-        self["capture_cut"]["error"] = e.into();
-        self
-    }
+/// `report` with its cut's message naming the capture `name` instead of `was`.
+fn cut_naming(mut report: serde_json::Value, name: &str, was: &str) -> serde_json::Value {
+    let e = report["capture_cut"]["error"].as_str().unwrap().replace(was, name);
+    report["capture_cut"]["error"] = e.into();
+    report
 }
 
 /// Friction a newcomer met: a misspelt field names the one meant; `replay --warmup` past the

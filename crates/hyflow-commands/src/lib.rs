@@ -55,15 +55,16 @@ fn invalid_param_of(e: &(dyn std::error::Error + 'static)) -> Option<InvalidPara
 }
 
 /// An engine warning (parameters named between backticks) as both fronts give it: each
-/// parameter spelled as its option.
+/// parameter spelled as its option. The CLI prefixes `hyflow: warning: `; Python raises it.
 pub fn warning_text(warning: &str) -> String {
-    format!("warning: {}", hyflow::invalid_param::respell(warning, |p| format!("--{p}")))
+    hyflow::invalid_param::respell(warning, |p| format!("--{p}"))
 }
 
-/// The warning for a capture found cut mid-record, as both fronts give it.
+/// The warning for a capture found cut mid-record, as both fronts give it (without prefix,
+/// as [`warning_text`]).
 pub fn capture_cut_warning(cut: &hyflow::capture::CaptureCut) -> String {
     format!(
-        "warning: {}: the capture ends there; its {} complete packets were read (--strict makes this an error)",
+        "{}: the capture ends there; its {} complete packets were read (--strict makes this an error)",
         cut.error, cut.packets
     )
 }

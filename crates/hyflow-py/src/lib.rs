@@ -38,23 +38,21 @@ fn error(e: anyhow::Error) -> PyErr {
     HyflowError::new_err(hyflow_commands::error_message(&e))
 }
 
-/// The engine's warnings about a run, as Python warnings with the CLI's text.
-fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
-    for w in warnings {
-        let text = hyflow_commands::warning_text(w);
-        let message = std::ffi::CString::new(text.trim_start_matches("warning: ")).unwrap_or_default();
-        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 2)?;
-    }
-    Ok(())
+/// `text` as a Python `UserWarning` pointing at the caller's line (`warnings` decides whether
+/// it shows): the CLI's text, without its `hyflow: warning: ` prefix.
+fn user_warning(py: Python<'_>, text: &str) -> PyResult<()> {
+    let message = std::ffi::CString::new(text).unwrap_or_default();
+    PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 2)
 }
 
-/// A capture found cut mid-record, as a Python warning (`warnings`, pointing at the caller's line) with the CLI's text: the
-/// run read its complete packets.
+/// The engine's warnings about a run, as Python warnings.
+fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
+    warnings.iter().try_for_each(|w| user_warning(py, &hyflow_commands::warning_text(w)))
+}
+
+/// A capture found cut mid-record (the run read its complete packets), as a Python warning.
 fn warn_cut(py: Python<'_>, cut: Option<&hyflow::capture::CaptureCut>) -> PyResult<()> {
-    let Some(cut) = cut else { return Ok(()) };
-    let text = hyflow_commands::capture_cut_warning(cut);
-    let message = std::ffi::CString::new(text.trim_start_matches("warning: ")).unwrap_or_default();
-    PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &message, 2)
+    cut.map_or(Ok(()), |cut| user_warning(py, &hyflow_commands::capture_cut_warning(cut)))
 }
 
 /// An option parsing error as the CLI prints it, without its `error: ` prefix, usage block
