@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use hyflow::experiment::replay::DecisionRecord;
-use hyflow_commands::replay::{builtin_banner, rule_stats, ReplayArgs};
+use hyflow_commands::replay::{builtin_banner, rule_stats, write_dumps, ReplayArgs};
 use hyflow_commands::switch::workload;
 use hyflow_commands::{capture_cut_warning, create};
 
@@ -16,7 +16,9 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     let config = r.config()?;
     let workload = workload(&r.switch)?;
     // With a machine-readable output on stdout, the human text goes to stderr.
-    let stdout_taken = [&r.json, &r.decisions].iter().any(|p| p.as_deref() == Some(Path::new("-")));
+    let stdout_taken = [&r.json, &r.decisions, &r.dump_megaflows, &r.dump_nic]
+        .iter()
+        .any(|p| p.as_deref() == Some(Path::new("-")));
     let mut human: Box<dyn Write> =
         if stdout_taken { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout().lock()) };
     if r.builtin() {
@@ -46,6 +48,7 @@ pub fn run(r: ReplayArgs) -> Result<()> {
         writeln!(human, "\n{}", rule_stats(outcome.switch.pipeline()))?;
     }
     human.flush()?;
+    write_dumps(&r, &outcome.switch, &outcome.report)?;
     if let Some(p) = &r.json {
         let mut out = create(p)?;
         writeln!(out, "{}", serde_json::to_string(&outcome.report)?)?;

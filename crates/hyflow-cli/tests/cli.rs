@@ -1671,3 +1671,120 @@ fn the_antrea_and_ovn_examples_run() {
         assert!(r["recirculations"].as_u64().unwrap() >= v["packets"].as_u64().unwrap() / 2, "{flows}: {r}");
     }
 }
+
+fn json_of(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The counters people look for (issue 31, part 5): replay and sim say how many packets
+/// were forwarded and how many dropped (per deciding layer in replay's table), count every
+/// port's packets and bytes both ways as `ovs-ofctl dump-ports` does, and keep microflow
+/// evictions apart from invalidations. Whatever the layers, and whether `sim` builds the
+/// copies or only counts them, the counts are the same.
+#[test]
+fn replay_and_sim_count_forwarded_dropped_and_ports() {
+    let dir = tmp("counters", b"").parent().unwrap().to_path_buf();
+    let mut reports = Vec::new();
+    for (name, args) in [
+        ("all.json", vec!["replay"]),
+        ("none.json", vec!["replay", "--no-cache"]),
+        ("giga.json", vec!["replay", "--nic", "gigaflow"]),
+        ("sim.json", vec!["sim"]),
+    ] {
+        let json = dir.join(name);
+        let mut a = args.clone();
+        a.extend(["--json", json.to_str().unwrap()]);
+        let out = hyflow(&a);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            text.contains("forwarded ") && text.contains("  port  1: rx pkts=200000"),
+            "{args:?}: {text}"
+        );
+        reports.push((args, json_of(&json), text));
+    }
+    let replay = &reports[0].1;
+    let packets = replay["packets"].as_u64().unwrap();
+    let (forwarded, dropped) = (replay["forwarded"].as_u64().unwrap(), replay["dropped"].as_u64().unwrap());
+    assert_eq!(forwarded + dropped, packets);
+    // The built-in workload drops most of what the NIC handles.
+    let by_layer = &replay["dropped_by_layer"];
+    assert!(by_layer["nic"].as_u64().unwrap() * 2 > replay["nic_hits"].as_u64().unwrap(), "{by_layer}");
+    let ports = replay["ports"].as_array().unwrap();
+    let sum = |k: &str| ports.iter().map(|p| p[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("rx_packets"), packets);
+    assert_eq!(sum("rx_bytes"), replay["bytes"].as_u64().unwrap());
+    assert!(sum("tx_packets") >= forwarded, "a forwarded packet sends at least one copy");
+    for (args, other, _) in &reports[1..] {
+        for key in ["forwarded", "dropped", "ports"] {
+            assert_eq!(other[key], replay[key], "{args:?}: {key}");
+        }
+    }
+    // Evictions (bucket full) and invalidations (rule updates) apart, in both reports.
+    let replay_text = &reports[0].2;
+    assert!(replay_text.contains(" evicted ") && replay_text.contains(" invalid "), "{replay_text}");
+    let sim = &reports[3].1;
+    assert!(sim["host"]["microflow_evictions"].as_u64().unwrap() > 0);
+    assert!(sim["host"]["microflow_invalidated"].as_u64().unwrap() > 0);
+    assert!(reports[3].2.contains("microflow evictions "), "{}", reports[3].2);
+}
+
+/// `replay --dump-megaflows` and `--dump-nic` write the caches at the end as
+/// `ovs-appctl dpctl/dump-flows` lists datapath flows: one line per entry (as many as the
+/// report says are held), each `MATCH, packets:N, bytes:N, used:T, actions:A` whose match
+/// loads back as a flow's, and whose counters add up to the hits of entries still held.
+#[test]
+fn replay_dumps_megaflows_and_nic_entries_like_dpctl() {
+    let flows = examples().join("l2l3acl.flows");
+    let pcap = tmp("dump.pcap", b"");
+    let out = hyflow(&[
+        "gen",
+        "traffic",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--packets",
+        "5000",
+        "--out",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let dir = pcap.parent().unwrap();
+    let (mf, nic, json) = (dir.join("mf.txt"), dir.join("nic.txt"), dir.join("r.json"));
+    for extra in [vec!["--no-nic"], vec![]] {
+        let mut args = vec!["replay", "--flows", flows.to_str().unwrap(), "--trace", pcap.to_str().unwrap()];
+        args.extend(&extra);
+        args.extend([
+            "--dump-megaflows",
+            mf.to_str().unwrap(),
+            "--dump-nic",
+            nic.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report = json_of(&json);
+        for (file, entries_key, hits_key, removed) in [
+            (&mf, "megaflow_entries_now", "megaflow_hits", ["megaflow_expired", "megaflow_revalidated"]),
+            (&nic, "nic_entries_now", "nic_hits", ["nic_expired", "nic_revalidated"]),
+        ] {
+            let text = std::fs::read_to_string(file).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len() as u64, report[entries_key].as_u64().unwrap(), "{extra:?} {entries_key}");
+            let mut packets = 0;
+            for line in &lines {
+                let (matcher, rest) = line.split_once(", packets:").expect(line);
+                let fields: Vec<&str> = rest.split(", ").collect();
+                assert!(fields[1].starts_with("bytes:") && fields[2].starts_with("used:"), "{line}");
+                assert!(fields[3].starts_with("actions:"), "{line}");
+                packets += fields[0].parse::<u64>().unwrap();
+                let rule = tmp("rule.flows", format!("priority=1,{matcher},actions=drop\n").as_bytes());
+                let parsed = hyflow(&["trace", "--flows", rule.to_str().unwrap(), "in_port=1"]);
+                assert!(parsed.status.success(), "{line}: {}", String::from_utf8_lossy(&parsed.stderr));
+            }
+            if removed.iter().all(|k| report[*k] == 0) && report["recirculation"].is_null() {
+                assert_eq!(packets, report[hits_key].as_u64().unwrap(), "{extra:?}: {hits_key}");
+            }
+        }
+    }
+}

@@ -29,6 +29,9 @@
 //! equal. Rewriting the records also put the replay records' keys in the order `--json` has
 //! written them since the NIC figures became a generic slot (`gigaflow` after `nic_scheme`);
 //! their values are unchanged (objects compare without regard to key order).
+//! Then (part 5, the counters people look for) every record gained `forwarded`, `dropped` and
+//! `ports`, the replay records `dropped_by_layer`, the sim records `host.microflow_evictions`
+//! and `host.microflow_invalidated`; no value already recorded changed, nor any decisions file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,9 +6,14 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
+use std::io::Write;
+
+use hyflow::cache::dump::dump_text;
 use hyflow::experiment::replay::ReplayConfig;
 use hyflow::experiment::Workload;
 use hyflow::openflow::{Pipeline, Rule};
+use hyflow::replay_report::ReplayReport;
+use hyflow::switch::Switch;
 use hyflow::workload::builtin;
 
 use crate::switch::{seconds_to_ns, switch_config, SwitchArgs};
@@ -31,6 +36,18 @@ pub struct ReplayArgs {
     /// artifact counted its hit rates).
     #[arg(long, value_name = "SECONDS")]
     pub warmup: Option<f64>,
+    /// Write the megaflow cache's entries at the end to FILE (`-` for stdout), one line each
+    /// as `ovs-appctl dpctl/dump-flows` lists datapath flows: match (in flow-file syntax, as
+    /// `ofproto/trace`'s Megaflow line), packets, bytes, used (s before the trace's end),
+    /// datapath actions.
+    #[arg(long, value_name = "FILE")]
+    pub dump_megaflows: Option<PathBuf>,
+    /// Write the NIC's entries at the end to FILE (`-` for stdout), as
+    /// `ovs-appctl dpctl/dump-flows type=offloaded` lists the flows in hardware; with several
+    /// tables (Gigaflow's stages, exact-match areas) each line starts with `table=N`, and a
+    /// Gigaflow entry's actions give its lookup tag and the tag it passes on (`next:N`).
+    #[arg(long, value_name = "FILE")]
+    pub dump_nic: Option<PathBuf>,
 }
 
 impl ReplayArgs {
@@ -56,6 +73,20 @@ pub fn builtin_banner(workload: &Workload) -> String {
         builtin::TRAFFIC.flows,
         builtin::UPDATE_RATE * 100.0
     )
+}
+
+/// The replayed switch's megaflows and NIC entries written where `args` asks.
+pub fn write_dumps(args: &ReplayArgs, switch: &Switch, report: &ReplayReport) -> Result<()> {
+    let now_ns = (report.trace_seconds * 1e9).round() as u64;
+    for (path, flows) in [(&args.dump_megaflows, switch.megaflow_dump()), (&args.dump_nic, switch.nic_dump())]
+    {
+        if let Some(path) = path {
+            let mut out = crate::create(path)?;
+            out.write_all(dump_text(&flows, now_ns).as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// Rules in `ovs-ofctl dump-flows` order: by table, then priority (highest first), then age.

@@ -242,6 +242,17 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
         "host: {} microflow hits, {} megaflow hits, {} upcalls; NIC installs {} ({} refused for the update cap)",
         s.host.microflow_hits, s.host.megaflow_hits, s.host.upcalls, s.nic.installs, s.nic.installs_refused_rate_cap
     )?;
+    writeln!(
+        out,
+        "  microflow evictions {} (bucket full), invalidations {} (rule updates)",
+        s.host.microflow_evictions, s.host.microflow_invalidated
+    )?;
+    writeln!(
+        out,
+        "forwarded {} packets, dropped {} by the pipeline (and {} lost at full rings)",
+        s.forwarded, s.dropped, m.lost
+    )?;
+    write!(out, "{}", hyflow::replay_report::ports_text(&s.ports))?;
     if s.host.continued_from_nic > 0 {
         writeln!(
             out,

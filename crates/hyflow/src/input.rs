@@ -265,7 +265,9 @@ impl PacketSource {
                 let Some(p) = traffic.next() else { return Ok(None) };
                 *key = *traffic.key(p.flow);
                 burst = p.burst;
-                (p.ts_ns, p.bytes, None)
+                // As a capture of it records the frame (`gen gateway` writes one): without the
+                // frame check sequence, which the generator's wire sizes include.
+                (p.ts_ns, p.bytes - 4, None)
             }
         };
         if let Some(reason) = malformed {

@@ -6,7 +6,7 @@ use crate::capture::CaptureCut;
 use crate::conntrack::ConntrackStats;
 use crate::nic::{SchemeFigures, SCHEMES};
 use crate::packet::MalformedCounts;
-use crate::switch::{Layer, PassStats, Switch};
+use crate::switch::{Layer, PassStats, PortStats, Switch};
 
 fn rate(part: u64, whole: u64) -> f64 {
     if whole == 0 {
@@ -60,6 +60,15 @@ pub struct ReplayReport {
     pub megaflow_hit_rate: f64,
     /// `upcalls` / `packets` (0–1).
     pub upcall_rate: f64,
+    /// Packets of which at least one copy left.
+    pub forwarded: u64,
+    /// Packets of which no copy left: the pipeline decided to drop them.
+    pub dropped: u64,
+    /// Those drops by the layer that decided the packet (its first pass).
+    pub dropped_by_layer: PassStats,
+    /// Every port's packets and bytes in and out, in port order, as `ovs-ofctl dump-ports`
+    /// counts them (a copy's bytes as it left: VLAN tags pushed or popped change them).
+    pub ports: Vec<PortStats>,
     /// Most NIC entries held at once (over all its tables).
     pub nic_entries: usize,
     /// NIC entries held at the end.
@@ -273,6 +282,10 @@ impl ReplayReport {
             microflow_hit_rate: rate(s.microflow_hits, s.packets),
             megaflow_hit_rate: rate(s.megaflow_hits, s.packets),
             upcall_rate: rate(s.upcalls, s.packets),
+            forwarded: s.forwarded,
+            dropped: s.dropped,
+            dropped_by_layer: s.dropped_by_layer,
+            ports: sw.port_stats(),
             nic_entries: nic.totals.peak,
             nic_entries_now: nic.entries_now,
             nic_masks_now: nic.masks_now,
@@ -348,56 +361,81 @@ impl ReplayReport {
             r.packets, r.bytes, r.trace_seconds, r.consistency
         );
         out.push_str(&format!(
-            "{:<10} {:>12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-            "layer", "packets", "share", "entries", "peak", "installs", "evicted", "expired"
+            "{:<10} {:>12} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+            "layer",
+            "packets",
+            "share",
+            "dropped",
+            "entries",
+            "peak",
+            "installs",
+            "evicted",
+            "invalid",
+            "expired"
         ));
-        let row = |name: &str, on: bool, n: u64, cells: [String; 5]| {
-            let [entries, peak, inst, ev, exp] =
+        let row = |name: &str, on: bool, n: u64, dropped: u64, cells: [String; 6]| {
+            let [entries, peak, inst, ev, inv, exp] =
                 if on { cells } else { std::array::from_fn(|_| "off".to_string()) };
-            format!("{name:<10} {n:>12} {:>7.2}% {entries:>9} {peak:>9} {inst:>9} {ev:>9} {exp:>9}\n", pct(n))
+            format!(
+                "{name:<10} {n:>12} {:>7.2}% {dropped:>9} {entries:>9} {peak:>9} {inst:>9} {ev:>9} {inv:>9} {exp:>9}\n",
+                pct(n)
+            )
         };
-        let cells = |a: usize, b: usize, c: u64, d: u64, e: String| {
-            [a.to_string(), b.to_string(), c.to_string(), d.to_string(), e]
-        };
+        let none = || "-".to_string();
+        let d = &r.dropped_by_layer;
         out.push_str(&row(
             "nic",
             r.layers.nic,
             r.nic_hits,
-            cells(
-                r.nic_entries_now,
-                r.nic_entries,
-                r.nic_installs,
-                r.nic_revalidated,
+            d.nic,
+            [
+                r.nic_entries_now.to_string(),
+                r.nic_entries.to_string(),
+                r.nic_installs.to_string(),
+                none(),
+                r.nic_revalidated.to_string(),
                 r.nic_expired.to_string(),
-            ),
+            ],
         ));
         out.push_str(&row(
             "microflow",
             r.layers.microflow,
             r.microflow_hits,
-            cells(
-                r.microflow_entries_now,
-                r.microflow_entries,
-                r.microflow_inserts,
-                r.microflow_evictions + r.microflow_invalidated,
-                "-".to_string(),
-            ),
+            d.microflow,
+            [
+                r.microflow_entries_now.to_string(),
+                r.microflow_entries.to_string(),
+                r.microflow_inserts.to_string(),
+                r.microflow_evictions.to_string(),
+                r.microflow_invalidated.to_string(),
+                none(),
+            ],
         ));
         out.push_str(&row(
             "megaflow",
             r.layers.megaflow,
             r.megaflow_hits,
-            cells(
-                r.megaflow_entries_now,
-                r.megaflow_entries,
-                r.megaflow_installs,
-                r.megaflow_revalidated,
+            d.megaflow,
+            [
+                r.megaflow_entries_now.to_string(),
+                r.megaflow_entries.to_string(),
+                r.megaflow_installs.to_string(),
+                none(),
+                r.megaflow_revalidated.to_string(),
                 r.megaflow_expired.to_string(),
-            ),
+            ],
         ));
-        out.push_str(&row("slowpath", true, r.upcalls, ["-", "-", "-", "-", "-"].map(String::from)));
+        out.push_str(&row("slowpath", true, r.upcalls, d.upcalls, std::array::from_fn(|_| none())));
         out.push_str(&format!(
-            "\nupdates {} ({} rules changed, {} entries re-translated); stale decisions {} ({} with wrong outputs)\n",
+            "\nforwarded {} packets ({:.2}%), dropped {} ({:.2}%)\n",
+            r.forwarded,
+            pct(r.forwarded),
+            r.dropped,
+            pct(r.dropped)
+        ));
+        out.push_str(&ports_text(&r.ports));
+        out.push_str(&format!(
+            "updates {} ({} rules changed, {} entries re-translated); stale decisions {} ({} with wrong outputs)\n",
             r.updates, r.rules_changed, r.retranslations, r.stale, r.stale_wrong
         ));
         if r.rules_expired > 0 {
@@ -462,6 +500,24 @@ impl ReplayReport {
         }
         out
     }
+}
+
+/// Ports' counters as `ovs-ofctl dump-ports` prints them (`LOCAL` by name), with the
+/// counters hyflow keeps.
+pub fn ports_text(ports: &[PortStats]) -> String {
+    let mut out = format!("ports: {}\n", ports.len());
+    for p in ports {
+        let name = if p.port == crate::openflow::names::LOCAL_PORT {
+            "LOCAL".to_string()
+        } else {
+            p.port.to_string()
+        };
+        out.push_str(&format!(
+            "  port {name:>2}: rx pkts={}, bytes={}\n           tx pkts={}, bytes={}\n",
+            p.rx_packets, p.rx_bytes, p.tx_packets, p.tx_bytes
+        ));
+    }
+    out
 }
 
 impl RecircReport {

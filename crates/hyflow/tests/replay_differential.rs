@@ -18,7 +18,7 @@ use hyflow::nic::gigaflow::{GigaflowConfig, Partition};
 use hyflow::openflow::traversal::Output;
 use hyflow::packet::field::id;
 use hyflow::packet::FlowKey;
-use hyflow::switch::{Layer, MicroflowConfig, NicConfig, NicConntrack, Switch, SwitchConfig};
+use hyflow::switch::{Layer, MicroflowConfig, NicConfig, NicConntrack, PortStats, Switch, SwitchConfig};
 use hyflow::update_schedule::Replay;
 use proptest::prelude::*;
 
@@ -95,6 +95,8 @@ struct Run {
     /// Connections the NIC's table took, NIC hits it sent to software for want of one, and
     /// second passes the NIC made.
     offloaded: (u64, u64, u64),
+    /// Every port's counters and the packets forwarded and dropped.
+    ports: (Vec<PortStats>, u64, u64),
 }
 
 fn replay(lines: &[String], updates: &str, packets: &[FlowKey], config: SwitchConfig) -> Run {
@@ -119,6 +121,9 @@ fn replay_spaced(
         decisions.push((layer, outputs.clone()));
     }
     let (sw, _) = r.finish();
+    // The switch's port counters say what its decisions did (whichever layer made them).
+    let run_ports = (sw.port_stats(), sw.stats().forwarded, sw.stats().dropped);
+    assert_eq!(run_ports, ports_of(packets, &decisions), "port counters against the decisions");
     let n_ids = sw.pipeline().rules().map(|(id, _)| id + 1).max().unwrap_or(0) + 200;
     let counters = (0..n_ids).map(|id| sw.pipeline().stats(id)).map(|s| (s.packets, s.bytes)).collect();
     Run {
@@ -134,7 +139,34 @@ fn replay_spaced(
             sw.stats().nic_conntrack_misses,
             sw.stats().by_pass[1].nic,
         ),
+        ports: run_ports,
     }
+}
+
+/// The port counters and the forwarded and dropped packets the decisions imply: every packet
+/// received on its `in_port` (of the lengths `replay_spaced` gives), every copy sent on its
+/// port, 4 bytes longer per VLAN tag it gained.
+fn ports_of(packets: &[FlowKey], decisions: &[(Layer, Vec<Output>)]) -> (Vec<PortStats>, u64, u64) {
+    let mut by_port = std::collections::BTreeMap::<u32, PortStats>::new();
+    let tags = |k: &FlowKey| (k.vlan_tci() & 0x1000 != 0) as i64 + (k.vlan_tci2() & 0x1000 != 0) as i64;
+    let (mut forwarded, mut dropped) = (0, 0);
+    for (i, (k, (_, outputs))) in packets.iter().zip(decisions).enumerate() {
+        let bytes = 64 + i as u64 % 7;
+        let rx = by_port.entry(k.in_port()).or_insert(PortStats { port: k.in_port(), ..Default::default() });
+        rx.rx_packets += 1;
+        rx.rx_bytes += bytes;
+        for o in outputs {
+            let tx = by_port.entry(o.port).or_insert(PortStats { port: o.port, ..Default::default() });
+            tx.tx_packets += 1;
+            tx.tx_bytes += (bytes as i64 + 4 * (tags(&o.packet) - tags(k))) as u64;
+        }
+        if outputs.is_empty() {
+            dropped += 1;
+        } else {
+            forwarded += 1;
+        }
+    }
+    (by_port.into_values().collect(), forwarded, dropped)
 }
 
 fn configs() -> Vec<(&'static str, SwitchConfig)> {
@@ -389,6 +421,7 @@ fn assert_decides_alike(name: &str, reference: &Run, run: &Run, lines: &[String]
         );
     }
     assert_eq!(reference.counters, run.counters, "{name}: rule counters");
+    assert_eq!(reference.ports, run.ports, "{name}: port counters, forwarded and dropped packets");
 }
 
 /// 300 random scenarios with packets 60 ms apart over up to 4.8 s, so that rules with idle

@@ -3,6 +3,7 @@
 //! Table and the rule-path table — so that whichever layer forwards a packet, per-rule
 //! counters stay exact; and the bounded wildcard table a NIC stage is built from.
 
+pub mod dump;
 pub mod megaflow;
 pub mod microflow;
 pub mod table;

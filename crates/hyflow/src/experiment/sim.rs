@@ -11,7 +11,7 @@ use crate::invalid_param::InvalidParam;
 use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport, RunSpan};
-use crate::switch::SwitchConfig;
+use crate::switch::{PortStats, SwitchConfig};
 use crate::timing::search::{search as bisect, MaxRate, MinCores};
 use crate::timing::switch_datapath::{SimDecision, SwitchDatapath};
 use crate::timing::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator, MAX_SERIES_POINTS};
@@ -124,6 +124,10 @@ pub struct HostCounts {
     /// Packets the NIC took whose later passes host software made (the NIC tracking
     /// connections, but not holding every connection or pass they need).
     pub continued_from_nic: u64,
+    /// Microflows replaced by another in their bucket (the cache's capacity at work).
+    pub microflow_evictions: u64,
+    /// Microflows the consistency mechanism dropped after rule updates.
+    pub microflow_invalidated: u64,
 }
 
 /// The NIC over a simulation.
@@ -174,6 +178,14 @@ pub struct SimSummary {
     pub capture_cut: Option<CaptureCut>,
     /// Packets forwarded by an entry awaiting a revalidation verdict.
     pub stale: u64,
+    /// Packets of which at least one copy left (after the warm-up, if any).
+    pub forwarded: u64,
+    /// Packets the pipeline dropped: none of their copies left (losses at full rings are
+    /// counted apart, in `metrics`).
+    pub dropped: u64,
+    /// Every port's packets and bytes in and out (after the warm-up, if any), as
+    /// `ovs-ofctl dump-ports` counts them; a packet lost at a full ring counts as received.
+    pub ports: Vec<PortStats>,
     /// The cost model used.
     pub costs_ns: CostModel,
     /// The answer of a min-cores search.
@@ -366,6 +378,8 @@ fn simulate_at(
             megaflow_hits: stats.megaflow,
             upcalls: stats.upcalls,
             continued_from_nic: stats.continued,
+            microflow_evictions: counts.microflow_evictions,
+            microflow_invalidated: counts.microflow_invalidated,
         },
         nic: NicSummary {
             installs,
@@ -381,6 +395,9 @@ fn simulate_at(
         snaplen_truncated: source.snaplen_truncated() - truncated_before,
         capture_cut: source.cut().cloned(),
         stale: counts.stale,
+        forwarded: counts.forwarded,
+        dropped: counts.dropped,
+        ports: counts.ports,
         costs_ns: exp.costs,
         min_cores: None,
         max_rate_pps: None,

@@ -24,15 +24,17 @@
 use hashbrown::HashMap;
 
 use super::{Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, Upcall};
+use crate::cache::dump::DumpedFlow;
 use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::CachedFlow;
 use crate::decision::interner::ItemRef;
 use crate::decision::{CachedHit, DecisionTables};
 use crate::measure::{FlowId, KeySpec};
+use crate::openflow::dp_actions::format_dp_actions;
 use crate::openflow::{LookupRef, Match};
 use crate::packet::FlowKey;
 use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
-use crate::tuple_space::{EntryId, FlowTableStats};
+use crate::tuple_space::{EntryId, EntryStats, FlowTableStats};
 
 /// Most areas a table is cut into.
 pub(crate) const MAX_AREAS: usize = 2;
@@ -344,6 +346,19 @@ impl NicScheme for ExactMatch {
         for (a, area) in self.areas.iter().enumerate() {
             let live = area.slots.iter().enumerate().filter_map(|(s, e)| Some((s, e.as_ref()?)));
             out.extend(live.map(|(s, e)| (a as u8, s as EntryId, e.packets)));
+        }
+    }
+
+    fn dump(&self, tables: &DecisionTables, out: &mut Vec<DumpedFlow>) {
+        let several = self.areas.len() > 1;
+        for (a, area) in self.areas.iter().enumerate() {
+            out.extend(area.slots.iter().flatten().map(|e| DumpedFlow {
+                table: several.then_some(a as u8),
+                tag: None,
+                matcher: *e.matcher,
+                stats: EntryStats { packets: e.packets, bytes: e.bytes, last_hit_ns: e.last_hit_ns },
+                actions: format_dp_actions(tables.actions.get(e.cached.decision.actions), &e.cached.rep),
+            }));
         }
     }
 }

@@ -43,6 +43,7 @@ use super::{
     paper_setup, Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, NicSchemeRegistration, NicSizing,
     SchemeFigures, Upcall,
 };
+use crate::cache::dump::DumpedFlow;
 use crate::cache::table::{CacheTable, MatchKind, Refused, TableConfig, TableConfigError};
 use crate::decision::interner::{Interner, ItemRef};
 use crate::decision::{CachedHit, DecisionTables};
@@ -51,6 +52,7 @@ use crate::openflow::pipeline::MAX_RESUBMITS;
 use crate::openflow::segment::{segmentable, sub_traversal, Overlay, SegmentEffects, SubTraversal};
 use crate::openflow::traversal::{LookupPoint, LookupRef, Output, Traversal};
 use crate::packet::field::id;
+use crate::packet::format::format_match;
 use crate::packet::{FlowKey, FlowMask};
 use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::{EntryId, FlowTableStats};
@@ -620,6 +622,38 @@ impl NicScheme for Gigaflow {
         for (s, stage) in self.stages.iter().enumerate() {
             let space = stage.space();
             out.extend(space.ids().filter_map(|id| Some((s as u8, id, space.entry(id)?.stats.packets))));
+        }
+    }
+
+    /// Each stage's entries: the entry's tag (`tag=N`, part of the stage's lookup key) before
+    /// its match; as actions its effects (fields set, copies sent) and `next:N`, the tag its
+    /// state goes on to the next stage with.
+    fn dump(&self, _tables: &DecisionTables, out: &mut Vec<DumpedFlow>) {
+        for (s, stage) in self.stages.iter().enumerate() {
+            let space = stage.space();
+            for id in space.ids() {
+                let (Some(e), Some(matcher)) = (space.entry(id), space.matcher(id)) else { continue };
+                let mut actions = Vec::new();
+                for effect in self.effects.get(e.data.effects) {
+                    let (overlay, then) = match effect {
+                        Effect::Output(port, overlay) => (overlay, port.to_string()),
+                        Effect::Exit(_) if e.data.next == END_TAG => continue,
+                        Effect::Exit(overlay) => (overlay, format!("next:{}", e.data.next)),
+                    };
+                    if overlay.mask.words.iter().any(|&w| w != 0) {
+                        actions.push(format!("set({})", format_match(&overlay.value, &overlay.mask)));
+                    }
+                    actions.push(then);
+                }
+                let actions = if actions.is_empty() { "drop".to_string() } else { actions.join(",") };
+                out.push(DumpedFlow {
+                    table: Some(s as u8),
+                    tag: Some(e.tag),
+                    matcher,
+                    stats: e.stats,
+                    actions,
+                });
+            }
         }
     }
 }

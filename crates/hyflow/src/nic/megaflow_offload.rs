@@ -6,6 +6,7 @@ use super::{
     paper_setup, Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, NicSchemeRegistration, NicSizing,
     Upcall, DEFAULT_OFFLOAD_ENTRIES, DEFAULT_OFFLOAD_MASKS,
 };
+use crate::cache::dump::DumpedFlow;
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
 use crate::cache::CachedFlow;
 use crate::decision::{CachedHit, DecisionTables};
@@ -143,5 +144,9 @@ impl NicScheme for MegaflowOffload {
     fn counters(&self, out: &mut Vec<(u8, EntryId, u64)>) {
         let space = self.table.space();
         out.extend(space.ids().filter_map(|id| Some((0, id, space.entry(id)?.stats.packets))));
+    }
+
+    fn dump(&self, tables: &DecisionTables, out: &mut Vec<DumpedFlow>) {
+        self.table.dump(tables, None, out);
     }
 }

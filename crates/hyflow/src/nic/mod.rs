@@ -17,6 +17,7 @@ pub mod megaflow_offload;
 
 pub use megaflow_offload::{MegaflowOffload, MegaflowOffloadConfig};
 
+use crate::cache::dump::DumpedFlow;
 use crate::cache::table::{Refused, TableConfigError};
 use crate::decision::{CachedHit, Decision, DecisionTables};
 use crate::measure::FlowId;
@@ -234,4 +235,7 @@ pub trait NicScheme {
     /// Appends the (table, id, packets) hardware counters of every entry, table by table in
     /// id order (what software reads when it polls the NIC).
     fn counters(&self, out: &mut Vec<(u8, EntryId, u64)>);
+    /// Appends every entry as `ovs-appctl dpctl/dump-flows type=offloaded` lists the flows
+    /// in hardware: match, counters, actions (`tables` resolves the interned actions).
+    fn dump(&self, tables: &DecisionTables, out: &mut Vec<DumpedFlow>);
 }

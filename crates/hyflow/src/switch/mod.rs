@@ -15,6 +15,7 @@
 
 mod action_execution;
 mod config;
+mod port_counters;
 mod stats;
 mod timers;
 mod upcall;
@@ -24,8 +25,11 @@ pub use config::{
     MicroflowConfig, NicConntrack, SwitchConfig, SwitchConfigError, DEFAULT_MAX_IDLE_NS,
     DEFAULT_MEGAFLOW_ENTRIES, DEFAULT_MICROFLOW_ENTRIES,
 };
+pub(crate) use port_counters::ports_since;
+pub use port_counters::{PortCount, PortStats};
 pub use stats::{Layer, PassStats, SwitchStats};
 
+use crate::cache::dump::DumpedFlow;
 use crate::cache::{MegaflowCache, MicroflowCache};
 use crate::conntrack::{Conntrack, HwOffload};
 use crate::decision::interner::ItemRef;
@@ -42,6 +46,7 @@ use crate::revalidation::Revalidate;
 use crate::revalidator::{Caches, EntryAt, Revalidator, SWEEP_INTERVAL_NS};
 use crate::tuple_space::EntryId;
 use action_execution::{HardwareCheck, Tracked};
+use port_counters::PortCounters;
 use timers::{Timer, TimerTable};
 
 pub use crate::nic::NicConfig;
@@ -104,6 +109,8 @@ pub struct Switch {
     /// Whether callers want the copies that leave (see [`Switch::set_outputs_wanted`]).
     outputs_wanted: bool,
     stats: SwitchStats,
+    /// Per-port counters, and whether the packet being decided has left.
+    ports: PortCounters,
     clock: Option<Box<dyn HostClock>>,
     host: HostTimings,
     timers: TimerTable,
@@ -153,6 +160,7 @@ impl Switch {
             hit: CachedHit::default(),
             outputs_wanted: true,
             stats: SwitchStats::default(),
+            ports: PortCounters::default(),
             clock: None,
             host: HostTimings::default(),
             timers,
@@ -195,6 +203,12 @@ impl Switch {
     /// Switch-wide counters.
     pub fn stats(&self) -> SwitchStats {
         self.stats
+    }
+
+    /// Every port's packets and bytes in and out so far, in port order (ports with none left
+    /// out), as `ovs-ofctl dump-ports` counts them.
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        self.ports.ports()
     }
 
     /// The connection tracker.
@@ -256,6 +270,26 @@ impl Switch {
         }
     }
 
+    /// The megaflow cache's entries (empty without one), as `ovs-appctl dpctl/dump-flows`
+    /// lists them.
+    pub fn megaflow_dump(&self) -> Vec<DumpedFlow> {
+        let mut out = Vec::new();
+        if let Some(m) = &self.megaflow {
+            m.dump(&self.tables, None, &mut out);
+        }
+        out
+    }
+
+    /// The NIC's entries (empty without one), as `ovs-appctl dpctl/dump-flows type=offloaded`
+    /// lists them.
+    pub fn nic_dump(&self) -> Vec<DumpedFlow> {
+        let mut out = Vec::new();
+        if let Some(n) = &self.nic {
+            n.dump(&self.tables, &mut out);
+        }
+        out
+    }
+
     /// The microflow cache, if configured.
     pub fn microflow(&self) -> Option<&MicroflowCache> {
         self.microflow.as_ref()
@@ -305,6 +339,7 @@ impl Switch {
         self.advance(now_ns);
         self.stats.packets += 1;
         self.stats.bytes += bytes;
+        self.ports.arrived(key, bytes);
         if !self.nic_lookup(key, bytes, now_ns) {
             return false;
         }
@@ -316,6 +351,7 @@ impl Switch {
         if !self.recirc.queue.is_empty() {
             self.recirculate(bytes, now_ns, outputs, true);
         }
+        self.count_fate(Layer::Nic);
         true
     }
 
@@ -334,6 +370,7 @@ impl Switch {
         outputs.clear();
         self.advance(now_ns);
         self.recirc.last_passes.clear();
+        self.ports.resume(key);
         self.first_host_pass(key, bytes, now_ns, offload, outputs)
     }
 
@@ -353,7 +390,20 @@ impl Switch {
         if !self.recirc.queue.is_empty() {
             self.recirculate(bytes, now_ns, outputs, false);
         }
+        self.count_fate(layer);
         layer
+    }
+
+    /// Counts the packet just decided (its first pass by `layer`) as forwarded if any copy
+    /// left, as dropped otherwise.
+    #[inline]
+    fn count_fate(&mut self, layer: Layer) {
+        if self.ports.forwarded_now() {
+            self.stats.forwarded += 1;
+        } else {
+            self.stats.dropped += 1;
+            self.stats.dropped_by_layer.count(layer);
+        }
     }
 
     /// Runs the passes the last decision's clones wait for, appending their outputs: each a
@@ -479,11 +529,15 @@ impl Switch {
         let stale = self.hit.stale;
         match self.hit.actions {
             Some(a) if self.outputs_wanted || stale || self.tables.tracks(a) => {
-                self.run_actions(a, key, depth, now_ns, outputs)
+                self.run_actions(a, key, depth, now_ns, outputs);
+                self.ports.left_as(&outputs[first..], bytes);
             }
-            Some(_) => {}
+            Some(a) => self.ports.left_by(self.tables.actions.get(a), key, bytes),
             // A chain of entries (Gigaflow) built the outputs itself.
-            None => outputs.append(&mut self.hit.outputs),
+            None => {
+                self.ports.left_as(&self.hit.outputs, bytes);
+                outputs.append(&mut self.hit.outputs);
+            }
         }
         // What this pass learns is learned before the next pass, as after an upcall.
         if stale {

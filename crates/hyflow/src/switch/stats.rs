@@ -75,6 +75,12 @@ pub struct SwitchStats {
     pub nic_conntrack_misses: u64,
     /// Where each pass was decided, by pass: the first, the second, the third, later ones.
     pub by_pass: [PassStats; 4],
+    /// Packets of which at least one copy left.
+    pub forwarded: u64,
+    /// Packets of which no copy left (dropped by the pipeline's decision).
+    pub dropped: u64,
+    /// Those drops by the layer that decided the packet's first pass.
+    pub dropped_by_layer: PassStats,
 }
 
 /// Where the passes of one depth were decided.

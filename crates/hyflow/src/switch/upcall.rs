@@ -33,11 +33,16 @@ impl Switch {
         self.pipeline.process(key, &mut self.tr);
         if self.tr.uses_conntrack() {
             // What leaves depends on the connection tracker: run the actions as the datapath.
+            let first = outputs.len();
             let mut datapath =
                 Tracked::new(&mut self.conntrack, &mut self.recirc.queue, depth, now_ns, outputs);
             execute(&self.tr.dp_actions, &mut CowKey::new(key), &mut datapath);
-        } else if self.outputs_wanted {
-            outputs.extend_from_slice(&self.tr.outputs);
+            self.ports.left_as(&outputs[first..], bytes);
+        } else {
+            self.ports.left_as(&self.tr.outputs, bytes);
+            if self.outputs_wanted {
+                outputs.extend_from_slice(&self.tr.outputs);
+            }
         }
         self.pipeline.credit(self.tr.rules(), bytes, now_ns);
         if self.tr.slow_path_only() {

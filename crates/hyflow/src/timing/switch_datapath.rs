@@ -9,7 +9,7 @@ use crate::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy, PolicyRep
 use crate::openflow::traversal::Output;
 use crate::openflow::update::Update;
 use crate::openflow::Pipeline;
-use crate::switch::{Layer, Offload, Switch, SwitchConfig, SwitchConfigError};
+use crate::switch::{ports_since, Layer, Offload, PortStats, Switch, SwitchConfig, SwitchConfigError};
 use crate::update_schedule::Schedule;
 
 use super::{Datapath, SimPacket};
@@ -86,12 +86,52 @@ pub struct SwitchDatapath<P> {
 }
 
 /// The switch's counts a simulation reports, over the measured window.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SwitchCounts {
     /// NIC entries installed.
     pub nic_installs: u64,
     /// Packets forwarded by an entry awaiting a revalidation verdict.
     pub stale: u64,
+    /// Packets of which at least one copy left.
+    pub forwarded: u64,
+    /// Packets of which none left (the pipeline dropped them; ring losses are apart).
+    pub dropped: u64,
+    /// Microflows replaced by another in their bucket.
+    pub microflow_evictions: u64,
+    /// Microflows the consistency mechanism dropped.
+    pub microflow_invalidated: u64,
+    /// Every port's counters.
+    pub ports: Vec<PortStats>,
+}
+
+impl SwitchCounts {
+    /// The switch's counts now, since it started.
+    fn of(switch: &Switch) -> SwitchCounts {
+        let s = switch.stats();
+        let m = switch.microflow().map(|m| m.stats()).unwrap_or_default();
+        SwitchCounts {
+            nic_installs: switch.nic_installs(),
+            stale: s.stale,
+            forwarded: s.forwarded,
+            dropped: s.dropped,
+            microflow_evictions: m.evictions,
+            microflow_invalidated: m.invalidated + m.removed,
+            ports: switch.port_stats(),
+        }
+    }
+
+    /// These counts less `earlier`'s.
+    fn since(self, earlier: &SwitchCounts) -> SwitchCounts {
+        SwitchCounts {
+            nic_installs: self.nic_installs - earlier.nic_installs,
+            stale: self.stale - earlier.stale,
+            forwarded: self.forwarded - earlier.forwarded,
+            dropped: self.dropped - earlier.dropped,
+            microflow_evictions: self.microflow_evictions - earlier.microflow_evictions,
+            microflow_invalidated: self.microflow_invalidated - earlier.microflow_invalidated,
+            ports: ports_since(&self.ports, &earlier.ports),
+        }
+    }
 }
 
 impl<P: OffloadPolicy> SwitchDatapath<P> {
@@ -150,10 +190,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
 
     /// The switch's counts since measuring started.
     pub fn switch_counts(&self) -> SwitchCounts {
-        SwitchCounts {
-            nic_installs: self.switch.nic_installs() - self.switch_at_start.nic_installs,
-            stale: self.switch.stats().stale - self.switch_at_start.stale,
-        }
+        SwitchCounts::of(&self.switch).since(&self.switch_at_start)
     }
 
     /// What the policy did, with all the host work it charged.
@@ -255,8 +292,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
     /// waiting for the budget) carries on.
     fn start_measuring(&mut self, _t_ns: u64) {
         self.stats = DatapathStats::default();
-        self.switch_at_start =
-            SwitchCounts { nic_installs: self.switch.nic_installs(), stale: self.switch.stats().stale };
+        self.switch_at_start = SwitchCounts::of(&self.switch);
         self.switch.restart_nic_peak();
         self.budget.restart_counts();
         self.policy_packet_work_ns = 0.0;
