@@ -46,6 +46,14 @@ impl Progress {
         self.bar.finish_and_clear();
     }
 
+    /// [`Progress::tick`] as an engine's progress callback: the CLI never stops a run (Ctrl-C
+    /// ends the process).
+    #[inline]
+    pub fn watch(&self, packets: u64, at: hyflow::input::Progress) -> std::ops::ControlFlow<()> {
+        self.tick(packets, at);
+        std::ops::ControlFlow::Continue(())
+    }
+
     /// After `packets` packets, with the input read as far as `at`.
     #[inline]
     pub fn tick(&self, packets: u64, at: hyflow::input::Progress) {

@@ -52,14 +52,14 @@ pub fn run(a: SimArgs) -> Result<()> {
             };
             let on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>> =
                 if a.decisions.is_some() { Some(&mut write) } else { None };
-            let outcome = simulate(&workload, &exp, &mut |n, at| progress.tick(n, at), on_decision)?;
+            let outcome = simulate(&workload, &exp, &mut |n, at| progress.watch(n, at), on_decision)?;
             if let Some(mut out) = log {
                 out.flush()?;
             }
             progress.finish();
             outcome
         }
-        Some(what) => search(&workload, &exp, what)?,
+        Some(what) => search(&workload, &exp, what, &|| true)?,
     };
     if let Some(cut) = &outcome.summary.capture_cut {
         eprintln!("hyflow: warning: {}", capture_cut_warning(cut));

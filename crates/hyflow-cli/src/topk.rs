@@ -15,9 +15,10 @@ pub fn run(a: TopkArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let progress = Progress::new("topk");
-    let summary = topk(&capture(&a.trace, a.strict), &config, &mut |n, at| progress.tick(n, at), &mut |r| {
-        write_report(&mut out, a.json, r)
-    })?;
+    let summary =
+        topk(&capture(&a.trace, a.strict), &config, &mut |n, at| progress.watch(n, at), &mut |r| {
+            write_report(&mut out, a.json, r)
+        })?;
     progress.finish();
     out.flush()?;
     if let Some(cut) = &summary.capture_cut {
@@ -33,7 +34,7 @@ pub fn eval(a: EvalTopkArgs) -> Result<()> {
     let config = a.config()?;
     let progress = Progress::new("eval topk");
     let outcome = hyflow::experiment::topk::eval(&capture(&a.trace, a.strict), &config, &mut |n, at| {
-        progress.tick(n, at)
+        progress.watch(n, at)
     })?;
     progress.finish();
     if let Some(cut) = &outcome.capture_cut {

@@ -23,12 +23,17 @@ use anyhow::{Context, Result};
 use clap::{Args, Command, FromArgMatches};
 use hyflow::invalid_param::{CarriesInvalidParam, InvalidParam};
 
-/// An error as the command line and Python print it: the chain of causes (`{e:#}`), with a
-/// parameter the engine names (`rate`) spelled as the option that sets it (`--rate`).
+/// An error as the command line prints it: the chain of causes (`{e:#}`), with a parameter
+/// the engine names (`rate`) spelled as the option that sets it (`--rate`).
 pub fn error_message(e: &anyhow::Error) -> String {
+    error_message_spelled(e, |name| format!("--{name}"))
+}
+
+/// An error with the parameters the engine names spelled by `spell` (Python: `nic_entries`).
+pub fn error_message_spelled(e: &anyhow::Error, spell: impl Fn(&str) -> String) -> String {
     let text = format!("{e:#}");
     match e.chain().find_map(invalid_param_of) {
-        Some(p) => text.replacen(&p.to_string(), &p.spelled(|name| format!("--{name}")), 1),
+        Some(p) => text.replacen(&p.to_string(), &p.spelled(spell), 1),
         None => text,
     }
 }

@@ -25,6 +25,9 @@ use hyflow::switch::Layer;
 use hyflow::timing::switch_datapath::SimDecision;
 use hyflow_commands::{gen, replay, sim, switch, topk, trace};
 
+mod watch;
+use watch::watched;
+
 create_exception!(
     hyflow._hyflow,
     HyflowError,
@@ -33,9 +36,43 @@ create_exception!(
      is the one the `hyflow` command line prints."
 );
 
-/// The CLI's message for an error: the chain of causes, as `hyflow: {e:#}` prints it.
+/// An error in Python's words: the CLI's message, with the parameters it names spelled as
+/// keywords (`nic_entries`, not `--nic-entries`).
 fn error(e: anyhow::Error) -> PyErr {
-    HyflowError::new_err(hyflow_commands::error_message(&e))
+    HyflowError::new_err(python_spelling(&hyflow_commands::error_message_spelled(&e, keyword)))
+}
+
+/// An option's name as the keyword argument that sets it.
+fn keyword(option: &str) -> String {
+    option.trim_start_matches("--").replace('-', "_")
+}
+
+/// `text` with every `--option` and `'--option <VALUE>'` it names spelled as a keyword.
+fn python_spelling(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        let (before, from) = rest.split_at(at);
+        let name_len =
+            from[2..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).map_or(from.len() - 2, |n| n);
+        if name_len == 0 {
+            out.push_str(before);
+            out.push_str("--");
+            rest = &from[2..];
+            continue;
+        }
+        let name = &from[2..2 + name_len];
+        let mut after = &from[2 + name_len..];
+        // Clap's `'--opt <VALUE>'`: the placeholder goes with the dashes.
+        if let Some(tail) = after.strip_prefix(" <").and_then(|t| t.split_once('>').map(|(_, t)| t)) {
+            after = tail;
+        }
+        out.push_str(before);
+        out.push_str(&keyword(name));
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `text` as a Python `UserWarning` pointing at the caller's line (`warnings` decides whether
@@ -61,11 +98,29 @@ fn parse_error(e: clap::Error) -> PyErr {
     HyflowError::new_err(parse_message(&e))
 }
 
+/// Clap's message in Python's words: `invalid value '-1' for '--nic-entries <N>': invalid
+/// digit found in string` reads `nic_entries=-1: not a whole number ≥ 0`.
 fn parse_message(e: &clap::Error) -> String {
     let text = e.to_string();
     let body = text.split("\n\nUsage:").next().unwrap_or_default();
     let body = body.split("\n\nFor more information").next().unwrap_or_default();
-    body.trim_start_matches("error: ").split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = body.trim_start_matches("error: ").split_whitespace().collect::<Vec<_>>().join(" ");
+    let invalid_value = line.strip_prefix("invalid value '").and_then(|rest| {
+        let (value, rest) = rest.split_once("' for '--")?;
+        let (option, reason) = rest.split_once('\'')?;
+        let name = option.split(' ').next()?;
+        let reason = reason.trim_start_matches(':').trim();
+        let reason = match reason {
+            "invalid digit found in string" | "cannot parse integer from empty string" => {
+                "not a whole number ≥ 0"
+            }
+            "number too large to fit in target type" => "too large",
+            "invalid float literal" => "not a number",
+            other => other,
+        };
+        Some(format!("{}={value}: {reason}", keyword(name)))
+    });
+    python_spelling(&invalid_value.unwrap_or(line))
 }
 
 fn parse<A: clap::Args + clap::FromArgMatches>(name: &'static str, argv: Vec<String>) -> PyResult<A> {
@@ -167,33 +222,40 @@ fn options(command: &str) -> PyResult<String> {
 }
 
 /// `hyflow replay`: returns the report (JSON, the CLI's `--json`), its text, the per-rule
-/// counters and, when `decisions`, every packet's decision as columns.
+/// counters and, when `decisions`, every packet's decision as columns. Ctrl-C stops it;
+/// `progress`, if given, is called with `(packets, read, total)` every half second.
 #[pyfunction]
-#[pyo3(name = "replay")]
-fn run_replay<'py>(py: Python<'py>, argv: Vec<String>, decisions: bool) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(name = "replay", signature = (argv, decisions, progress=None))]
+fn run_replay<'py>(
+    py: Python<'py>,
+    argv: Vec<String>,
+    decisions: bool,
+    progress: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let args: replay::ReplayArgs = parse("replay", argv)?;
-    let (report, text, rules, columns, cut) = py
-        .detach(|| -> anyhow::Result<_> {
-            let config = args.config()?;
-            let workload = switch::workload(&args.switch)?;
-            let mut columns = DecisionColumns::new();
-            let mut record = |d: &PacketDecision| {
-                if decisions {
-                    columns.push(d.index, None, d.layer as u8, d.outputs.iter().map(|o| o.port));
-                }
-                Ok(())
-            };
-            let outcome = hyflow::experiment::replay::run(&workload, &config, &mut record)?;
-            let mut text = String::new();
-            if args.builtin() {
-                text = format!("{}\n\n", replay::builtin_banner(&workload));
+    let (report, text, rules, columns, cut) = watched(py, progress.as_ref(), |watch| -> anyhow::Result<_> {
+        let config = args.config()?;
+        let workload = switch::workload(&args.switch)?;
+        let mut columns = DecisionColumns::new();
+        let mut record = |d: &PacketDecision| {
+            if decisions {
+                columns.push(d.index, None, d.layer as u8, d.outputs.iter().map(|o| o.port));
             }
-            text.push_str(&outcome.report.text());
-            let rules = rule_columns(outcome.switch.pipeline());
-            let cut = outcome.report.capture_cut.clone();
-            Ok((serde_json::to_string(&outcome.report)?, text, rules, columns, cut))
-        })
-        .map_err(error)?;
+            let _ = watch.progress(d.index + 1, d.progress);
+            watch.io_check()
+        };
+        let outcome = hyflow::experiment::replay::run(&workload, &config, &mut record)?;
+        replay::write_dumps(&args, &outcome.switch, &outcome.report)?;
+        let mut text = String::new();
+        if args.builtin() {
+            text = format!("{}\n\n", replay::builtin_banner(&workload));
+        }
+        text.push_str(&outcome.report.text());
+        let rules = rule_columns(outcome.switch.pipeline());
+        let cut = outcome.report.capture_cut.clone();
+        Ok((serde_json::to_string(&outcome.report)?, text, rules, columns, cut))
+    })?
+    .map_err(error)?;
     warn_cut(py, cut.as_ref())?;
     let d = PyDict::new(py);
     d.set_item("report", report)?;
@@ -257,20 +319,21 @@ impl RuleColumns {
 /// `--json`), its text, the time series (complete intervals), the latency histograms as
 /// (value, count) columns per path and, for one run with `decisions`, every packet's fate.
 #[pyfunction]
-#[pyo3(name = "sim", signature = (argv, decisions, plot=None))]
+#[pyo3(name = "sim", signature = (argv, decisions, plot=None, progress=None))]
 fn run_sim<'py>(
     py: Python<'py>,
     argv: Vec<String>,
     decisions: bool,
     plot: Option<PathBuf>,
+    progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let args: sim::SimArgs = parse("sim", argv)?;
     let what = args.search();
     if decisions && what.is_some() {
         return Err(HyflowError::new_err("decisions are recorded for one run, not with find"));
     }
-    let (summary, text, metrics, columns, cut) = py
-        .detach(|| -> anyhow::Result<_> {
+    let (summary, text, metrics, columns, cut) =
+        watched(py, progress.as_ref(), |watch| -> anyhow::Result<_> {
             let exp = args.experiment(true)?;
             let workload = switch::workload(&args.switch)?;
             let mut columns = DecisionColumns::new();
@@ -283,9 +346,9 @@ fn run_sim<'py>(
                     };
                     let on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>> =
                         if decisions { Some(&mut record) } else { None };
-                    simulate(&workload, &exp, &mut |_, _| {}, on_decision)?
+                    simulate(&workload, &exp, &mut |n, at| watch.progress(n, at), on_decision)?
                 }
-                Some(w) => search(&workload, &exp, w)?,
+                Some(w) => search(&workload, &exp, w, &|| watch.keep_going())?,
             };
             if let Some(dir) = &plot {
                 hyflow_commands::plot::write_plots(dir, &outcome.metrics, exp.policy.name())?;
@@ -297,7 +360,7 @@ fn run_sim<'py>(
                 columns,
                 (outcome.summary.capture_cut.clone(), outcome.summary.warnings.clone()),
             ))
-        })
+        })?
         .map_err(error)?;
     let (cut, warnings) = cut;
     warn_cut(py, cut.as_ref())?;
@@ -342,8 +405,12 @@ fn series_dict<'py>(py: Python<'py>, m: &hyflow::timing::Metrics) -> PyResult<Bo
 /// `hyflow topk`: every boundary's top flows as long columns (one row per boundary and rank;
 /// key fields as strings, as the CLI's JSON shows them), the summary and its notes.
 #[pyfunction]
-#[pyo3(name = "topk")]
-fn run_topk<'py>(py: Python<'py>, argv: Vec<String>) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(name = "topk", signature = (argv, progress=None))]
+fn run_topk<'py>(
+    py: Python<'py>,
+    argv: Vec<String>,
+    progress: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let args: topk::TopkArgs = parse("topk", argv)?;
     struct Rows {
         boundary: Vec<u32>,
@@ -354,48 +421,47 @@ fn run_topk<'py>(py: Python<'py>, argv: Vec<String>) -> PyResult<Bound<'py, PyDi
         fields: Vec<(&'static str, StrColumn)>,
         boundaries: Vec<String>,
     }
-    let (summary, notes, rows, cut) = py
-        .detach(|| -> anyhow::Result<_> {
-            let config = args.config()?;
-            let names: Vec<&'static str> = config.key.fields().iter().map(|f| f.def().name).collect();
-            let mut rows = Rows {
-                boundary: Vec::new(),
-                t: Vec::new(),
-                packets: Vec::new(),
-                rank: Vec::new(),
-                count: Vec::new(),
-                fields: names.iter().map(|&n| (n, StrColumn::new())).collect(),
-                boundaries: Vec::new(),
-            };
-            let summary = hyflow::experiment::topk::topk(
-                &topk::capture(&args.trace, args.strict),
-                &config,
-                &mut |_, _| {},
-                &mut |r| {
-                    let b = rows.boundaries.len() as u32;
-                    // A boundary's own line, without its flows: time, packets, shortfall.
-                    let mut line = serde_json::to_value(r).map_err(std::io::Error::other)?;
-                    if let Some(o) = line.as_object_mut() {
-                        o.remove("flows");
+    let (summary, notes, rows, cut) = watched(py, progress.as_ref(), |watch| -> anyhow::Result<_> {
+        let config = args.config()?;
+        let names: Vec<&'static str> = config.key.fields().iter().map(|f| f.def().name).collect();
+        let mut rows = Rows {
+            boundary: Vec::new(),
+            t: Vec::new(),
+            packets: Vec::new(),
+            rank: Vec::new(),
+            count: Vec::new(),
+            fields: names.iter().map(|&n| (n, StrColumn::new())).collect(),
+            boundaries: Vec::new(),
+        };
+        let summary = hyflow::experiment::topk::topk(
+            &topk::capture(&args.trace, args.strict),
+            &config,
+            &mut |n, at| watch.progress(n, at),
+            &mut |r| {
+                let b = rows.boundaries.len() as u32;
+                // A boundary's own line, without its flows: time, packets, shortfall.
+                let mut line = serde_json::to_value(r).map_err(std::io::Error::other)?;
+                if let Some(o) = line.as_object_mut() {
+                    o.remove("flows");
+                }
+                rows.boundaries.push(line.to_string());
+                for (rank, f) in r.flows.iter().enumerate() {
+                    rows.boundary.push(b);
+                    rows.t.push(r.t);
+                    rows.packets.push(r.packets);
+                    rows.rank.push(rank as u32 + 1);
+                    rows.count.push(f.count);
+                    for ((_, col), (_, v)) in rows.fields.iter_mut().zip(&f.key.0) {
+                        col.push(v);
                     }
-                    rows.boundaries.push(line.to_string());
-                    for (rank, f) in r.flows.iter().enumerate() {
-                        rows.boundary.push(b);
-                        rows.t.push(r.t);
-                        rows.packets.push(r.packets);
-                        rows.rank.push(rank as u32 + 1);
-                        rows.count.push(f.count);
-                        for ((_, col), (_, v)) in rows.fields.iter_mut().zip(&f.key.0) {
-                            col.push(v);
-                        }
-                    }
-                    Ok(())
-                },
-            )?;
-            let notes = topk::summary_notes(&summary, &config);
-            Ok((serde_json::to_string(&summary)?, notes, rows, summary.capture_cut))
-        })
-        .map_err(error)?;
+                }
+                Ok(())
+            },
+        )?;
+        let notes = topk::summary_notes(&summary, &config);
+        Ok((serde_json::to_string(&summary)?, notes, rows, summary.capture_cut))
+    })?
+    .map_err(error)?;
     warn_cut(py, cut.as_ref())?;
     let d = PyDict::new(py);
     d.set_item("summary", summary)?;
@@ -418,21 +484,21 @@ fn run_topk<'py>(py: Python<'py>, argv: Vec<String>) -> PyResult<Bound<'py, PyDi
 
 /// `hyflow eval topk`: one JSON object per configuration, as `--json` prints them.
 #[pyfunction]
-fn eval_topk(py: Python<'_>, argv: Vec<String>) -> PyResult<Vec<String>> {
+#[pyo3(signature = (argv, progress=None))]
+fn eval_topk(py: Python<'_>, argv: Vec<String>, progress: Option<Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
     let args: topk::EvalTopkArgs = parse("eval topk", argv)?;
-    let (rows, cut) = py
-        .detach(|| -> anyhow::Result<_> {
-            let config = args.config()?;
-            let outcome = hyflow::experiment::topk::eval(
-                &topk::capture(&args.trace, args.strict),
-                &config,
-                &mut |_, _| {},
-            )?;
-            let rows: anyhow::Result<Vec<String>> =
-                outcome.rows.iter().map(|r| Ok(serde_json::to_string(r)?)).collect();
-            Ok((rows?, outcome.capture_cut))
-        })
-        .map_err(error)?;
+    let (rows, cut) = watched(py, progress.as_ref(), |watch| -> anyhow::Result<_> {
+        let config = args.config()?;
+        let outcome = hyflow::experiment::topk::eval(
+            &topk::capture(&args.trace, args.strict),
+            &config,
+            &mut |n, at| watch.progress(n, at),
+        )?;
+        let rows: anyhow::Result<Vec<String>> =
+            outcome.rows.iter().map(|r| Ok(serde_json::to_string(r)?)).collect();
+        Ok((rows?, outcome.capture_cut))
+    })?
+    .map_err(error)?;
     warn_cut(py, cut.as_ref())?;
     Ok(rows)
 }

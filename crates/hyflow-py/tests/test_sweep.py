@@ -66,7 +66,7 @@ def test_ray_gives_the_same_table(local, inputs, tmp_path):
         pd.testing.assert_frame_equal(local[figures], shipped[figures])
         assert shipped["config.trace"].iloc[0] != str(inputs["trace"])
         # An engine error crosses from the worker with its message, naming the run.
-        with pytest.raises(hyflow.HyflowError, match=r"--cores must be at least 1 \(sweep run 1: "):
+        with pytest.raises(hyflow.HyflowError, match=r"^cores must be at least 1 \(sweep run 1: "):
             hyflow.sweep("sim", {"cores": [1, 0]}, backend="ray", flows=inputs["flows"], trace=inputs["trace"],
                          progress=False)
     finally:
@@ -123,7 +123,7 @@ def test_the_example_figure_runs(tmp_path):
 
 
 def test_a_failing_run_is_named(inputs):
-    with pytest.raises(hyflow.HyflowError, match=r"--cores must be at least 1 \(sweep run 1: .*'cores': 0"):
+    with pytest.raises(hyflow.HyflowError, match=r"^cores must be at least 1 \(sweep run 1: .*'cores': 0"):
         hyflow.sweep("sim", {"cores": [1, 0]}, flows=inputs["flows"], trace=inputs["trace"], workers=1,
                      progress=False)
     with pytest.raises(TypeError, match="unexpected keyword argument 'coers'"):

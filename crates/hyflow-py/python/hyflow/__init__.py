@@ -49,8 +49,46 @@ __all__ = [
 ]
 
 
-def replay(*, decisions: bool = False, **options) -> ReplayResult:
-    result = _hyflow.replay(_options.argv("replay", options), decisions)
+def _watch(progress, label: str):
+    """The progress callback a run gets, and what closes it after the run. ``progress``:
+    ``False`` for none, a callable for ``progress(packets, read, total)`` every half second,
+    ``None`` for a tqdm bar when tqdm is installed (shown once a run lasts half a second)."""
+    if progress is False:
+        return None, lambda: None
+    if callable(progress):
+        return progress, lambda: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None, lambda: None
+    bar = None
+
+    def update(packets: int, read: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total or None, desc=f"hyflow {label}", unit="")
+        bar.n = read
+        bar.set_postfix(packets=packets, refresh=False)
+        bar.refresh()
+
+    def close() -> None:
+        if bar is not None:
+            bar.close()
+
+    return update, close
+
+
+def _watched(run, progress, label: str):
+    callback, close = _watch(progress, label)
+    try:
+        return run(callback)
+    finally:
+        close()
+
+
+def replay(*, decisions: bool = False, progress=None, **options) -> ReplayResult:
+    argv = _options.argv("replay", options)
+    result = _watched(lambda cb: _hyflow.replay(argv, decisions, cb), progress, "replay")
     return ReplayResult(
         summary=json.loads(result["report"]),
         text=result["text"],
@@ -59,8 +97,10 @@ def replay(*, decisions: bool = False, **options) -> ReplayResult:
     )
 
 
-def sim(*, decisions: bool = False, plot=None, **options) -> SimResult:
-    result = _hyflow.sim(_options.argv("sim", options), decisions, None if plot is None else str(plot))
+def sim(*, decisions: bool = False, plot=None, progress=None, **options) -> SimResult:
+    argv = _options.argv("sim", options)
+    plot = None if plot is None else str(plot)
+    result = _watched(lambda cb: _hyflow.sim(argv, decisions, plot, cb), progress, "sim")
     return SimResult(
         summary=json.loads(result["summary"]),
         text=result["text"],
@@ -70,20 +110,25 @@ def sim(*, decisions: bool = False, plot=None, **options) -> SimResult:
     )
 
 
-def topk(trace=None, **options) -> TopkResult:
+def topk(trace=None, *, progress=None, **options) -> TopkResult:
     if trace is not None:
         options["trace"] = trace
-    return _results.topk_result(_hyflow.topk(_options.argv("topk", options)))
+    argv = _options.argv("topk", options)
+    return _results.topk_result(_watched(lambda cb: _hyflow.topk(argv, cb), progress, "topk"))
 
 
-def eval_topk(trace=None, **options) -> pd.DataFrame:
+def eval_topk(trace=None, *, progress=None, **options) -> pd.DataFrame:
     if trace is not None:
         options["trace"] = trace
-    rows = [json.loads(r) for r in _hyflow.eval_topk(_options.argv("eval_topk", options))]
+    argv = _options.argv("eval_topk", options)
+    rows = [json.loads(r) for r in _watched(lambda cb: _hyflow.eval_topk(argv, cb), progress, "eval topk")]
     return pd.DataFrame(rows)
 
 
 def trace(flows=None, packet=None, **options) -> Trace | list[Trace]:
+    if isinstance(packet, (list, tuple)):
+        # One trace per packet, in order.
+        return [trace(flows, p, **options) for p in packet]
     options.update({k: v for k, v in (("flows", flows), ("packet", packet)) if v is not None})
     traces = [Trace(json.loads(r), t) for r, t in _hyflow.trace(_options.argv("trace", options))]
     return traces[0] if packet is not None or "pcap" in options else traces

@@ -168,7 +168,13 @@ class TopkResult:
 def topk_result(d: dict) -> TopkResult:
     columns = dict(d["columns"])
     for name, col in d["fields"].items():
-        columns[name] = strings(col)
+        values = pd.Series(strings(col))
+        # Numbers as numbers (ports, protocols), as the CLI's JSON gives them: a field whose
+        # every value is a plain decimal; addresses and hex values stay text.
+        if len(values) and values.str.fullmatch(r"0|[1-9][0-9]{0,18}").all():
+            columns[name] = values.astype(np.uint64).to_numpy()
+        else:
+            columns[name] = strings(col)
     records = [json.loads(b) for b in d["boundaries"]]
     boundaries = pd.DataFrame(
         {

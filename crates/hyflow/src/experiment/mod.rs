@@ -59,6 +59,18 @@ pub enum ExperimentError {
     /// A consumer of per-packet results failed (e.g. writing `--decisions`).
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The caller asked the run to stop (its progress callback broke off: Ctrl-C in Python).
+    #[error("interrupted before the input's end")]
+    Interrupted,
+}
+
+/// What a run's progress callback gets (packets so far, how far the input was read) and
+/// answers: go on, or stop the run, which then ends in [`ExperimentError::Interrupted`].
+pub type OnProgress<'a> = &'a mut dyn FnMut(u64, Progress) -> std::ops::ControlFlow<()>;
+
+/// The progress callback of a run nobody watches.
+pub fn unwatched(_: u64, _: Progress) -> std::ops::ControlFlow<()> {
+    std::ops::ControlFlow::Continue(())
 }
 
 impl CarriesInvalidParam for ExperimentError {
@@ -73,7 +85,8 @@ impl CarriesInvalidParam for ExperimentError {
             | ExperimentError::Input(_)
             | ExperimentError::Invalid(_)
             | ExperimentError::Unanswerable(_)
-            | ExperimentError::Io(_) => None,
+            | ExperimentError::Io(_)
+            | ExperimentError::Interrupted => None,
         }
     }
 }

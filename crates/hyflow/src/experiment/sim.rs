@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::bursts::{BurstSummary, BurstTracker};
-use super::{ExperimentError, Progress, Workload};
+use super::{ExperimentError, OnProgress, Progress, Workload};
 use crate::capture::CaptureCut;
 use crate::cost_model::CostModel;
 use crate::input::PacketSource;
@@ -260,7 +260,7 @@ fn simulate_at(
     exp: &SimExperiment,
     cores: usize,
     rate: Option<(f64, f64)>,
-    progress: &mut dyn FnMut(u64, Progress),
+    progress: OnProgress,
     mut on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>>,
     policy: &PolicyConfig,
 ) -> Result<SimOutcome, ExperimentError> {
@@ -318,7 +318,9 @@ fn simulate_at(
             input_so_far = (source.malformed().total(), source.snaplen_truncated());
         }
         n += 1;
-        progress(n, source.progress());
+        if progress(n, source.progress()).is_break() {
+            return Err(ExperimentError::Interrupted);
+        }
         if let Some(f) = on_decision.as_deref_mut() {
             if n % 1024 == 0 {
                 sim.datapath_mut().take_decisions(false, f)?;
@@ -428,7 +430,7 @@ fn simulate_at(
 pub fn simulate(
     workload: &Workload,
     exp: &SimExperiment,
-    progress: &mut dyn FnMut(u64, Progress),
+    progress: OnProgress,
     on_decision: Option<&mut dyn FnMut(SimDecision) -> std::io::Result<()>>,
 ) -> Result<SimOutcome, ExperimentError> {
     exp.check()?;
@@ -440,8 +442,24 @@ pub fn simulate(
 }
 
 /// A capacity search: runs simulations until the answer is bracketed, then returns the
-/// answering run with the answer in its summary.
-pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<SimOutcome, ExperimentError> {
+/// answering run with the answer in its summary. Every run asks `keep_going` as it goes (from
+/// the search's threads), and the search ends in [`ExperimentError::Interrupted`] once it
+/// answers false.
+pub fn search(
+    workload: &Workload,
+    exp: &SimExperiment,
+    what: Search,
+    keep_going: &(dyn Fn() -> bool + Sync),
+) -> Result<SimOutcome, ExperimentError> {
+    let watch = || {
+        move |_: u64, _: Progress| {
+            if keep_going() {
+                std::ops::ControlFlow::Continue(())
+            } else {
+                std::ops::ControlFlow::Break(())
+            }
+        }
+    };
     exp.check()?;
     let natural = match (what, exp.rate_pps) {
         (Search::MaxRate, _) | (_, Some(_)) => Some(natural_rate(workload)?),
@@ -452,7 +470,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
     // nothing only because the input ended before the rings filled was falling behind.
     let lossless = |cores: usize, rate: Option<f64>| -> Result<bool, ExperimentError> {
         let at = rate.zip(natural).map(|(r, n)| (n, r));
-        let run = simulate_at(workload, exp, cores, at, &mut |_, _| {}, None, &prepared)?;
+        let run = simulate_at(workload, exp, cores, at, &mut watch(), None, &prepared)?;
         Ok(run.metrics.lost() == 0 && run.metrics.steady())
     };
     let threads = exp.search_threads.max(1);
@@ -480,7 +498,7 @@ pub fn search(workload: &Workload, exp: &SimExperiment, what: Search) -> Result<
     };
     let (cores, rate) = answer?;
     let at = rate.zip(natural).map(|(r, n)| (n, r));
-    let mut run = simulate_at(workload, exp, cores, at, &mut |_, _| {}, None, &prepared)?;
+    let mut run = simulate_at(workload, exp, cores, at, &mut watch(), None, &prepared)?;
     match what {
         Search::MinCores { .. } => run.summary.min_cores = Some(cores),
         Search::MaxRate => run.summary.max_rate_pps = rate,

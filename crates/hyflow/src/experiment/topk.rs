@@ -3,9 +3,9 @@
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use super::ExperimentError;
+use super::{ExperimentError, OnProgress};
 use crate::capture::CaptureCut;
-use crate::input::{Input, PacketSource, Progress};
+use crate::input::{Input, PacketSource};
 use crate::measure::{
     build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
 };
@@ -132,7 +132,7 @@ pub struct TopkSummary {
 fn for_each_flow(
     input: &Input,
     key: &KeySpec,
-    progress: &mut dyn FnMut(u64, Progress),
+    progress: OnProgress,
     mut f: impl FnMut(u64, Option<FlowId>),
 ) -> Result<InputCounts, ExperimentError> {
     let mut source = PacketSource::open(input, &[])?;
@@ -144,7 +144,9 @@ fn for_each_flow(
             ipv6_keyless += 1;
         }
         f(p.ts_ns, flow);
-        progress(source.packets(), source.progress());
+        if progress(source.packets(), source.progress()).is_break() {
+            return Err(ExperimentError::Interrupted);
+        }
     }
     Ok(InputCounts {
         malformed: source.malformed().total(),
@@ -168,7 +170,7 @@ struct InputCounts {
 pub fn topk(
     input: &Input,
     config: &TopkConfig,
-    progress: &mut dyn FnMut(u64, Progress),
+    progress: OnProgress,
     on_report: &mut dyn FnMut(&TopkReport) -> std::io::Result<()>,
 ) -> Result<TopkSummary, ExperimentError> {
     let detector = build(config.algo, &config.detector)?;
@@ -258,7 +260,7 @@ pub struct EvalRow {
 pub fn eval(
     input: &Input,
     config: &EvalConfig,
-    progress: &mut dyn FnMut(u64, Progress),
+    progress: OnProgress,
 ) -> Result<EvalOutcome, ExperimentError> {
     let mut grid = Vec::new();
     for &algo in &config.algos {
