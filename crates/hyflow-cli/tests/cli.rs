@@ -394,8 +394,14 @@ fn replay_bad_input_is_one_clear_line() {
     fails_with(&replay(&["--updates", bad.to_str().unwrap()]), &["neg.txt:1:1", "non-negative"]);
     let bad = tmp("nan.txt", b"soon delete ip\n");
     fails_with(&replay(&["--updates", bad.to_str().unwrap()]), &["nan.txt:1:1", "soon"]);
-    fails_with(&replay(&["--microflow-entries", "0"]), &["microflow cache needs at least one entry"]);
-    fails_with(&replay(&["--megaflow-entries", "0"]), &["megaflow cache needs at least one entry"]);
+    fails_with(
+        &replay(&["--microflow-entries", "0"]),
+        &["--microflow-entries must be at least 1", "--no-microflow"],
+    );
+    fails_with(
+        &replay(&["--megaflow-entries", "0"]),
+        &["--megaflow-entries must be at least 1", "--no-megaflow"],
+    );
     fails_with(&replay(&["--nic-entries", "0"]), &["needs at least one entry"]);
     fails_with(
         &replay(&["--nic", "gigaflow", "--nic-tables", "300"]),

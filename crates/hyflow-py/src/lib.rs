@@ -118,6 +118,13 @@ fn parse_message(e: &clap::Error) -> String {
             "invalid float literal" => "not a number",
             other => other,
         };
+        // Clap's `0 is not in 1..18446744073709551615`: a lower bound only.
+        let at_least = reason
+            .split_once(" is not in ")
+            .and_then(|(_, range)| range.split_once(".."))
+            .filter(|(_, high)| high.parse::<u128>().is_ok_and(|h| h >= u64::MAX as u128))
+            .map(|(low, _)| format!("must be ≥ {low}"));
+        let reason = at_least.as_deref().unwrap_or(reason);
         Some(format!("{}={value}: {reason}", keyword(name)))
     });
     python_spelling(&invalid_value.unwrap_or(line))
@@ -616,18 +623,21 @@ fn load_updates<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDi
 #[pyfunction]
 #[pyo3(signature = (path, in_port=None))]
 fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyResult<Bound<'py, PyDict>> {
-    let (ts, bytes, flow, malformed, cut) = py
+    let (ts, bytes, flow, malformed, fields, cut) = py
         .detach(|| -> anyhow::Result<_> {
             let mut source = PacketSource::capture(Path::new(&path), in_port, false)?;
             let (mut ts, mut bytes, mut flow, mut malformed) =
                 (Vec::new(), Vec::new(), StrColumn::new(), StrColumn::new());
+            let mut fields = FieldColumns::default();
             while let Some(p) = source.next_packet()? {
                 ts.push(p.ts_ns);
                 bytes.push(p.bytes);
-                flow.push(&format_flow(&p.key));
+                let text = format_flow(&p.key);
+                fields.push(&text, p.key.in_port());
+                flow.push(&text);
                 malformed.push(p.malformed.unwrap_or(""));
             }
-            Ok((ts, bytes, flow, malformed, source.cut().cloned()))
+            Ok((ts, bytes, flow, malformed, fields, source.cut().cloned()))
         })
         .map_err(error)?;
     warn_cut(py, cut.as_ref())?;
@@ -636,7 +646,51 @@ fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyRe
     d.set_item("bytes", bytes.into_pyarray(py))?;
     d.set_item("flow", flow.into_tuple(py))?;
     d.set_item("malformed", malformed.into_tuple(py))?;
+    let columns = PyDict::new(py);
+    for (name, col) in fields.columns {
+        columns.set_item(name, col.into_tuple(py))?;
+    }
+    d.set_item("fields", columns)?;
     Ok(d)
+}
+
+/// Every field of flows written as `ovs-ofctl` does (`tcp,in_port=1,dl_src=...,tp_dst=80`), a
+/// column each, in the order fields first appear (the leading shorthand as `protocol`); ""
+/// where a packet lacks the field.
+#[derive(Default)]
+struct FieldColumns {
+    columns: Vec<(String, StrColumn)>,
+    rows: usize,
+}
+
+impl FieldColumns {
+    /// One packet's flow, read as arriving on `in_port` (the flow text says `in_port=ANY`, as
+    /// `ovs-ofctl parse-pcap` writes a capture's packets).
+    fn push(&mut self, flow: &str, in_port: u32) {
+        let port = in_port.to_string();
+        for part in flow.split(',') {
+            // A bare word is the protocol shorthand `ovs-ofctl` leads with (`tcp`, `arp`).
+            let (name, value) = part.split_once('=').unwrap_or(("protocol", part));
+            let value = if name == "in_port" { port.as_str() } else { value };
+            let i = match self.columns.iter().position(|(n, _)| n == name) {
+                Some(i) => i,
+                None => {
+                    let mut col = StrColumn::new();
+                    (0..self.rows).for_each(|_| col.push(""));
+                    self.columns.push((name.to_string(), col));
+                    self.columns.len() - 1
+                }
+            };
+            self.columns[i].1.push(value);
+        }
+        self.rows += 1;
+        // Fields this packet lacks.
+        for (_, col) in &mut self.columns {
+            if col.offsets.len() - 1 < self.rows {
+                col.push("");
+            }
+        }
+    }
 }
 
 #[pymodule]

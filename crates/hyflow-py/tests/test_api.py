@@ -326,6 +326,8 @@ def test_progress_callback_hears_how_far_a_run_got():
 def test_errors_speak_python():
     with pytest.raises(hyflow.HyflowError, match=r"^nic_entries=-1: not a whole number"):
         hyflow.replay(nic_entries=-1)
+    with pytest.raises(hyflow.HyflowError, match=r"^microflow_entries must be at least 1 \(turn the cache off with no_microflow"):
+        hyflow.replay(microflow_entries=0)
     with pytest.raises(hyflow.HyflowError) as e:
         hyflow.sim(rate=-5)
     assert str(e.value).startswith("rate must be") and "--" not in str(e.value)
@@ -355,3 +357,17 @@ def test_replay_dumps_and_counters(tmp_path):
     lines = (tmp_path / "mf.txt").read_text().splitlines()
     assert len(lines) == r.summary["megaflow_entries_now"]
     assert r.summary["forwarded"] + r.summary["dropped"] == r.summary["packets"]
+
+
+def test_load_trace_gives_a_column_per_field(inputs):
+    t = hyflow.load_trace(inputs["trace"], in_port=1)
+    assert {"protocol", "in_port", "dl_src", "nw_src", "nw_dst", "tp_dst"} <= set(t.columns)
+    assert pd.api.types.is_integer_dtype(t["tp_dst"]) and pd.api.types.is_integer_dtype(t["in_port"])
+    # Each row's fields are its flow's, and a field a packet lacks is missing.
+    for _, row in t.head(50).iterrows():
+        parts = dict(p.split("=", 1) if "=" in p else ("protocol", p) for p in row["flow"].split(","))
+        for name, value in parts.items():
+            assert str(row[name]) == (value if name != "in_port" else "1"), (name, row["flow"])
+    tcp = t[t["protocol"] == "tcp"]
+    assert len(tcp) and tcp["tp_dst"].notna().all()
+    assert (t["in_port"] == 1).all()

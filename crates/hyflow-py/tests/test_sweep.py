@@ -81,6 +81,11 @@ def test_sim_and_topk_sweeps(inputs):
     tops = hyflow.sweep("topk", {"algo": ["fastkeeper-bitmap", "cm"]}, trace=inputs["dynamic"], k=10,
                         progress=False)
     assert list(tops["memory_used"] > 0) == [True, True]
+    # Each top-k row carries its accuracy against the capture's exact top-k.
+    for _, row in tops.iterrows():
+        (truth,) = hyflow.eval_topk(inputs["dynamic"], algos=row["config.algo"], k=10).to_dict("records")
+        assert (row["precision"], row["are"]) == (truth["precision"], truth["are"])
+    assert tops["precision"].between(0, 1).all()
 
 
 def test_parquet_and_command_line(local, inputs, tmp_path):
@@ -106,6 +111,17 @@ def test_parquet_and_command_line(local, inputs, tmp_path):
     done = subprocess.run([sys.executable, "-m", "hyflow", "sweep", str(bad), "--out", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 1 and "hyflow:" in done.stderr
+    # The table's format follows the extension: CSV for .csv; an unknown one is refused before
+    # any run.
+    csv = tmp_path / "results.csv"
+    done = subprocess.run([sys.executable, "-m", "hyflow", "sweep", str(grid), "--out", str(csv), "--workers", "2"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert list(pd.read_csv(csv).columns) == list(local.columns) and len(pd.read_csv(csv)) == 8
+    done = subprocess.run([sys.executable, "-m", "hyflow", "sweep", str(grid), "--out", str(tmp_path / "r.xlsx")],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "r.xlsx: cannot tell the table's format" in done.stderr
+    assert "wrote" not in done.stdout
 
 
 def test_the_example_figure_runs(tmp_path):

@@ -163,18 +163,22 @@ def load_updates(path) -> pd.DataFrame:
 
 def load_trace(path, in_port: int | None = None) -> pd.DataFrame:
     """A capture's packets as hyflow reads them: time (ns), wire length, the flow in
-    ``ovs-ofctl`` notation (Open vSwitch's flow extraction) and the malformed reason (empty
-    if none)."""
+    ``ovs-ofctl`` notation (Open vSwitch's flow extraction), the malformed reason (empty if
+    none), then one column per field of those flows (``protocol`` for the leading ``tcp``,
+    ``arp``, ...; ``in_port``, ``dl_src``, ``nw_src``, ``tp_dst``, ...): numbers where every value is a plain decimal, text otherwise, missing
+    (``<NA>``) where a packet lacks the field. ``in_port`` is the port packets are read as
+    arriving on (``in_port``, or pcapng interface i + 1; the ``flow`` text says ``ANY``, as
+    ``ovs-ofctl parse-pcap`` does)."""
     d = _hyflow.load_trace(str(path), in_port)
-    return pd.DataFrame(
-        {
-            "ts_ns": d["ts_ns"],
-            "bytes": d["bytes"],
-            "flow": _results.strings(d["flow"]),
-            "malformed": _results.strings(d["malformed"]),
-        },
-        copy=False,
-    )
+    columns = {
+        "ts_ns": d["ts_ns"],
+        "bytes": d["bytes"],
+        "flow": _results.strings(d["flow"]),
+        "malformed": _results.strings(d["malformed"]),
+    }
+    for name, col in d["fields"].items():
+        columns[name] = _results.field_column(col)
+    return pd.DataFrame(columns, copy=False)
 
 
 def options(command: str) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""``python -m hyflow sweep GRID.toml --out results.parquet [--ray ADDRESS]``.
+"""``python -m hyflow sweep GRID.toml --out results.csv|results.parquet [--ray ADDRESS]``.
 
 GRID.toml names the command, the base options and either a grid of values to combine or a
 list of runs::
@@ -47,9 +47,9 @@ def _resolve(config: dict, root: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hyflow", description="hyflow from Python")
     sub = parser.add_subparsers(dest="verb", required=True)
-    s = sub.add_parser("sweep", help="run a grid of configs into one table (Parquet)")
+    s = sub.add_parser("sweep", help="run a grid of configs into one table (CSV or Parquet)")
     s.add_argument("grid", metavar="GRID.toml", help="command, base options and grid or runs")
-    s.add_argument("--out", required=True, metavar="FILE", help="the table as Parquet")
+    s.add_argument("--out", required=True, metavar="FILE", help="the table: CSV for .csv, Parquet for .parquet")
     s.add_argument("--ray", metavar="ADDRESS", help="run on this Ray cluster ('local' for a local one)")
     s.add_argument("--workers", type=int, metavar="N", help="parallel runs (default: the machine's cores)")
     s.add_argument("--ship-files", action="store_true", help="with --ray: send input files through the object store")
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             address=address,
             ship_files=args.ship_files,
-            parquet=args.out,
+            out=args.out,
             **base,
         )
     except (HyflowError, TypeError, ValueError) as e:

@@ -19,6 +19,16 @@ def strings(column) -> pd.arrays.ArrowExtensionArray:
     return pd.arrays.ArrowExtensionArray(array)
 
 
+def field_column(column):
+    """A flow field's values from the engine's string column ("" where absent): numbers
+    (nullable ``UInt64``) when every present value is a plain decimal, text otherwise."""
+    values = pd.Series(strings(column)).replace("", None)
+    present = values.dropna()
+    if len(present) and present.str.fullmatch(r"0|[1-9][0-9]{0,18}").all():
+        return pd.array(values, dtype="UInt64")
+    return values.array
+
+
 def decisions_frame(d: dict) -> pd.DataFrame:
     """Per-packet decisions: index, time (sim), layer (categorical), drop, output ports."""
     offsets = d["port_offsets"]

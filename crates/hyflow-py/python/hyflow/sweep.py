@@ -72,7 +72,20 @@ def run_one(command: str, config: dict) -> dict:
     figures: dict = {}
     _flatten("", {k: v for k, v in summary.items() if k != _WALL_CLOCK_KEY}, figures)
     row.update(figures)
+    if command == "topk":
+        row.update(_topk_accuracy(row))
     return row
+
+
+def _topk_accuracy(row: dict) -> dict:
+    """A top-k run's precision and average relative error against the exact top-k of the
+    same capture (its ground truth, ``hyflow eval topk`` with the run's settings)."""
+    import hyflow
+
+    settings = {name: row[f"config.{name}"] for name in ("trace", "strict", "window", "block", "sample", "key", "seed", "memory", "k")}
+    settings = {k: v for k, v in settings.items() if v is not None}
+    (accuracy,) = hyflow.eval_topk(algos=row["config.algo"], progress=False, **settings).to_dict("records")
+    return {"precision": accuracy["precision"], "are": accuracy["are"]}
 
 
 class _Progress:
@@ -194,6 +207,7 @@ def sweep(
     workers: int | None = None,
     address: str | None = None,
     ship_files: bool = False,
+    out=None,
     parquet=None,
     progress: bool = True,
     **base,
@@ -207,7 +221,9 @@ def sweep(
     backend: ``"local"`` (threads of this process; ``workers`` defaults to the machine's
     cores) or ``"ray"`` (a task per run, on the cluster at ``address`` or a local one with
     ``workers`` CPUs; ``ship_files=True`` sends input files through the object store instead
-    of reading them from a shared path). ``parquet``: also write the table there.
+    of reading them from a shared path). ``out``: also write the table there, as CSV (``.csv``)
+or Parquet (``.parquet``), by the file's extension; ``parquet``: the same, always Parquet.
+``topk`` rows carry ``precision`` and ``are`` against the capture's exact top-k.
     ``sim`` runs in a sweep search with one thread each unless ``search_threads`` is given:
     the sweep already keeps every core busy.
     """
@@ -215,6 +231,8 @@ def sweep(
         raise ValueError(f"sweep(): backend must be 'local' or 'ray', not {backend!r}")
     if workers is not None and workers < 1:
         raise ValueError(f"sweep(): workers must be at least 1, not {workers}")
+    if out is not None:
+        _table_format(out)  # before the runs, not after them
     todo = configs(grid, runs, base)
     if command == "sim":
         todo = [{"search_threads": 1, **c} for c in todo]
@@ -226,4 +244,26 @@ def sweep(
     frame = pd.DataFrame(rows)
     if parquet is not None:
         frame.to_parquet(parquet, index=False)
+    if out is not None:
+        write_table(frame, out)
     return frame
+
+
+#: Table formats by file extension.
+TABLE_FORMATS = {".csv": "CSV", ".parquet": "Parquet", ".pq": "Parquet"}
+
+
+def _table_format(path) -> str:
+    suffix = os.path.splitext(os.fspath(path))[1].lower()
+    if suffix not in TABLE_FORMATS:
+        known = ", ".join(f"{ext} ({name})" for ext, name in TABLE_FORMATS.items())
+        raise ValueError(f"{os.fspath(path)}: cannot tell the table's format from its extension (one of {known})")
+    return TABLE_FORMATS[suffix]
+
+
+def write_table(frame: pd.DataFrame, path) -> None:
+    """Writes ``frame`` to ``path`` in the format its extension names (``TABLE_FORMATS``)."""
+    if _table_format(path) == "CSV":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)

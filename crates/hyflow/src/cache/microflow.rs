@@ -130,11 +130,21 @@ pub struct MicroflowCache {
     stats: MicroflowStats,
 }
 
+impl MicroflowConfigError {
+    /// [`MicroflowConfigError::Empty`] as the parameter it is about.
+    pub(crate) fn empty_param() -> InvalidParam {
+        InvalidParam::new(
+            "microflow-entries",
+            "must be at least 1 (turn the cache off with `no-microflow` instead)",
+        )
+    }
+}
+
 /// Why a microflow cache cannot be built as asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MicroflowConfigError {
-    /// Zero entries with the cache on.
-    #[error("the microflow cache needs at least one entry (turn it off instead)")]
+    /// Zero entries with the cache on (its message is [`MicroflowConfigError::empty_param`]'s).
+    #[error("`microflow-entries` must be at least 1 (turn the cache off with `no-microflow` instead)")]
     Empty,
     /// Unsupported associativity.
     #[error("microflow buckets hold 1, 2 or 4 entries, not {0}")]

@@ -105,7 +105,7 @@ pub enum SwitchConfigError {
     #[error(transparent)]
     Nic(#[from] TableConfigError),
     /// Zero megaflow entries with the cache on.
-    #[error("the megaflow cache needs at least one entry (turn it off instead)")]
+    #[error("`megaflow-entries` must be at least 1 (turn the cache off with `no-megaflow` instead)")]
     Megaflow,
 }
 
@@ -114,6 +114,13 @@ impl CarriesInvalidParam for SwitchConfigError {
         match self {
             SwitchConfigError::Microflow(MicroflowConfigError::TooLarge(p))
             | SwitchConfigError::Nic(TableConfigError::Tables(p)) => Some(p.clone()),
+            SwitchConfigError::Microflow(MicroflowConfigError::Empty) => {
+                Some(MicroflowConfigError::empty_param())
+            }
+            SwitchConfigError::Megaflow => Some(InvalidParam::new(
+                "megaflow-entries",
+                "must be at least 1 (turn the cache off with `no-megaflow` instead)",
+            )),
             _ => None,
         }
     }
