@@ -71,6 +71,7 @@ def init_stub() -> str:
         "def load_updates(path: str | os.PathLike[str]) -> pd.DataFrame: ...\n",
         "def load_trace(path: str | os.PathLike[str], in_port: int | None = None) -> pd.DataFrame: ...\n",
         "def options(command: str) -> pd.DataFrame: ...\n",
+        "def report(*results: ReplayResult | SimResult, out: str | os.PathLike[str] | None = None) -> str: ...\n",
     ]
     return "".join(parts)
 

@@ -29,7 +29,11 @@ cargo test --workspace --lib --bins
 cargo package -p hyflow --allow-dirty --quiet
 # The Python package: what its build and tests need, the wheel built and installed, pytest
 # (every function against the CLI's output for the same run; sweeps on threads and on Ray).
-python3 -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest numpy pandas pyarrow ray matplotlib
+python3 -m pip install --quiet --disable-pip-version-check "maturin>=1.5,<2" pytest numpy pandas pyarrow ray matplotlib pillow
+# The HTML report is checked in a real browser: Debian's headless-capable Chromium.
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 rm -rf target/wheels
 python3 -m maturin build --release --quiet --out target/wheels
 python3 -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/hyflow-*.whl

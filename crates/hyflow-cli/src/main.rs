@@ -68,6 +68,11 @@ enum Command {
     /// `ovs-ofctl parse-pcap` does (Open vSwitch's flow extraction); VXLAN packets show the
     /// inner frame's fields plus tun_id, as the rest of hyflow sees them.
     ParsePcap(parse_pcap::ParsePcapArgs),
+    /// One HTML page (self-contained: charts inline, no network) of one run or several, from
+    /// the run records `replay/sim --report FILE.json` wrote (or their --json summaries):
+    /// setup, figures, where packets were handled, ports, charts over time and latency CDFs,
+    /// the busiest cached flows, and a side-by-side comparison of several runs.
+    Report(hyflow_commands::report::ReportArgs),
 }
 
 #[derive(Subcommand)]
@@ -127,6 +132,7 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => sim::run_calibrate(args),
         Command::Eval(EvalCommand::Topk(args)) => topk::eval(args),
         Command::ParsePcap(args) => parse_pcap::run(args),
+        Command::Report(args) => hyflow_commands::report::run(&args).map(say),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

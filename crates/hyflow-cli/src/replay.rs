@@ -7,6 +7,8 @@ use anyhow::Result;
 
 use hyflow::experiment::replay::DecisionRecord;
 use hyflow_commands::replay::{builtin_banner, rule_stats, write_dumps, ReplayArgs};
+use hyflow_commands::report::write_report;
+use hyflow_commands::run_record::RunRecord;
 use hyflow_commands::switch::workload;
 use hyflow_commands::{capture_cut_warning, create};
 
@@ -49,6 +51,11 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     }
     human.flush()?;
     write_dumps(&r, &outcome.switch, &outcome.report)?;
+    if let Some(path) = &r.report {
+        let setup = std::env::args().skip(2).collect();
+        let summary = serde_json::to_value(&outcome.report)?;
+        write_report(path, &RunRecord::new("replay", setup, summary, &outcome.switch, None))?;
+    }
     if let Some(p) = &r.json {
         let mut out = create(p)?;
         writeln!(out, "{}", serde_json::to_string(&outcome.report)?)?;

@@ -12,6 +12,8 @@ use hyflow::experiment::sim::{search, simulate};
 use hyflow::timing::switch_datapath::SimDecision;
 use hyflow_commands::create;
 use hyflow_commands::plot::write_plots;
+use hyflow_commands::report::write_report;
+use hyflow_commands::run_record::RunRecord;
 use hyflow_commands::sim::{write_series, write_summary, SimArgs};
 use hyflow_commands::switch::workload;
 use hyflow_commands::{capture_cut_warning, warning_text};
@@ -39,7 +41,7 @@ pub fn run_calibrate(a: CalibrateArgs) -> Result<()> {
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    let exp = a.experiment(a.timeseries.is_some() || a.plot.is_some())?;
+    let exp = a.experiment(a.timeseries.is_some() || a.plot.is_some() || a.report.is_some())?;
     let workload = workload(&a.switch)?;
     let outcome = match a.search() {
         None => {
@@ -83,8 +85,21 @@ pub fn run(a: SimArgs) -> Result<()> {
     if let Some(p) = &a.timeseries {
         write_series(p, &outcome.metrics)?;
     }
-    if let Some(dir) = &a.plot {
-        write_plots(dir, &outcome.metrics, exp.policy.name())?;
+    if a.plot.is_some() || a.report.is_some() {
+        let setup = std::env::args().skip(2).collect();
+        let record = RunRecord::new(
+            "sim",
+            setup,
+            serde_json::to_value(&outcome.summary)?,
+            &outcome.switch,
+            Some((&outcome.metrics, exp.machine.ring as u64)),
+        );
+        if let Some(dir) = &a.plot {
+            write_plots(dir, &record)?;
+        }
+        if let Some(path) = &a.report {
+            write_report(path, &record)?;
+        }
     }
     Ok(())
 }

@@ -10,6 +10,8 @@ pub mod gen;
 pub mod names;
 pub mod plot;
 pub mod replay;
+pub mod report;
+pub mod run_record;
 pub mod sim;
 pub mod switch;
 pub mod topk;

@@ -48,6 +48,11 @@ pub struct ReplayArgs {
     /// Gigaflow entry's actions give its lookup tag and the tag it passes on (`next:N`).
     #[arg(long, value_name = "FILE")]
     pub dump_nic: Option<PathBuf>,
+    /// Write the run's report to FILE: a self-contained HTML page (setup, figures, where
+    /// packets were handled, ports, busiest flows), or with a `.json` name the run record
+    /// that `hyflow report` draws beside others.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 impl ReplayArgs {

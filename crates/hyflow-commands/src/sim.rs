@@ -160,6 +160,12 @@ pub struct SimArgs {
     /// occupancy over time, latency CDF.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Write the run's report to FILE: a self-contained HTML page (setup, figures, where
+    /// packets went, ports, rates and rings per core over time, NIC entries and installs,
+    /// latency CDFs, busiest flows), or with a `.json` name the run record that
+    /// `hyflow report` draws beside others.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
     /// Search instead of one run: min-cores (fewest cores with no loss at the rate) or
     /// max-rate (highest rate with no loss on --cores, bisection to 1%).
     #[arg(long, value_enum, value_name = "WHAT")]

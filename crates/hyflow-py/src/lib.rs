@@ -23,6 +23,8 @@ use hyflow::openflow::update::{read_updates_file, When};
 use hyflow::packet::format::format_flow;
 use hyflow::switch::Layer;
 use hyflow::timing::switch_datapath::SimDecision;
+use hyflow_commands::report::write_report;
+use hyflow_commands::run_record::RunRecord;
 use hyflow_commands::{gen, replay, sim, switch, topk, trace};
 
 mod watch;
@@ -239,6 +241,7 @@ fn run_replay<'py>(
     decisions: bool,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let setup = argv.clone();
     let args: replay::ReplayArgs = parse("replay", argv)?;
     let (report, text, rules, columns, cut) = watched(py, progress.as_ref(), |watch| -> anyhow::Result<_> {
         let config = args.config()?;
@@ -253,6 +256,11 @@ fn run_replay<'py>(
         };
         let outcome = hyflow::experiment::replay::run(&workload, &config, &mut record)?;
         replay::write_dumps(&args, &outcome.switch, &outcome.report)?;
+        let run =
+            RunRecord::new("replay", setup, serde_json::to_value(&outcome.report)?, &outcome.switch, None);
+        if let Some(path) = &args.report {
+            write_report(path, &run)?;
+        }
         let mut text = String::new();
         if args.builtin() {
             text = format!("{}\n\n", replay::builtin_banner(&workload));
@@ -260,12 +268,15 @@ fn run_replay<'py>(
         text.push_str(&outcome.report.text());
         let rules = rule_columns(outcome.switch.pipeline());
         let cut = outcome.report.capture_cut.clone();
-        Ok((serde_json::to_string(&outcome.report)?, text, rules, columns, cut))
+        let report = serde_json::to_string(&outcome.report)?;
+        Ok(((report, serde_json::to_string(&run)?), text, rules, columns, cut))
     })?
     .map_err(error)?;
     warn_cut(py, cut.as_ref())?;
+    let (report, run) = report;
     let d = PyDict::new(py);
     d.set_item("report", report)?;
+    d.set_item("record", run)?;
     d.set_item("text", text)?;
     d.set_item("rules", rules.into_dict(py)?)?;
     if decisions {
@@ -334,6 +345,7 @@ fn run_sim<'py>(
     plot: Option<PathBuf>,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let setup = argv.clone();
     let args: sim::SimArgs = parse("sim", argv)?;
     let what = args.search();
     if decisions && what.is_some() {
@@ -357,11 +369,21 @@ fn run_sim<'py>(
                 }
                 Some(w) => search(&workload, &exp, w, &|| watch.keep_going())?,
             };
+            let run = RunRecord::new(
+                "sim",
+                setup,
+                serde_json::to_value(&outcome.summary)?,
+                &outcome.switch,
+                Some((&outcome.metrics, exp.machine.ring as u64)),
+            );
             if let Some(dir) = &plot {
-                hyflow_commands::plot::write_plots(dir, &outcome.metrics, exp.policy.name())?;
+                hyflow_commands::plot::write_plots(dir, &run)?;
+            }
+            if let Some(path) = &args.report {
+                write_report(path, &run)?;
             }
             Ok((
-                serde_json::to_string(&outcome.summary)?,
+                (serde_json::to_string(&outcome.summary)?, serde_json::to_string(&run)?),
                 sim::summary_text(&outcome.summary),
                 outcome.metrics,
                 columns,
@@ -372,8 +394,10 @@ fn run_sim<'py>(
     let (cut, warnings) = cut;
     warn_cut(py, cut.as_ref())?;
     warn_all(py, &warnings)?;
+    let (summary, run) = summary;
     let d = PyDict::new(py);
     d.set_item("summary", summary)?;
+    d.set_item("record", run)?;
     d.set_item("text", text)?;
     d.set_item("series", series_dict(py, &metrics)?)?;
     let latency = PyDict::new(py);
@@ -693,6 +717,19 @@ impl FieldColumns {
     }
 }
 
+/// The HTML report of run records (JSON, as runs return them), in order.
+#[pyfunction]
+fn report_html(py: Python<'_>, records: Vec<String>) -> PyResult<String> {
+    py.detach(|| -> anyhow::Result<String> {
+        let records = records
+            .iter()
+            .map(|r| serde_json::from_str::<RunRecord>(r).map_err(anyhow::Error::from))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        hyflow_commands::report::html(&records)
+    })
+    .map_err(error)
+}
+
 #[pymodule]
 fn _hyflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HyflowError", m.py().get_type::<HyflowError>())?;
@@ -700,6 +737,7 @@ fn _hyflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("REPLAY_WALL_CLOCK_KEY", hyflow::replay_report::WALL_CLOCK_KEY)?;
     m.add_function(wrap_pyfunction!(options, m)?)?;
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(report_html, m)?)?;
     m.add_function(wrap_pyfunction!(run_sim, m)?)?;
     m.add_function(wrap_pyfunction!(run_topk, m)?)?;
     m.add_function(wrap_pyfunction!(eval_topk, m)?)?;

@@ -42,6 +42,7 @@ __all__ = [
     "load_updates",
     "options",
     "replay",
+    "report",
     "sim",
     "sweep",
     "topk",
@@ -94,6 +95,7 @@ def replay(*, decisions: bool = False, progress=None, **options) -> ReplayResult
         text=result["text"],
         rules=_results.rules_frame(result["rules"], counters=True),
         decisions=_results.decisions_frame(result["decisions"]) if decisions else None,
+        record=result["record"],
     )
 
 
@@ -107,7 +109,21 @@ def sim(*, decisions: bool = False, plot=None, progress=None, **options) -> SimR
         series=_results.series_frame(result["series"]),
         latency=_results.latency_frame(result["latency_ns"]),
         decisions=_results.decisions_frame(result["decisions"]) if decisions else None,
+        record=result["record"],
     )
+
+
+def report(*results, out=None) -> str:
+    """The HTML report of one or more results of :func:`replay` or :func:`sim` (several: a
+    side-by-side comparison first), as ``hyflow report`` writes it: one self-contained page.
+    ``out``: also write it there. Each result also shows as its report in Jupyter."""
+    if not results:
+        raise TypeError("report() needs at least one result of replay() or sim()")
+    page = _hyflow.report_html([r.record for r in results])
+    if out is not None:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(page)
+    return page
 
 
 def topk(trace=None, *, progress=None, **options) -> TopkResult:

@@ -11,12 +11,25 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from . import _hyflow
+
 
 def strings(column) -> pd.arrays.ArrowExtensionArray:
     """A string column from the engine's (UTF-8 bytes, offsets) pair."""
     data, offsets = column
     array = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
     return pd.arrays.ArrowExtensionArray(array)
+
+
+def report_frame(page: str) -> str:
+    """A report page for a notebook's output cell: in a frame of its own, so that its style
+    stays inside it."""
+    import html
+
+    return (
+        '<iframe style="width:100%;height:900px;border:1px solid #ddd" '
+        f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
+    )
 
 
 def field_column(column):
@@ -73,9 +86,14 @@ class ReplayResult:
     text: str
     rules: pd.DataFrame
     decisions: pd.DataFrame | None = None
+    #: The run record the HTML report draws (JSON text, as ``--report FILE.json`` writes it).
+    record: str = ""
 
     def __str__(self) -> str:
         return self.text
+
+    def _repr_html_(self) -> str:
+        return report_frame(_hyflow.report_html([self.record]))
 
     def __repr__(self) -> str:
         s = self.summary
@@ -102,9 +120,14 @@ class SimResult:
     series: pd.DataFrame
     latency: pd.DataFrame
     decisions: pd.DataFrame | None = None
+    #: The run record the HTML report draws (JSON text, as ``--report FILE.json`` writes it).
+    record: str = ""
 
     def __str__(self) -> str:
         return self.text
+
+    def _repr_html_(self) -> str:
+        return report_frame(_hyflow.report_html([self.record]))
 
     def __repr__(self) -> str:
         s = self.summary

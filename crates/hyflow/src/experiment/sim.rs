@@ -11,7 +11,7 @@ use crate::invalid_param::InvalidParam;
 use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport, RunSpan};
-use crate::switch::{PortStats, SwitchConfig};
+use crate::switch::{PortStats, Switch, SwitchConfig};
 use crate::timing::search::{search as bisect, MaxRate, MinCores};
 use crate::timing::switch_datapath::{SimDecision, SwitchDatapath};
 use crate::timing::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator, MAX_SERIES_POINTS};
@@ -218,6 +218,8 @@ pub struct SimOutcome {
     pub summary: SimSummary,
     /// Everything measured (histograms, time series), for plots.
     pub metrics: Metrics,
+    /// The switch at the end (its caches and NIC, for dumps and reports).
+    pub switch: Switch,
 }
 
 /// Packets per second of the input as recorded (a first pass over it).
@@ -421,7 +423,7 @@ fn simulate_at(
             measured_ns as f64 / 1e6
         ));
     }
-    Ok(SimOutcome { summary, metrics })
+    Ok(SimOutcome { summary, metrics, switch: datapath.into_switch() })
 }
 
 /// One simulation of `workload` under `exp`, calling `progress` with the packets simulated

@@ -59,6 +59,10 @@ pub trait Datapath {
     fn sample(&mut self, _t_ns: u64, _core: usize, _pkt: &SimPacket) -> u64 {
         0
     }
+    /// NIC entries held now (the time series' NIC occupancy).
+    fn nic_entries(&self) -> u64 {
+        0
+    }
     /// NIC table updates made so far (each may stall NIC forwarding).
     fn nic_updates(&self) -> u64 {
         0
@@ -229,6 +233,21 @@ pub struct Interval {
     pub ring_max: u64,
     /// Host packets served.
     pub served: u64,
+    /// NIC entries held at the interval's last arrival.
+    pub nic_entries: u64,
+    /// NIC table updates made since the run started, at the interval's last arrival: the
+    /// installs of an interval are the difference with the one before
+    /// ([`Metrics::nic_installs_at_start`] before the first).
+    pub nic_updates_so_far: u64,
+}
+
+/// One core's ring over one interval of the time series.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreInterval {
+    /// Largest occupancy of its ring seen at an arrival.
+    pub ring_max: u64,
+    /// Packets lost at its full ring.
+    pub lost: u64,
 }
 
 /// Everything measured.
@@ -262,6 +281,11 @@ pub struct Metrics {
     pub ring_peak: u64,
     /// Time series (if an interval was set).
     pub series: Vec<Interval>,
+    /// Each core's ring over the same intervals, interval by interval (`cores` entries per
+    /// interval): see [`Metrics::core_interval`].
+    pub core_series: Vec<CoreInterval>,
+    /// NIC table updates made before measuring started (see [`Interval::nic_updates_so_far`]).
+    pub nic_installs_at_start: u64,
     /// The series' interval, ns: the configured one, grown if the series was bounded.
     pub interval_ns: u64,
     /// Busy time per core, ns.
@@ -320,6 +344,8 @@ impl Metrics {
             ring: histogram(),
             ring_peak: 0,
             series: Vec::new(),
+            core_series: Vec::new(),
+            nic_installs_at_start: 0,
             interval_ns,
             busy_ns: vec![0; cores],
             work_ns: 0,
@@ -338,8 +364,27 @@ impl Metrics {
         &self.series[..n.min(self.series.len())]
     }
 
+    /// Core `core`'s ring over interval `i` of the series.
+    pub fn core_interval(&self, i: usize, core: usize) -> CoreInterval {
+        self.core_series.get(i * self.busy_ns.len() + core).copied().unwrap_or_default()
+    }
+
+    /// NIC entries installed in each complete interval.
+    pub fn nic_installs_by_interval(&self) -> Vec<u64> {
+        let mut before = self.nic_installs_at_start;
+        let mut out = Vec::new();
+        for iv in self.complete_intervals() {
+            // An interval without arrivals kept no count: nothing was installed then.
+            let now = iv.nic_updates_so_far.max(before);
+            out.push(now - before);
+            before = now;
+        }
+        out
+    }
+
     /// Merges adjacent intervals so that the interval grows to the next round number (×5 from
-    /// 1·10^k, ×2 from 5·10^k): counts add up, the ring maximum is the larger.
+    /// 1·10^k, ×2 from 5·10^k): counts add up, the ring maximum is the larger, the NIC's
+    /// figures are the last interval's.
     fn coarsen(&mut self) {
         let mut leading = self.interval_ns;
         while leading >= 10 && leading.is_multiple_of(10) {
@@ -355,8 +400,18 @@ impl Metrics {
                 lost: c.iter().map(|i| i.lost).sum(),
                 served: c.iter().map(|i| i.served).sum(),
                 ring_max: c.iter().map(|i| i.ring_max).max().unwrap_or(0),
+                nic_entries: c.iter().rev().find(|i| i.nic_updates_so_far > 0).map_or(0, |i| i.nic_entries),
+                nic_updates_so_far: c.iter().map(|i| i.nic_updates_so_far).max().unwrap_or(0),
             })
             .collect();
+        let cores = self.busy_ns.len();
+        let mut core_merged = vec![CoreInterval::default(); merged.len() * cores];
+        for (i, ci) in self.core_series.iter().enumerate() {
+            let m = &mut core_merged[(i / cores / factor) * cores + i % cores];
+            m.ring_max = m.ring_max.max(ci.ring_max);
+            m.lost += ci.lost;
+        }
+        self.core_series = core_merged;
         self.series = merged;
         self.interval_ns *= factor as u64;
     }
@@ -635,8 +690,34 @@ impl<D: Datapath> Simulator<D> {
         }
         if self.metrics.series.len() <= i {
             self.metrics.series.resize(i + 1, Interval::default());
+            self.metrics.core_series.resize((i + 1) * self.cores.len(), CoreInterval::default());
         }
         self.metrics.series.get_mut(i)
+    }
+
+    /// Records a host-bound arrival at `t` on `core`, its ring then holding `occupancy`
+    /// (`lost`: it was full), in the interval's counts and the core's.
+    fn record_host_arrival(&mut self, t: u64, core: usize, occupancy: u64, lost: bool) {
+        let cores = self.cores.len();
+        if let Some(iv) = self.interval(t) {
+            iv.sw += 1;
+            iv.lost += lost as u64;
+            iv.ring_max = iv.ring_max.max(occupancy);
+            let i = (t.saturating_sub(self.metrics.first_ns) / self.metrics.interval_ns) as usize;
+            let c = &mut self.metrics.core_series[i * cores + core];
+            c.ring_max = c.ring_max.max(occupancy);
+            c.lost += lost as u64;
+            self.record_nic(t);
+        }
+    }
+
+    /// The NIC's occupancy and updates at an arrival at `t` (time series on).
+    fn record_nic(&mut self, t: u64) {
+        let (entries, updates) = (self.datapath.nic_entries(), self.datapath.nic_updates());
+        if let Some(iv) = self.interval(t) {
+            iv.nic_entries = entries;
+            iv.nic_updates_so_far = updates;
+        }
     }
 
     /// The core whose ring receives host-bound packets with these headers.
@@ -749,6 +830,7 @@ impl<D: Datapath> Simulator<D> {
             self.hw_latency_run = (0, 0);
             self.busy_at_start = self.cores.iter().map(|c| c.busy_ns).collect();
             self.datapath.start_measuring(t_ns);
+            self.metrics.nic_installs_at_start = self.datapath.nic_updates();
         }
         let t = t_ns.max(self.metrics.last_ns);
         self.metrics.last_ns = t;
@@ -769,48 +851,45 @@ impl<D: Datapath> Simulator<D> {
             self.hw_latency_run.1 += 1;
             if let Some(iv) = self.interval(t) {
                 iv.hw += 1;
+                self.record_nic(t);
             }
             if self.config.sample_hw > 0.0 && self.sampler.keep() {
                 self.metrics.samples += 1;
                 let header = SimPacket { bytes: pkt.bytes.min(64), ..*pkt };
                 match self.enqueue(t, Queued { arrival: t, pkt: header, sample: true }) {
-                    Some((c, occupancy)) => self.datapath.enqueued(t, c, occupancy),
-                    None => self.metrics.samples_lost += 1,
+                    Ok((c, occupancy)) => self.datapath.enqueued(t, c, occupancy),
+                    Err(_) => self.metrics.samples_lost += 1,
                 }
                 self.collect_work(t);
             }
             return true;
         }
-        let (occupancy, lost) = match self.enqueue(t, Queued { arrival: t, pkt: *pkt, sample: false }) {
-            Some((c, occupancy)) => {
+        let (core, occupancy, lost) = match self.enqueue(t, Queued { arrival: t, pkt: *pkt, sample: false }) {
+            Ok((c, occupancy)) => {
                 self.datapath.enqueued(t, c, occupancy);
                 self.collect_work(t);
-                (occupancy, false)
+                (c, occupancy, false)
             }
-            None => {
+            Err(c) => {
                 self.metrics.lost_ring_full += 1;
                 self.datapath.lost(t, pkt);
-                (self.config.ring as u64, true)
+                (c, self.config.ring as u64, true)
             }
         };
         self.metrics.ring.saturating_record(occupancy);
         self.metrics.ring_peak = self.metrics.ring_peak.max(occupancy);
-        if let Some(iv) = self.interval(t) {
-            iv.sw += 1;
-            iv.lost += lost as u64;
-            iv.ring_max = iv.ring_max.max(occupancy);
-        }
+        self.record_host_arrival(t, core, occupancy, lost);
         false
     }
 
     /// Puts a packet on its core's ring (or straight into service on an idle core): the core
-    /// and its ring's occupancy after, or `None` if the ring is full.
-    fn enqueue(&mut self, t: u64, q: Queued) -> Option<(usize, u64)> {
+    /// and its ring's occupancy after, or the core if its ring is full.
+    fn enqueue(&mut self, t: u64, q: Queued) -> Result<(usize, u64), usize> {
         let c = self.core_of(&q.pkt.key);
         if self.cores[c].serving.is_none() {
             self.cores[c].above_watch = false;
             self.start(c, t, q);
-            Some((c, 0))
+            Ok((c, 0))
         } else if self.cores[c].ring.len() < self.config.ring {
             let core = &mut self.cores[c];
             core.ring.push_back(q);
@@ -823,9 +902,9 @@ impl<D: Datapath> Simulator<D> {
                 }
                 core.above_watch = above;
             }
-            Some((c, occupancy))
+            Ok((c, occupancy))
         } else {
-            None
+            Err(c)
         }
     }
 
@@ -941,7 +1020,7 @@ mod tests {
     fn a_bounded_series_merges_the_fine_one() {
         let run = |series_points| {
             let config = SimConfig {
-                cores: 1,
+                cores: 3,
                 ring: 8,
                 nic_latency_ns: 0,
                 interval_ns: 1_000,
@@ -949,14 +1028,24 @@ mod tests {
                 ..SimConfig::default()
             };
             let mut sim = Simulator::new(config, Fixed(3_000)).unwrap();
-            // Bursts that overflow the ring now and then, over 20 ms.
+            // Bursts that overflow the rings now and then, over 20 ms, spread over the cores.
             let mut t = 0;
             for i in 0..4_000u64 {
-                t += if i % 97 < 20 { 100 } else { 9_000 - (i % 13) * 500 };
-                sim.arrive(t, &pkt());
+                t += if i % 97 < 40 { 100 } else { 9_000 - (i % 13) * 500 };
+                let mut p = pkt();
+                p.key.set_tp_src((i % 7) as u16);
+                sim.arrive(t, &p);
             }
             sim.finish().0
         };
+        // Each interval's ring figures are its cores' together.
+        for m in [&run(0), &run(1_000)] {
+            for (i, iv) in m.series.iter().enumerate() {
+                let cores: Vec<CoreInterval> = (0..3).map(|c| m.core_interval(i, c)).collect();
+                assert_eq!(iv.lost, cores.iter().map(|c| c.lost).sum::<u64>());
+                assert_eq!(iv.ring_max, cores.iter().map(|c| c.ring_max).max().unwrap());
+            }
+        }
         let fine = run(0);
         let bounded = run(1_000);
         assert_eq!(fine.interval_ns, 1_000);
@@ -971,8 +1060,21 @@ mod tests {
             assert_eq!(iv.served, part.iter().map(|p| p.served).sum::<u64>());
             assert_eq!(iv.lost, part.iter().map(|p| p.lost).sum::<u64>());
             assert_eq!(iv.ring_max, part.iter().map(|p| p.ring_max).max().unwrap_or(0));
+            for c in 0..3 {
+                let parts =
+                    (i * factor..((i + 1) * factor).min(fine.series.len())).map(|j| fine.core_interval(j, c));
+                let (lost, ring_max) = parts.fold((0, 0), |(l, r), p| (l + p.lost, r.max(p.ring_max)));
+                assert_eq!(
+                    (bounded.core_interval(i, c).lost, bounded.core_interval(i, c).ring_max),
+                    (lost, ring_max)
+                );
+            }
         }
         assert!(fine.lost() > 0, "the bursts overflow the ring");
+        assert!(
+            (0..3).all(|c| fine.core_series.iter().skip(c).step_by(3).any(|ci| ci.ring_max > 0)),
+            "all cores busy"
+        );
         assert_eq!(
             bounded.complete_intervals().len(),
             ((bounded.last_ns - bounded.first_ns) / 50_000) as usize

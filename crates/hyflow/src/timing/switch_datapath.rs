@@ -172,6 +172,11 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         &self.switch
     }
 
+    /// The switch, the run over.
+    pub fn into_switch(self) -> Switch {
+        self.switch
+    }
+
     /// The policy.
     pub fn policy(&self) -> &P {
         &self.policy
@@ -323,6 +328,11 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
 
     fn nic_updates(&self) -> u64 {
         self.switch.nic_installs()
+    }
+
+    fn nic_entries(&self) -> u64 {
+        let Some(nic) = self.switch.nic() else { return 0 };
+        (0..nic.entries().tables()).map(|area| nic.area_len(area as u8) as u64).sum()
     }
 
     fn host(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {
