@@ -171,7 +171,7 @@ fn run_trace(args: TraceArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut first = true;
-    args.for_each_trace(|passes, pipeline, limit_reached| {
+    args.for_each_trace(|passes, pipeline, names, limit_reached| {
         if args.json {
             let record = TraceRecord::of_passes(passes, pipeline, limit_reached);
             writeln!(out, "{}", serde_json::to_string(&record)?)?;
@@ -179,7 +179,7 @@ fn run_trace(args: TraceArgs) -> Result<()> {
             if !first {
                 writeln!(out)?;
             }
-            write!(out, "{}", passes_text(passes, pipeline, limit_reached))?;
+            write!(out, "{}", passes_text(passes, pipeline, limit_reached, names))?;
         }
         first = false;
         Ok(())

@@ -1794,3 +1794,47 @@ fn replay_dumps_megaflows_and_nic_entries_like_dpctl() {
         }
     }
 }
+
+/// `trace` prints the rules' ports and tables by name when the switch names them, as
+/// `ovs-ofctl --names` does (issue 31, part 9), and numbers when it does not.
+#[test]
+fn trace_prints_names_it_was_given() {
+    let antrea = examples().join("antrea");
+    let path = |f: &str| antrea.join(f).to_str().unwrap().to_string();
+    let (flows, tables, ports, groups, packets) = (
+        path("antrea.flows"),
+        path("tables.txt"),
+        path("ports.txt"),
+        path("groups.txt"),
+        path("packets.txt"),
+    );
+    let out = hyflow(&[
+        "trace",
+        "--flows",
+        &flows,
+        "--tables",
+        &tables,
+        "--ports",
+        &ports,
+        "--groups",
+        &groups,
+        "--packets",
+        &packets,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for named in
+        [" 3. Classifier: in_port=\"client-7-a1b2c3\"", "goto_table:SpoofGuard", "ct(table=ConntrackState,"]
+    {
+        assert!(text.contains(named), "{named:?} in\n{text}");
+    }
+    // Datapath-level lines keep the datapath's numbers.
+    assert!(text.contains("Megaflow: recirc_id=0,ip,in_port=3,"), "{text}");
+    let plain =
+        hyflow(&["trace", "--flows", examples().join("l2l3acl.flows").to_str().unwrap(), "in_port=1,ip"]);
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        plain.contains(" 0. ") && !plain.contains(" 0. ip:") && plain.contains("goto_table:1"),
+        "{plain}"
+    );
+}

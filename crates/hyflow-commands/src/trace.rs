@@ -69,14 +69,19 @@ impl TraceArgs {
     }
 
     /// Traces every packet through all its passes (the first, then each recirculation with
-    /// the `--ct-next` states), handing each packet's passes to `each` with whether the
-    /// recirculation limit cut them short.
-    pub fn for_each_trace(&self, mut each: impl FnMut(&[Pass], &Pipeline, bool) -> Result<()>) -> Result<()> {
+    /// the `--ct-next` states), handing each packet's passes to `each` with the switch's names
+    /// of ports and tables (if any: the text prints them as `ovs-ofctl --names`) and whether
+    /// the recirculation limit cut them short.
+    pub fn for_each_trace(
+        &self,
+        mut each: impl FnMut(&[Pass], &Pipeline, Option<&Names>, bool) -> Result<()>,
+    ) -> Result<()> {
         let (pipeline, names) = self.pipeline()?;
+        let named = Some(&names).filter(|n| !n.is_empty());
         let mut passes = Vec::new();
         for packet in self.packets(&names)? {
             let limit_reached = trace_passes(&pipeline, &packet, &self.ct_next, &mut passes);
-            each(&passes, &pipeline, limit_reached)?;
+            each(&passes, &pipeline, named, limit_reached)?;
         }
         Ok(())
     }

@@ -541,9 +541,9 @@ fn run_trace(py: Python<'_>, argv: Vec<String>) -> PyResult<Vec<(String, String)
     let args: trace::TraceArgs = parse("trace", argv)?;
     py.detach(|| -> anyhow::Result<_> {
         let mut out = Vec::new();
-        args.for_each_trace(|passes, pipeline, limit_reached| {
+        args.for_each_trace(|passes, pipeline, names, limit_reached| {
             let record = TraceRecord::of_passes(passes, pipeline, limit_reached);
-            out.push((serde_json::to_string(&record)?, passes_text(passes, pipeline, limit_reached)));
+            out.push((serde_json::to_string(&record)?, passes_text(passes, pipeline, limit_reached, names)));
             Ok(())
         })?;
         Ok(out)

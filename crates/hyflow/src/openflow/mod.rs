@@ -8,6 +8,7 @@ pub mod execute;
 pub mod expiry;
 pub mod group;
 pub mod learn;
+pub mod named_text;
 pub mod names;
 pub mod normal;
 pub mod ovs_hash;

@@ -93,6 +93,21 @@ impl Names {
         self.ports.get(&unquote(text)?).copied()
     }
 
+    /// The name of table `table`, if it has one.
+    pub fn table_name(&self, table: u8) -> Option<&str> {
+        self.tables.iter().find(|(_, &t)| t == table).map(|(n, _)| n.as_str())
+    }
+
+    /// The name of port `port`, if it has one.
+    pub fn port_name(&self, port: u32) -> Option<&str> {
+        self.ports.iter().find(|(_, &p)| p == port).map(|(n, _)| n.as_str())
+    }
+
+    /// Whether no table or port has a name.
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty() && self.ports.is_empty()
+    }
+
     /// Records the switch's groups: from now on `group:N` must name one of them.
     pub(crate) fn set_groups(&mut self, ids: impl IntoIterator<Item = u32>) {
         self.groups = Some(ids.into_iter().collect());

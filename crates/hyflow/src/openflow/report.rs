@@ -6,6 +6,8 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
 use super::action::format_actions;
 use super::dp_actions::format_dp_actions;
+use super::named_text::{quoted, with_names};
+use super::names::Names;
 use super::passes::{Pass, MAX_RECIRCULATIONS};
 use super::pipeline::Pipeline;
 use super::traversal::{Output, Traversal};
@@ -164,28 +166,34 @@ fn mac_text(l: &super::normal::MacLearn) -> String {
     format!("{mac} on port {}, VLAN {}", l.port, l.vlan)
 }
 
-/// One packet's trace as text, in the shape of `ovs-appctl ofproto/trace`.
-pub(crate) fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
+/// One packet's trace as text, in the shape of `ovs-appctl ofproto/trace`; with `names`, the
+/// rules' ports and tables by name (as `ovs-ofctl --names`), a table's name after its number.
+pub(crate) fn trace_text(tr: &Traversal, p: &Pipeline, names: Option<&Names>) -> String {
+    let named = |text: String| names.map_or_else(|| text.clone(), |n| with_names(&text, n));
+    let table_of = |t: u8| match names.and_then(|n| n.table_name(t)) {
+        Some(name) => format!("{t:>2}. {}:", quoted(name)),
+        None => format!("{t:>2}."),
+    };
     let mut out = String::new();
     let _ = writeln!(out, "Flow: {}\n", format_packet(&tr.entry));
     for s in &tr.steps {
         let indent = "    ".repeat(s.depth as usize);
         match s.rule.and_then(|r| p.rule(r)) {
             Some(r) => {
-                let m = r.matcher.to_string();
+                let m = named(r.matcher.to_string());
                 let _ = writeln!(
                     out,
-                    "{indent}{:>2}. {}{}priority {}, cookie {:#x}",
-                    s.table,
+                    "{indent}{} {}{}priority {}, cookie {:#x}",
+                    table_of(s.table),
                     m,
                     if m.is_empty() { "" } else { ", " },
                     r.priority,
                     r.cookie
                 );
-                let _ = writeln!(out, "{indent}    {}", format_actions(&r.actions));
+                let _ = writeln!(out, "{indent}    {}", named(format_actions(&r.actions)));
             }
             None => {
-                let _ = writeln!(out, "{indent}{:>2}. No match.", s.table);
+                let _ = writeln!(out, "{indent}{} No match.", table_of(s.table));
                 let _ = writeln!(out, "{indent}    drop");
             }
         }
@@ -224,7 +232,7 @@ pub(crate) fn trace_text(tr: &Traversal, p: &Pipeline) -> String {
 
 /// A packet's passes as text, as `ovs-appctl ofproto/trace` prints them: each recirculated
 /// pass after a banner saying which id it resumes and with which connection state.
-pub fn passes_text(passes: &[Pass], p: &Pipeline, limit_reached: bool) -> String {
+pub fn passes_text(passes: &[Pass], p: &Pipeline, limit_reached: bool, names: Option<&Names>) -> String {
     let rule = "=".repeat(79);
     let mut out = String::new();
     for pass in passes {
@@ -246,7 +254,7 @@ pub fn passes_text(passes: &[Pass], p: &Pipeline, limit_reached: bool) -> String
             }
             let _ = writeln!(out, "{rule}\n");
         }
-        out.push_str(&trace_text(&pass.tr, p));
+        out.push_str(&trace_text(&pass.tr, p, names));
     }
     if limit_reached {
         let _ = writeln!(
