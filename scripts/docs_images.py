@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 """Redraws the images in docs/ from the runs behind them, with the binary as built now.
 
-Usage: scripts/docs_images.py [--check] [--elixir]
+Usage: scripts/docs_images.py [--check]
 
 - docs/plots/sim-{psf-capped,offload-all-unlimited}-{rate,ring,nic,latency_cdf}.png: the
   answering runs of BENCHMARKS' timing table (scripts/sim_bench.py's trace; min cores at 20 Mpps).
-- docs/plots/elixir-fig12-{elixir,tfo}-rate.png (with --elixir, about 10 minutes): Fig. 12's
-  runs of scripts/elixir_bench.py --quick at its fixed rate on 5 cores (its table's answer).
+- docs/plots/elixir-fig12-{elixir,tfo}-rate.png: Fig. 12's runs of scripts/elixir_bench.py
+  --quick at its fixed rate on 5 cores (its table's answer).
 - docs/report.png: headless Chromium's screenshot of `hyflow report` comparing the two
   timing runs (not with --check: a browser's rendering varies between versions).
 
---check redraws the timing plots into a temporary directory and fails unless they are the
+--check redraws the plots into a temporary directory and fails unless they are the
 committed ones, byte for byte (the runs are deterministic and the charts use a bundled
-font): scripts/test.sh runs it, so a change to what the charts draw comes with new images.
-Build first: cargo build --release.
+font): scripts/test.sh runs it (about 30 s), so a change to what the charts draw comes with
+new images. Build first: cargo build --release.
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ def timing_plots(out: str, tmp: str) -> list[str]:
         sh(["sim", "--flows", FLOWS, "--trace", trace, *options, "--rate", "20000000", "--find", "min-cores",
             "--plot", plots, "--report", record])
         for chart in CHARTS:
-            shutil.copyfile(os.path.join(plots, f"{chart}.png"), os.path.join(out, f"{name}-{chart}.png"))
+            drawn = os.path.join(plots, f"{chart}.png")
+            if os.path.exists(drawn):  # no NIC chart for a run whose NIC held nothing
+                shutil.copyfile(drawn, os.path.join(out, f"{name}-{chart}.png"))
         records.append(record)
     return records
 
@@ -86,8 +88,7 @@ def screenshot(records: list[str], tmp: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="fail unless the timing plots are the committed ones")
-    ap.add_argument("--elixir", action="store_true", help="also redraw Fig. 12's plots (about 10 minutes)")
+    ap.add_argument("--check", action="store_true", help="fail unless the plots are the committed ones")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
@@ -96,17 +97,17 @@ def main() -> int:
             drawn = os.path.join(tmp, "drawn")
             os.makedirs(drawn)
             timing_plots(drawn, tmp)
+            elixir_plots(drawn, tmp)
             stale = [f for f in sorted(os.listdir(drawn))
                      if not os.path.exists(os.path.join(PLOTS, f)) or not filecmp.cmp(os.path.join(drawn, f), os.path.join(PLOTS, f), shallow=False)]
             if stale:
                 print(f"docs/plots is stale ({', '.join(stale)}): run scripts/docs_images.py", file=sys.stderr)
                 return 1
-            print(f"docs/plots: {len(os.listdir(drawn))} timing charts as committed")
+            print(f"docs/plots: {len(os.listdir(drawn))} charts as committed")
             return 0
         os.makedirs(PLOTS, exist_ok=True)
         records = timing_plots(PLOTS, tmp)
-        if a.elixir:
-            elixir_plots(PLOTS, tmp)
+        elixir_plots(PLOTS, tmp)
         screenshot(records, tmp)
     print("redrew docs/plots and docs/report.png")
     return 0

@@ -38,6 +38,8 @@ rm -rf target/wheels
 python3 -m maturin build --release --quiet --out target/wheels
 python3 -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels/hyflow-*.whl
 python3 -m pytest -q -p no:cacheprovider crates/hyflow-py/tests
+# The charts in docs/plots are what the binary draws now from the runs behind them.
+python3 scripts/docs_images.py --check
 if [ -f ../shared/tools/ovsvec.py ] && [ -f ../shared/ovs-vectors/sample.json ]; then
   python3 ../shared/tools/ovsvec.py check --cases ../shared/ovs-vectors/sample.json --hyflow target/release/hyflow
 fi

@@ -277,7 +277,7 @@ const CORE_COLORS: [RGBColor; 6] =
     [RED, BLUE, RGBColor(0, 150, 0), MAGENTA, RGBColor(230, 140, 0), RGBColor(0, 160, 160)];
 
 /// The charts of `record`: its time series (packet rates by tier, rings per core, the NIC's
-/// entries and installs) if it has one, and its latency CDFs.
+/// entries and installs when it held any) if it has one, and its latency CDFs.
 pub fn charts(record: &RunRecord) -> Vec<Chart<'_>> {
     let mut out = Vec::new();
     // Titles name the policy (the full setup heads the report and would not fit a title).
@@ -352,9 +352,12 @@ pub fn charts(record: &RunRecord) -> Vec<Chart<'_>> {
             counts: true,
             limit: None,
         };
-        let caption =
-            format!("the NIC's occupancy at the end of each {every}, and the entries installed in it");
-        out.push(chart("nic", caption, TALL, t_label, vec![entries, installs]));
+        // A run whose NIC never held anything (software forwarding) has no NIC to chart.
+        if s.nic_entries.iter().chain(&s.nic_installs).any(|&n| n > 0) {
+            let caption =
+                format!("the NIC's occupancy at the end of each {every}, and the entries installed in it");
+            out.push(chart("nic", caption, TALL, t_label, vec![entries, installs]));
+        }
     }
     if !record.latency_cdf.is_empty() {
         let cdfs: Vec<Series> = record

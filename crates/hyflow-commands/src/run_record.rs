@@ -166,7 +166,8 @@ impl RunRecord {
     }
 }
 
-/// `command` and the options that set it apart, short: `sim --policy elixir --cores 2`.
+/// `command` and the options that set it apart, short: `sim --policy elixir --cores 2`, input
+/// files by their name (`--trace bursty.pcap`).
 fn label_of(command: &str, setup: &[String]) -> String {
     // File options say where inputs are, not what was run: the label leaves them out.
     const FILES: [&str; 10] = [
@@ -193,7 +194,11 @@ fn label_of(command: &str, setup: &[String]) -> String {
             skip = !a.contains('=');
             continue;
         }
-        kept.push(a.clone());
+        // An input's file by its name: where it sits says nothing about the run.
+        kept.push(match a.rsplit_once('/') {
+            Some((_, file)) if !a.starts_with("gen:") => file.to_string(),
+            _ => a.clone(),
+        });
     }
     kept.join(" ")
 }

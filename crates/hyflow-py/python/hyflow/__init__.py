@@ -62,11 +62,16 @@ def _watch(progress, label: str):
         from tqdm.auto import tqdm
     except ImportError:
         return None, lambda: None
+    import time
+
     bar = None
+    started = time.monotonic()
 
     def update(packets: int, read: int, total: int) -> None:
         nonlocal bar
         if bar is None:
+            if time.monotonic() - started < 0.5:
+                return  # a short run shows no bar, not even at its end
             bar = tqdm(total=total or None, desc=f"hyflow {label}", unit="")
         bar.n = read
         bar.set_postfix(packets=packets, refresh=False)

@@ -73,13 +73,22 @@ pub(crate) struct PortCounters {
 }
 
 impl PortCounters {
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, port: u32) -> &mut [PortCount; 2] {
+        let i = port as usize;
+        if i < self.flat.len() {
+            return &mut self.flat[i];
+        }
+        self.new_slot(port)
+    }
+
+    /// A port not seen yet (or a large number): out of the per-packet path.
+    #[cold]
+    #[inline(never)]
+    fn new_slot(&mut self, port: u32) -> &mut [PortCount; 2] {
         if port < FLAT_PORTS {
             let i = port as usize;
-            if self.flat.len() <= i {
-                self.flat.resize(i + 1, [PortCount::default(); 2]);
-            }
+            self.flat.resize(i + 1, [PortCount::default(); 2]);
             &mut self.flat[i]
         } else {
             self.large.entry(port).or_default()
