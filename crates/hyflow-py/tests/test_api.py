@@ -371,3 +371,36 @@ def test_load_trace_gives_a_column_per_field(inputs):
     tcp = t[t["protocol"] == "tcp"]
     assert len(tcp) and tcp["tp_dst"].notna().all()
     assert (t["in_port"] == 1).all()
+
+
+def test_a_long_run_shows_a_tqdm_bar_when_tqdm_is_there(monkeypatch):
+    """With tqdm installed (a stand-in here), a run lasting more than half a second (ten
+    million packets) shows a bar that ends at the input's end."""
+    import sys
+    import types
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=None, desc="", unit=""):
+            self.total, self.desc, self.n, self.closed = total, desc, 0, False
+            bars.append(self)
+
+        def set_postfix(self, **kw):
+            self.postfix = kw
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    fake = types.ModuleType("tqdm.auto")
+    fake.tqdm = Bar
+    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
+    monkeypatch.setitem(sys.modules, "tqdm.auto", fake)
+    r = hyflow.sim(trace="gen:gateway,duration=20")
+    assert len(bars) == 1, "one bar for a run of seconds"
+    bar = bars[0]
+    assert bar.desc == "hyflow sim" and bar.closed and bar.n == bar.total > 0
+    assert bar.postfix["packets"] >= r.summary["packets"]

@@ -143,7 +143,7 @@ impl MicroflowConfigError {
 /// Why a microflow cache cannot be built as asked.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MicroflowConfigError {
-    /// Zero entries with the cache on (its message is [`MicroflowConfigError::empty_param`]'s).
+    /// Zero entries with the cache on (a parameter out of range: `microflow-entries`).
     #[error("`microflow-entries` must be at least 1 (turn the cache off with `no-microflow` instead)")]
     Empty,
     /// Unsupported associativity.
