@@ -402,7 +402,10 @@ fn replay_bad_input_is_one_clear_line() {
         &replay(&["--megaflow-entries", "0"]),
         &["--megaflow-entries must be at least 1", "--no-megaflow"],
     );
-    fails_with(&replay(&["--nic-entries", "0"]), &["needs at least one entry"]);
+    fails_with(
+        &replay(&["--nic-entries", "0"]),
+        &["--nic-entries must be at least 1", "--no-nic in replay, policy psf in sim"],
+    );
     fails_with(
         &replay(&["--nic", "gigaflow", "--nic-tables", "300"]),
         &["--nic-tables must be 1 to 256 for gigaflow, not 300"],

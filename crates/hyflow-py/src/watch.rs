@@ -65,7 +65,8 @@ impl Watch {
 /// result, or raises the exception of a signal (Ctrl-C: `KeyboardInterrupt`) or of the
 /// progress callback, which gets `(packets, read, total)`: packets run so far, and how far
 /// the input was read of its total (bytes of a capture, packets of generated traffic). The
-/// callback is called every half second, and once more when the run ends.
+/// callback is called every half second, and once more when the run ends (then with `read`
+/// equal to `total`).
 pub(crate) fn watched<R: Send>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
@@ -108,8 +109,11 @@ pub(crate) fn watched<R: Send>(
         return Err(e);
     }
     if let Some(p) = &progress {
+        // The run is over: its input is done, whatever the estimate of its total said (a
+        // generated stream's is its rate times its duration).
         let at = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        p.call1(py, (at(&watch.packets), at(&watch.read), at(&watch.total)))?;
+        let total = at(&watch.total).max(at(&watch.read));
+        p.call1(py, (at(&watch.packets), total, total))?;
     }
     match result {
         Ok(r) => Ok(r),

@@ -328,6 +328,8 @@ def test_errors_speak_python():
         hyflow.replay(nic_entries=-1)
     with pytest.raises(hyflow.HyflowError, match=r"^microflow_entries must be at least 1 \(turn the cache off with no_microflow"):
         hyflow.replay(microflow_entries=0)
+    with pytest.raises(hyflow.HyflowError, match=r"^nic_entries must be at least 1 \(for no NIC at all: no_nic in replay, policy psf in sim\)$"):
+        hyflow.replay(nic_entries=0)
     with pytest.raises(hyflow.HyflowError) as e:
         hyflow.sim(rate=-5)
     assert str(e.value).startswith("rate must be") and "--" not in str(e.value)
