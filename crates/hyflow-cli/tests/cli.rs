@@ -415,7 +415,7 @@ fn replay_bad_input_is_one_clear_line() {
         &["--nic-tables must be 1 to 256 for gigaflow, not 0"],
     );
     fails_with(&replay(&["--microflow-ways", "3"]), &["1, 2 or 4"]);
-    fails_with(&replay(&["--nic", "gigaflow", "--nic-entries", "0"]), &["gigaflow0", "at least one"]);
+    fails_with(&replay(&["--nic", "gigaflow", "--nic-entries", "0"]), &["--nic-entries must be at least 1"]);
     let out = replay(&["--nic", "gigaflow", "--partition", "best"]);
     assert!(
         !out.status.success()

@@ -242,10 +242,8 @@ pub fn nic_sizing_given(a: &SwitchArgs) -> Vec<&'static str> {
 
 pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
     // A NIC table of nothing: a parameter out of range, named as such (not the engine's
-    // table error, which knows tables, not options).
-    for (param, value) in
-        [("nic-entries", a.nic_entries), ("nic-masks", a.nic_masks), ("nic-tables", a.nic_tables)]
-    {
+    // table error, which knows tables, not options; `nic-tables` the engine names itself).
+    for (param, value) in [("nic-entries", a.nic_entries), ("nic-masks", a.nic_masks)] {
         if value == Some(0) {
             let why = "must be at least 1 (for no NIC at all: `no-nic` in replay, policy psf in sim)";
             return Err(hyflow::invalid_param::InvalidParam::new(param, why).into());
