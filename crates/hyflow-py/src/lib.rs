@@ -684,6 +684,8 @@ fn load_trace<'py>(py: Python<'py>, path: PathBuf, in_port: Option<u32>) -> PyRe
 #[derive(Default)]
 struct FieldColumns {
     columns: Vec<(String, StrColumn)>,
+    /// Column of each field name.
+    index: std::collections::HashMap<String, usize>,
     rows: usize,
 }
 
@@ -696,12 +698,13 @@ impl FieldColumns {
             // A bare word is the protocol shorthand `ovs-ofctl` leads with (`tcp`, `arp`).
             let (name, value) = part.split_once('=').unwrap_or(("protocol", part));
             let value = if name == "in_port" { port.as_str() } else { value };
-            let i = match self.columns.iter().position(|(n, _)| n == name) {
-                Some(i) => i,
+            let i = match self.index.get(name) {
+                Some(&i) => i,
                 None => {
                     let mut col = StrColumn::new();
                     (0..self.rows).for_each(|_| col.push(""));
                     self.columns.push((name.to_string(), col));
+                    self.index.insert(name.to_string(), self.columns.len() - 1);
                     self.columns.len() - 1
                 }
             };

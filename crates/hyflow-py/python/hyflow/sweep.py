@@ -61,7 +61,8 @@ def run_one(command: str, config: dict) -> dict:
 
     if command not in COMMANDS:
         raise ValueError(f"sweep(): command must be one of {', '.join(COMMANDS)}, not {command!r}")
-    result = getattr(hyflow, command)(**config)
+    # The sweep reports its own progress, run by run; a run's own bar would only clutter it.
+    result = getattr(hyflow, command)(progress=False, **config)
     summary = result.summary
     row = {}
     for name, opt in _options.options(command).items():
