@@ -44,8 +44,9 @@ pub struct ReplayArgs {
     pub dump_megaflows: Option<PathBuf>,
     /// Write the NIC's entries at the end to FILE (`-` for stdout), as
     /// `ovs-appctl dpctl/dump-flows type=offloaded` lists the flows in hardware; with several
-    /// tables (Gigaflow's stages, exact-match areas) each line starts with `table=N`, and a
-    /// Gigaflow entry's actions give its lookup tag and the tag it passes on (`next:N`).
+    /// tables (Gigaflow's stages, exact-match areas) each line starts with `table=N`; a
+    /// Gigaflow entry's with `table=N,tag=T` (its lookup tag), and its actions end with the
+    /// tag it passes on (`next:T`).
     #[arg(long, value_name = "FILE")]
     pub dump_nic: Option<PathBuf>,
     /// Write the run's report to FILE: a self-contained HTML page (setup, figures, where
