@@ -222,8 +222,20 @@ pub struct SimOutcome {
     pub switch: Switch,
 }
 
+/// How often a pass before the run (reading rates, training a policy) asks whether to go on.
+const PRE_PASS_CHECK_EVERY: u64 = 1 << 16;
+
+/// Whether a pass before the run may go on after `n` packets: every
+/// [`PRE_PASS_CHECK_EVERY`] it reports, as 0 packets simulated, how far the input was read.
+fn pre_pass_goes_on(n: u64, source: &PacketSource, progress: OnProgress) -> Result<(), ExperimentError> {
+    if n.is_multiple_of(PRE_PASS_CHECK_EVERY) && progress(0, source.progress()).is_break() {
+        return Err(ExperimentError::Interrupted);
+    }
+    Ok(())
+}
+
 /// Packets per second of the input as recorded (a first pass over it).
-fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
+fn natural_rate(workload: &Workload, progress: OnProgress) -> Result<f64, ExperimentError> {
     if let Some(rate) = workload.input.known_rate() {
         return Ok(rate);
     }
@@ -232,6 +244,7 @@ fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
     while let Some(ts) = source.next_timestamp()? {
         n += 1;
         last = ts;
+        pre_pass_goes_on(n, &source, progress)?;
     }
     if n < 2 || last == 0 {
         return Err(ExperimentError::Unanswerable(
@@ -243,14 +256,21 @@ fn natural_rate(workload: &Workload) -> Result<f64, ExperimentError> {
 
 /// The policy as the runs build it: trained first on the input's opening stretch if it
 /// learns before the run (LFP), with timestamps as recorded, before any rescaling.
-fn prepare(workload: &Workload, exp: &SimExperiment) -> Result<PolicyConfig, ExperimentError> {
+fn prepare(
+    workload: &Workload,
+    exp: &SimExperiment,
+    progress: OnProgress,
+) -> Result<PolicyConfig, ExperimentError> {
     let Some(mut trainer) = exp.policy.trainer() else { return Ok(exp.policy.clone()) };
     let mut source = PacketSource::open(&workload.input, &workload.rules)?;
+    let mut n = 0;
     while let Some(p) = source.next_packet()? {
         if p.ts_ns >= trainer.until_ns() {
             break;
         }
         trainer.observe(&p.key, p.bytes);
+        n += 1;
+        pre_pass_goes_on(n, &source, progress)?;
     }
     trainer.finish().map_err(ExperimentError::Policy)
 }
@@ -437,10 +457,11 @@ pub fn simulate(
 ) -> Result<SimOutcome, ExperimentError> {
     exp.check()?;
     let rate = match exp.rate_pps {
-        Some(r) => Some((natural_rate(workload)?, r)),
+        Some(r) => Some((natural_rate(workload, progress)?, r)),
         None => None,
     };
-    simulate_at(workload, exp, exp.machine.cores, rate, progress, on_decision, &prepare(workload, exp)?)
+    let prepared = prepare(workload, exp, progress)?;
+    simulate_at(workload, exp, exp.machine.cores, rate, progress, on_decision, &prepared)
 }
 
 /// A capacity search: runs simulations until the answer is bracketed, then returns the
@@ -464,10 +485,10 @@ pub fn search(
     };
     exp.check()?;
     let natural = match (what, exp.rate_pps) {
-        (Search::MaxRate, _) | (_, Some(_)) => Some(natural_rate(workload)?),
+        (Search::MaxRate, _) | (_, Some(_)) => Some(natural_rate(workload, &mut watch())?),
         _ => None,
     };
-    let prepared = prepare(workload, exp)?;
+    let prepared = prepare(workload, exp, &mut watch())?;
     // A probe is lossless only if it lost nothing and the host kept up: a run that lost
     // nothing only because the input ended before the rings filled was falling behind.
     let lossless = |cores: usize, rate: Option<f64>| -> Result<bool, ExperimentError> {
