@@ -52,9 +52,7 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     human.flush()?;
     write_dumps(&r, &outcome.switch, &outcome.report)?;
     if let Some(path) = &r.report {
-        let setup = std::env::args().skip(2).collect();
-        let summary = serde_json::to_value(&outcome.report)?;
-        write_report(path, &RunRecord::new("replay", setup, summary, &outcome.switch, None))?;
+        write_report(path, &RunRecord::of_replay(std::env::args().skip(2).collect(), &outcome)?)?;
     }
     if let Some(p) = &r.json {
         let mut out = create(p)?;

@@ -86,14 +86,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         write_series(p, &outcome.metrics)?;
     }
     if a.plot.is_some() || a.report.is_some() {
-        let setup = std::env::args().skip(2).collect();
-        let record = RunRecord::new(
-            "sim",
-            setup,
-            serde_json::to_value(&outcome.summary)?,
-            &outcome.switch,
-            Some((&outcome.metrics, exp.machine.ring as u64)),
-        );
+        let record = RunRecord::of_sim(std::env::args().skip(2).collect(), &outcome, &exp)?;
         if let Some(dir) = &a.plot {
             write_plots(dir, &record)?;
         }

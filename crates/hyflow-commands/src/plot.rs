@@ -101,6 +101,13 @@ struct Panel<'a> {
     limit: Option<(&'a str, f64)>,
 }
 
+impl<'a> Panel<'a> {
+    /// A panel of counts (whole ticks), without a reference line.
+    fn of_counts(title: String, y_label: &'a str, series: Vec<Series<'a>>) -> Panel<'a> {
+        Panel { title, y_label, series, counts: true, limit: None }
+    }
+}
+
 /// A linear chart of a panel on `area`; the legend (upper right) gets headroom above the data.
 fn linear<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, x_label: &str, panel: &Panel) -> Result<()>
 where
@@ -256,9 +263,9 @@ impl Chart<'_> {
 fn steps(series: &SeriesRecord, values: impl Iterator<Item = f64>, t_scale: f64) -> Vec<(f64, f64)> {
     let dt = series.interval_s * t_scale;
     let mut out = Vec::new();
-    for (t, v) in series.t_s.iter().zip(values) {
-        out.push((t * t_scale, v));
-        out.push((t * t_scale + dt, v));
+    for (i, v) in values.enumerate() {
+        out.push((i as f64 * dt, v));
+        out.push((i as f64 * dt + dt, v));
     }
     out
 }
@@ -285,8 +292,8 @@ pub fn charts(record: &RunRecord) -> Vec<Chart<'_>> {
         Some(policy) => format!("policy {policy}"),
         None => record.command.clone(),
     };
-    if let Some(s) = record.series.as_ref().filter(|s| !s.t_s.is_empty()) {
-        let span = s.t_s.len() as f64 * s.interval_s;
+    if let Some(s) = record.series.as_ref().filter(|s| !s.nic.is_empty()) {
+        let span = s.nic.len() as f64 * s.interval_s;
         let (t_scale, t_label) = time_unit(span);
         let per_s = 1.0 / s.interval_s;
         let peak = s.nic.iter().chain(&s.host_offered).chain(&s.host_served).copied().max().unwrap_or(0);
@@ -320,40 +327,35 @@ pub fn charts(record: &RunRecord) -> Vec<Chart<'_>> {
             )
         };
         let rings = Panel {
-            title: format!(
-                "Largest ring occupancy per {every}, by core ({who}; rings hold {})",
-                s.ring_capacity
-            ),
-            y_label: "packets in the ring",
-            series: s.cores.iter().enumerate().map(|(i, c)| core_line(i, &c.ring_max)).collect(),
-            counts: true,
             limit: Some(("ring capacity", s.ring_capacity as f64)),
+            ..Panel::of_counts(
+                format!(
+                    "Largest ring occupancy per {every}, by core ({who}; rings hold {})",
+                    s.ring_capacity
+                ),
+                "packets in the ring",
+                s.cores.iter().enumerate().map(|(i, c)| core_line(i, &c.ring_max)).collect(),
+            )
         };
-        let lost = Panel {
-            title: format!("Packets lost at a full ring per {every}, by core ({who})"),
-            y_label: "packets lost",
-            series: s.cores.iter().enumerate().map(|(i, c)| core_line(i, &c.lost)).collect(),
-            counts: true,
-            limit: None,
-        };
+        let lost = Panel::of_counts(
+            format!("Packets lost at a full ring per {every}, by core ({who})"),
+            "packets lost",
+            s.cores.iter().enumerate().map(|(i, c)| core_line(i, &c.lost)).collect(),
+        );
         let caption = format!("each core's ring: its fullest point and its losses, per {every}");
         out.push(chart("ring", caption, TALL, t_label, vec![rings, lost]));
-        let entries = Panel {
-            title: format!("NIC entries held ({who})"),
-            y_label: "entries",
-            series: vec![("entries", Pen::solid(BLUE), count(&s.nic_entries))],
-            counts: true,
-            limit: None,
-        };
-        let installs = Panel {
-            title: format!("NIC installs per {every} ({who})"),
-            y_label: "installs",
-            series: vec![("installs", Pen::solid(RED), count(&s.nic_installs))],
-            counts: true,
-            limit: None,
-        };
         // A run whose NIC never held anything (software forwarding) has no NIC to chart.
         if s.nic_entries.iter().chain(&s.nic_installs).any(|&n| n > 0) {
+            let entries = Panel::of_counts(
+                format!("NIC entries held ({who})"),
+                "entries",
+                vec![("entries", Pen::solid(BLUE), count(&s.nic_entries))],
+            );
+            let installs = Panel::of_counts(
+                format!("NIC installs per {every} ({who})"),
+                "installs",
+                vec![("installs", Pen::solid(RED), count(&s.nic_installs))],
+            );
             let caption =
                 format!("the NIC's occupancy at the end of each {every}, and the entries installed in it");
             out.push(chart("nic", caption, TALL, t_label, vec![entries, installs]));

@@ -10,6 +10,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use hyflow::cache::dump::DumpedFlow;
+use hyflow::experiment::replay::ReplayOutcome;
+use hyflow::experiment::sim::{SimExperiment, SimOutcome};
 use hyflow::switch::Switch;
 use hyflow::timing::Metrics;
 
@@ -40,13 +42,12 @@ pub struct RunRecord {
     pub top_flows: Vec<FlowRecord>,
 }
 
-/// A simulation's time series: one value per complete interval.
+/// A simulation's time series: one value per complete interval, interval i starting
+/// `i × interval_s` after the first measured arrival.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SeriesRecord {
     /// Interval, s.
     pub interval_s: f64,
-    /// Start of each interval, s from the first measured arrival.
-    pub t_s: Vec<f64>,
     /// Packets the NIC forwarded.
     pub nic: Vec<u64>,
     /// Packets sent to the host's rings (served or lost).
@@ -102,9 +103,22 @@ pub struct FlowRecord {
 }
 
 impl RunRecord {
+    /// The record of a replay run with the options `setup`.
+    pub fn of_replay(setup: Vec<String>, outcome: &ReplayOutcome) -> Result<RunRecord> {
+        let summary = serde_json::to_value(&outcome.report)?;
+        Ok(RunRecord::new("replay", setup, summary, &outcome.switch, None))
+    }
+
+    /// The record of a simulation of `exp` run with the options `setup`.
+    pub fn of_sim(setup: Vec<String>, outcome: &SimOutcome, exp: &SimExperiment) -> Result<RunRecord> {
+        let summary = serde_json::to_value(&outcome.summary)?;
+        let measured = Some((&outcome.metrics, exp.machine.ring as u64));
+        Ok(RunRecord::new("sim", setup, summary, &outcome.switch, measured))
+    }
+
     /// A record of `command` run with `setup`, summarised as `summary`, ending with `switch`
     /// (and, for a simulation, measured as `metrics` with rings of `ring_capacity`).
-    pub fn new(
+    fn new(
         command: &str,
         setup: Vec<String>,
         summary: serde_json::Value,
@@ -205,17 +219,15 @@ fn label_of(command: &str, setup: &[String]) -> String {
 
 fn busiest(layer: &str, mut flows: Vec<DumpedFlow>) -> Vec<FlowRecord> {
     flows.sort_by_key(|f| std::cmp::Reverse(f.stats.packets));
-    let text = hyflow::cache::dump::dump_text(&flows[..flows.len().min(TOP_FLOWS)], 0);
+    flows.truncate(TOP_FLOWS);
     flows
-        .iter()
-        .take(TOP_FLOWS)
-        .zip(text.lines())
-        .map(|(f, line)| FlowRecord {
+        .into_iter()
+        .map(|f| FlowRecord {
             layer: layer.to_string(),
-            matcher: line.split(", packets:").next().unwrap_or_default().to_string(),
+            matcher: f.match_text(),
             packets: f.stats.packets,
             bytes: f.stats.bytes,
-            actions: f.actions.clone(),
+            actions: f.actions,
         })
         .collect()
 }
@@ -232,7 +244,6 @@ fn series_of(m: &Metrics, ring_capacity: u64) -> SeriesRecord {
         .collect();
     SeriesRecord {
         interval_s,
-        t_s: (0..intervals.len()).map(|i| i as f64 * interval_s).collect(),
         nic: col(|iv| iv.hw),
         host_offered: col(|iv| iv.sw),
         host_served: col(|iv| iv.served),

@@ -251,13 +251,11 @@ fn run_replay<'py>(
             if decisions {
                 columns.push(d.index, None, d.layer as u8, d.outputs.iter().map(|o| o.port));
             }
-            let _ = watch.progress(d.index + 1, d.progress);
-            watch.io_check()
+            watch.progress_io(d.index + 1, d.progress)
         };
         let outcome = hyflow::experiment::replay::run(&workload, &config, &mut record)?;
         replay::write_dumps(&args, &outcome.switch, &outcome.report)?;
-        let run =
-            RunRecord::new("replay", setup, serde_json::to_value(&outcome.report)?, &outcome.switch, None);
+        let run = RunRecord::of_replay(setup, &outcome)?;
         if let Some(path) = &args.report {
             write_report(path, &run)?;
         }
@@ -369,13 +367,7 @@ fn run_sim<'py>(
                 }
                 Some(w) => search(&workload, &exp, w, &|| watch.keep_going())?,
             };
-            let run = RunRecord::new(
-                "sim",
-                setup,
-                serde_json::to_value(&outcome.summary)?,
-                &outcome.switch,
-                Some((&outcome.metrics, exp.machine.ring as u64)),
-            );
+            let run = RunRecord::of_sim(setup, &outcome, &exp)?;
             if let Some(dir) = &plot {
                 hyflow_commands::plot::write_plots(dir, &run)?;
             }
@@ -687,13 +679,18 @@ struct FieldColumns {
     /// Column of each field name.
     index: std::collections::HashMap<String, usize>,
     rows: usize,
+    /// The packet's port as text, its buffer reused from packet to packet.
+    port_text: String,
 }
 
 impl FieldColumns {
     /// One packet's flow, read as arriving on `in_port` (the flow text says `in_port=ANY`, as
     /// `ovs-ofctl parse-pcap` writes a capture's packets).
     fn push(&mut self, flow: &str, in_port: u32) {
-        let port = in_port.to_string();
+        use std::fmt::Write as _;
+        let mut port = std::mem::take(&mut self.port_text);
+        port.clear();
+        let _ = write!(port, "{in_port}");
         for part in flow.split(',') {
             // A bare word is the protocol shorthand `ovs-ofctl` leads with (`tcp`, `arp`).
             let (name, value) = part.split_once('=').unwrap_or(("protocol", part));
@@ -710,6 +707,7 @@ impl FieldColumns {
             };
             self.columns[i].1.push(value);
         }
+        self.port_text = port;
         self.rows += 1;
         // Fields this packet lacks.
         for (_, col) in &mut self.columns {

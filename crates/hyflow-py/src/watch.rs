@@ -52,9 +52,10 @@ impl Watch {
         }
     }
 
-    /// A per-packet callback's answer (replay's): an error once the run should stop.
-    pub(crate) fn io_check(&self) -> std::io::Result<()> {
-        match self.keep_going_or_break() {
+    /// [`Watch::progress`] as a per-packet callback answers (replay's): an error once the run
+    /// should stop.
+    pub(crate) fn progress_io(&self, packets: u64, at: hyflow::input::Progress) -> std::io::Result<()> {
+        match self.progress(packets, at) {
             ControlFlow::Continue(()) => Ok(()),
             ControlFlow::Break(()) => Err(std::io::Error::other("interrupted")),
         }

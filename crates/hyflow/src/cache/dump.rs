@@ -32,16 +32,26 @@ pub struct DumpedFlow {
     pub actions: String,
 }
 
+impl DumpedFlow {
+    /// What a dump line says the entry matches: its table and tag where it has them, then
+    /// its match.
+    pub fn match_text(&self) -> String {
+        let mut out = String::new();
+        if let Some(t) = self.table {
+            let _ = write!(out, "table={t},");
+        }
+        if let Some(t) = self.tag {
+            let _ = write!(out, "tag={t},");
+        }
+        out.push_str(&format_match(&self.matcher.value, &self.matcher.mask));
+        out
+    }
+}
+
 /// The dump of `flows` at trace time `now_ns`, one line each.
 pub fn dump_text(flows: &[DumpedFlow], now_ns: u64) -> String {
     let mut out = String::new();
     for f in flows {
-        if let Some(t) = f.table {
-            let _ = write!(out, "table={t},");
-        }
-        if let Some(t) = f.tag {
-            let _ = write!(out, "tag={t},");
-        }
         let used = if f.stats.packets == 0 {
             "never".to_string()
         } else {
@@ -50,7 +60,7 @@ pub fn dump_text(flows: &[DumpedFlow], now_ns: u64) -> String {
         let _ = writeln!(
             out,
             "{}, packets:{}, bytes:{}, used:{used}, actions:{}",
-            format_match(&f.matcher.value, &f.matcher.mask),
+            f.match_text(),
             f.stats.packets,
             f.stats.bytes,
             f.actions

@@ -675,7 +675,9 @@ impl<D: Datapath> Simulator<D> {
         &mut self.datapath
     }
 
-    fn interval(&mut self, t: u64) -> Option<&mut Interval> {
+    /// The time series' interval holding time `t`, made if new (the series coarsened first if
+    /// bounded); `None` without a series or past [`MAX_SERIES_POINTS`].
+    fn interval(&mut self, t: u64) -> Option<usize> {
         if self.metrics.interval_ns == 0 {
             return None;
         }
@@ -692,32 +694,28 @@ impl<D: Datapath> Simulator<D> {
             self.metrics.series.resize(i + 1, Interval::default());
             self.metrics.core_series.resize((i + 1) * self.cores.len(), CoreInterval::default());
         }
-        self.metrics.series.get_mut(i)
+        Some(i)
     }
 
     /// Records a host-bound arrival at `t` on `core`, its ring then holding `occupancy`
     /// (`lost`: it was full), in the interval's counts and the core's.
     fn record_host_arrival(&mut self, t: u64, core: usize, occupancy: u64, lost: bool) {
-        let cores = self.cores.len();
-        if let Some(iv) = self.interval(t) {
-            iv.sw += 1;
-            iv.lost += lost as u64;
-            iv.ring_max = iv.ring_max.max(occupancy);
-            let i = (t.saturating_sub(self.metrics.first_ns) / self.metrics.interval_ns) as usize;
-            let c = &mut self.metrics.core_series[i * cores + core];
-            c.ring_max = c.ring_max.max(occupancy);
-            c.lost += lost as u64;
-            self.record_nic(t);
-        }
+        let Some(i) = self.interval(t) else { return };
+        let iv = &mut self.metrics.series[i];
+        iv.sw += 1;
+        iv.lost += lost as u64;
+        iv.ring_max = iv.ring_max.max(occupancy);
+        let c = &mut self.metrics.core_series[i * self.cores.len() + core];
+        c.ring_max = c.ring_max.max(occupancy);
+        c.lost += lost as u64;
+        self.record_nic(i);
     }
 
-    /// The NIC's occupancy and updates at an arrival at `t` (time series on).
-    fn record_nic(&mut self, t: u64) {
-        let (entries, updates) = (self.datapath.nic_entries(), self.datapath.nic_updates());
-        if let Some(iv) = self.interval(t) {
-            iv.nic_entries = entries;
-            iv.nic_updates_so_far = updates;
-        }
+    /// The NIC's occupancy and updates now, at an arrival in interval `i`.
+    fn record_nic(&mut self, i: usize) {
+        let iv = &mut self.metrics.series[i];
+        iv.nic_entries = self.datapath.nic_entries();
+        iv.nic_updates_so_far = self.datapath.nic_updates();
     }
 
     /// The core whose ring receives host-bound packets with these headers.
@@ -798,8 +796,8 @@ impl<D: Datapath> Simulator<D> {
                 self.metrics.latency_sw.saturating_record(latency);
                 self.metrics.sw_served += 1;
                 self.metrics.end_ns = self.metrics.end_ns.max(t);
-                if let Some(iv) = self.interval(t) {
-                    iv.served += 1;
+                if let Some(i) = self.interval(t) {
+                    self.metrics.series[i].served += 1;
                 }
             }
         }
@@ -849,9 +847,9 @@ impl<D: Datapath> Simulator<D> {
                 self.hw_latency_run.0 = l;
             }
             self.hw_latency_run.1 += 1;
-            if let Some(iv) = self.interval(t) {
-                iv.hw += 1;
-                self.record_nic(t);
+            if let Some(i) = self.interval(t) {
+                self.metrics.series[i].hw += 1;
+                self.record_nic(i);
             }
             if self.config.sample_hw > 0.0 && self.sampler.keep() {
                 self.metrics.samples += 1;
