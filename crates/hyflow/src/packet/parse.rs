@@ -8,6 +8,10 @@
 //! version nibble, keeps L3 fields while dropping unreadable L4 ones, bounds IPv6 by its
 //! payload length, and so on; each such rule is noted where it is applied. Checked against
 //! `ovs-ofctl parse-pcap` on tcpdump's test captures (`tests/pcap_corpus.rs`).
+//!
+//! [`parse_frame_with_layout`] also records where the headers it read lie, as OVS's
+//! `dp_packet` offsets, so that a live switch can write the packet's leaving key back onto the
+//! frame ([`frame_rewrite`](super::frame_rewrite)) without walking its headers again.
 
 use super::field::{id, proto};
 use super::key::FlowKey;
@@ -133,6 +137,98 @@ pub fn parse_captured(
     parse_cut(frame, missing, link, in_port, key)
 }
 
+/// Where the headers a key was read from lie in the bytes [`parse_frame_with_layout`] parsed
+/// (offsets from their start): what writing a rewritten key back onto the frame needs, as
+/// Open vSwitch's `miniflow_extract` leaves `l3_ofs`, `l4_ofs` and `l2_pad_size` in its
+/// `dp_packet` for `odp-execute` to rewrite through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameLayout {
+    /// Start of the Ethernet frame the key describes: 0, or the frame a VXLAN packet carries
+    /// (whose key is the inner packet's, as after OVS's tunnel port has decapsulated it).
+    pub l2: usize,
+    /// End of that frame: the end of the bytes, or of the IP packet carrying the VXLAN one.
+    pub l2_end: usize,
+    /// Start of the network header (IPv4, IPv6, Ethernet/IPv4 ARP) when it passed OVS's checks,
+    /// that is, when the key holds its fields.
+    pub l3: Option<usize>,
+    /// End of the network packet: the IPv4 total length or IPv6 payload length (what follows
+    /// is Ethernet padding, outside every checksum: OVS's `l2_pad_size`); for ARP, `l2_end`.
+    pub l3_end: usize,
+    /// Start of the transport header, past IPv4 options and the IPv6 extension headers OVS
+    /// walks. Set for a later fragment too (its payload's start), as OVS sets `l4_ofs`; unset
+    /// when an IPv6 extension header is cut, as OVS leaves it.
+    pub l4: Option<usize>,
+}
+
+/// [`parse_frame`] of an Ethernet frame (the link a live switch receives on) that also tells
+/// where the headers lie, for [`frame_rewrite`](super::frame_rewrite). The same walk fills
+/// both, so the offsets are those of the fields the key holds.
+pub fn parse_frame_with_layout(
+    frame: &[u8],
+    in_port: u32,
+    key: &mut FlowKey,
+    layout: &mut FrameLayout,
+) -> Result<(), Malformed> {
+    *key = FlowKey::default();
+    key.set_in_port(in_port);
+    let mut recorder = LayoutRecorder { base: frame.as_ptr() as usize, layout };
+    recorder.frame(frame);
+    parse_ethernet(frame, 0, key, true, &mut recorder)
+}
+
+/// What a parse tells about where the headers lie: nothing for [`parse_frame`] (the unit
+/// sink's calls compile to nothing, so it runs as before), a [`FrameLayout`] for
+/// [`parse_frame_with_layout`]. Every call passes a sub-slice of the bytes parsed.
+trait LayoutSink {
+    /// The Ethernet frame the key describes is `frame` (a VXLAN packet's inner frame:
+    /// the outer headers are forgotten).
+    fn frame(&mut self, frame: &[u8]);
+    /// The network packet is `packet`, up to its own length.
+    fn l3(&mut self, packet: &[u8]);
+    /// The transport header starts where `transport` does.
+    fn l4(&mut self, transport: &[u8]);
+}
+
+impl LayoutSink for () {
+    #[inline(always)]
+    fn frame(&mut self, _: &[u8]) {}
+    #[inline(always)]
+    fn l3(&mut self, _: &[u8]) {}
+    #[inline(always)]
+    fn l4(&mut self, _: &[u8]) {}
+}
+
+/// Offsets into the parsed bytes, found from where the walk's sub-slices start: the walk
+/// passes slices, not positions, and every slice it passes lies inside the bytes parsed.
+struct LayoutRecorder<'a> {
+    base: usize,
+    layout: &'a mut FrameLayout,
+}
+
+impl LayoutRecorder<'_> {
+    fn offset(&self, at: &[u8]) -> usize {
+        (at.as_ptr() as usize).wrapping_sub(self.base)
+    }
+}
+
+impl LayoutSink for LayoutRecorder<'_> {
+    fn frame(&mut self, frame: &[u8]) {
+        let l2 = self.offset(frame);
+        let l2_end = l2 + frame.len();
+        *self.layout = FrameLayout { l2, l2_end, l3: None, l3_end: l2_end, l4: None };
+    }
+
+    fn l3(&mut self, packet: &[u8]) {
+        let l3 = self.offset(packet);
+        self.layout.l3 = Some(l3);
+        self.layout.l3_end = l3 + packet.len();
+    }
+
+    fn l4(&mut self, transport: &[u8]) {
+        self.layout.l4 = Some(self.offset(transport));
+    }
+}
+
 /// The error for a header of `need` bytes of which `have` were captured and `missing` more
 /// were on the wire after them: cut by the snapshot length, or `short` if it was never there.
 fn cut(have: usize, missing: usize, need: usize, short: Malformed) -> Malformed {
@@ -155,15 +251,15 @@ fn parse_cut(
     key.set_in_port(in_port);
     let m = missing;
     match link {
-        LinkKind::Ethernet => parse_ethernet(frame, m, key, true),
+        LinkKind::Ethernet => parse_ethernet(frame, m, key, true, &mut ()),
         LinkKind::RawIp => match frame.first().map(|b| b >> 4) {
             Some(4) => {
                 key.set_dl_type(proto::ETH_IPV4);
-                parse_ipv4(frame, m, key, true)
+                parse_ipv4(frame, m, key, true, &mut ())
             }
             Some(6) => {
                 key.set_dl_type(proto::ETH_IPV6);
-                parse_ipv6(frame, m, key, true)
+                parse_ipv6(frame, m, key, true, &mut ())
             }
             None if m > 0 => Err(Malformed::SnaplenCut),
             _ => Err(Malformed::BadIpVersion),
@@ -189,10 +285,10 @@ fn parse_cut(
             let payload = &frame[4..];
             if family == AF_INET {
                 key.set_dl_type(proto::ETH_IPV4);
-                parse_ipv4(payload, m, key, true)
+                parse_ipv4(payload, m, key, true, &mut ())
             } else if AF_INET6.contains(&family) {
                 key.set_dl_type(proto::ETH_IPV6);
-                parse_ipv6(payload, m, key, true)
+                parse_ipv6(payload, m, key, true, &mut ())
             } else {
                 Err(Malformed::UnsupportedLinkLayer)
             }
@@ -219,7 +315,7 @@ fn cooked(
     if halen >= 6 {
         key.set_dl_src(mac(&address[..6]));
     }
-    parse_l2(ether_type, after, missing, key, true)
+    parse_l2(ether_type, after, missing, key, true, &mut ())
 }
 
 fn parse_ethernet(
@@ -227,6 +323,7 @@ fn parse_ethernet(
     missing: usize,
     key: &mut FlowKey,
     allow_vxlan: bool,
+    layout: &mut impl LayoutSink,
 ) -> Result<(), Malformed> {
     // OVS: shorter than an Ethernet header, nothing is extracted at all.
     if frame.len() < 14 {
@@ -234,7 +331,7 @@ fn parse_ethernet(
     }
     key.set_dl_dst(mac(&frame[0..6]));
     key.set_dl_src(mac(&frame[6..12]));
-    parse_l2(be16(frame, 12), &frame[14..], missing, key, allow_vxlan)
+    parse_l2(be16(frame, 12), &frame[14..], missing, key, allow_vxlan, layout)
 }
 
 /// Everything after the MAC addresses, given the first EtherType (or TPID) and the bytes
@@ -245,6 +342,7 @@ fn parse_l2(
     missing: usize,
     key: &mut FlowKey,
     allow_vxlan: bool,
+    layout: &mut impl LayoutSink,
 ) -> Result<(), Malformed> {
     let mut status = Ok(());
     let mut tags = 0;
@@ -294,9 +392,9 @@ fn parse_l2(
     key.set_dl_type(ether_type);
     status?;
     match ether_type {
-        proto::ETH_IPV4 => parse_ipv4(rest, missing, key, allow_vxlan),
-        proto::ETH_IPV6 => parse_ipv6(rest, missing, key, allow_vxlan),
-        proto::ETH_ARP | proto::ETH_RARP => parse_arp(rest, missing, key),
+        proto::ETH_IPV4 => parse_ipv4(rest, missing, key, allow_vxlan, layout),
+        proto::ETH_IPV6 => parse_ipv6(rest, missing, key, allow_vxlan, layout),
+        proto::ETH_ARP | proto::ETH_RARP => parse_arp(rest, missing, key, layout),
         _ => Ok(()),
     }
 }
@@ -308,7 +406,13 @@ fn mac(b: &[u8]) -> u64 {
 /// OVS's `ipv4_sanity_check` and IPv4 branch. The version nibble is not looked at (OVS trusts
 /// the EtherType); a header or total length that does not fit leaves no L3 fields; bytes past
 /// the total length are padding, never transport header.
-fn parse_ipv4(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+fn parse_ipv4(
+    data: &[u8],
+    missing: usize,
+    key: &mut FlowKey,
+    allow_vxlan: bool,
+    layout: &mut impl LayoutSink,
+) -> Result<(), Malformed> {
     if data.len() < 20 {
         return Err(cut(data.len(), missing, 20, Malformed::BadIpv4));
     }
@@ -336,17 +440,26 @@ fn parse_ipv4(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool)
         }
     }
     key.set_nw_frag(frag);
+    let end = total.min(data.len());
+    layout.l3(&data[..end]);
+    // OVS sets the transport offset of a later fragment too (its payload's start).
+    layout.l4(&data[ihl..end]);
     if frag & proto::FRAG_LATER != 0 {
         return Ok(());
     }
-    let end = total.min(data.len());
-    parse_l4(nw_proto, &data[ihl..end], total - end, key, allow_vxlan)
+    parse_l4(nw_proto, &data[ihl..end], total - end, key, allow_vxlan, layout)
 }
 
 /// OVS's `ipv6_sanity_check`, IPv6 branch and `parse_ipv6_ext_hdrs__`. The payload length
 /// bounds everything after the fixed header (a payload length beyond the bytes present leaves
 /// no L3 fields; bytes past it are padding); the version nibble is not looked at.
-fn parse_ipv6(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool) -> Result<(), Malformed> {
+fn parse_ipv6(
+    data: &[u8],
+    missing: usize,
+    key: &mut FlowKey,
+    allow_vxlan: bool,
+    layout: &mut impl LayoutSink,
+) -> Result<(), Malformed> {
     if data.len() < 40 {
         return Err(cut(data.len(), missing, 40, Malformed::BadIpv6));
     }
@@ -357,6 +470,7 @@ fn parse_ipv6(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool)
     key.set(id::IPV6_SRC, u128::from_be_bytes(data[8..24].try_into().expect("16 bytes")));
     key.set(id::IPV6_DST, u128::from_be_bytes(data[24..40].try_into().expect("16 bytes")));
     let end = (40 + payload_len).min(data.len());
+    layout.l3(&data[..end]);
     let mut rest = &data[40..end];
     // Bytes of the payload on the wire past the captured ones.
     let missing = 40 + payload_len - end;
@@ -411,15 +525,23 @@ fn parse_ipv6(data: &[u8], missing: usize, key: &mut FlowKey, allow_vxlan: bool)
     key.set_nw_proto(next);
     key.set_nw_frag(frag);
     if frag & proto::FRAG_LATER != 0 {
+        // As for IPv4, OVS puts the transport offset at a later fragment's payload.
+        layout.l4(rest);
         return Ok(());
     }
     if snaplen_cut {
         return Err(Malformed::SnaplenCut);
     }
-    parse_l4(next, rest, missing, key, allow_vxlan)
+    layout.l4(rest);
+    parse_l4(next, rest, missing, key, allow_vxlan, layout)
 }
 
-fn parse_arp(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malformed> {
+fn parse_arp(
+    data: &[u8],
+    missing: usize,
+    key: &mut FlowKey,
+    layout: &mut impl LayoutSink,
+) -> Result<(), Malformed> {
     // Ethernet/IPv4 ARP only, as OVS: htype 1, ptype 0x0800, hlen 6, plen 4.
     let body = data.get(..28).ok_or_else(|| cut(data.len(), missing, 28, Malformed::TruncatedArp))?;
     let op = be16(body, 6);
@@ -435,6 +557,7 @@ fn parse_arp(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malfo
     key.set(id::ARP_SPA, be32(body, 14) as u128);
     key.set(id::ARP_THA, mac(&body[18..24]) as u128);
     key.set(id::ARP_TPA, be32(body, 24) as u128);
+    layout.l3(data);
     Ok(())
 }
 
@@ -446,6 +569,7 @@ fn parse_l4(
     missing: usize,
     key: &mut FlowKey,
     allow_vxlan: bool,
+    layout: &mut impl LayoutSink,
 ) -> Result<(), Malformed> {
     let need = match nw_proto {
         proto::IP_TCP => 20,
@@ -475,7 +599,7 @@ fn parse_l4(
             key.set_tp_src(be16(data, 0));
             key.set_tp_dst(dport);
             if allow_vxlan && dport == VXLAN_PORT {
-                return parse_vxlan(&data[8..], missing, key);
+                return parse_vxlan(&data[8..], missing, key, layout);
             }
         }
         proto::IP_SCTP => {
@@ -493,7 +617,12 @@ fn parse_l4(
 
 /// VXLAN (RFC 7348): the VNI becomes `tun_id` and the inner frame becomes the packet, as
 /// when OVS receives on a VXLAN tunnel port. Nested VXLAN is not decapsulated again.
-fn parse_vxlan(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malformed> {
+fn parse_vxlan(
+    data: &[u8],
+    missing: usize,
+    key: &mut FlowKey,
+    layout: &mut impl LayoutSink,
+) -> Result<(), Malformed> {
     let h = data.get(..8).ok_or_else(|| cut(data.len(), missing, 8, Malformed::BadVxlan))?;
     if h[0] & 0x08 == 0 {
         return Err(Malformed::BadVxlan);
@@ -503,7 +632,8 @@ fn parse_vxlan(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Mal
     *key = FlowKey::default();
     key.set_in_port(in_port);
     key.set_tun_id(vni as u64);
-    parse_ethernet(&data[8..], missing, key, false).map_err(|e| match e {
+    layout.frame(&data[8..]);
+    parse_ethernet(&data[8..], missing, key, false, layout).map_err(|e| match e {
         Malformed::SnaplenCut => e,
         _ => Malformed::BadVxlan,
     })
