@@ -73,6 +73,16 @@ enum Command {
     /// setup, figures, where packets were handled, ports, charts over time and latency CDFs,
     /// the busiest cached flows, and a side-by-side comparison of several runs.
     Report(hyflow_commands::report::ReportArgs),
+    /// Forward real frames between Linux interfaces (root): the ports file's names are
+    /// interfaces (veth or physical), each frame goes through the engine `replay` runs
+    /// (microflow, megaflow, slow path with groups, NORMAL, learn, conntrack) and leaves
+    /// rewritten as Open vSwitch would send it. Prints `ready` once it forwards; SIGINT,
+    /// SIGTERM or `hyflow ctl SOCKET stop` detach it and print its report (layers, ports,
+    /// rules).
+    Switch(Box<hyflow_live::args::SwitchArgs>),
+    /// Talk to a running `hyflow switch` through its control socket (--ctl): counters, rule
+    /// updates with ovs-ofctl semantics, cache dumps, stop.
+    Ctl(hyflow_live::args::CtlArgs),
 }
 
 #[derive(Subcommand)]
@@ -133,6 +143,8 @@ fn main() -> ExitCode {
         Command::Eval(EvalCommand::Topk(args)) => topk::eval(args),
         Command::ParsePcap(args) => parse_pcap::run(args),
         Command::Report(args) => hyflow_commands::report::run(&args).map(say),
+        Command::Switch(args) => hyflow_live::run_switch(*args),
+        Command::Ctl(args) => hyflow_live::run_ctl(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -358,7 +358,7 @@ impl SimArgs {
     /// --plot or a front that returns it).
     pub fn experiment(&self, series: bool) -> Result<SimExperiment> {
         let a = self;
-        if a.switch.nic.is_some() || a.switch.no_nic {
+        if a.switch.nic.scheme.is_some() || a.switch.nic.no_nic {
             bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
         }
         let base = switch_config(&a.switch)?;
@@ -369,13 +369,13 @@ impl SimArgs {
             bail!("--{name} does not apply to --policy {}", a.policy);
         }
         if registration.upcall_nic.is_none() {
-            if let Some(flag) = nic_sizing_given(&a.switch).first() {
+            if let Some(flag) = nic_sizing_given(&a.switch.nic).first() {
                 bail!("{flag} does not apply to --policy {}: it brings its own NIC", a.policy);
             }
         }
         let params = PolicyParams {
             values: a.policy_options.values.clone(),
-            nic: registration.upcall_nic.map(|scheme| nic_of_scheme(scheme, &a.switch)).transpose()?,
+            nic: registration.upcall_nic.map(|scheme| nic_of_scheme(scheme, &a.switch.nic)).transpose()?,
             sample_rate: a.sample_rate,
         };
         let policy = (registration.configure)(&params)?;

@@ -47,16 +47,22 @@ pub struct SwitchArgs {
     /// every complete packet is read and a warning says where the capture was cut.
     #[arg(long)]
     pub strict: bool,
-    /// Every packet through the slow path (the reference for the caches).
-    #[arg(long)]
-    pub no_cache: bool,
+    #[command(flatten)]
+    pub nic: NicArgs,
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+/// What the NIC holds: its scheme and sizes (`replay`; `sim` takes a policy instead).
+#[derive(Args, Clone)]
+pub struct NicArgs {
     /// No NIC (`sim` takes --policy psf instead).
     #[arg(long)]
     pub no_nic: bool,
     /// NIC caching scheme, one of those below [default: megaflow]; `sim` takes --policy
     /// instead.
-    #[arg(long, value_name = "NIC", value_parser = nic_schemes())]
-    pub nic: Option<String>,
+    #[arg(id = "nic", long = "nic", value_name = "NIC", value_parser = nic_schemes())]
+    pub scheme: Option<String>,
     /// The NIC tracks connections in hardware too (megaflow NIC): decisions through `ct` and
     /// their recirculated passes may be offloaded, and a packet whose first pass the NIC holds
     /// makes its later passes there while it holds them. `established`: as tc's `ct` offload
@@ -97,6 +103,15 @@ pub struct SwitchArgs {
     /// artifact; the default with --preset gigaflow-paper).
     #[arg(long, value_enum, value_name = "HOW")]
     pub mappings: Option<MappingsArg>,
+}
+
+/// The host's caches and the switch's own behaviour (revalidation, MAC learning): what
+/// `replay`, `sim` and the live `switch` share.
+#[derive(Args, Clone)]
+pub struct HostArgs {
+    /// Every packet through the slow path (the reference for the caches).
+    #[arg(long)]
+    pub no_cache: bool,
     /// No microflow cache (the default with --preset gigaflow-paper).
     #[arg(long)]
     pub no_microflow: bool,
@@ -190,95 +205,107 @@ pub fn seconds_to_ns(flag: &str, s: f64) -> Result<u64> {
 }
 
 /// The MAC table `NORMAL` starts with, as `--mac-aging` and `--mac-table-size` give it.
-fn mac_table(a: &SwitchArgs) -> Result<MacTable> {
-    let aging = seconds_to_ns("--mac-aging", a.mac_aging)?;
+pub fn mac_table(h: &HostArgs) -> Result<MacTable> {
+    let aging = seconds_to_ns("--mac-aging", h.mac_aging)?;
     if aging == 0 {
-        bail!("--mac-aging must be a positive number of seconds, not {}", a.mac_aging);
+        bail!("--mac-aging must be a positive number of seconds, not {}", h.mac_aging);
     }
-    Ok(MacTable::new(aging, usize::try_from(a.mac_table_size).unwrap_or(usize::MAX)))
+    Ok(MacTable::new(aging, usize::try_from(h.mac_table_size).unwrap_or(usize::MAX)))
 }
 
 /// Whether the options ask for the Gigaflow artifact's setup.
-fn paper(a: &SwitchArgs) -> bool {
-    a.preset == Some(PresetArg::GigaflowPaper)
+fn paper(n: &NicArgs) -> bool {
+    n.preset == Some(PresetArg::GigaflowPaper)
 }
 
 /// What the NIC options say, for a scheme to size itself from.
-pub fn nic_sizing(a: &SwitchArgs) -> NicSizing {
+pub fn nic_sizing(n: &NicArgs) -> NicSizing {
     NicSizing {
-        entries: a.nic_entries,
-        masks: a.nic_masks,
-        tables: a.nic_tables,
-        partition: a.partition.map(|p| match p {
+        entries: n.nic_entries,
+        masks: n.nic_masks,
+        tables: n.nic_tables,
+        partition: n.partition.map(|p| match p {
             PartitionArg::Dp => Partition::Disjoint,
             PartitionArg::Random => Partition::Random,
             PartitionArg::OneToOne => Partition::OneToOne,
         }),
-        whole_mappings: a.mappings.map(|m| m == MappingsArg::Whole),
-        paper_setup: paper(a),
+        whole_mappings: n.mappings.map(|m| m == MappingsArg::Whole),
+        paper_setup: paper(n),
     }
 }
 
 /// The NIC of the registered scheme `name`, sized by the options.
-pub fn nic_of_scheme(name: &str, a: &SwitchArgs) -> Result<NicConfig> {
+pub fn nic_of_scheme(name: &str, n: &NicArgs) -> Result<NicConfig> {
     let scheme = scheme(name).ok_or_else(|| anyhow!("no NIC scheme {name}"))?;
-    Ok((scheme.configure)(&nic_sizing(a)))
+    Ok((scheme.configure)(&nic_sizing(n)))
 }
 
 /// The options given that size the megaflow or Gigaflow NIC, by name: they mean nothing to
 /// a policy that brings its own NIC.
-pub fn nic_sizing_given(a: &SwitchArgs) -> Vec<&'static str> {
+pub fn nic_sizing_given(n: &NicArgs) -> Vec<&'static str> {
     [
-        (a.nic_entries.is_some(), "--nic-entries"),
-        (a.nic_masks.is_some(), "--nic-masks"),
-        (a.nic_tables.is_some(), "--nic-tables"),
-        (a.partition.is_some(), "--partition"),
-        (a.mappings.is_some(), "--mappings"),
+        (n.nic_entries.is_some(), "--nic-entries"),
+        (n.nic_masks.is_some(), "--nic-masks"),
+        (n.nic_tables.is_some(), "--nic-tables"),
+        (n.partition.is_some(), "--partition"),
+        (n.mappings.is_some(), "--mappings"),
     ]
     .into_iter()
     .filter_map(|(given, name)| given.then_some(name))
     .collect()
 }
 
+/// The switch the options describe, NIC included.
 pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
+    let n = &a.nic;
     // A NIC table of nothing: a parameter out of range, named as such (not the engine's
     // table error, which knows tables, not options; `nic-tables` the engine names itself).
-    for (param, value) in [("nic-entries", a.nic_entries), ("nic-masks", a.nic_masks)] {
+    for (param, value) in [("nic-entries", n.nic_entries), ("nic-masks", n.nic_masks)] {
         if value == Some(0) {
             let why = "must be at least 1 (for no NIC at all: `no-nic` in replay, policy psf in sim)";
             return Err(hyflow::invalid_param::InvalidParam::new(param, why).into());
         }
     }
-    let consistency = match a.consistency {
+    let host = host_config(&a.host, paper(n))?;
+    if a.host.no_cache {
+        return Ok(host);
+    }
+    Ok(SwitchConfig {
+        nic: if n.no_nic { None } else { Some(nic_of_scheme(n.scheme.as_deref().unwrap_or("megaflow"), n)?) },
+        nic_conntrack: match n.nic_conntrack {
+            None => NicConntrack::Off,
+            Some(NicConntrackArg::Established) => NicConntrack::Established { entries: n.nic_ct_entries },
+            Some(NicConntrackArg::All) => NicConntrack::All,
+        },
+        ..host
+    })
+}
+
+/// The switch the host options describe, with no NIC: the software datapath alone (`paper`:
+/// the Gigaflow artifact's setup, which has no microflow cache and never expires entries).
+pub fn host_config(h: &HostArgs, paper: bool) -> Result<SwitchConfig> {
+    let consistency = match h.consistency {
         ConsistencyArg::Signature => Consistency::Signature,
         ConsistencyArg::Cookie => Consistency::Cookie,
         ConsistencyArg::Action => Consistency::Action,
     };
     let config = SwitchConfig {
-        nic: if a.no_nic { None } else { Some(nic_of_scheme(a.nic.as_deref().unwrap_or("megaflow"), a)?) },
+        nic: None,
         nic_update_latency_ns: 0,
-        nic_conntrack: match a.nic_conntrack {
-            None => NicConntrack::Off,
-            Some(NicConntrackArg::Established) => NicConntrack::Established { entries: a.nic_ct_entries },
-            Some(NicConntrackArg::All) => NicConntrack::All,
-        },
-        microflow: (!a.no_microflow && !paper(a))
-            .then_some(MicroflowConfig { entries: a.microflow_entries, ways: a.microflow_ways }),
-        megaflow: (!a.no_megaflow).then_some(a.megaflow_entries),
+        nic_conntrack: NicConntrack::Off,
+        microflow: (!h.no_microflow && !paper)
+            .then_some(MicroflowConfig { entries: h.microflow_entries, ways: h.microflow_ways }),
+        megaflow: (!h.no_megaflow).then_some(h.megaflow_entries),
         consistency,
-        max_idle_ns: match a.max_idle {
+        max_idle_ns: match h.max_idle {
             Some(s) => seconds_to_ns("--max-idle", s)?,
             // The artifact's tables never expire (fill-only).
-            None if paper(a) => 0,
+            None if paper => 0,
             None => hyflow::switch::DEFAULT_MAX_IDLE_NS,
         },
-        revalidation_delay_ns: seconds_to_ns("--revalidation-delay", a.revalidation_delay)?,
+        revalidation_delay_ns: seconds_to_ns("--revalidation-delay", h.revalidation_delay)?,
     };
-    Ok(if a.no_cache {
-        SwitchConfig { nic: None, microflow: None, megaflow: None, ..config }
-    } else {
-        config
-    })
+    Ok(if h.no_cache { SwitchConfig { microflow: None, megaflow: None, ..config } } else { config })
 }
 
 /// The workload the options name: the given files, or the built-in workload (with
@@ -334,5 +361,5 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
             flows.display()
         );
     }
-    Ok(Workload { macs: mac_table(a)?, ..w })
+    Ok(Workload { macs: mac_table(&a.host)?, ..w })
 }

@@ -9,7 +9,9 @@
 use std::path::Path;
 
 use super::names::Names;
-use super::parser::{parse_flow_spec_named, read_lines, strip_comment, FlowFileError, FlowSpec, SpecKind};
+use super::parser::{
+    parse_flow_spec_named, read_lines, strip_comment, FlowFileError, FlowSpec, SpecError, SpecKind,
+};
 use super::pipeline::{Pipeline, N_TABLES};
 use super::rule::{Rule, RuleId};
 use super::traversal::LookupRef;
@@ -63,6 +65,13 @@ impl Command {
     fn strict(self) -> bool {
         matches!(self, Command::ModifyStrict | Command::DeleteStrict)
     }
+}
+
+/// The flow spec `text` of one `command` as a controller sends it to a running switch
+/// (`ovs-ofctl add-flow`'s flow, `mod-flows`' selector and actions, `del-flows`' match —
+/// empty: every rule), with the table and port `names` the flows were loaded with.
+pub fn parse_command_spec(command: Command, text: &str, names: &Names) -> Result<FlowSpec, SpecError> {
+    parse_flow_spec_named(text, command.spec_kind(), names)
 }
 
 /// When an update takes effect.
