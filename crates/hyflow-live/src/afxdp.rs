@@ -1,0 +1,333 @@
+//! AF_XDP port I/O (feature `afxdp`), as Open vSwitch's `netdev-afxdp.c`: an XDP program on
+//! each port redirects every frame of receive queue Q to the AF_XDP socket bound to Q, whose
+//! UMEM holds the frames; the switch copies each out of the UMEM and gives the buffer back
+//! to the fill ring at once, and builds outgoing frames in UMEM buffers of its own that the
+//! transmit ring hands to the kernel.
+//!
+//! The program is attached through a bpf link (`bpf_link_create`) owned by this process: when
+//! the process ends, however it ends (`kill -9` included), the kernel closes the link and the
+//! program leaves the interface. Zero-copy is asked for first and copy mode taken when the
+//! driver refuses it (veth always does); native (driver) XDP first, generic XDP after.
+
+use std::io;
+use std::num::NonZeroU32;
+use std::ops::Range;
+use std::os::fd::RawFd;
+use std::ptr::NonNull;
+
+use anyhow::{anyhow, Context, Result};
+use aya::maps::XskMap;
+use aya::programs::{Xdp, XdpMode};
+use aya::Ebpf;
+use xdpilone::xdp::XdpDesc;
+use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig};
+
+use crate::forwarder::LivePort;
+use crate::interfaces::Interface;
+use crate::port_io::{PortIo, RxBatch, SendRefused};
+
+/// The XDP program, compiled from bpf/redirect.bpf.c by the build.
+static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
+
+/// UMEM buffers per queue: half for receiving (always on the fill ring or being copied
+/// out), half for sending.
+const FRAMES: u32 = 4096;
+/// Ring sizes (descriptors).
+const RING: u32 = 2048;
+
+/// How a port's program and sockets came up, for the line the switch prints.
+#[derive(Clone, Copy)]
+struct Mode {
+    driver: bool,
+    zero_copy: bool,
+}
+
+/// One receive queue's socket: its UMEM and four rings.
+struct XskQueue {
+    area: NonNull<u8>,
+    area_len: usize,
+    frame_size: u64,
+    /// Kept alive for the rings and the socket (dropping it closes them).
+    _umem: Umem,
+    device: DeviceQueue,
+    rx: RingRx,
+    tx: RingTx,
+    fd: RawFd,
+    /// UMEM addresses of sending buffers not in the kernel's hands.
+    tx_free: Vec<u64>,
+    /// Frames put on the transmit ring since the last wake-up.
+    tx_queued: u32,
+    /// Receive buffers to give back to the fill ring (scratch, one batch long).
+    refill: Vec<u64>,
+}
+
+// The UMEM area and rings are only touched through `&mut self`.
+unsafe impl Send for XskQueue {}
+
+impl Drop for XskQueue {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `XskQueue::open`; the rings using it are dropped with
+        // the socket, which the kernel stops using when it closes.
+        unsafe { libc::munmap(self.area.as_ptr() as *mut libc::c_void, self.area_len) };
+    }
+}
+
+fn errno(what: &str) -> impl Fn(xdpilone::Errno) -> anyhow::Error + '_ {
+    move |e| anyhow!("{what}: {e}")
+}
+
+impl XskQueue {
+    /// A socket on queue `queue` of `iface`, zero-copy or copy mode.
+    fn open(iface: &Interface, queue: u32, max_frame: usize, zero_copy: bool) -> Result<XskQueue> {
+        // Aligned chunks are a power of two, with XDP's 256 bytes of headroom before the frame.
+        let frame_size: u32 = if max_frame + 256 <= 2048 { 2048 } else { 4096 };
+        let area_len = (FRAMES * frame_size) as usize;
+        // SAFETY: an anonymous private mapping, page-aligned as the UMEM needs.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                area_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if area == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error()).context("UMEM mapping");
+        }
+        let area = NonNull::new(area as *mut u8).expect("mmap gives a non-null mapping");
+        let config = UmemConfig { fill_size: RING, complete_size: RING, frame_size, headroom: 0, flags: 0 };
+        // SAFETY: the area is page-aligned, `area_len` long, and lives as long as the queue.
+        let umem = unsafe { Umem::new(config, NonNull::slice_from_raw_parts(area, area_len)) }
+            .map_err(errno("AF_XDP socket"));
+        let umem = match umem {
+            Ok(u) => u,
+            Err(e) => {
+                // SAFETY: unmaps the area just mapped, used by nothing.
+                unsafe { libc::munmap(area.as_ptr() as *mut libc::c_void, area_len) };
+                return Err(e);
+            }
+        };
+        let mut info = IfInfo::invalid();
+        info.from_ifindex(iface.ifindex).map_err(errno("interface"))?;
+        info.set_queue(queue);
+        let socket = Socket::with_shared(&info, &umem).map_err(errno("AF_XDP socket"))?;
+        let mut device = umem.fq_cq(&socket).map_err(errno("fill and completion rings"))?;
+        let copy_flag = if zero_copy { SocketConfig::XDP_BIND_ZEROCOPY } else { SocketConfig::XDP_BIND_COPY };
+        let user = umem
+            .rx_tx(
+                &socket,
+                &SocketConfig {
+                    rx_size: NonZeroU32::new(RING),
+                    tx_size: NonZeroU32::new(RING),
+                    bind_flags: SocketConfig::XDP_BIND_NEED_WAKEUP | copy_flag,
+                },
+            )
+            .map_err(errno("receive and transmit rings"))?;
+        let rx = user.map_rx().map_err(errno("receive ring"))?;
+        let tx = user.map_tx().map_err(errno("transmit ring"))?;
+        umem.bind(&user).map_err(errno(if zero_copy { "zero-copy bind" } else { "bind" }))?;
+        let half = FRAMES / 2;
+        let filled = {
+            let mut fill = device.fill(half);
+            let n = fill.insert((0..half).map(|i| i as u64 * frame_size as u64));
+            fill.commit();
+            n
+        };
+        if filled != half {
+            return Err(anyhow!("the fill ring took {filled} of {half} buffers"));
+        }
+        let tx_free = (half..FRAMES).map(|i| i as u64 * frame_size as u64).collect();
+        let fd = rx.as_raw_fd();
+        Ok(XskQueue {
+            area,
+            area_len,
+            frame_size: frame_size as u64,
+            _umem: umem,
+            device,
+            rx,
+            tx,
+            fd,
+            tx_free,
+            tx_queued: 0,
+            refill: Vec::with_capacity(crate::port_io::BATCH),
+        })
+    }
+
+    /// The UMEM bytes of buffer `addr` (a buffer's start, or any address inside it).
+    fn buffer(&mut self, addr: u64) -> &mut [u8] {
+        let start = addr - addr % self.frame_size;
+        // SAFETY: `start` is a buffer of the area, `frame_size` long; the kernel does not
+        // touch a buffer while it is in our hands (received and not refilled, or free).
+        unsafe {
+            std::slice::from_raw_parts_mut(self.area.as_ptr().add(start as usize), self.frame_size as usize)
+        }
+    }
+
+    /// Takes back the sending buffers the kernel is done with.
+    fn reclaim(&mut self) {
+        let mut done = self.device.complete(RING);
+        while let Some(addr) = done.read() {
+            self.tx_free.push(addr - addr % self.frame_size);
+        }
+        done.release();
+    }
+}
+
+/// A port's AF_XDP sockets (one per receive queue) and its XDP program.
+pub struct AfXdp {
+    queues: Vec<XskQueue>,
+    mode: Mode,
+    /// The program and its link: dropping them detaches it from the interface.
+    _program: Ebpf,
+}
+
+impl AfXdp {
+    /// Loads the program for `iface`, opens a socket per receive queue, registers them and
+    /// attaches the program.
+    fn open(iface: &Interface, max_frame: usize) -> Result<AfXdp> {
+        let mut ebpf = Ebpf::load(PROGRAM).context("loading the XDP program")?;
+        let program: &mut Xdp = ebpf
+            .program_mut("hyflow_redirect")
+            .ok_or_else(|| anyhow!("the XDP program has no hyflow_redirect"))?
+            .try_into()?;
+        program.load().context("the kernel refused the XDP program (CAP_BPF and CAP_NET_ADMIN needed)")?;
+        let mut queues = Vec::new();
+        let mut zero_copy = true;
+        for q in 0..iface.rx_queues.min(64) {
+            let queue = match XskQueue::open(iface, q, max_frame, zero_copy) {
+                Ok(s) => s,
+                Err(_) if zero_copy => {
+                    zero_copy = false;
+                    XskQueue::open(iface, q, max_frame, false)?
+                }
+                Err(e) => return Err(e),
+            };
+            queues.push(queue);
+        }
+        let mut xsks = XskMap::try_from(ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
+        for (q, queue) in queues.iter().enumerate() {
+            // SAFETY of the descriptor: the socket lives as long as `queues`, which outlives
+            // the program (fields drop in order: queues first, then the program detaches).
+            // SAFETY: the descriptor is open for as long as `queues` lives.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(queue.fd) };
+            xsks.set(q as u32, fd, 0).context("registering the socket in the XSKMAP")?;
+        }
+        let program: &mut Xdp = ebpf.program_mut("hyflow_redirect").expect("loaded above").try_into()?;
+        let driver = match program.attach_to_if_index(iface.ifindex, XdpMode::Driver) {
+            Ok(_) => true,
+            Err(_) => {
+                program.attach_to_if_index(iface.ifindex, XdpMode::Skb).map_err(|e| match &e {
+                    aya::programs::ProgramError::SyscallError(s)
+                        if s.io_error.raw_os_error() == Some(libc::EBUSY) =>
+                    {
+                        anyhow!("{} already has an XDP program (another switch on this port?)", iface.name)
+                    }
+                    _ => anyhow!("attaching XDP: {e}"),
+                })?;
+                false
+            }
+        };
+        Ok(AfXdp { queues, mode: Mode { driver, zero_copy }, _program: ebpf })
+    }
+}
+
+impl PortIo for AfXdp {
+    fn describe(&self) -> String {
+        format!(
+            "afxdp ({} XDP, {})",
+            if self.mode.driver { "native" } else { "generic" },
+            if self.mode.zero_copy { "zero-copy" } else { "copy mode" }
+        )
+    }
+
+    fn receive(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+        let before = batch.len();
+        for q in &mut self.queues {
+            let room = crate::port_io::BATCH - batch.len();
+            if room == 0 {
+                break;
+            }
+            q.refill.clear();
+            let mut got = q.rx.receive(room as u32);
+            while let Some(XdpDesc { addr, len, .. }) = got.read() {
+                let start = addr - addr % q.frame_size;
+                let offset = (addr - start) as usize;
+                // SAFETY: as `XskQueue::buffer`: the buffer is ours until refilled.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        q.area.as_ptr().add(addr as usize),
+                        (len as usize).min(q.frame_size as usize - offset),
+                    )
+                };
+                batch.push_with(|slot| {
+                    let n = bytes.len().min(slot.len());
+                    slot[..n].copy_from_slice(&bytes[..n]);
+                    n
+                });
+                q.refill.push(start);
+            }
+            got.release();
+            if !q.refill.is_empty() {
+                let mut fill = q.device.fill(q.refill.len() as u32);
+                fill.insert(q.refill.iter().copied());
+                fill.commit();
+            }
+            if q.device.needs_wakeup() {
+                q.device.wake();
+            }
+        }
+        Ok(batch.len() - before)
+    }
+
+    fn send_with(
+        &mut self,
+        build: &mut dyn FnMut(&mut [u8]) -> Option<Range<usize>>,
+    ) -> Result<(), SendRefused> {
+        let q = &mut self.queues[0];
+        if q.tx_free.is_empty() {
+            q.reclaim();
+        }
+        let Some(addr) = q.tx_free.pop() else { return Err(SendRefused::Full) };
+        let Some(range) = build(q.buffer(addr)) else {
+            q.tx_free.push(addr);
+            return Ok(());
+        };
+        let desc = XdpDesc { addr: addr + range.start as u64, len: range.len() as u32, options: 0 };
+        let mut ring = q.tx.transmit(1);
+        if !ring.insert_once(desc) {
+            drop(ring);
+            q.tx_free.push(addr);
+            return Err(SendRefused::Full);
+        }
+        ring.commit();
+        q.tx_queued += 1;
+        Ok(())
+    }
+
+    fn flush(&mut self) {
+        for q in &mut self.queues {
+            if q.tx_queued > 0 && q.tx.needs_wakeup() {
+                q.tx.wake();
+            }
+            q.tx_queued = 0;
+            q.reclaim();
+        }
+    }
+
+    fn rx_fds(&self) -> Vec<RawFd> {
+        self.queues.iter().map(|q| q.fd).collect()
+    }
+}
+
+/// Opens every interface on AF_XDP; returns the ports and how frames move.
+pub fn open(interfaces: &[Interface], max_frame: usize) -> Result<(Vec<LivePort>, String)> {
+    let mut ports = Vec::new();
+    for i in interfaces {
+        let io = AfXdp::open(i, max_frame).with_context(|| i.name.clone())?;
+        ports.push(LivePort { name: i.name.clone(), number: i.port, io: Box::new(io), up: true });
+    }
+    let io = ports[0].io.describe();
+    Ok((ports, io))
+}

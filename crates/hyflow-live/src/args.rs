@@ -1,0 +1,103 @@
+//! The options of `hyflow switch` and `hyflow ctl`, and their help.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use hyflow_commands::names::NameArgs;
+use hyflow_commands::switch::HostArgs;
+
+/// `hyflow switch`'s options.
+#[derive(Args)]
+pub struct SwitchArgs {
+    /// Flow file in `ovs-ofctl add-flows` syntax: the pipeline every frame goes through.
+    #[arg(long, value_name = "FILE")]
+    pub flows: PathBuf,
+    #[command(flatten)]
+    pub names: NameArgs,
+    /// Control socket (a Unix socket, mode 0600) that `hyflow ctl SOCKET ...` talks to:
+    /// counters, rule updates, cache dumps, stop.
+    #[arg(long, value_name = "SOCKET")]
+    pub ctl: Option<PathBuf>,
+    /// Packet I/O: afxdp (an XDP program steers each port's frames to AF_XDP sockets;
+    /// zero-copy where the driver allows, copy mode on veth) or afpacket (TPACKET_V3 rings).
+    /// Default: afxdp, falling back to afpacket when XDP cannot attach; the switch says which
+    /// at start.
+    #[arg(long, value_enum, value_name = "IO")]
+    pub io: Option<IoArg>,
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+/// `--io`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    /// AF_XDP sockets behind an XDP redirect program.
+    Afxdp,
+    /// AF_PACKET sockets with TPACKET_V3 receive rings.
+    Afpacket,
+}
+
+/// `hyflow ctl`'s options.
+#[derive(Args)]
+pub struct CtlArgs {
+    /// The switch's control socket (its --ctl).
+    #[arg(value_name = "SOCKET")]
+    pub socket: PathBuf,
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+/// What `hyflow ctl` asks a running switch, with `ovs-ofctl`'s semantics for rule updates:
+/// when the command returns, no frame is forwarded by a cache entry the update outdated
+/// (unless the switch runs with --revalidation-delay).
+#[derive(Subcommand, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CtlCommand {
+    /// Ports (rx/tx packets and bytes, drops), packets by layer, upcalls, installs,
+    /// revalidations, uptime.
+    Show {
+        /// As JSON (the keys of `replay --json`, plus `uptime_seconds`, `io`, `interfaces`,
+        /// `live_drops`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every rule with its counters (as `replay --rule-stats`).
+    DumpFlows,
+    /// Add one rule (`ovs-ofctl add-flow`).
+    AddFlow {
+        /// The rule, e.g. `table=0,priority=10,ip,nw_dst=10.0.0.1,actions=output:2`.
+        #[arg(value_name = "FLOW", allow_hyphen_values = true)]
+        flow: String,
+    },
+    /// Add the rules of a flow file, one per line (`-`: standard input); all or none.
+    AddFlows {
+        /// The flow file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// New actions for the rules within a match (`ovs-ofctl mod-flows`).
+    ModFlows {
+        /// Only the rule with exactly this match and priority.
+        #[arg(long)]
+        strict: bool,
+        /// Match and actions.
+        #[arg(value_name = "FLOW", allow_hyphen_values = true)]
+        flow: String,
+    },
+    /// Delete the rules within a match (`ovs-ofctl del-flows`); no match: every rule.
+    DelFlows {
+        /// Only the rule with exactly this match and priority.
+        #[arg(long)]
+        strict: bool,
+        /// The match.
+        #[arg(value_name = "MATCH", allow_hyphen_values = true)]
+        matches: Option<String>,
+    },
+    /// The software megaflow cache's entries (`ovs-appctl dpctl/dump-flows` lines).
+    DumpMegaflows,
+    /// Every port's counters (`ovs-ofctl dump-ports`).
+    DumpPorts,
+    /// Stop the switch: it detaches, prints its report and exits 0.
+    Stop,
+}

@@ -1,0 +1,107 @@
+//! The Linux interfaces a ports file names: index, MTU, receive queues.
+
+use anyhow::{Context, Result};
+
+/// An interface the switch attaches to, as the ports file names it.
+#[derive(Clone, Debug)]
+pub struct Interface {
+    /// The interface's name.
+    pub name: String,
+    /// The OpenFlow port number it is.
+    pub port: u32,
+    /// The kernel's index of it.
+    pub ifindex: u32,
+    /// Its MTU (bytes of IP packet).
+    pub mtu: u32,
+    /// Its receive queues (each gets a socket of its own).
+    pub rx_queues: u32,
+}
+
+/// Reads `/sys/class/net/NAME/FILE` (the namespace's own view under `ip netns exec`).
+fn sys(name: &str, file: &str) -> Result<String> {
+    let path = format!("/sys/class/net/{name}/{file}");
+    Ok(std::fs::read_to_string(&path).with_context(|| path.clone())?.trim().to_string())
+}
+
+impl Interface {
+    /// The interface `name`, which the pipeline calls port `port`.
+    pub fn lookup(name: &str, port: u32) -> Result<Interface> {
+        let ifindex = crate::afpacket::ifindex(name)?;
+        let mtu = sys(name, "mtu")?.parse().with_context(|| format!("{name}: MTU"))?;
+        let rx_queues = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(1)
+            .max(1) as u32;
+        Ok(Interface { name: name.to_string(), port, ifindex, mtu, rx_queues })
+    }
+
+    /// The longest frame it carries: the MTU, the Ethernet header and two VLAN tags.
+    pub fn max_frame(&self) -> usize {
+        self.mtu as usize + 14 + 8
+    }
+}
+
+/// A port held by this switch: a second switch on the same interface is refused, since two
+/// would split its frames between them. Held by an abstract Unix socket named after the
+/// interface's index, which the kernel releases when the process ends however it ends, and
+/// which lives in the network namespace's own abstract namespace (as interface indexes do).
+pub struct PortClaim {
+    _socket: std::os::unix::net::UnixListener,
+}
+
+impl Interface {
+    /// Claims the interface for this switch, or says who holds it.
+    pub fn claim(&self) -> Result<PortClaim> {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("hyflow/port/{}", self.ifindex);
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+        match std::os::unix::net::UnixListener::bind_addr(&addr) {
+            Ok(socket) => Ok(PortClaim { _socket: socket }),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                anyhow::bail!("{}: another hyflow switch already forwards on this interface", self.name)
+            }
+            Err(e) => Err(e).with_context(|| format!("{}: claiming the interface", self.name)),
+        }
+    }
+}
+
+/// Capabilities the switch needs, by the bit Linux numbers them with.
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_NET_RAW: u32 = 13;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_BPF: u32 = 39;
+
+/// The process's effective capabilities (`CapEff` of /proc/self/status).
+fn effective_capabilities() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("CapEff:"))?;
+            u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Refuses, in one line naming what is missing, a process that cannot open packet sockets
+/// and attach programs; says whether it may load XDP programs (`CAP_BPF`, or
+/// `CAP_SYS_ADMIN` as before Linux 5.8).
+pub fn check_privileges() -> Result<bool> {
+    let caps = effective_capabilities();
+    let has = |bit: u32| caps & (1 << bit) != 0;
+    let missing: Vec<&str> = [(CAP_NET_ADMIN, "CAP_NET_ADMIN"), (CAP_NET_RAW, "CAP_NET_RAW")]
+        .into_iter()
+        .filter(|&(bit, _)| !has(bit))
+        .map(|(_, name)| name)
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "hyflow switch needs root, or the capabilities CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (missing: {})",
+            missing.join(", ")
+        );
+    }
+    Ok(has(CAP_BPF) || has(CAP_SYS_ADMIN))
+}

@@ -1,0 +1,144 @@
+//! hyflow on real interfaces: `hyflow switch` runs the engine `replay` runs on the frames of
+//! Linux interfaces (AF_XDP, or AF_PACKET where XDP cannot attach), `hyflow ctl` talks to it.
+//!
+//! Layers, front to back: [`args`] (the options), [`port_io`] (what the loop asks of packet
+//! I/O) with its backends [`afpacket`] and `afxdp` (feature `afxdp`), [`forwarder`] (the
+//! loop: frames → engine → frames), [`control`] (the control socket). The engine itself
+//! never sees a socket or a clock: the loop passes time and parsed frames in.
+
+pub mod afpacket;
+#[cfg(feature = "afxdp")]
+pub mod afxdp;
+pub mod args;
+pub mod control;
+pub mod forwarder;
+pub mod interfaces;
+pub mod port_io;
+
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use hyflow::openflow::names::LOCAL_PORT;
+use hyflow::openflow::Pipeline;
+use hyflow::switch::Switch;
+use hyflow_commands::switch::{host_config, mac_table};
+
+use crate::args::{CtlArgs, IoArg, SwitchArgs};
+use crate::forwarder::{Forwarder, LivePort};
+use crate::interfaces::Interface;
+
+/// Runs `hyflow switch` until SIGINT, SIGTERM or `ctl stop`, then prints its report.
+pub fn run_switch(a: SwitchArgs) -> Result<()> {
+    let may_load_bpf = interfaces::check_privileges()?;
+    if a.names.ports.is_none() {
+        bail!("--ports is required: `name=number` lines, each name a Linux interface the switch attaches to");
+    }
+    let flows = a.names.read_flows(&a.flows)?;
+    let pipeline = Pipeline::of_switch(
+        flows.rules.iter().cloned(),
+        flows.groups.clone(),
+        flows.ports.clone(),
+        mac_table(&a.host)?,
+    );
+    let switch = Switch::new(pipeline, host_config(&a.host, false)?)?;
+    let interfaces: Vec<Interface> = flows
+        .names
+        .port_numbers()
+        .into_iter()
+        .filter(|&n| n != LOCAL_PORT)
+        .map(|n| {
+            let name = flows.names.port_name(n).ok_or_else(|| anyhow!("port {n} has no name"))?;
+            Interface::lookup(name, n)
+        })
+        .collect::<Result<_>>()?;
+    if interfaces.is_empty() {
+        bail!("the ports file lists no port to attach to");
+    }
+    let _claims = interfaces.iter().map(Interface::claim).collect::<Result<Vec<_>>>()?;
+    let max_frame = interfaces.iter().map(Interface::max_frame).max().unwrap_or(1518);
+    let io = match a.io {
+        Some(IoArg::Afxdp) if !may_load_bpf => {
+            bail!("--io afxdp needs CAP_BPF (or root) to load the XDP program")
+        }
+        None if !may_load_bpf => {
+            eprintln!("hyflow switch: no CAP_BPF to load an XDP program; using AF_PACKET");
+            Some(IoArg::Afpacket)
+        }
+        io => io,
+    };
+    let (ports, io) = open_ports(&interfaces, io, max_frame)?;
+    eprintln!(
+        "hyflow switch: io {io} on {}",
+        interfaces.iter().map(|i| format!("{}={}", i.name, i.port)).collect::<Vec<_>>().join(", ")
+    );
+
+    let (wake_rx, wake_tx) = UnixStream::pair().context("wake-up socket pair")?;
+    wake_rx.set_nonblocking(true)?;
+    wake_tx.set_nonblocking(true)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+        signal_hook::low_level::pipe::register(signal, wake_tx.try_clone()?)?;
+    }
+    let (requests_tx, requests) = mpsc::channel();
+    let _control = match &a.ctl {
+        Some(path) => Some(control::serve(path, flows.names.clone(), requests_tx, wake_tx)?),
+        None => None,
+    };
+    let mut forwarder = Forwarder::new(switch, ports, max_frame, io);
+    forwarder.say_ready();
+    forwarder.run(&stop, &requests, &wake_rx);
+    let report = forwarder.final_report();
+    // Detach from every interface before saying anything more.
+    drop(forwarder);
+    print!("{report}");
+    Ok(())
+}
+
+/// Opens every interface's I/O as `--io` asks (`None`: AF_XDP where it attaches, AF_PACKET
+/// otherwise); returns the ports and how frames move.
+fn open_ports(
+    interfaces: &[Interface],
+    io: Option<IoArg>,
+    max_frame: usize,
+) -> Result<(Vec<LivePort>, String)> {
+    if io != Some(IoArg::Afpacket) {
+        match open_afxdp(interfaces, max_frame) {
+            Ok(opened) => return Ok(opened),
+            Err(e) if io == Some(IoArg::Afxdp) => return Err(e),
+            Err(e) => eprintln!("hyflow switch: AF_XDP unavailable ({e:#}); using AF_PACKET"),
+        }
+    }
+    let ports = interfaces
+        .iter()
+        .map(|i| {
+            let io = afpacket::AfPacket::open(&i.name, i.ifindex, max_frame)?;
+            Ok(LivePort { name: i.name.clone(), number: i.port, io: Box::new(io), up: true })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let io = ports[0].io.describe();
+    Ok((ports, io))
+}
+
+#[cfg(feature = "afxdp")]
+fn open_afxdp(interfaces: &[Interface], max_frame: usize) -> Result<(Vec<LivePort>, String)> {
+    afxdp::open(interfaces, max_frame)
+}
+
+#[cfg(not(feature = "afxdp"))]
+fn open_afxdp(_: &[Interface], _: usize) -> Result<(Vec<LivePort>, String)> {
+    bail!("this hyflow was built without AF_XDP (build with `--features afxdp`: needs clang and libbpf-dev)")
+}
+
+/// Runs `hyflow ctl`: prints the switch's answer.
+pub fn run_ctl(a: CtlArgs) -> Result<()> {
+    let text = control::request(&a.socket, a.command)?;
+    print!("{text}");
+    if !text.is_empty() && !text.ends_with('\n') {
+        println!();
+    }
+    Ok(())
+}

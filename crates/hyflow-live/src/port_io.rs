@@ -1,0 +1,96 @@
+//! What the forwarding loop asks of a port's packet I/O, whichever kernel interface carries
+//! it (AF_XDP or AF_PACKET): receive a batch of frames, send frames built in place, and a
+//! descriptor to sleep on.
+
+use std::io;
+use std::ops::Range;
+use std::os::fd::RawFd;
+
+/// Frames received per batch at most (OVS's `NETDEV_MAX_BURST` is 32; a batch of 64 halves
+/// the per-batch work — one clock read, one flush per port — at rates where it matters).
+pub const BATCH: usize = 64;
+
+/// Frames received in one batch, copied out of the kernel's ring so that each ring slot goes
+/// back at once: the rest of the batch's work (the engine, output frames) never holds a slot
+/// the kernel could be filling. Allocated once; receiving allocates nothing.
+pub struct RxBatch {
+    buf: Vec<u8>,
+    slot: usize,
+    lens: [usize; BATCH],
+    n: usize,
+}
+
+impl RxBatch {
+    /// A batch whose frames are at most `max_frame` bytes.
+    pub fn new(max_frame: usize) -> RxBatch {
+        RxBatch { buf: vec![0; max_frame * BATCH], slot: max_frame, lens: [0; BATCH], n: 0 }
+    }
+
+    /// Empties the batch.
+    pub fn clear(&mut self) {
+        self.n = 0;
+    }
+
+    /// Frames in the batch.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the batch holds no frame.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Whether the batch has room for another frame.
+    pub fn has_room(&self) -> bool {
+        self.n < BATCH
+    }
+
+    /// Frame `i`.
+    pub fn frame(&self, i: usize) -> &[u8] {
+        &self.buf[i * self.slot..i * self.slot + self.lens[i]]
+    }
+
+    /// Appends a frame written by `write` into a slot of the batch's frame size (it returns
+    /// the length written); false if the batch is full.
+    pub fn push_with(&mut self, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        if !self.has_room() {
+            return false;
+        }
+        let at = self.n * self.slot;
+        let len = write(&mut self.buf[at..at + self.slot]);
+        self.lens[self.n] = len.min(self.slot);
+        self.n += 1;
+        true
+    }
+}
+
+/// Why a frame was not handed to a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendRefused {
+    /// The transmit ring (or socket buffer) is full: the frame is dropped, as a NIC's full
+    /// queue drops it.
+    Full,
+    /// The interface is gone or down.
+    Down,
+}
+
+/// A port's packet I/O.
+pub trait PortIo {
+    /// How frames move, for the line the switch prints at start (`afxdp native copy`).
+    fn describe(&self) -> String;
+    /// Moves the frames waiting into `batch` (as many as it has room for); returns how many.
+    /// An error means the interface cannot receive any more (gone, down).
+    fn receive(&mut self, batch: &mut RxBatch) -> io::Result<usize>;
+    /// Sends one frame that `build` writes into a transmit buffer (it returns the part of the
+    /// buffer holding the frame, or `None` to send nothing). Frames may wait for
+    /// [`PortIo::flush`].
+    fn send_with(
+        &mut self,
+        build: &mut dyn FnMut(&mut [u8]) -> Option<Range<usize>>,
+    ) -> Result<(), SendRefused>;
+    /// Hands the kernel the frames sent since the last flush.
+    fn flush(&mut self);
+    /// The descriptors that become readable when frames arrive (one per receive queue).
+    fn rx_fds(&self) -> Vec<RawFd>;
+}
