@@ -83,6 +83,9 @@ enum Command {
     /// Talk to a running `hyflow switch` through its control socket (--ctl): counters, rule
     /// updates with ovs-ofctl semantics, cache dumps, stop.
     Ctl(hyflow_live::args::CtlArgs),
+    /// Put a capture (or gen:gateway traffic) on an interface at a rate, with AF_XDP or
+    /// AF_PACKET, and say what was sent (root): the traffic source for `hyflow switch`.
+    Send(hyflow_live::send::SendArgs),
 }
 
 #[derive(Subcommand)]
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
         Command::Report(args) => hyflow_commands::report::run(&args).map(say),
         Command::Switch(args) => hyflow_live::run_switch(*args),
         Command::Ctl(args) => hyflow_live::run_ctl(args),
+        Command::Send(args) => hyflow_live::send::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -44,6 +44,8 @@ pub struct AfPacket {
     in_block: Option<(u32, usize)>,
     /// Where an outgoing frame is built before `send` copies it.
     tx: Vec<u8>,
+    /// Drops the kernel reported so far (reading its counter resets it).
+    dropped: u64,
 }
 
 // The ring is only touched through `&mut self`.
@@ -67,8 +69,18 @@ fn set_option<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T, wh
 
 impl AfPacket {
     /// Opens a packet socket on interface `ifindex` (named `name` in errors) whose frames are
-    /// at most `max_frame` bytes.
+    /// at most `max_frame` bytes, receiving every frame (promiscuous) into its ring.
     pub fn open(name: &str, ifindex: u32, max_frame: usize) -> Result<AfPacket> {
+        Self::open_as(name, ifindex, max_frame, true)
+    }
+
+    /// A socket that only sends (`hyflow send`): it binds to no protocol, so the kernel
+    /// delivers it nothing, and its ring stays empty.
+    pub fn open_tx(name: &str, ifindex: u32, max_frame: usize) -> Result<AfPacket> {
+        Self::open_as(name, ifindex, max_frame, false)
+    }
+
+    fn open_as(name: &str, ifindex: u32, max_frame: usize, receive: bool) -> Result<AfPacket> {
         // Protocol 0 until bound: a socket created with ETH_P_ALL would receive from every
         // interface until `bind` narrows it.
         // SAFETY: plain syscall.
@@ -111,7 +123,7 @@ impl AfPacket {
             return Err(os_error("mmap of the receive ring")).with_context(|| name.to_string());
         }
         let ring = NonNull::new(ring as *mut u8).expect("mmap gives a non-null mapping");
-        let port = AfPacket { fd, ring, block: 0, in_block: None, tx: vec![0; max_frame + 8] };
+        let port = AfPacket { fd, ring, block: 0, in_block: None, tx: vec![0; max_frame + 8], dropped: 0 };
         // The switch's own transmissions are not frames that arrived.
         set_option(s, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1i32, "PACKET_IGNORE_OUTGOING")
             .with_context(|| name.to_string())?;
@@ -120,7 +132,7 @@ impl AfPacket {
         // SAFETY: a zeroed sockaddr_ll is valid; the fields that matter are set below.
         let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = ETH_P_ALL.to_be();
+        addr.sll_protocol = if receive { ETH_P_ALL.to_be() } else { 0 };
         addr.sll_ifindex = ifindex as i32;
         // SAFETY: `addr` is a sockaddr_ll of the size passed.
         let r = unsafe {
@@ -132,6 +144,9 @@ impl AfPacket {
         };
         if r < 0 {
             return Err(os_error("bind")).with_context(|| name.to_string());
+        }
+        if !receive {
+            return Ok(port);
         }
         // Every frame, whatever its destination MAC: a switch port is promiscuous. The
         // membership ends with the socket.
@@ -252,6 +267,26 @@ impl PortIo for AfPacket {
 
     fn rx_fds(&self) -> Vec<RawFd> {
         vec![self.fd.as_raw_fd()]
+    }
+
+    fn rx_dropped(&mut self) -> u64 {
+        // SAFETY: a zeroed tpacket_stats_v3 is valid; getsockopt fills it.
+        let mut stats: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
+        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: `stats` is `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                &mut stats as *mut libc::tpacket_stats_v3 as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.dropped += stats.tp_drops as u64;
+        }
+        self.dropped
     }
 }
 

@@ -34,6 +34,9 @@ static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/redirect.bpf.o
 const FRAMES: u32 = 4096;
 /// Ring sizes (descriptors).
 const RING: u32 = 2048;
+/// Wake-ups of the transmit ring per flush at most: enough to drain a round's frames 32 at a
+/// time, bounded so that a stuck interface cannot hold the loop.
+const MAX_WAKES: u32 = 16;
 
 /// How a port's program and sockets came up, for the line the switch prints.
 #[derive(Clone, Copy)]
@@ -165,6 +168,41 @@ impl XskQueue {
         }
     }
 
+    /// Frames the kernel dropped for this socket: its receive ring full, or no buffer on the
+    /// fill ring (`XDP_STATISTICS`: `rx_ring_full`, `rx_dropped`).
+    fn kernel_drops(&self) -> u64 {
+        /// `struct xdp_statistics` (linux/if_xdp.h).
+        #[repr(C)]
+        #[derive(Default)]
+        struct XdpStatistics {
+            rx_dropped: u64,
+            rx_invalid_descs: u64,
+            tx_invalid_descs: u64,
+            rx_ring_full: u64,
+            rx_fill_ring_empty_descs: u64,
+            tx_ring_empty_descs: u64,
+        }
+        const SOL_XDP: libc::c_int = 283;
+        const XDP_STATISTICS: libc::c_int = 7;
+        let mut stats = XdpStatistics::default();
+        let mut len = size_of::<XdpStatistics>() as libc::socklen_t;
+        // SAFETY: `stats` is `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd,
+                SOL_XDP,
+                XDP_STATISTICS,
+                &mut stats as *mut XdpStatistics as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return 0;
+        }
+        // A frame that found the fill ring empty is counted in rx_dropped too.
+        stats.rx_dropped + stats.rx_ring_full
+    }
+
     /// Takes back the sending buffers the kernel is done with.
     fn reclaim(&mut self) {
         let mut done = self.device.complete(RING);
@@ -179,8 +217,9 @@ impl XskQueue {
 pub struct AfXdp {
     queues: Vec<XskQueue>,
     mode: Mode,
-    /// The program and its link: dropping them detaches it from the interface.
-    _program: Ebpf,
+    /// The program and its link: dropping them detaches it from the interface. A socket
+    /// that only sends has none.
+    _program: Option<Ebpf>,
 }
 
 impl AfXdp {
@@ -229,17 +268,39 @@ impl AfXdp {
                 false
             }
         };
-        Ok(AfXdp { queues, mode: Mode { driver, zero_copy }, _program: ebpf })
+        Ok(AfXdp { queues, mode: Mode { driver, zero_copy }, _program: Some(ebpf) })
+    }
+
+    /// A socket on queue 0 of `iface` that only sends (`hyflow send`): no program steers
+    /// frames to it, so it receives nothing and the interface's traffic is left alone.
+    pub fn open_tx(iface: &Interface, max_frame: usize) -> Result<AfXdp> {
+        // The kernel releases a closed socket's queue a moment after the close: a sender
+        // started right after another may find the queue busy for that moment.
+        let mut tries = 0;
+        let (queue, zero_copy) = loop {
+            let opened = match XskQueue::open(iface, 0, max_frame, true) {
+                Ok(q) => Ok((q, true)),
+                Err(_) => XskQueue::open(iface, 0, max_frame, false).map(|q| (q, false)),
+            };
+            match opened {
+                Err(e) if tries < 20 && format!("{e}").contains("busy") => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
+        Ok(AfXdp { queues: vec![queue], mode: Mode { driver: true, zero_copy }, _program: None })
     }
 }
 
 impl PortIo for AfXdp {
     fn describe(&self) -> String {
-        format!(
-            "afxdp ({} XDP, {})",
-            if self.mode.driver { "native" } else { "generic" },
-            if self.mode.zero_copy { "zero-copy" } else { "copy mode" }
-        )
+        let copy = if self.mode.zero_copy { "zero-copy" } else { "copy mode" };
+        match self._program {
+            Some(_) => format!("afxdp ({} XDP, {copy})", if self.mode.driver { "native" } else { "generic" }),
+            None => format!("afxdp ({copy}, transmit only)"),
+        }
     }
 
     fn receive(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
@@ -308,12 +369,29 @@ impl PortIo for AfXdp {
 
     fn flush(&mut self) {
         for q in &mut self.queues {
-            if q.tx_queued > 0 && q.tx.needs_wakeup() {
-                q.tx.wake();
+            if q.tx_queued > 0 {
+                // In copy mode each wake-up sends at most a small batch (the kernel's
+                // TX_BATCH_SIZE, 32): wake until the ring is drained or stops draining.
+                let mut pending = q.tx.pending();
+                for _ in 0..MAX_WAKES {
+                    if pending == 0 || !q.tx.needs_wakeup() {
+                        break;
+                    }
+                    q.tx.wake();
+                    let now = q.tx.pending();
+                    if now == pending {
+                        break;
+                    }
+                    pending = now;
+                }
             }
             q.tx_queued = 0;
             q.reclaim();
         }
+    }
+
+    fn rx_dropped(&mut self) -> u64 {
+        self.queues.iter().map(|q| q.kernel_drops()).sum()
     }
 
     fn rx_fds(&self) -> Vec<RawFd> {
@@ -326,7 +404,14 @@ pub fn open(interfaces: &[Interface], max_frame: usize) -> Result<(Vec<LivePort>
     let mut ports = Vec::new();
     for i in interfaces {
         let io = AfXdp::open(i, max_frame).with_context(|| i.name.clone())?;
-        ports.push(LivePort { name: i.name.clone(), number: i.port, io: Box::new(io), up: true });
+        ports.push(LivePort {
+            name: i.name.clone(),
+            number: i.port,
+            ifindex: i.ifindex,
+            io: Box::new(io),
+            up: true,
+            gone: false,
+        });
     }
     let io = ports[0].io.describe();
     Ok((ports, io))

@@ -31,10 +31,13 @@ use hyflow::switch::Switch;
 use hyflow_commands::replay::rule_stats;
 
 use crate::control::{Pending, Request};
+use crate::interfaces::{link_state, LinkState};
 use crate::port_io::{PortIo, RxBatch, SendRefused};
 
 /// Longest the loop sleeps without looking at its timers and the stop flag (ms).
 const MAX_SLEEP_MS: u64 = 100;
+/// How often the loop looks whether an interface went down, came back or disappeared (ns).
+const LINK_CHECK_NS: u64 = 1_000_000_000;
 
 /// Waiting for `fd` to be readable.
 fn poll_in(fd: std::os::fd::RawFd) -> libc::pollfd {
@@ -47,10 +50,16 @@ pub struct LivePort {
     pub name: String,
     /// The OpenFlow port number.
     pub number: u32,
+    /// The interface's index when the switch attached (a new interface of the same name is
+    /// not this port).
+    pub ifindex: u32,
     /// Its packet I/O.
     pub io: Box<dyn PortIo>,
-    /// Whether it still receives and sends (false once the interface is gone or down).
+    /// Whether it receives and sends: false while its interface is down, and for good once
+    /// the interface is gone.
     pub up: bool,
+    /// Whether the interface was deleted.
+    pub gone: bool,
 }
 
 /// Copies the pipeline sent that did not leave, by reason (what the engine's port counters
@@ -80,6 +89,7 @@ pub struct Forwarder {
     drops: LiveDrops,
     start: Instant,
     io: String,
+    next_link_check: u64,
 }
 
 /// Why the loop ended.
@@ -106,6 +116,7 @@ impl Forwarder {
             drops: LiveDrops::default(),
             start: Instant::now(),
             io,
+            next_link_check: LINK_CHECK_NS,
         }
     }
 
@@ -150,6 +161,10 @@ impl Forwarder {
             }
             for p in &mut self.ports {
                 p.io.flush();
+            }
+            if now >= self.next_link_check {
+                self.check_links();
+                self.next_link_check = now + LINK_CHECK_NS;
             }
             if received > 0 {
                 continue;
@@ -217,8 +232,37 @@ impl Forwarder {
     /// Port `i` stopped working: said once, and the others go on.
     fn port_lost(&mut self, i: usize, why: &str) {
         let p = &mut self.ports[i];
-        p.up = false;
-        eprintln!("hyflow: port {} ({}) stopped: {why}; the other ports keep forwarding", p.number, p.name);
+        if p.up {
+            p.up = false;
+            eprintln!(
+                "hyflow: port {} ({}) stopped: {why}; the other ports keep forwarding",
+                p.number, p.name
+            );
+        }
+    }
+
+    /// Follows each interface's state: a port whose interface went down stops until it comes
+    /// back up; one whose interface was deleted stops for good. Each change is said once.
+    fn check_links(&mut self) {
+        for i in 0..self.ports.len() {
+            let p = &self.ports[i];
+            if p.gone {
+                continue;
+            }
+            match link_state(&p.name, p.ifindex) {
+                LinkState::Gone => {
+                    self.port_lost(i, "the interface was deleted");
+                    self.ports[i].gone = true;
+                }
+                LinkState::Down => self.port_lost(i, "the interface went down"),
+                LinkState::Up if !p.up => {
+                    let p = &mut self.ports[i];
+                    p.up = true;
+                    eprintln!("hyflow: port {} ({}) is up again", p.number, p.name);
+                }
+                LinkState::Up => {}
+            }
+        }
     }
 
     /// Carries out a control request between two batches.
@@ -249,12 +293,15 @@ impl Forwarder {
     }
 
     /// `show --json`: the report's keys, and the live switch's own.
-    fn show_json(&self, now: u64) -> serde_json::Value {
+    fn show_json(&mut self, now: u64) -> serde_json::Value {
         let mut v = serde_json::to_value(self.report(now)).expect("a report serializes");
         let interfaces: Vec<_> = self
             .ports
-            .iter()
-            .map(|p| serde_json::json!({ "name": p.name, "port": p.number, "up": p.up }))
+            .iter_mut()
+            .map(|p| {
+                let dropped = p.io.rx_dropped();
+                serde_json::json!({ "name": p.name, "port": p.number, "up": p.up, "gone": p.gone, "rx_dropped": dropped })
+            })
             .collect();
         let extra = serde_json::json!({
             "uptime_seconds": now as f64 / 1e9,
@@ -269,13 +316,17 @@ impl Forwarder {
     }
 
     /// The report as text: uptime and I/O, the replay report (layers, ports), live drops.
-    fn report_text(&self, now: u64) -> String {
-        let d = &self.drops;
+    fn report_text(&mut self, now: u64) -> String {
+        let d = self.drops;
+        let received_not: Vec<String> =
+            self.ports.iter_mut().map(|p| format!("{} {}", p.io.rx_dropped(), p.name)).collect();
         format!(
-            "hyflow switch: up {:.3} s, io {}\n\n{}\nnot sent: {} to no such port, {} on a full ring, {} on a port down, {} too long\n",
+            "hyflow switch: up {:.3} s, io {}\n\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
+             not sent: {} to no such port, {} on a full ring, {} on a port down, {} too long\n",
             now as f64 / 1e9,
             self.io,
             self.report(now).text(),
+            received_not.join(", "),
             d.no_such_port,
             d.tx_ring_full,
             d.port_down,
@@ -284,7 +335,7 @@ impl Forwarder {
     }
 
     /// The report printed when the switch ends: as `show`, and every rule's counters.
-    pub fn final_report(&self) -> String {
+    pub fn final_report(&mut self) -> String {
         let now = self.now_ns();
         format!("{}\n{}", self.report_text(now), rule_stats(self.switch.pipeline()))
     }

@@ -105,3 +105,25 @@ pub fn check_privileges() -> Result<bool> {
     }
     Ok(has(CAP_BPF) || has(CAP_SYS_ADMIN))
 }
+
+/// What became of an interface since the switch attached to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Present and up (or its state unknown, as for some virtual devices).
+    Up,
+    /// Present, administratively or operationally down.
+    Down,
+    /// Deleted (or replaced by another interface of the same name).
+    Gone,
+}
+
+/// The state of interface `name`, which had index `ifindex` when the switch attached.
+pub fn link_state(name: &str, ifindex: u32) -> LinkState {
+    match sys(name, "ifindex").ok().and_then(|i| i.parse::<u32>().ok()) {
+        Some(i) if i == ifindex => match sys(name, "operstate").as_deref() {
+            Ok("down" | "lowerlayerdown" | "notpresent") => LinkState::Down,
+            _ => LinkState::Up,
+        },
+        _ => LinkState::Gone,
+    }
+}

@@ -14,6 +14,7 @@ pub mod control;
 pub mod forwarder;
 pub mod interfaces;
 pub mod port_io;
+pub mod send;
 
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicBool;
@@ -116,7 +117,14 @@ fn open_ports(
         .iter()
         .map(|i| {
             let io = afpacket::AfPacket::open(&i.name, i.ifindex, max_frame)?;
-            Ok(LivePort { name: i.name.clone(), number: i.port, io: Box::new(io), up: true })
+            Ok(LivePort {
+                name: i.name.clone(),
+                number: i.port,
+                ifindex: i.ifindex,
+                io: Box::new(io),
+                up: true,
+                gone: false,
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     let io = ports[0].io.describe();
@@ -130,6 +138,17 @@ fn open_afxdp(interfaces: &[Interface], max_frame: usize) -> Result<(Vec<LivePor
 
 #[cfg(not(feature = "afxdp"))]
 fn open_afxdp(_: &[Interface], _: usize) -> Result<(Vec<LivePort>, String)> {
+    bail!("this hyflow was built without AF_XDP (build with `--features afxdp`: needs clang and libbpf-dev)")
+}
+
+/// A transmit-only AF_XDP socket on `iface` (`hyflow send`).
+#[cfg(feature = "afxdp")]
+fn open_tx_afxdp(iface: &Interface, max_frame: usize) -> Result<Box<dyn port_io::PortIo>> {
+    Ok(Box::new(afxdp::AfXdp::open_tx(iface, max_frame).with_context(|| iface.name.clone())?))
+}
+
+#[cfg(not(feature = "afxdp"))]
+fn open_tx_afxdp(_: &Interface, _: usize) -> Result<Box<dyn port_io::PortIo>> {
     bail!("this hyflow was built without AF_XDP (build with `--features afxdp`: needs clang and libbpf-dev)")
 }
 

@@ -91,6 +91,9 @@ pub trait PortIo {
     ) -> Result<(), SendRefused>;
     /// Hands the kernel the frames sent since the last flush.
     fn flush(&mut self);
+    /// Frames the kernel dropped before the switch could receive them (its receive ring was
+    /// full), since the port opened.
+    fn rx_dropped(&mut self) -> u64;
     /// The descriptors that become readable when frames arrive (one per receive queue).
     fn rx_fds(&self) -> Vec<RawFd>;
 }
