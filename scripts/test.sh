@@ -12,10 +12,11 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # `cargo test` draws fresh ones each time, to explore); set PROPTEST_RNG_SEED to change it.
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261126}"
 # The live switch's AF_XDP I/O compiles an XDP program with clang against libbpf's headers
-# (Debian's clang and libbpf-dev); everything else builds with Rust alone.
-if ! command -v clang >/dev/null || [ ! -f /usr/include/bpf/bpf_helpers.h ]; then
+# (Debian's clang and libbpf-dev); everything else builds with Rust alone. Its tests set the
+# hosts' veths up with ethtool.
+if ! command -v clang >/dev/null || [ ! -f /usr/include/bpf/bpf_helpers.h ] || ! command -v ethtool >/dev/null; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libbpf-dev >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libbpf-dev ethtool >/dev/null
   fi
 fi
 LIVE_FEATURES=()

@@ -21,6 +21,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use hyflow::cache::dump::dump_text;
+use hyflow::conntrack::EmbeddedTuple;
 use hyflow::openflow::traversal::Output;
 use hyflow::packet::frame_rewrite::write_leaving;
 use hyflow::packet::malformed_counts::MalformedCounts;
@@ -202,7 +203,10 @@ impl Forwarder {
             if let Err(m) = parse_frame_with_layout(frame, ports[i].number, key, layout) {
                 malformed.count(m.name());
             }
-            switch.process(key, frame.len() as u64, now, outputs);
+            // An ICMP error relates to its connection by the packet it carries, which only
+            // the frame holds.
+            let embedded = EmbeddedTuple::of_icmp_error(frame, layout, key);
+            switch.process_embedded(key, embedded, frame.len() as u64, now, outputs);
             for out in outputs.iter() {
                 let Some(port) = ports.iter_mut().find(|p| p.number == out.port) else {
                     drops.no_such_port += 1;

@@ -19,10 +19,17 @@
 //! TCP SYN, FIN and RST segments, which go to software (a FIN or RST ends the offload). A
 //! connection that ends or times out leaves the table.
 //!
+//! **ICMP errors** relate to the connection of the packet they carry (`rel`, and `rpl` in its
+//! reply direction; the connection is not updated; a carried packet of no connection makes
+//! the error invalid), when the caller gives the carried packet's tuple
+//! ([`EmbeddedTuple::of_icmp_error`], read from the frame: a flow key does not hold it): the
+//! live switch does; a replay, which works from keys, sees errors as invalid. An error of a
+//! connection with NAT is not translated (OVS translates both its addresses and the carried
+//! packet's, which a key cannot express).
+//!
 //! Not modelled, because a flow key does not carry what they need: TCP sequence and window
-//! checks (no sequence numbers: any flag-valid segment is in window), ICMP errors related to
-//! their connection (no inner header: they are invalid), fragments (later fragments are
-//! invalid), application-layer gateways (`alg=` is refused when read). NAT picks its address
+//! checks (no sequence numbers: any flag-valid segment is in window), fragments (later
+//! fragments are invalid), application-layer gateways (`alg=` is refused when read). NAT picks its address
 //! and port from the range by a hash of the original tuple (OVS's choice also depends on its
 //! hash seed and on what is in use), moving on while the reply tuple is taken.
 
@@ -30,8 +37,9 @@ use hashbrown::HashMap;
 
 use crate::openflow::ct::{Nat, NatKind};
 use crate::openflow::dp_actions::CtExec;
-use crate::packet::ct_state::{DNAT, EST, INV, NEW, RPL, SNAT, TRK};
+use crate::packet::ct_state::{DNAT, EST, INV, NEW, REL, RPL, SNAT, TRK};
 use crate::packet::field::{id, proto};
+use crate::packet::parse::FrameLayout;
 use crate::packet::FlowKey;
 
 const S: u64 = 1_000_000_000;
@@ -79,6 +87,53 @@ impl Tuple {
             _ => (self.dport, self.sport),
         };
         Tuple { src: self.dst, dst: self.src, sport, dport, proto: self.proto }
+    }
+}
+
+/// The tuple of the packet an ICMP error carries (its IP header and the first bytes of its
+/// transport header), which relates the error to that packet's connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmbeddedTuple {
+    src: u128,
+    dst: u128,
+    sport: u16,
+    dport: u16,
+    proto: u8,
+}
+
+impl EmbeddedTuple {
+    /// The carried packet's tuple, if `frame` (parsed to `key`, headers at `layout`) is an
+    /// ICMP or ICMPv6 error carrying an IP header of the same version (OVS
+    /// `extract_l4_icmp`/`extract_l4_icmp6`: destination unreachable, source quench,
+    /// redirect, time exceeded, parameter problem; ICMPv6 1–4).
+    pub fn of_icmp_error(frame: &[u8], layout: &FrameLayout, key: &FlowKey) -> Option<EmbeddedTuple> {
+        let v4 = key.dl_type() == proto::ETH_IPV4;
+        let error = match (v4, key.nw_proto(), key.tp_src()) {
+            (true, proto::IP_ICMP, 3 | 4 | 5 | 11 | 12) => true,
+            (false, proto::IP_ICMPV6, 1..=4) => true,
+            _ => false,
+        };
+        if !error || key.nw_frag() & proto::FRAG_LATER != 0 {
+            return None;
+        }
+        let inner = frame.get(layout.l4? + 8..layout.l3_end.min(frame.len()))?;
+        let be = |at: usize, n: usize| {
+            inner.get(at..at + n).map(|b| b.iter().fold(0u128, |a, &x| a << 8 | x as u128))
+        };
+        let (src, dst, proto, l4) = if v4 {
+            let ihl = (*inner.first()? as usize & 0x0f) * 4;
+            (be(12, 4)?, be(16, 4)?, *inner.get(9)?, ihl.max(20))
+        } else {
+            (be(8, 16)?, be(24, 16)?, *inner.get(6)?, 40)
+        };
+        let (sport, dport) = match proto {
+            proto::IP_TCP | proto::IP_UDP | proto::IP_SCTP => (be(l4, 2)? as u16, be(l4 + 2, 2)? as u16),
+            proto::IP_ICMP | proto::IP_ICMPV6 => {
+                (echo_request(*inner.get(l4)? as u16), *inner.get(l4 + 1)? as u16)
+            }
+            _ => (0, 0),
+        };
+        Some(EmbeddedTuple { src, dst, sport, dport, proto })
     }
 }
 
@@ -168,6 +223,8 @@ pub struct ConntrackStats {
     pub offloaded: u64,
     /// Established connections not offloaded because the NIC's table was full.
     pub offload_full: u64,
+    /// ICMP errors related to a connection by the packet they carry.
+    pub related: u64,
 }
 
 /// The connection tracker: zones of connections.
@@ -183,6 +240,8 @@ pub struct Conntrack {
     hw: Option<HwOffload>,
     /// Connections the NIC's table holds.
     hw_held: usize,
+    /// The packet the current ICMP error carries, when the caller read it from the frame.
+    embedded: Option<EmbeddedTuple>,
 }
 
 impl Conntrack {
@@ -295,8 +354,11 @@ impl Conntrack {
         let mut state =
             if k.ct_state() != 0 && k.get(id::CT_ZONE) as u16 != ct.zone { 0 } else { k.ct_state() };
         let Some(tuple) = tuple_of(k) else {
-            self.write(k, ct.zone, INV | TRK, None);
-            self.stats.invalid += 1;
+            let related = self.embedded.and_then(|e| self.related(ct, k, &e, now_ns));
+            if related.is_none() {
+                self.write(k, ct.zone, INV | TRK, None);
+                self.stats.invalid += 1;
+            }
             return;
         };
         // The connection the packet already belongs to in this zone (OVS keeps it with the
@@ -368,6 +430,29 @@ impl Conntrack {
             None => Some((tuple, 0, 0)),
         };
         self.write(k, ct.zone, state | TRK, orig);
+    }
+
+    /// Sets the packet the next packets' ICMP error carries (`None`: none, or not read).
+    pub(crate) fn set_embedded(&mut self, embedded: Option<EmbeddedTuple>) {
+        self.embedded = embedded;
+    }
+
+    /// `ct` on ICMP error `k` carrying a packet of tuple `e` (OVS `process_one` with
+    /// `icmp_related`): `rel` (and `rpl`) if the carried packet, sent to the error's source,
+    /// belongs to a connection; `None` otherwise (the error is invalid).
+    fn related(&mut self, ct: &CtExec, k: &mut FlowKey, e: &EmbeddedTuple, now_ns: u64) -> Option<()> {
+        let outer_dst = if k.dl_type() == proto::ETH_IPV4 { k.get(id::NW_DST) } else { k.get(id::IPV6_DST) };
+        if e.src != outer_dst {
+            return None;
+        }
+        let carried = Tuple { src: e.src, dst: e.dst, sport: e.sport, dport: e.dport, proto: e.proto };
+        // The error travels against the carried packet: its tuple is the carried one reversed.
+        let (slot, reply) = self.find(ct.zone, &carried.reversed(), now_ns)?;
+        let state = if reply { REL | RPL } else { REL };
+        let conn = self.conns[slot].as_ref().map(|c| (c.orig, c.mark, c.label));
+        self.stats.related += 1;
+        self.write(k, ct.zone, state | TRK, conn);
+        Some(())
     }
 
     /// The connection a packet tracked in `zone` carries from an earlier `ct` (its original
@@ -692,6 +777,76 @@ mod tests {
         let mut k = *k;
         t.execute(ct, &mut k, now_s * S);
         ct_state::format_exact(k.ct_state())
+    }
+
+    /// An ICMP error frame from `src` to `dst` (type 3, code 3) carrying the start of a UDP
+    /// datagram `inner_src:sport` → `inner_dst:dport`.
+    fn port_unreachable(src: [u8; 4], dst: [u8; 4], inner: ([u8; 4], [u8; 4], u16, u16)) -> Vec<u8> {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let (is, id_, sport, dport) = inner;
+        let mut ip = vec![0x45, 0, 0, 56, 0, 0, 0, 0, 64, 1, 0, 0];
+        ip.extend(src);
+        ip.extend(dst);
+        f.extend(ip);
+        f.extend([3, 3, 0, 0, 0, 0, 0, 0]);
+        let mut carried = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0];
+        carried.extend(is);
+        carried.extend(id_);
+        carried.extend(sport.to_be_bytes());
+        carried.extend(dport.to_be_bytes());
+        carried.extend([0, 8, 0, 0]);
+        f.extend(carried);
+        f
+    }
+
+    #[test]
+    fn an_icmp_error_relates_to_the_connection_of_the_packet_it_carries() {
+        use crate::packet::parse::parse_frame_with_layout;
+        let mut t = Conntrack::new();
+        let query = parse_packet("udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1000,tp_dst=53").unwrap();
+        assert_eq!(state(&mut t, &ct(true, 0), &query, 0), "new|trk");
+        let error_of = |frame: &[u8]| {
+            let (mut k, mut layout) = (FlowKey::default(), FrameLayout::default());
+            parse_frame_with_layout(frame, 1, &mut k, &mut layout).unwrap();
+            (k, EmbeddedTuple::of_icmp_error(frame, &layout, &k))
+        };
+        // The server's error about the query: related, in the reply direction.
+        let (k, e) = error_of(&port_unreachable(
+            [10, 0, 0, 2],
+            [10, 0, 0, 1],
+            ([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53),
+        ));
+        assert_eq!(
+            e,
+            Some(EmbeddedTuple { src: 0x0a00_0001, dst: 0x0a00_0002, sport: 1000, dport: 53, proto: 17 })
+        );
+        t.set_embedded(e);
+        assert_eq!(state(&mut t, &ct(false, 0), &k, 1), "rel|rpl|trk");
+        // A router's error about it: related too (the carried packet was sent to the error's
+        // destination's peer, not by the error's source).
+        let (k, e) = error_of(&port_unreachable(
+            [10, 9, 9, 9],
+            [10, 0, 0, 1],
+            ([10, 0, 0, 1], [10, 0, 0, 2], 1000, 53),
+        ));
+        t.set_embedded(e);
+        assert_eq!(state(&mut t, &ct(false, 0), &k, 1), "rel|rpl|trk");
+        // Carrying a packet of no connection, or one its destination never sent: invalid.
+        for inner in [([10, 0, 0, 1], [10, 0, 0, 2], 1001, 53), ([10, 0, 0, 7], [10, 0, 0, 2], 1000, 53)] {
+            let (k, e) = error_of(&port_unreachable([10, 0, 0, 2], [10, 0, 0, 1], inner));
+            t.set_embedded(e);
+            assert_eq!(state(&mut t, &ct(false, 0), &k, 1), "inv|trk");
+        }
+        // Without the carried packet (a replay's keys), an error stays invalid; the
+        // connection was never updated by the errors.
+        t.set_embedded(None);
+        assert_eq!(state(&mut t, &ct(false, 0), &k, 1), "inv|trk");
+        assert_eq!(state(&mut t, &ct(false, 0), &query, 1), "new|trk");
+        assert_eq!(t.stats().related, 2);
+        // An echo request is no error: nothing is read from it.
+        let echo = parse_packet("icmp,nw_src=10.0.0.1,nw_dst=10.0.0.2,icmp_type=8").unwrap();
+        let layout = FrameLayout { l4: Some(34), l3_end: 64, ..FrameLayout::default() };
+        assert_eq!(EmbeddedTuple::of_icmp_error(&[0; 64], &layout, &echo), None);
     }
 
     #[test]

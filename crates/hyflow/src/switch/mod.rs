@@ -31,7 +31,7 @@ pub use stats::{Layer, PassStats, SwitchStats};
 
 use crate::cache::dump::DumpedFlow;
 use crate::cache::{MegaflowCache, MicroflowCache};
-use crate::conntrack::{Conntrack, HwOffload};
+use crate::conntrack::{Conntrack, EmbeddedTuple, HwOffload};
 use crate::decision::interner::ItemRef;
 use crate::decision::{CachedHit, DecisionTables};
 use crate::host_time::{HostClock, HostTimings};
@@ -310,6 +310,23 @@ impl Switch {
     /// without packets (a live switch) calls [`Switch::advance`] then.
     pub fn next_deadline_ns(&self) -> u64 {
         self.timers.earliest().min(self.revalidator.next_verdict_ns().unwrap_or(u64::MAX))
+    }
+
+    /// [`Switch::process`] for an ICMP error whose carried packet's tuple the caller read
+    /// from the frame (`embedded`), which relates the error to that packet's connection in
+    /// every `ct` on its way.
+    pub fn process_embedded(
+        &mut self,
+        key: &FlowKey,
+        embedded: Option<EmbeddedTuple>,
+        bytes: u64,
+        now_ns: u64,
+        outputs: &mut Vec<Output>,
+    ) -> Layer {
+        self.conntrack.set_embedded(embedded);
+        let layer = self.process(key, bytes, now_ns, outputs);
+        self.conntrack.set_embedded(None);
+        layer
     }
 
     /// Forwards one packet of `bytes` bytes arriving at `now_ns` (non-decreasing), replacing
