@@ -108,11 +108,10 @@ impl EmbeddedTuple {
     /// redirect, time exceeded, parameter problem; ICMPv6 1–4).
     pub fn of_icmp_error(frame: &[u8], layout: &FrameLayout, key: &FlowKey) -> Option<EmbeddedTuple> {
         let v4 = key.dl_type() == proto::ETH_IPV4;
-        let error = match (v4, key.nw_proto(), key.tp_src()) {
-            (true, proto::IP_ICMP, 3 | 4 | 5 | 11 | 12) => true,
-            (false, proto::IP_ICMPV6, 1..=4) => true,
-            _ => false,
-        };
+        let error = matches!(
+            (v4, key.nw_proto(), key.tp_src()),
+            (true, proto::IP_ICMP, 3 | 4 | 5 | 11 | 12) | (false, proto::IP_ICMPV6, 1..=4)
+        );
         if !error || key.nw_frag() & proto::FRAG_LATER != 0 {
             return None;
         }

@@ -143,16 +143,12 @@ pub fn parse_captured(
 /// `dp_packet` for `odp-execute` to rewrite through.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FrameLayout {
-    /// Start of the Ethernet frame the key describes: 0, or the frame a VXLAN packet carries
-    /// (whose key is the inner packet's, as after OVS's tunnel port has decapsulated it).
-    pub l2: usize,
-    /// End of that frame: the end of the bytes, or of the IP packet carrying the VXLAN one.
-    pub l2_end: usize,
     /// Start of the network header (IPv4, IPv6, Ethernet/IPv4 ARP) when it passed OVS's checks,
     /// that is, when the key holds its fields.
     pub l3: Option<usize>,
     /// End of the network packet: the IPv4 total length or IPv6 payload length (what follows
-    /// is Ethernet padding, outside every checksum: OVS's `l2_pad_size`); for ARP, `l2_end`.
+    /// is Ethernet padding, outside every checksum: OVS's `l2_pad_size`); otherwise the
+    /// frame's end.
     pub l3_end: usize,
     /// Start of the transport header, past IPv4 options and the IPv6 extension headers OVS
     /// walks. Set for a later fragment too (its payload's start), as OVS sets `l4_ofs`; unset
@@ -160,9 +156,14 @@ pub struct FrameLayout {
     pub l4: Option<usize>,
 }
 
-/// [`parse_frame`] of an Ethernet frame (the link a live switch receives on) that also tells
-/// where the headers lie, for [`frame_rewrite`](super::frame_rewrite). The same walk fills
-/// both, so the offsets are those of the fields the key holds.
+/// [`parse_frame`] of an Ethernet frame as a switch port that is not a tunnel port sees it
+/// (the live switch's ports), also telling where the headers lie, for
+/// [`frame_rewrite`](super::frame_rewrite). The same walk fills both, so the offsets are
+/// those of the fields the key holds.
+///
+/// A VXLAN packet is a UDP packet here: Open vSwitch decapsulates only what arrives on a
+/// VXLAN tunnel port, and forwards it whole from any other ([`parse_frame`] decapsulates,
+/// reading a capture as taken behind a tunnel port).
 pub fn parse_frame_with_layout(
     frame: &[u8],
     in_port: u32,
@@ -171,18 +172,15 @@ pub fn parse_frame_with_layout(
 ) -> Result<(), Malformed> {
     *key = FlowKey::default();
     key.set_in_port(in_port);
+    *layout = FrameLayout { l3: None, l3_end: frame.len(), l4: None };
     let mut recorder = LayoutRecorder { base: frame.as_ptr() as usize, layout };
-    recorder.frame(frame);
-    parse_ethernet(frame, 0, key, true, &mut recorder)
+    parse_ethernet(frame, 0, key, false, &mut recorder)
 }
 
 /// What a parse tells about where the headers lie: nothing for [`parse_frame`] (the unit
 /// sink's calls compile to nothing, so it runs as before), a [`FrameLayout`] for
 /// [`parse_frame_with_layout`]. Every call passes a sub-slice of the bytes parsed.
 trait LayoutSink {
-    /// The Ethernet frame the key describes is `frame` (a VXLAN packet's inner frame:
-    /// the outer headers are forgotten).
-    fn frame(&mut self, frame: &[u8]);
     /// The network packet is `packet`, up to its own length.
     fn l3(&mut self, packet: &[u8]);
     /// The transport header starts where `transport` does.
@@ -190,8 +188,6 @@ trait LayoutSink {
 }
 
 impl LayoutSink for () {
-    #[inline(always)]
-    fn frame(&mut self, _: &[u8]) {}
     #[inline(always)]
     fn l3(&mut self, _: &[u8]) {}
     #[inline(always)]
@@ -212,12 +208,6 @@ impl LayoutRecorder<'_> {
 }
 
 impl LayoutSink for LayoutRecorder<'_> {
-    fn frame(&mut self, frame: &[u8]) {
-        let l2 = self.offset(frame);
-        let l2_end = l2 + frame.len();
-        *self.layout = FrameLayout { l2, l2_end, l3: None, l3_end: l2_end, l4: None };
-    }
-
     fn l3(&mut self, packet: &[u8]) {
         let l3 = self.offset(packet);
         self.layout.l3 = Some(l3);
@@ -447,7 +437,7 @@ fn parse_ipv4(
     if frag & proto::FRAG_LATER != 0 {
         return Ok(());
     }
-    parse_l4(nw_proto, &data[ihl..end], total - end, key, allow_vxlan, layout)
+    parse_l4(nw_proto, &data[ihl..end], total - end, key, allow_vxlan)
 }
 
 /// OVS's `ipv6_sanity_check`, IPv6 branch and `parse_ipv6_ext_hdrs__`. The payload length
@@ -533,7 +523,7 @@ fn parse_ipv6(
         return Err(Malformed::SnaplenCut);
     }
     layout.l4(rest);
-    parse_l4(next, rest, missing, key, allow_vxlan, layout)
+    parse_l4(next, rest, missing, key, allow_vxlan)
 }
 
 fn parse_arp(
@@ -569,7 +559,6 @@ fn parse_l4(
     missing: usize,
     key: &mut FlowKey,
     allow_vxlan: bool,
-    layout: &mut impl LayoutSink,
 ) -> Result<(), Malformed> {
     let need = match nw_proto {
         proto::IP_TCP => 20,
@@ -599,7 +588,7 @@ fn parse_l4(
             key.set_tp_src(be16(data, 0));
             key.set_tp_dst(dport);
             if allow_vxlan && dport == VXLAN_PORT {
-                return parse_vxlan(&data[8..], missing, key, layout);
+                return parse_vxlan(&data[8..], missing, key);
             }
         }
         proto::IP_SCTP => {
@@ -617,12 +606,7 @@ fn parse_l4(
 
 /// VXLAN (RFC 7348): the VNI becomes `tun_id` and the inner frame becomes the packet, as
 /// when OVS receives on a VXLAN tunnel port. Nested VXLAN is not decapsulated again.
-fn parse_vxlan(
-    data: &[u8],
-    missing: usize,
-    key: &mut FlowKey,
-    layout: &mut impl LayoutSink,
-) -> Result<(), Malformed> {
+fn parse_vxlan(data: &[u8], missing: usize, key: &mut FlowKey) -> Result<(), Malformed> {
     let h = data.get(..8).ok_or_else(|| cut(data.len(), missing, 8, Malformed::BadVxlan))?;
     if h[0] & 0x08 == 0 {
         return Err(Malformed::BadVxlan);
@@ -632,8 +616,7 @@ fn parse_vxlan(
     *key = FlowKey::default();
     key.set_in_port(in_port);
     key.set_tun_id(vni as u64);
-    layout.frame(&data[8..]);
-    parse_ethernet(&data[8..], missing, key, false, layout).map_err(|e| match e {
+    parse_ethernet(&data[8..], missing, key, false, &mut ()).map_err(|e| match e {
         Malformed::SnaplenCut => e,
         _ => Malformed::BadVxlan,
     })
