@@ -30,10 +30,11 @@ use crate::port_io::{PortIo, RxBatch, SendRefused};
 static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
 
 /// UMEM buffers per queue: half for receiving (always on the fill ring or being copied
-/// out), half for sending.
-const FRAMES: u32 = 4096;
-/// Ring sizes (descriptors).
-const RING: u32 = 2048;
+/// out), half for sending. The receive half absorbs a burst while the loop is busy: what the
+/// kernel counts as "fill ring empty" is the switch that far behind.
+const FRAMES: u32 = 8192;
+/// Ring sizes (descriptors): the receive and fill rings hold every receive buffer.
+const RING: u32 = 4096;
 /// Wake-ups of the transmit ring per flush at most: enough to drain a round's frames 32 at a
 /// time, bounded so that a stuck interface cannot hold the loop.
 const MAX_WAKES: u32 = 16;
