@@ -128,7 +128,7 @@ enum GenCommand {
 fn main() -> ExitCode {
     restore_sigpipe();
     let cli = Cli::from_arg_matches(
-        &hide_refused_options(negative_numbers_are_values(Cli::command())).get_matches(),
+        &adjust_shared_options(negative_numbers_are_values(Cli::command())).get_matches(),
     )
     .unwrap_or_else(|e| e.exit());
     let result = match cli.command {
@@ -159,10 +159,19 @@ fn main() -> ExitCode {
     }
 }
 
-/// `sim` takes what the NIC holds from `--policy` and refuses `--nic`/`--no-nic`, which it
-/// shares with `replay`: its help does not list them.
-fn hide_refused_options(cmd: clap::Command) -> clap::Command {
+/// Shared options some commands take differently: `sim` takes what the NIC holds from
+/// `--policy` and refuses `--nic`/`--no-nic`, which it shares with `replay` (its help does not
+/// list them); `switch` needs `--ports`, whose names are the interfaces it attaches to.
+fn adjust_shared_options(cmd: clap::Command) -> clap::Command {
     cmd.mut_subcommand("sim", |sim| sim.mut_arg("nic", |a| a.hide(true)).mut_arg("no_nic", |a| a.hide(true)))
+        .mut_subcommand("switch", |switch| {
+            switch.mut_arg("ports", |a| {
+                a.required(true).help(
+                    "The switch's ports: `interface=number` lines (or `ovs-ofctl show` output), each name a Linux \
+                     interface the switch attaches to (veth or physical); flows may name them (`output:p1`)",
+                )
+            })
+        })
 }
 
 /// Prints what a generator wrote.

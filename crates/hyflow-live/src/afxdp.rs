@@ -61,7 +61,7 @@ struct XskQueue {
     tx_free: Vec<u64>,
     /// Frames put on the transmit ring since the last wake-up.
     tx_queued: u32,
-    /// Receive buffers to give back to the fill ring (scratch, one batch long).
+    /// Receive buffers to give back to the fill ring (those of the last batch).
     refill: Vec<u64>,
 }
 
@@ -155,7 +155,7 @@ impl XskQueue {
             fd,
             tx_free,
             tx_queued: 0,
-            refill: Vec::with_capacity(crate::port_io::BATCH),
+            refill: Vec::with_capacity(2 * crate::port_io::BATCH),
         })
     }
 
@@ -202,6 +202,25 @@ impl XskQueue {
         }
         // A frame that found the fill ring empty is counted in rx_dropped too.
         stats.rx_dropped + stats.rx_ring_full
+    }
+
+    /// Puts the receive buffers copied out back on the fill ring, every one: a reservation
+    /// on the ring can come back shorter than asked (it trusts a stale view of the kernel's
+    /// progress until that view says the ring is full), and a buffer not put back is one
+    /// fewer the kernel can receive into, for good. What the ring cannot take now (it always
+    /// can: the kernel took as many as are given back) waits for the next call.
+    fn give_back(&mut self) {
+        let mut done = 0;
+        while done < self.refill.len() {
+            let mut fill = self.device.fill((self.refill.len() - done) as u32);
+            let n = fill.insert(self.refill[done..].iter().copied()) as usize;
+            fill.commit();
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        self.refill.drain(..done);
     }
 
     /// Takes back the sending buffers the kernel is done with.
@@ -311,7 +330,6 @@ impl PortIo for AfXdp {
             if room == 0 {
                 break;
             }
-            q.refill.clear();
             let mut got = q.rx.receive(room as u32);
             while let Some(XdpDesc { addr, len, .. }) = got.read() {
                 let start = addr - addr % q.frame_size;
@@ -331,11 +349,8 @@ impl PortIo for AfXdp {
                 q.refill.push(start);
             }
             got.release();
-            if !q.refill.is_empty() {
-                let mut fill = q.device.fill(q.refill.len() as u32);
-                fill.insert(q.refill.iter().copied());
-                fill.commit();
-            }
+            drop(got);
+            q.give_back();
             if q.device.needs_wakeup() {
                 q.device.wake();
             }

@@ -91,7 +91,11 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
     };
     let mut forwarder = Forwarder::new(switch, ports, max_frame, io);
     forwarder.say_ready();
-    forwarder.run(&stop, &requests, &wake_rx);
+    let why = match forwarder.run(&stop, &requests, &wake_rx) {
+        forwarder::Ended::Signal => "a signal",
+        forwarder::Ended::Stopped => "`hyflow ctl stop`",
+    };
+    eprintln!("hyflow switch: stopped by {why}; detaching");
     let report = forwarder.final_report();
     // Detach from every interface before saying anything more.
     drop(forwarder);
