@@ -13,7 +13,9 @@ AF_PACKET — pinned to CPU 1 with the generator (`hyflow send`, AF_XDP) on CPU 
   1. the same 300 frames at 1,000/s, every frame leaving on every port captured (VLAN tags
      read back with PACKET_AUXDATA) and compared byte for byte across switches;
   2. packets/s forwarded when the generator sends as fast as it can, for 64 and 1514 bytes;
-  3. CPU per packet: Open vSwitch's PMD processing cycles (pmd-stats-show; its idle polling
+  3. one-way latency p50/p99 of 2,000 probes (1 ms apart) under a background load of
+     500,000 frames/s;
+  4. CPU per packet: Open vSwitch's PMD processing cycles (pmd-stats-show; its idle polling
      left out), CPU 1's busy time for hyflow (it sleeps when idle; softirq work its sends
      cause included, as in the PMD's cycles), both in ns and in cycles at the CPU's clock.
 Prints a Markdown table for BENCHMARKS.md. Usage: scripts/live_bench.py [--hyflow BIN]
@@ -34,6 +36,8 @@ import time
 SW, HOST = "hylb-sw", "hylb-h"
 PORTS = 4
 FLOWS = "examples/l2l3acl.flows"
+# Background load while latency is probed: about half of what either switch forwards.
+LATENCY_LOAD = 500000
 
 
 def sh(*cmd, check=True, env=None):
@@ -119,6 +123,65 @@ while time.time() < end:
             got.append((port, data.hex()))
 print(json.dumps(sorted(got)))
 '''
+
+
+PROBE = r'''
+import socket, struct, sys, time, json, select
+n, gap = int(sys.argv[1]), float(sys.argv[2])
+tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); tx.bind(("h1", 0))
+rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); rx.bind(("h3", 0)); rx.setblocking(False)
+base = bytes.fromhex(sys.argv[3])
+sent, lat = {}, []
+def drain(until):
+    while True:
+        left = until - time.perf_counter()
+        r, _, _ = select.select([rx], [], [], max(0, left))
+        if not r:
+            return
+        while True:
+            try:
+                data, addr = rx.recvfrom(2048)
+            except BlockingIOError:
+                break
+            t = time.perf_counter_ns()
+            i = data.find(b"HYLP")
+            if addr[2] != 4 and i >= 0:
+                k = struct.unpack("!I", data[i + 4:i + 8])[0]
+                if k in sent:
+                    lat.append(t - sent.pop(k))
+for k in range(n):
+    f = base[:-8] + b"HYLP" + struct.pack("!I", k)
+    sent[k] = time.perf_counter_ns()
+    tx.send(f)
+    drain(time.perf_counter() + gap)
+drain(time.perf_counter() + 0.2)
+print(json.dumps(sorted(lat)))
+'''
+
+
+def latency(binary, tmp, background_pps):
+    """One-way latency percentiles (µs) of 2,000 probe frames, 1 ms apart, from h1 to h3
+    through the switch, while `hyflow send` offers `background_pps` of the same traffic.
+    Both ends are raw sockets of one process on one clock; the Python around them adds the
+    same tens of microseconds to every switch."""
+    pcap = os.path.join(tmp, "bg.pcap")
+    write_pcap(pcap, [frame(i, 64) for i in range(1000)])
+    bg = subprocess.Popen(["ip", "netns", "exec", HOST, "taskset", "-c", "0", binary, "send", "--iface", "h1",
+                           "--trace", pcap, "--loop", "100000", "--rate", str(background_pps)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        probe = frame(4242, 64 + 8)
+        out = sh("ip", "netns", "exec", HOST, "taskset", "-c", "0", sys.executable, "-c", PROBE, "2000", "0.001",
+                 probe.hex())
+    finally:
+        bg.terminate()
+        bg.wait()
+    lat = json.loads(out)
+    if not lat:
+        return None
+    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] / 1000
+    return dict(p50=pick(0.5), p99=pick(0.99), received=len(lat))
 
 
 class Ovs:
@@ -250,6 +313,7 @@ def measure(sw, binary, tmp, seconds, ghz):
             ns = busy / ghz if isinstance(sw, Ovs) else busy
             rows[size] = dict(offered=offered, offered_pps=offered / secs, forwarded=fwd,
                               pps=fwd / secs, ns_per_pkt=ns / max(1, p1 - p0), received=p1 - p0)
+        rows["latency"] = latency(binary, tmp, LATENCY_LOAD)
         return frames, rows
     finally:
         sw.stop()
@@ -282,13 +346,14 @@ def main():
     ref = results[0][1]
     print("CPU: %s, %.2f GHz; 2 cores: generator on CPU 0, switch on CPU 1\n" % (
         [l for l in open("/proc/cpuinfo") if l.startswith("model name")][0].split(":")[1].strip(), ghz))
-    print("| switch | frames out (300 in) | same bytes as %s | 64 B: offered pps | forwarded pps | ns CPU/pkt | cycles/pkt | 1514 B: offered pps | forwarded pps | ns CPU/pkt |" % results[0][0])
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| switch | frames out (300 in) | same bytes as %s | 64 B: offered pps | forwarded pps | ns CPU/pkt | cycles/pkt | 1514 B: offered pps | forwarded pps | ns CPU/pkt | latency p50 / p99 µs at %d pps |" % (results[0][0], LATENCY_LOAD))
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, frames, rows in results:
-        r64, r1514 = rows[64], rows[1514]
-        print("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+        r64, r1514, lat = rows[64], rows[1514], rows["latency"]
+        lat_text = "%.0f / %.0f (%d of 2000)" % (lat["p50"], lat["p99"], lat["received"]) if lat else "none arrived"
+        print("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |" % (
             name, len(frames), "yes" if frames == ref else "NO", r64["offered_pps"], r64["pps"], r64["ns_per_pkt"],
-            r64["ns_per_pkt"] * ghz, r1514["offered_pps"], r1514["pps"], r1514["ns_per_pkt"]))
+            r64["ns_per_pkt"] * ghz, r1514["offered_pps"], r1514["pps"], r1514["ns_per_pkt"], lat_text))
     for name, frames, _ in results[1:]:
         if frames != ref:
             a, b = set(map(tuple, ref)), set(map(tuple, frames))
