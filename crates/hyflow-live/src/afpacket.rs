@@ -46,6 +46,8 @@ pub struct AfPacket {
     tx: Vec<u8>,
     /// Drops the kernel reported so far (reading its counter resets it).
     dropped: u64,
+    /// Whether the socket receives (a switch port) or only sends (`hyflow send`).
+    receives: bool,
 }
 
 // The ring is only touched through `&mut self`.
@@ -123,7 +125,15 @@ impl AfPacket {
             return Err(os_error("mmap of the receive ring")).with_context(|| name.to_string());
         }
         let ring = NonNull::new(ring as *mut u8).expect("mmap gives a non-null mapping");
-        let port = AfPacket { fd, ring, block: 0, in_block: None, tx: vec![0; max_frame + 8], dropped: 0 };
+        let port = AfPacket {
+            fd,
+            ring,
+            block: 0,
+            in_block: None,
+            tx: vec![0; max_frame + 8],
+            dropped: 0,
+            receives: receive,
+        };
         // The switch's own transmissions are not frames that arrived.
         set_option(s, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1i32, "PACKET_IGNORE_OUTGOING")
             .with_context(|| name.to_string())?;
@@ -186,7 +196,8 @@ impl Drop for AfPacket {
 
 impl PortIo for AfPacket {
     fn describe(&self) -> String {
-        "afpacket (TPACKET_V3 receive ring)".to_string()
+        if self.receives { "afpacket (TPACKET_V3 receive ring)" } else { "afpacket (send, past the qdisc)" }
+            .to_string()
     }
 
     fn receive(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
