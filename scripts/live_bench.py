@@ -26,12 +26,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import time
+
+from live_netns import make, remove, sh, write_pcap
 
 SW, HOST = "hylb-sw", "hylb-h"
 PORTS = 4
@@ -39,12 +40,6 @@ FLOWS = "examples/l2l3acl.flows"
 # Background load while latency is probed: about half of what either switch forwards.
 LATENCY_LOAD = 500000
 
-
-def sh(*cmd, check=True, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if check and r.returncode != 0:
-        raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.strip()))
-    return r.stdout
 
 
 def csum(b):
@@ -69,28 +64,6 @@ def frame(flow, size):
     return eth + ip + udp
 
 
-def write_pcap(path, frames):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for i, fr in enumerate(frames):
-            f.write(struct.pack("<IIII", i // 1000000, i % 1000000, len(fr), len(fr)) + fr)
-
-
-def setup():
-    teardown()
-    for ns in (SW, HOST):
-        sh("ip", "netns", "add", ns)
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-    for i in range(1, PORTS + 1):
-        sh("ip", "-n", SW, "link", "add", "p%d" % i, "type", "veth", "peer", "name", "h%d" % i, "netns", HOST)
-        for ns, dev in ((SW, "p%d" % i), (HOST, "h%d" % i)):
-            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-
-
-def teardown():
-    for ns in (SW, HOST):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def host_rx():
@@ -337,11 +310,11 @@ def main():
     results = []
     try:
         for sw in switches:
-            setup()
+            make(SW, HOST, PORTS)
             results.append((sw.name, *measure(sw, a.hyflow, tmp, a.seconds, ghz)))
-            teardown()
+            remove(SW, HOST)
     finally:
-        teardown()
+        remove(SW, HOST)
         shutil.rmtree(tmp, ignore_errors=True)
     ref = results[0][1]
     print("CPU: %s, %.2f GHz; 2 cores: generator on CPU 0, switch on CPU 1\n" % (

@@ -23,41 +23,22 @@ import sys
 import tempfile
 import time
 
+from live_netns import make, remove, sh, write_pcap
+
 SW, HOST = "hyls-sw", "hyls-h"
 
 
-def sh(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.strip()))
-    return r.stdout
 
 
-def setup():
-    teardown()
-    for ns in (SW, HOST):
-        sh("ip", "netns", "add", ns)
-    for i in (1, 2):
-        sh("ip", "-n", SW, "link", "add", "p%d" % i, "type", "veth", "peer", "name", "h%d" % i, "netns", HOST)
-        for ns, dev in ((SW, "p%d" % i), (HOST, "h%d" % i)):
-            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-
-
-def teardown():
-    for ns in (SW, HOST):
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-def write_pcap(path, flows):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for i in range(flows):
-            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 46, 0, 0, 64, 17, 0, bytes([10, 1, i >> 8, i & 255]),
-                             bytes([10, 2, 0, 1]))
-            udp = struct.pack("!HHHH", 10000 + i % 50, 53, 26, 0) + bytes(18)
-            fr = bytes.fromhex("020000000002020000000001") + b"\x08\x00" + ip + udp
-            f.write(struct.pack("<IIII", 0, i, len(fr), len(fr)) + fr)
+def frames(flows):
+    """Minimum-size UDP frames from host 1 to host 2, one per flow."""
+    out = []
+    for i in range(flows):
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 46, 0, 0, 64, 17, 0, bytes([10, 1, i >> 8, i & 255]),
+                         bytes([10, 2, 0, 1]))
+        udp = struct.pack("!HHHH", 10000 + i % 50, 53, 26, 0) + bytes(18)
+        out.append(bytes.fromhex("020000000002020000000001") + b"\x08\x00" + ip + udp)
+    return out
 
 
 def rss_kib(pid):
@@ -79,8 +60,8 @@ def main():
     open(flows, "w").write("table=0,priority=1,in_port=1,actions=resubmit(,1)\n"
                            "table=1,priority=0,actions=output:2\n")
     open(ports, "w").write("p1=1\np2=2\n")
-    write_pcap(pcap, 1000)
-    setup()
+    write_pcap(pcap, frames(1000))
+    make(SW, HOST, 2)
     switch = sender = None
     try:
         switch = subprocess.Popen(["ip", "netns", "exec", SW, a.hyflow, "switch", "--flows", flows, "--ports", ports,
@@ -128,7 +109,7 @@ def main():
             if p and p.poll() is None:
                 p.terminate()
                 p.wait(10)
-        teardown()
+        remove(SW, HOST)
 
 
 if __name__ == "__main__":

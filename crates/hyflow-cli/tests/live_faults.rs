@@ -8,22 +8,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+
+mod live_support;
+use live_support::{io_modes, ok, root_or_skip, run};
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    // SAFETY: plain syscall.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(args[0]).args(&args[1..]).output().expect("runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 const HYFLOW: &str = env!("CARGO_BIN_EXE_hyflow");
 
@@ -226,15 +214,9 @@ fn faults_on(io: &str, tag: &str) {
 
 #[test]
 fn the_switch_survives_faults() {
-    if !root() {
-        eprintln!(
-            "skipped 2 live fault tests (AF_PACKET, AF_XDP): they need root (network namespaces, veth pairs)"
-        );
+    let ios = io_modes();
+    if !root_or_skip(ios.len(), "live fault tests (one per packet I/O)") {
         return;
-    }
-    let mut ios = vec!["afpacket"];
-    if cfg!(feature = "afxdp") {
-        ios.push("afxdp");
     }
     for (i, io) in ios.iter().enumerate() {
         faults_on(io, &i.to_string());

@@ -8,18 +8,10 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+mod live_support;
+use live_support::{io_modes, ok, root_or_skip};
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    // SAFETY: plain syscall.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().expect("runs");
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Three namespaces (switch, client, server), removed when dropped.
 struct Hosts {
@@ -55,15 +47,15 @@ impl Hosts {
         };
         for ns in [&h.sw, &h.cli, &h.srv] {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            run(&["ip", "netns", "add", ns]);
-            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            ok(&["ip", "netns", "add", ns]);
+            ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
         for (ns, port, addr) in [(&h.cli, "cli", CLIENT), (&h.srv, "srv", SERVER)] {
-            run(&[
+            ok(&[
                 "ip", "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", &h.sw,
             ]);
             for (n, dev) in [(ns, "eth0"), (&h.sw, port)] {
-                run(&[
+                ok(&[
                     "ip",
                     "netns",
                     "exec",
@@ -72,13 +64,13 @@ impl Hosts {
                     "-qw",
                     &format!("net.ipv6.conf.{dev}.disable_ipv6=1"),
                 ]);
-                run(&["ip", "-n", n, "link", "set", dev, "up"]);
+                ok(&["ip", "-n", n, "link", "set", dev, "up"]);
             }
-            run(&["ip", "-n", ns, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+            ok(&["ip", "-n", ns, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
             // A veth hands its frames over with the transport checksum left for a NIC to fill
             // in; nothing fills it in on the way through a userspace switch (as with Open
             // vSwitch's AF_XDP ports, whose documentation gives the same command).
-            run(&["ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"]);
+            ok(&["ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off"]);
         }
         h
     }
@@ -91,7 +83,7 @@ impl Hosts {
 
     /// Interface eth0's counters in `ns`: (rx packets, tx packets).
     fn counters(&self, ns: &str) -> (u64, u64) {
-        let json = run(&["ip", "-n", ns, "-s", "-j", "link", "show", "eth0"]);
+        let json = ok(&["ip", "-n", ns, "-s", "-j", "link", "show", "eth0"]);
         let v: serde_json::Value = serde_json::from_str(&json).expect("ip -j gives JSON");
         let stats = &v[0]["stats64"];
         (stats["rx"]["packets"].as_u64().expect("rx"), stats["tx"]["packets"].as_u64().expect("tx"))
@@ -196,8 +188,8 @@ fn firewall_on(io: &str, tag: &str) {
     h.children.push(listener);
     // Both servers listening before the client starts.
     let t0 = Instant::now();
-    while !run(&["ip", "netns", "exec", &h.srv, "ss", "-ltn"]).contains(":8080")
-        || !run(&["ip", "netns", "exec", &h.srv, "ss", "-ltn"]).contains(":80 ")
+    while !ok(&["ip", "netns", "exec", &h.srv, "ss", "-ltn"]).contains(":8080")
+        || !ok(&["ip", "netns", "exec", &h.srv, "ss", "-ltn"]).contains(":80 ")
     {
         assert!(t0.elapsed() < Duration::from_secs(10), "the servers never listened");
         std::thread::sleep(Duration::from_millis(50));
@@ -221,26 +213,14 @@ fn firewall_on(io: &str, tag: &str) {
     let port = |n: u64| show["ports"].as_array().unwrap().iter().find(|p| p["port"] == n).cloned().unwrap();
     let (cli_rx, cli_tx) = h.counters(&h.cli);
     let (srv_rx, srv_tx) = h.counters(&h.srv);
-    assert_eq!(
-        port(1)["rx_packets"].as_u64(),
-        Some(cli_tx),
-        "{io}: what the client sent is what port 1 received"
-    );
-    assert_eq!(
-        port(2)["rx_packets"].as_u64(),
-        Some(srv_tx),
-        "{io}: what the server sent is what port 2 received"
-    );
-    assert_eq!(
-        port(1)["tx_packets"].as_u64(),
-        Some(cli_rx),
-        "{io}: what port 1 sent is what the client received"
-    );
-    assert_eq!(
-        port(2)["tx_packets"].as_u64(),
-        Some(srv_rx),
-        "{io}: what port 2 sent is what the server received"
-    );
+    for (n, counter, host_saw, what) in [
+        (1, "rx_packets", cli_tx, "what the client sent is what port 1 received"),
+        (2, "rx_packets", srv_tx, "what the server sent is what port 2 received"),
+        (1, "tx_packets", cli_rx, "what port 1 sent is what the client received"),
+        (2, "tx_packets", srv_rx, "what port 2 sent is what the server received"),
+    ] {
+        assert_eq!(port(n)[counter].as_u64(), Some(host_saw), "{io}: {what}");
+    }
     let conntrack = &show["recirculation"]["conntrack"];
     assert!(conntrack["related"].as_u64() >= Some(1), "{io}: {conntrack}");
     assert_eq!(show["live_drops"]["tx_ring_full"], 0);
@@ -249,7 +229,7 @@ fn firewall_on(io: &str, tag: &str) {
     unsafe { libc::kill(switch.id() as i32, libc::SIGTERM) };
     let status = switch.wait().unwrap();
     assert!(status.success(), "{io}: the switch ended with {status}");
-    assert!(!run(&["ip", "-n", &h.sw, "link", "show"]).contains("xdp"), "{io}: XDP left attached");
+    assert!(!ok(&["ip", "-n", &h.sw, "link", "show"]).contains("xdp"), "{io}: XDP left attached");
     eprintln!(
         "{io}: firewall on real hosts: HTTP allowed, 8080 blocked, ICMP error related, ping answered; \
          counters equal on both ports ({cli_tx} + {srv_tx} frames in)"
@@ -259,15 +239,9 @@ fn firewall_on(io: &str, tag: &str) {
 
 #[test]
 fn real_hosts_talk_through_the_firewall() {
-    if !root() {
-        eprintln!(
-            "skipped 2 live tests (AF_XDP, AF_PACKET): they need root (network namespaces, veth pairs)"
-        );
+    let ios = io_modes();
+    if !root_or_skip(ios.len(), "live firewall tests (one per packet I/O)") {
         return;
-    }
-    let mut ios = vec!["afpacket"];
-    if cfg!(feature = "afxdp") {
-        ios.push("afxdp");
     }
     for (i, io) in ios.iter().enumerate() {
         firewall_on(io, &i.to_string());

@@ -39,6 +39,8 @@
 //! Needs root (network namespaces, veth, AF_PACKET): without it each test says it skipped.
 //! When a test runs, it prints what it checked and asserts that it checked enough.
 
+mod live_support;
+
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Read};
@@ -86,12 +88,7 @@ fn corpus() -> PathBuf {
 
 /// Whether the tests can run; says so when they cannot.
 fn is_root() -> bool {
-    // SAFETY: a plain syscall.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("skipped: live tests need root (network namespaces, AF_PACKET)");
-    }
-    root
+    live_support::root_or_skip(1, "live test")
 }
 
 /// Runs a command that must succeed; its standard output.

@@ -420,14 +420,7 @@ pub fn open(interfaces: &[Interface], max_frame: usize) -> Result<(Vec<LivePort>
     let mut ports = Vec::new();
     for i in interfaces {
         let io = AfXdp::open(i, max_frame).with_context(|| i.name.clone())?;
-        ports.push(LivePort {
-            name: i.name.clone(),
-            number: i.port,
-            ifindex: i.ifindex,
-            io: Box::new(io),
-            up: true,
-            gone: false,
-        });
+        ports.push(LivePort::new(i, Box::new(io)));
     }
     let io = ports[0].io.describe();
     Ok((ports, io))

@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use hyflow::openflow::parser::FlowSpec;
+use hyflow::openflow::parser::{strip_comment, FlowSpec};
 use hyflow::openflow::update::{parse_command_spec, Command};
 use hyflow::openflow::Names;
 
@@ -86,10 +86,8 @@ fn request_of(command: &CtlCommand, text: Option<&str>, names: &Names) -> Result
             let text = text.ok_or("add-flows: the client sent no flow file")?;
             let mut updates = Vec::new();
             for (i, line) in text.lines().enumerate() {
-                let body = line.split('#').next().unwrap_or("").trim();
-                if body.is_empty() {
-                    continue;
-                }
+                // Comments and blank lines as a flow file has them.
+                let Some(body) = strip_comment(line) else { continue };
                 let parsed =
                     spec(Command::Add, body).map_err(|e| format!("{}:{}: {e}", file.display(), i + 1))?;
                 updates.push((Command::Add, parsed));

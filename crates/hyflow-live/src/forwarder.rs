@@ -68,6 +68,20 @@ pub struct LivePort {
     pub gone: bool,
 }
 
+impl LivePort {
+    /// Interface `interface`'s port, moving frames through `io`; up until found otherwise.
+    pub fn new(interface: &crate::interfaces::Interface, io: Box<dyn PortIo>) -> LivePort {
+        LivePort {
+            name: interface.name.clone(),
+            number: interface.port,
+            ifindex: interface.ifindex,
+            io,
+            up: true,
+            gone: false,
+        }
+    }
+}
+
 /// Copies the pipeline sent that did not leave, by reason (what the engine's port counters
 /// cannot know: they count what the decision sent).
 #[derive(Clone, Copy, Debug, Default, Serialize)]

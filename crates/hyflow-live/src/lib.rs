@@ -121,14 +121,7 @@ fn open_ports(
         .iter()
         .map(|i| {
             let io = afpacket::AfPacket::open(&i.name, i.ifindex, max_frame)?;
-            Ok(LivePort {
-                name: i.name.clone(),
-                number: i.port,
-                ifindex: i.ifindex,
-                io: Box::new(io),
-                up: true,
-                gone: false,
-            })
+            Ok(LivePort::new(i, Box::new(io)))
         })
         .collect::<Result<Vec<_>>>()?;
     let io = ports[0].io.describe();
