@@ -159,7 +159,7 @@ impl Forwarder {
             polled.extend(p.io.rx_fds().into_iter().map(|fd| (poll_in(fd), Some(i))));
         }
         polled.push((poll_in(wake.as_raw_fd()), None));
-        let mut fds: Vec<libc::pollfd> = polled.iter().map(|(fd, _)| *fd).collect();
+        let (mut fds, fd_port): (Vec<libc::pollfd>, Vec<Option<usize>>) = polled.into_iter().unzip();
         let mut last_frame = 0;
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -202,7 +202,7 @@ impl Forwarder {
                 self.switch.advance(now);
             }
             let wait_ms = (deadline.saturating_sub(now).div_ceil(1_000_000)).clamp(1, MAX_SLEEP_MS);
-            for (fd, (_, port)) in fds.iter_mut().zip(&polled) {
+            for (fd, port) in fds.iter_mut().zip(&fd_port) {
                 // A port that is down is not polled (its descriptor may report errors forever).
                 fd.events = if port.is_none_or(|i| self.ports[i].up) { libc::POLLIN } else { 0 };
             }
