@@ -1551,7 +1551,8 @@ impl Live {
 // ---- Workloads.
 
 /// The built-in pipeline on its ports 1–4 with generated traffic, through the switch's
-/// default I/O, with rule updates between passes over the same frames.
+/// default I/O on two cores (each polling two ports, both sending to all four), with rule
+/// updates between passes over the same frames.
 #[test]
 fn l2l3acl_generated_traffic_with_updates() {
     if !is_root() {
@@ -1559,7 +1560,9 @@ fn l2l3acl_generated_traffic_with_updates() {
     }
     let flows = examples().join("l2l3acl.flows");
     let files = PipelineFiles { flows: &flows, tables: None, groups: None };
-    let mut live = Live::start("l2l3acl", &numbered_ports(4), files, &[], false);
+    let mut live = Live::start("l2l3acl", &numbered_ports(4), files, &["--cores", "2"], false);
+    let cores = live.switch.show()["cores"].as_array().map_or(0, Vec::len);
+    assert_eq!(cores, 2, "the switch runs {cores} cores");
     let frames = generated_traffic(&live.topo.dir, &flows, 300, 11, 4);
     live.send_frames(&frames);
     // The same frames again in bursts: many frames per receive batch and per flush.
@@ -1598,15 +1601,22 @@ fn l2l3acl_generated_traffic_with_updates() {
 }
 
 /// An operator pipeline from `examples/DIR` with `hyflow gen conversations` of its spec, then
-/// the same frames again after a rule update and after its removal.
-fn operator(dir: &str, flows: &str, tables: bool, groups: bool, update: &str, strict_match: &str) -> Counts {
+/// the same frames again after a rule update and after its removal, on `cores` cores.
+fn operator(
+    dir: &str,
+    flows: &str,
+    (tables, groups): (bool, bool),
+    cores: &str,
+    update: &str,
+    strict_match: &str,
+) -> Counts {
     let d = examples().join(dir);
     let (flows, tables, groups) =
         (d.join(flows), tables.then(|| d.join("tables.txt")), groups.then(|| d.join("groups.txt")));
     let ports_file = d.join("ports.txt");
     let ports = read_ports(&ports_file);
     let files = PipelineFiles { flows: &flows, tables: tables.as_deref(), groups: groups.as_deref() };
-    let mut live = Live::start(dir, &ports, files, &[], true);
+    let mut live = Live::start(dir, &ports, files, &["--cores", cores], true);
     let pcap = live.topo.dir.join("conversations.pcapng");
     let mut args =
         vec!["gen", "conversations", "--flows", path_str(&flows), "--ports", path_str(&ports_file)];
@@ -1644,12 +1654,13 @@ fn antrea_conversations_with_conntrack_and_updates() {
     if !is_root() {
         return;
     }
-    // Traffic to the peer Node's Pods (through the tunnel) dropped while the rule is in.
+    // Traffic to the peer Node's Pods (through the tunnel) dropped while the rule is in; the
+    // connections' state shared by three cores, each polling some of the five ports.
     let c = operator(
         "antrea",
         "antrea.flows",
-        true,
-        true,
+        (true, true),
+        "3",
         "table=L3Forwarding,priority=500,ip,nw_dst=10.10.1.0/24,actions=drop",
         "table=L3Forwarding,priority=500,ip,nw_dst=10.10.1.0/24",
     );
@@ -1664,8 +1675,8 @@ fn ovn_conversations_with_conntrack_and_updates() {
     let c = operator(
         "ovn",
         "ovn.flows",
-        false,
-        false,
+        (false, false),
+        "1",
         "table=0,priority=1000,tcp,tp_dst=22,actions=drop",
         "table=0,priority=1000,tcp,tp_dst=22",
     );

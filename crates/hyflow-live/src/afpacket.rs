@@ -200,7 +200,7 @@ impl PortIo for AfPacket {
             .to_string()
     }
 
-    fn receive(&mut self, batch: &mut RxBatch) -> io::Result<usize> {
+    fn receive(&mut self, _queue: usize, batch: &mut RxBatch) -> io::Result<usize> {
         let before = batch.len();
         while batch.has_room() {
             let block = self.block_ptr(self.block);

@@ -25,6 +25,14 @@ pub struct SwitchArgs {
     /// at start.
     #[arg(long, value_enum, value_name = "IO")]
     pub io: Option<IoArg>,
+    /// Poll-mode cores: threads that each poll their share of the ports' receive queues
+    /// (dealt out in turn, as Open vSwitch assigns queues to PMD threads), each pinned to a
+    /// CPU of the process's affinity mask when it has enough (run under `taskset` to choose
+    /// them). The engine's decisions are taken one batch at a time under one lock; parsing,
+    /// rewriting and packet I/O run on every core at once. At most the number of receive
+    /// queues (a veth has one unless created with `numrxqueues`).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub cores: u16,
     #[command(flatten)]
     pub host: HostArgs,
 }

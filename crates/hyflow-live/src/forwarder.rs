@@ -1,56 +1,46 @@
-//! The forwarding loop: frames in from every port, the engine's decision for each, frames
-//! out — OVS's PMD loop (`dpif-netdev.c`: poll each receive queue for a batch, process it,
-//! flush the output batches), over hyflow's [`Switch`].
+//! The running switch: the state its threads share, and the main thread.
 //!
-//! The engine stays deterministic and I/O-free: the loop reads the monotonic clock once per
-//! round of batches and passes it in, parses each frame as Open vSwitch's `flow_extract`
-//! does ([`parse_frame_with_layout`]), asks [`Switch::process`] for the copies that leave (as flow keys,
-//! the same answer `replay` gives for that packet), and writes each copy onto the frame
-//! ([`write_leaving`]): only the fields the datapath actions changed, checksums updated as
-//! Open vSwitch updates them. Rule updates and questions from the control socket are
-//! carried out between two rounds, so an update's revalidation is done before any frame of
-//! the next round is looked up. Nothing here allocates per frame.
+//! The threads are Open vSwitch's: poll-mode cores ([`crate::pmd`], one per `--cores`) move
+//! frames, and the main thread carries out control requests, runs the engine's timers when
+//! no frame does, and follows the interfaces' link state. The engine — rules and their
+//! counters, caches, MAC table, connection tracker — is one [`Switch`] behind one lock,
+//! taken once per batch: the parse of each frame, its rewriting and all packet I/O run on
+//! the cores in parallel, and every decision is the one a single switch would make in the
+//! order the batches took the lock.
+//!
+//! The engine stays deterministic and I/O-free: the cores read the monotonic clock under the
+//! engine's lock and pass it in. A rule update first waits for every core's round in flight
+//! to end (the round lock, taken for writing) so that when `hyflow ctl` returns, no frame
+//! decided by the old rules is still to leave, and no cache entry the update outdated
+//! forwards another.
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex, RwLock};
 use std::time::Instant;
 
 use serde::Serialize;
 
 use hyflow::cache::dump::dump_text;
-use hyflow::conntrack::EmbeddedTuple;
-use hyflow::openflow::traversal::Output;
-use hyflow::packet::frame_rewrite::write_leaving;
 use hyflow::packet::malformed_counts::MalformedCounts;
-use hyflow::packet::parse::{parse_frame_with_layout, FrameLayout};
-use hyflow::packet::FlowKey;
 use hyflow::replay_report::{ports_text, ReplayReport};
 use hyflow::switch::Switch;
 use hyflow_commands::replay::rule_stats;
 
 use crate::control::{Pending, Request};
 use crate::interfaces::{link_state, LinkState};
-use crate::port_io::{PortIo, RxBatch, SendRefused};
+use crate::pmd::{Core, RxQueue};
+use crate::port_io::PortIo;
 
-/// Longest the loop sleeps without looking at its timers and the stop flag (ms).
-const MAX_SLEEP_MS: u64 = 100;
-/// How long the loop keeps polling the rings after the last frame before it sleeps (ns):
-/// under load frames come in bursts a few tens of microseconds apart, and a burst that finds
-/// the loop asleep waits for a wake-up (tens of microseconds, more on a busy host) while the
-/// rings fill (Open vSwitch's PMDs never sleep; this one sleeps once traffic pauses).
-const SPIN_NS: u64 = 200_000;
-/// How often the loop looks whether an interface went down, came back or disappeared (ns).
+/// Longest a thread sleeps without looking at the halt flag and its timers (ms).
+pub(crate) const MAX_SLEEP_MS: u64 = 100;
+/// How often the main thread looks whether an interface went down, came back or
+/// disappeared (ns).
 const LINK_CHECK_NS: u64 = 1_000_000_000;
 
-/// Waiting for `fd` to be readable.
-fn poll_in(fd: std::os::fd::RawFd) -> libc::pollfd {
-    libc::pollfd { fd, events: libc::POLLIN, revents: 0 }
-}
-
-/// A port of the running switch: its interface and its I/O.
+/// A port of the running switch: its interface and its I/O, shared by the cores.
 pub struct LivePort {
     /// The interface's name (the ports file's name for the port).
     pub name: String,
@@ -59,13 +49,13 @@ pub struct LivePort {
     /// The interface's index when the switch attached (a new interface of the same name is
     /// not this port).
     pub ifindex: u32,
-    /// Its packet I/O.
-    pub io: Box<dyn PortIo>,
+    /// Its packet I/O; a core holds the lock while it receives, sends or flushes.
+    pub io: Mutex<Box<dyn PortIo>>,
     /// Whether it receives and sends: false while its interface is down, and for good once
     /// the interface is gone.
-    pub up: bool,
+    pub up: AtomicBool,
     /// Whether the interface was deleted.
-    pub gone: bool,
+    pub gone: AtomicBool,
 }
 
 impl LivePort {
@@ -75,9 +65,9 @@ impl LivePort {
             name: interface.name.clone(),
             number: interface.port,
             ifindex: interface.ifindex,
-            io,
-            up: true,
-            gone: false,
+            io: Mutex::new(io),
+            up: AtomicBool::new(true),
+            gone: AtomicBool::new(false),
         }
     }
 }
@@ -97,22 +87,117 @@ pub struct LiveDrops {
     pub too_long: u64,
 }
 
-/// The forwarding loop's state: the engine, the ports, the scratch every frame reuses.
-pub struct Forwarder {
-    switch: Switch,
-    ports: Vec<LivePort>,
-    batch: RxBatch,
-    key: FlowKey,
-    layout: FrameLayout,
-    outputs: Vec<Output>,
-    malformed: MalformedCounts,
-    drops: LiveDrops,
-    start: Instant,
-    io: String,
-    next_link_check: u64,
+impl LiveDrops {
+    fn add(&mut self, o: &LiveDrops) {
+        self.no_such_port += o.no_such_port;
+        self.tx_ring_full += o.tx_ring_full;
+        self.port_down += o.port_down;
+        self.too_long += o.too_long;
+    }
 }
 
-/// Why the loop ended.
+/// What the engine's lock guards: the switch, and the counts the cores merge into it.
+pub struct Engine {
+    /// The engine.
+    pub switch: Switch,
+    malformed: MalformedCounts,
+    drops: LiveDrops,
+}
+
+impl Engine {
+    /// Adds a core's counts since its last merge, and empties them.
+    pub(crate) fn merge(&mut self, malformed: &mut MalformedCounts, drops: &mut LiveDrops) {
+        if !malformed.by_reason.is_empty() {
+            self.malformed.add(malformed);
+            malformed.by_reason.clear();
+        }
+        self.drops.add(drops);
+        *drops = LiveDrops::default();
+    }
+}
+
+/// Where a core runs: its queues and the CPU it is pinned to.
+#[derive(Clone, Debug, Serialize)]
+pub struct CorePlan {
+    /// The receive queues it polls.
+    #[serde(skip)]
+    pub queues: Vec<RxQueue>,
+    /// The CPU it is pinned to (none: wherever the scheduler puts it).
+    pub cpu: Option<usize>,
+}
+
+/// A core's counters, as Open vSwitch's `dpif-netdev/pmd-stats-show` gives them.
+#[derive(Default)]
+pub struct CoreStats {
+    /// Frames received.
+    pub packets: AtomicU64,
+    /// Time spent in rounds that received frames (receiving, deciding, sending, and the
+    /// kernel's work inside the sends), idle polling left out (ns).
+    pub processing_ns: AtomicU64,
+}
+
+/// What the switch's threads share.
+pub struct Shared {
+    /// The engine, taken once per batch.
+    pub engine: Mutex<Engine>,
+    /// Held for reading by each core from its first receive of a round to its last flush;
+    /// for writing by a rule update.
+    pub rounds: RwLock<()>,
+    /// The ports, in the order of the ports file.
+    pub ports: Vec<LivePort>,
+    /// Set when the switch stops: the cores end their round and return.
+    pub halt: AtomicBool,
+    /// Each core's counters.
+    pub core_stats: Vec<CoreStats>,
+    start: Instant,
+}
+
+impl Shared {
+    /// Nanoseconds since the switch started: the engine's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// The index of the port numbered `number`.
+    pub fn port_index(&self, number: u32) -> Option<usize> {
+        self.ports.iter().position(|p| p.number == number)
+    }
+
+    /// Port `i` stopped working: said once, and the others go on.
+    pub fn port_lost(&self, i: usize, why: &str) {
+        let p = &self.ports[i];
+        if p.up.swap(false, Ordering::Relaxed) {
+            eprintln!(
+                "hyflow: port {} ({}) stopped: {why}; the other ports keep forwarding",
+                p.number, p.name
+            );
+        }
+    }
+
+    /// Follows each interface's state: a port whose interface went down stops until it comes
+    /// back up; one whose interface was deleted stops for good. Each change is said once.
+    fn check_links(&self) {
+        for (i, p) in self.ports.iter().enumerate() {
+            if p.gone.load(Ordering::Relaxed) {
+                continue;
+            }
+            match link_state(&p.name, p.ifindex) {
+                LinkState::Gone => {
+                    self.port_lost(i, "the interface was deleted");
+                    p.gone.store(true, Ordering::Relaxed);
+                }
+                LinkState::Down => self.port_lost(i, "the interface went down"),
+                LinkState::Up => {
+                    if !p.up.swap(true, Ordering::Relaxed) {
+                        eprintln!("hyflow: port {} ({}) is up again", p.number, p.name);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Why the switch stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
     /// SIGINT or SIGTERM.
@@ -121,46 +206,76 @@ pub enum Ended {
     Stopped,
 }
 
+/// The switch: its shared state, its cores' plan, and what the main thread keeps.
+pub struct Forwarder {
+    shared: Shared,
+    plans: Vec<CorePlan>,
+    max_frame: usize,
+    io: String,
+}
+
 impl Forwarder {
-    /// A loop over `ports` (frames at most `max_frame` bytes) through `switch`; `io` says how
-    /// frames move, for reports.
-    pub fn new(switch: Switch, ports: Vec<LivePort>, max_frame: usize, io: String) -> Forwarder {
-        Forwarder {
-            switch,
+    /// A switch over `ports` (frames at most `max_frame` bytes) through `switch`, with a core
+    /// per plan; `io` says how frames move, for reports.
+    pub fn new(
+        switch: Switch,
+        ports: Vec<LivePort>,
+        plans: Vec<CorePlan>,
+        max_frame: usize,
+        io: String,
+    ) -> Forwarder {
+        let shared = Shared {
+            engine: Mutex::new(Engine {
+                switch,
+                malformed: MalformedCounts::default(),
+                drops: LiveDrops::default(),
+            }),
+            rounds: RwLock::new(()),
             ports,
-            batch: RxBatch::new(max_frame),
-            key: FlowKey::default(),
-            layout: FrameLayout::default(),
-            outputs: Vec::with_capacity(16),
-            malformed: MalformedCounts::default(),
-            drops: LiveDrops::default(),
+            halt: AtomicBool::new(false),
+            core_stats: plans.iter().map(|_| CoreStats::default()).collect(),
             start: Instant::now(),
-            io,
-            next_link_check: LINK_CHECK_NS,
-        }
+        };
+        Forwarder { shared, plans, max_frame, io }
     }
 
-    /// Nanoseconds since the switch started: the engine's clock.
-    fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+    /// Starts the cores, prints `ready`, and carries out control requests (announced on
+    /// `wake`, which the signal handlers also write to) until `stop` is set or a `stop`
+    /// request arrives; the cores have ended when it returns.
+    pub fn run(&self, stop: &AtomicBool, requests: &mpsc::Receiver<Pending>, mut wake: &UnixStream) -> Ended {
+        let shared = &self.shared;
+        std::thread::scope(|scope| {
+            for (id, plan) in self.plans.iter().enumerate() {
+                let core = Core::new(id, plan.queues.clone(), self.max_frame, shared.ports.len());
+                let cpu = plan.cpu;
+                std::thread::Builder::new()
+                    .name(format!("hyflow-core{id}"))
+                    .spawn_scoped(scope, move || {
+                        if let Some(cpu) = cpu {
+                            pin_to(cpu);
+                        }
+                        core.run(shared)
+                    })
+                    .expect("spawning a core thread");
+            }
+            say_ready();
+            let ended = self.main_loop(stop, requests, &mut wake);
+            shared.halt.store(true, Ordering::Relaxed);
+            ended
+        })
     }
 
-    /// Forwards until `stop` is set (the signal handler also writes to `wake`) or a `stop`
-    /// request arrives; control requests come on `requests`, each announced on `wake`.
-    pub fn run(
-        &mut self,
+    /// The main thread's loop: requests, the engine's timers while no frame runs them, link
+    /// state.
+    fn main_loop(
+        &self,
         stop: &AtomicBool,
         requests: &mpsc::Receiver<Pending>,
-        mut wake: &UnixStream,
+        wake: &mut &UnixStream,
     ) -> Ended {
-        // Every port's descriptors, each with its port, then the wake-up socket's.
-        let mut polled: Vec<(libc::pollfd, Option<usize>)> = Vec::new();
-        for (i, p) in self.ports.iter().enumerate() {
-            polled.extend(p.io.rx_fds().into_iter().map(|fd| (poll_in(fd), Some(i))));
-        }
-        polled.push((poll_in(wake.as_raw_fd()), None));
-        let (mut fds, fd_port): (Vec<libc::pollfd>, Vec<Option<usize>>) = polled.into_iter().unzip();
-        let mut last_frame = 0;
+        let shared = &self.shared;
+        let mut next_link_check = LINK_CHECK_NS;
+        let mut wake_fd = [libc::pollfd { fd: wake.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ended::Signal;
@@ -173,144 +288,57 @@ impl Forwarder {
                     return Ended::Stopped;
                 }
             }
-            let now = self.now_ns();
-            let mut received = 0;
-            for i in 0..self.ports.len() {
-                if self.ports[i].up {
-                    received += self.forward_batch(i, now);
+            // The switch's own deadlines (expiry, aging, sweeps), which frames also run.
+            let deadline = {
+                let mut engine = shared.engine.lock().expect("engine lock");
+                let now = shared.now_ns();
+                if engine.switch.next_deadline_ns() <= now {
+                    engine.switch.advance(now);
                 }
+                engine.switch.next_deadline_ns()
+            };
+            let now = shared.now_ns();
+            if now >= next_link_check {
+                shared.check_links();
+                next_link_check = now + LINK_CHECK_NS;
             }
-            for p in &mut self.ports {
-                p.io.flush();
-            }
-            if now >= self.next_link_check {
-                self.check_links();
-                self.next_link_check = now + LINK_CHECK_NS;
-            }
-            if received > 0 {
-                last_frame = now;
-                continue;
-            }
-            if now.saturating_sub(last_frame) < SPIN_NS {
-                std::hint::spin_loop();
-                continue;
-            }
-            // Idle: the switch's own deadlines, then sleep until a frame, a request, a
-            // signal or the next deadline.
-            let deadline = self.switch.next_deadline_ns();
-            if deadline <= now {
-                self.switch.advance(now);
-            }
-            let wait_ms = (deadline.saturating_sub(now).div_ceil(1_000_000)).clamp(1, MAX_SLEEP_MS);
-            for (fd, port) in fds.iter_mut().zip(&fd_port) {
-                // A port that is down is not polled (its descriptor may report errors forever).
-                fd.events = if port.is_none_or(|i| self.ports[i].up) { libc::POLLIN } else { 0 };
-            }
-            // SAFETY: `fds` is a live array of pollfd of the length passed.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms as i32) };
-            if fds.last().is_some_and(|fd| fd.revents != 0) {
+            let until = deadline.min(next_link_check);
+            let wait_ms = until.saturating_sub(now).div_ceil(1_000_000).clamp(1, MAX_SLEEP_MS);
+            // SAFETY: `wake_fd` is a live array of one pollfd.
+            unsafe { libc::poll(wake_fd.as_mut_ptr(), 1, wait_ms as i32) };
+            if wake_fd[0].revents != 0 {
                 let mut drain = [0u8; 64];
                 while matches!(wake.read(&mut drain), Ok(n) if n > 0) {}
             }
         }
     }
 
-    /// Receives one batch on port `i` and forwards each frame; returns how many arrived.
-    fn forward_batch(&mut self, i: usize, now: u64) -> usize {
-        self.batch.clear();
-        if let Err(e) = self.ports[i].io.receive(&mut self.batch) {
-            self.port_lost(i, &e.to_string());
-            return 0;
-        }
-        let Forwarder { switch, ports, batch, key, layout, outputs, malformed, drops, .. } = self;
-        for f in 0..batch.len() {
-            let frame = batch.frame(f);
-            // A frame that does not parse completely goes through the pipeline on what was
-            // parsed, as in Open vSwitch; the reason is counted.
-            if let Err(m) = parse_frame_with_layout(frame, ports[i].number, key, layout) {
-                malformed.count(m.name());
-            }
-            // An ICMP error relates to its connection by the packet it carries, which only
-            // the frame holds.
-            let embedded = EmbeddedTuple::of_icmp_error(frame, layout, key);
-            switch.process_embedded(key, embedded, frame.len() as u64, now, outputs);
-            for out in outputs.iter() {
-                let Some(port) = ports.iter_mut().find(|p| p.number == out.port) else {
-                    drops.no_such_port += 1;
-                    continue;
-                };
-                if !port.up {
-                    drops.port_down += 1;
-                    continue;
-                }
-                let mut fits = true;
-                let sent = port.io.send_with(&mut |buf| {
-                    let written = write_leaving(frame, layout, key, &out.packet, buf);
-                    fits = written.is_ok();
-                    written.ok()
-                });
-                match sent {
-                    Ok(()) if !fits => drops.too_long += 1,
-                    Ok(()) => {}
-                    Err(SendRefused::Full) => drops.tx_ring_full += 1,
-                    Err(SendRefused::Down) => drops.port_down += 1,
-                }
-            }
-        }
-        batch.len()
-    }
-
-    /// Port `i` stopped working: said once, and the others go on.
-    fn port_lost(&mut self, i: usize, why: &str) {
-        let p = &mut self.ports[i];
-        if p.up {
-            p.up = false;
-            eprintln!(
-                "hyflow: port {} ({}) stopped: {why}; the other ports keep forwarding",
-                p.number, p.name
-            );
-        }
-    }
-
-    /// Follows each interface's state: a port whose interface went down stops until it comes
-    /// back up; one whose interface was deleted stops for good. Each change is said once.
-    fn check_links(&mut self) {
-        for i in 0..self.ports.len() {
-            let p = &self.ports[i];
-            if p.gone {
-                continue;
-            }
-            match link_state(&p.name, p.ifindex) {
-                LinkState::Gone => {
-                    self.port_lost(i, "the interface was deleted");
-                    self.ports[i].gone = true;
-                }
-                LinkState::Down => self.port_lost(i, "the interface went down"),
-                LinkState::Up if !p.up => {
-                    let p = &mut self.ports[i];
-                    p.up = true;
-                    eprintln!("hyflow: port {} ({}) is up again", p.number, p.name);
-                }
-                LinkState::Up => {}
-            }
-        }
-    }
-
-    /// Carries out a control request between two batches.
-    fn carry_out(&mut self, request: Request) -> Result<String, String> {
-        let now = self.now_ns();
+    /// Carries out a control request; an update returns once no frame decided by the old
+    /// rules is left to send.
+    fn carry_out(&self, request: Request) -> Result<String, String> {
+        let shared = &self.shared;
         match request {
             Request::Show { json: true } => {
-                Ok(serde_json::to_string_pretty(&self.show_json(now)).expect("serializes"))
+                Ok(serde_json::to_string_pretty(&self.show_json()).expect("serializes"))
             }
-            Request::Show { json: false } => Ok(self.report_text(now)),
-            Request::DumpFlows => Ok(rule_stats(self.switch.pipeline())),
-            Request::DumpMegaflows => Ok(dump_text(&self.switch.megaflow_dump(), now)),
-            Request::DumpPorts => Ok(ports_text(&self.switch.port_stats())),
+            Request::Show { json: false } => Ok(self.report_text()),
+            Request::DumpFlows => {
+                Ok(rule_stats(shared.engine.lock().expect("engine lock").switch.pipeline()))
+            }
+            Request::DumpMegaflows => {
+                let engine = shared.engine.lock().expect("engine lock");
+                Ok(dump_text(&engine.switch.megaflow_dump(), shared.now_ns()))
+            }
+            Request::DumpPorts => {
+                Ok(ports_text(&shared.engine.lock().expect("engine lock").switch.port_stats()))
+            }
             Request::Update(updates) => {
+                let _quiet = shared.rounds.write().expect("round lock");
+                let mut engine = shared.engine.lock().expect("engine lock");
+                let now = shared.now_ns();
                 let mut changed = 0;
                 for (command, spec) in &updates {
-                    changed += self.switch.apply_update(*command, spec, now);
+                    changed += engine.switch.apply_update(*command, spec, now);
                 }
                 Ok(format!("{changed} rule(s) changed\n"))
             }
@@ -318,27 +346,54 @@ impl Forwarder {
         }
     }
 
-    /// The engine's report of everything forwarded so far.
-    fn report(&self, now: u64) -> ReplayReport {
-        ReplayReport::new(&self.switch, &self.malformed, 0, now)
+    /// The engine's report of everything forwarded so far, and the live drops.
+    fn report(&self) -> (ReplayReport, LiveDrops, f64) {
+        let engine = self.shared.engine.lock().expect("engine lock");
+        let now = self.shared.now_ns();
+        (ReplayReport::new(&engine.switch, &engine.malformed, 0, now), engine.drops, now as f64 / 1e9)
+    }
+
+    /// Frames each port's kernel side dropped before the switch received them.
+    fn rx_dropped(&self) -> Vec<u64> {
+        self.shared.ports.iter().map(|p| p.io.lock().expect("port lock").rx_dropped()).collect()
     }
 
     /// `show --json`: the report's keys, and the live switch's own.
-    fn show_json(&mut self, now: u64) -> serde_json::Value {
-        let mut v = serde_json::to_value(self.report(now)).expect("a report serializes");
+    fn show_json(&self) -> serde_json::Value {
+        let (report, drops, uptime) = self.report();
+        let mut v = serde_json::to_value(report).expect("a report serializes");
         let interfaces: Vec<_> = self
+            .shared
             .ports
-            .iter_mut()
-            .map(|p| {
-                let dropped = p.io.rx_dropped();
-                serde_json::json!({ "name": p.name, "port": p.number, "up": p.up, "gone": p.gone, "rx_dropped": dropped })
+            .iter()
+            .zip(self.rx_dropped())
+            .map(|(p, dropped)| {
+                serde_json::json!({
+                    "name": p.name, "port": p.number, "up": p.up.load(Ordering::Relaxed),
+                    "gone": p.gone.load(Ordering::Relaxed), "rx_dropped": dropped,
+                })
+            })
+            .collect();
+        let cores: Vec<_> = self
+            .plans
+            .iter()
+            .zip(&self.shared.core_stats)
+            .enumerate()
+            .map(|(id, (plan, stats))| {
+                let packets = stats.packets.load(Ordering::Relaxed);
+                let processing_ns = stats.processing_ns.load(Ordering::Relaxed);
+                serde_json::json!({
+                    "core": id, "cpu": plan.cpu, "queues": self.queue_names(plan),
+                    "packets": packets, "processing_ns": processing_ns,
+                })
             })
             .collect();
         let extra = serde_json::json!({
-            "uptime_seconds": now as f64 / 1e9,
+            "uptime_seconds": uptime,
             "io": self.io,
             "interfaces": interfaces,
-            "live_drops": self.drops,
+            "cores": cores,
+            "live_drops": drops,
         });
         if let (Some(map), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
             map.extend(extra);
@@ -346,17 +401,40 @@ impl Forwarder {
         v
     }
 
+    /// A core's queues as `port/queue` names.
+    fn queue_names(&self, plan: &CorePlan) -> Vec<String> {
+        plan.queues.iter().map(|q| format!("{}/{}", self.shared.ports[q.port].name, q.queue)).collect()
+    }
+
+    /// The cores in one line each: queues, CPU, frames received, processing time per frame.
+    fn cores_text(&self) -> String {
+        let mut text = String::new();
+        for (id, (plan, stats)) in self.plans.iter().zip(&self.shared.core_stats).enumerate() {
+            let cpu = plan.cpu.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
+            let packets = stats.packets.load(Ordering::Relaxed);
+            let ns = stats.processing_ns.load(Ordering::Relaxed);
+            text.push_str(&format!(
+                "  core {id} ({cpu}) on {}: {packets} received, {:.3} s processing ({:.0} ns per frame)\n",
+                self.queue_names(plan).join(", "),
+                ns as f64 / 1e9,
+                ns as f64 / packets.max(1) as f64,
+            ));
+        }
+        text
+    }
+
     /// The report as text: uptime and I/O, the replay report (layers, ports), live drops.
-    fn report_text(&mut self, now: u64) -> String {
-        let d = self.drops;
+    fn report_text(&self) -> String {
+        let (report, d, uptime) = self.report();
         let received_not: Vec<String> =
-            self.ports.iter_mut().map(|p| format!("{} {}", p.io.rx_dropped(), p.name)).collect();
+            self.shared.ports.iter().zip(self.rx_dropped()).map(|(p, n)| format!("{n} {}", p.name)).collect();
         format!(
-            "hyflow switch: up {:.3} s, io {}\n\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
+            "hyflow switch: up {uptime:.3} s, io {}, {} core(s)\n{}\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
              not sent: {} to no such port, {} on a full ring, {} on a port down, {} too long\n",
-            now as f64 / 1e9,
             self.io,
-            self.report(now).text(),
+            self.plans.len(),
+            self.cores_text(),
+            report.text(),
             received_not.join(", "),
             d.no_such_port,
             d.tx_ring_full,
@@ -366,15 +444,44 @@ impl Forwarder {
     }
 
     /// The report printed when the switch ends: as `show`, and every rule's counters.
-    pub fn final_report(&mut self) -> String {
-        let now = self.now_ns();
-        format!("{}\n{}", self.report_text(now), rule_stats(self.switch.pipeline()))
+    pub fn final_report(&self) -> String {
+        let rules = rule_stats(self.shared.engine.lock().expect("engine lock").switch.pipeline());
+        format!("{}\n{rules}", self.report_text())
     }
+}
 
-    /// Announces that the switch forwards: one line `ready` on standard output.
-    pub fn say_ready(&self) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "ready");
-        let _ = out.flush();
+/// Announces that the switch forwards: one line `ready` on standard output.
+fn say_ready() {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "ready");
+    let _ = out.flush();
+}
+
+/// Pins the calling thread to `cpu` (a PMD thread stays on its core: its caches stay warm
+/// and nothing else's work lands between two batches).
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET adds `cpu` (below CPU_SETSIZE,
+    // as every CPU of the affinity mask it came from is).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!(
+                "hyflow switch: could not pin a core to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// The CPUs this process may run on, in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
     }
 }

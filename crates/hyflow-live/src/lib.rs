@@ -2,8 +2,9 @@
 //! Linux interfaces (AF_XDP, or AF_PACKET where XDP cannot attach), `hyflow ctl` talks to it.
 //!
 //! Layers, front to back: [`args`] (the options), [`port_io`] (what the loop asks of packet
-//! I/O) with its backends [`afpacket`] and `afxdp` (feature `afxdp`), [`forwarder`] (the
-//! loop: frames → engine → frames), [`control`] (the control socket). The engine itself
+//! I/O) with its backends [`afpacket`] and `afxdp` (feature `afxdp`), [`pmd`] (a poll-mode
+//! core: frames → engine → frames), [`forwarder`] (the state the cores share, and the main
+//! thread), [`control`] (the control socket). The engine itself
 //! never sees a socket or a clock: the loop passes time and parsed frames in.
 
 pub mod afpacket;
@@ -13,6 +14,7 @@ pub mod args;
 pub mod control;
 pub mod forwarder;
 pub mod interfaces;
+pub mod pmd;
 pub mod port_io;
 pub mod send;
 
@@ -28,8 +30,9 @@ use hyflow::switch::Switch;
 use hyflow_commands::switch::{host_config, mac_table};
 
 use crate::args::{CtlArgs, IoArg, SwitchArgs};
-use crate::forwarder::{Forwarder, LivePort};
+use crate::forwarder::{allowed_cpus, CorePlan, Forwarder, LivePort};
 use crate::interfaces::Interface;
+use crate::pmd::RxQueue;
 
 /// Runs `hyflow switch` until SIGINT, SIGTERM or `ctl stop`, then prints its report.
 pub fn run_switch(a: SwitchArgs) -> Result<()> {
@@ -71,9 +74,18 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         io => io,
     };
     let (ports, io) = open_ports(&interfaces, io, max_frame)?;
+    let plans = plan_cores(&ports, a.cores as usize);
     eprintln!(
-        "hyflow switch: io {io} on {}",
-        interfaces.iter().map(|i| format!("{}={}", i.name, i.port)).collect::<Vec<_>>().join(", ")
+        "hyflow switch: io {io} on {}; {} core(s){}",
+        interfaces.iter().map(|i| format!("{}={}", i.name, i.port)).collect::<Vec<_>>().join(", "),
+        plans.len(),
+        match plans[0].cpu {
+            Some(_) => format!(
+                " on CPU {}",
+                plans.iter().filter_map(|p| p.cpu).map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            None => ", unpinned".to_string(),
+        }
     );
 
     let (wake_rx, wake_tx) = UnixStream::pair().context("wake-up socket pair")?;
@@ -89,8 +101,7 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         Some(path) => Some(control::serve(path, flows.names.clone(), requests_tx, wake_tx)?),
         None => None,
     };
-    let mut forwarder = Forwarder::new(switch, ports, max_frame, io);
-    forwarder.say_ready();
+    let forwarder = Forwarder::new(switch, ports, plans, max_frame, io);
     let why = match forwarder.run(&stop, &requests, &wake_rx) {
         forwarder::Ended::Signal => "a signal",
         forwarder::Ended::Stopped => "`hyflow ctl stop`",
@@ -101,6 +112,40 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
     drop(forwarder);
     print!("{report}");
     Ok(())
+}
+
+/// Deals the ports' receive queues out to `cores` cores (no more cores than queues: a core
+/// with no queue would have nothing to do), each pinned to its own CPU of the process's
+/// affinity mask when the mask has one for each.
+fn plan_cores(ports: &[LivePort], cores: usize) -> Vec<CorePlan> {
+    let queues: Vec<RxQueue> = ports
+        .iter()
+        .enumerate()
+        .flat_map(|(port, p)| {
+            let n = p.io.lock().expect("port lock").rx_fds().len();
+            (0..n).map(move |queue| RxQueue { port, queue })
+        })
+        .collect();
+    let cores = if cores > queues.len() {
+        eprintln!(
+            "hyflow switch: --cores {cores} but the ports have {} receive queue(s) in all: using {}",
+            queues.len(),
+            queues.len()
+        );
+        queues.len()
+    } else {
+        cores
+    };
+    let cpus = allowed_cpus();
+    let pinned = cpus.len() >= cores;
+    if !pinned {
+        eprintln!("hyflow switch: {} CPU(s) allowed for {cores} cores: cores are not pinned", cpus.len());
+    }
+    pmd::assign(&queues, cores)
+        .into_iter()
+        .enumerate()
+        .map(|(i, queues)| CorePlan { queues, cpu: pinned.then(|| cpus[i]) })
+        .collect()
 }
 
 /// Opens every interface's I/O as `--io` asks (`None`: AF_XDP where it attaches, AF_PACKET
@@ -124,7 +169,7 @@ fn open_ports(
             Ok(LivePort::new(i, Box::new(io)))
         })
         .collect::<Result<Vec<_>>>()?;
-    let io = ports[0].io.describe();
+    let io = ports[0].io.lock().expect("port lock").describe();
     Ok((ports, io))
 }
 

@@ -75,13 +75,15 @@ pub enum SendRefused {
     Down,
 }
 
-/// A port's packet I/O.
-pub trait PortIo {
+/// A port's packet I/O. The switch's cores share a port (each polls the receive queues it
+/// was given, any of them sends), each holding the port's lock while it calls in.
+pub trait PortIo: Send {
     /// How frames move, for the line the switch prints at start (`afxdp native copy`).
     fn describe(&self) -> String;
-    /// Moves the frames waiting into `batch` (as many as it has room for); returns how many.
-    /// An error means the interface cannot receive any more (gone, down).
-    fn receive(&mut self, batch: &mut RxBatch) -> io::Result<usize>;
+    /// Moves the frames waiting on receive queue `queue` (an index of [`PortIo::rx_fds`])
+    /// into `batch`, as many as it has room for; returns how many. An error means the
+    /// interface cannot receive any more (gone, down).
+    fn receive(&mut self, queue: usize, batch: &mut RxBatch) -> io::Result<usize>;
     /// Sends one frame that `build` writes into a transmit buffer (it returns the part of the
     /// buffer holding the frame, or `None` to send nothing). Frames may wait for
     /// [`PortIo::flush`].
@@ -94,6 +96,7 @@ pub trait PortIo {
     /// Frames the kernel dropped before the switch could receive them (its receive ring was
     /// full), since the port opened.
     fn rx_dropped(&mut self) -> u64;
-    /// The descriptors that become readable when frames arrive (one per receive queue).
+    /// The descriptors that become readable when frames arrive, one per receive queue, in
+    /// queue order.
     fn rx_fds(&self) -> Vec<RawFd>;
 }

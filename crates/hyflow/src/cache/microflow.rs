@@ -275,10 +275,8 @@ impl MicroflowCache {
         None
     }
 
-    /// [`MicroflowCache::lookup`] for a batch of packets, `out[j]` for `keys[j]`: first every
-    /// bucket's signatures and then every candidate slot are prefetched, so the cache misses
-    /// of the whole batch overlap instead of queueing one behind the other (OVS's EMC and
-    /// DPDK's hash tables do the same). Results are those of `lookup` in order.
+    /// [`MicroflowCache::lookup`] for a batch of packets, `out[j]` for `keys[j]`, after
+    /// [`MicroflowCache::prefetch`]. Results are those of `lookup` in order.
     pub fn lookup_batch(
         &mut self,
         keys: &[FlowKey],
@@ -288,24 +286,32 @@ impl MicroflowCache {
     ) {
         assert!(keys.len() == hashes.len() && keys.len() == out.len(), "batch slices differ in length");
         for ((keys, hashes), out) in keys.chunks(BATCH).zip(hashes.chunks(BATCH)).zip(out.chunks_mut(BATCH)) {
-            let mut bases = [0usize; BATCH];
-            for (base, &h) in bases.iter_mut().zip(hashes) {
-                *base = self.locate(h).1;
-                prefetch(&self.meta[*base], std::mem::size_of::<Meta>() * self.ways);
-                if self.ways == 1 {
-                    prefetch(&self.slots[*base], std::mem::size_of::<Slot>());
-                }
-            }
-            if self.ways > 1 {
-                for (&base, &h) in bases.iter().zip(hashes) {
-                    let sig = self.locate(h).0;
-                    if let Some(w) = (0..self.ways).find(|&w| self.meta[base + w].sig == sig) {
-                        prefetch(&self.slots[base + w], std::mem::size_of::<Slot>());
-                    }
-                }
-            }
+            self.prefetch(hashes);
             for ((key, &h), o) in keys.iter().zip(hashes).zip(out.iter_mut()) {
                 *o = self.lookup(key, h, tables);
+            }
+        }
+    }
+
+    /// Brings into the CPU's cache what looking up packets of these `hashes` (at most
+    /// [`BATCH`]) will read: first every bucket's signatures and then every candidate slot,
+    /// so that the cache misses of a whole batch overlap instead of queueing one behind the
+    /// other (OVS's EMC and DPDK's hash tables do the same).
+    pub fn prefetch(&self, hashes: &[u64]) {
+        let mut bases = [0usize; BATCH];
+        for (base, &h) in bases.iter_mut().zip(hashes) {
+            *base = self.locate(h).1;
+            prefetch(&self.meta[*base], std::mem::size_of::<Meta>() * self.ways);
+            if self.ways == 1 {
+                prefetch(&self.slots[*base], std::mem::size_of::<Slot>());
+            }
+        }
+        if self.ways > 1 {
+            for (&base, &h) in bases.iter().zip(hashes) {
+                let sig = self.locate(h).0;
+                if let Some(w) = (0..self.ways).find(|&w| self.meta[base + w].sig == sig) {
+                    prefetch(&self.slots[base + w], std::mem::size_of::<Slot>());
+                }
             }
         }
     }

@@ -183,7 +183,7 @@ pub struct SchemeFigures {
 }
 
 /// A NIC caching scheme.
-pub trait NicScheme {
+pub trait NicScheme: Send {
     /// Name in reports.
     fn name(&self) -> &'static str;
     /// Whether installs need the traversal's segments recorded (`Traversal::record_segments`).

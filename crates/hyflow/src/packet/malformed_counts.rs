@@ -28,6 +28,16 @@ impl MalformedCounts {
         }
     }
 
+    /// Adds `other`'s counts (one thread's counts merged into the switch's).
+    pub fn add(&mut self, other: &MalformedCounts) {
+        for &(reason, n) in &other.by_reason {
+            match self.by_reason.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, m)) => *m += n,
+                None => self.by_reason.push((reason, n)),
+            }
+        }
+    }
+
     /// Total malformed packets.
     pub fn total(&self) -> u64 {
         self.by_reason.iter().map(|(_, n)| n).sum()
