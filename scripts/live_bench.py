@@ -15,9 +15,11 @@ AF_PACKET — pinned to CPU 1 with the generator (`hyflow send`, AF_XDP) on CPU 
   2. packets/s forwarded when the generator sends as fast as it can, for 64 and 1514 bytes;
   3. one-way latency p50/p99 of 2,000 probes (1 ms apart) under a background load of
      500,000 frames/s;
-  4. CPU per packet: Open vSwitch's PMD processing cycles (pmd-stats-show; its idle polling
-     left out), CPU 1's busy time for hyflow (it sleeps when idle; softirq work its sends
-     cause included, as in the PMD's cycles), both in ns and in cycles at the CPU's clock.
+  4. CPU per packet: Open vSwitch's PMD processing cycles (pmd-stats-show), hyflow's cores'
+     processing time (`show`'s cores) — both count the iterations that received frames, the
+     kernel's work inside their sends included, and leave idle polling out — in ns and in
+     cycles at the CPU's clock; for hyflow also the part spent in the engine (under its lock:
+     the part a second core cannot share).
 Prints a Markdown table for BENCHMARKS.md. Usage: scripts/live_bench.py [--hyflow BIN]
 [--seconds S]. Needs openvswitch-switch installed (apt-get install openvswitch-switch).
 """
@@ -215,7 +217,7 @@ class Ovs:
                 packets += int(line.split(":")[1])
             elif line.startswith("processing cycles:"):
                 cycles += int(line.split(":")[1].split()[0])
-        return packets, cycles
+        return packets, cycles, None
 
 
 class Hyflow:
@@ -241,13 +243,13 @@ class Hyflow:
         self.proc.wait(10)
 
     def counters(self):
-        # CPU 1's busy time, not the process's: the receive work the switch's transmissions
-        # cause on the peer (softirq, in its send calls) is not the process's time, but it is
-        # in the cycles Open vSwitch's PMD counts for the same work.
-        cpu1 = next(l for l in open("/proc/stat") if l.startswith("cpu1 ")).split()[1:]
-        busy = sum(int(x) for i, x in enumerate(cpu1[:8]) if i not in (3, 4))
+        # The cores' processing time: rounds that received frames, from the end of the round
+        # before to the end of theirs, the kernel's work inside the sends included (the peer's
+        # receive softirq runs in them), idle polling left out: what Open vSwitch's
+        # "processing cycles" count for the same work.
         show = json.loads(sh(self.binary, "ctl", self.sock, "show", "--json"))
-        return show["packets"], busy * 1e9 / os.sysconf("SC_CLK_TCK")
+        cores = show["cores"]
+        return (show["packets"], sum(c["processing_ns"] for c in cores), sum(c["engine_ns"] for c in cores))
 
 
 def send(binary, pcap, loops, rate=None):
@@ -274,18 +276,20 @@ def measure(sw, binary, tmp, seconds, ghz):
             write_pcap(pcap, [frame(i, size) for i in range(1000)])
             send(binary, pcap, 20, rate=20000)  # warm the caches
             loops = max(1, int(seconds * 1.2e6 / 1000)) if size == 64 else max(1, int(seconds * 3e5 / 1000))
-            rx0, (p0, c0), t0 = host_rx(), sw.counters(), time.time()
+            rx0, (p0, c0, e0), t0 = host_rx(), sw.counters(), time.time()
             sent = send(binary, pcap, loops)
             time.sleep(0.5)
-            rx1, (p1, c1), t1 = host_rx(), sw.counters(), time.time()
+            rx1, (p1, c1, e1), t1 = host_rx(), sw.counters(), time.time()
             fwd = rx1["h3"] - rx0["h3"]
             secs = float(sent.split(" in ")[1].split(" s")[0])
             offered = int(sent.split()[1])
             busy = c1 - c0
             # Open vSwitch counts cycles, hyflow CPU nanoseconds.
             ns = busy / ghz if isinstance(sw, Ovs) else busy
+            engine = None if e0 is None else (e1 - e0) / max(1, p1 - p0)
             rows[size] = dict(offered=offered, offered_pps=offered / secs, forwarded=fwd,
-                              pps=fwd / secs, ns_per_pkt=ns / max(1, p1 - p0), received=p1 - p0)
+                              pps=fwd / secs, ns_per_pkt=ns / max(1, p1 - p0), received=p1 - p0,
+                              engine_ns=engine)
         rows["latency"] = latency(binary, tmp, LATENCY_LOAD)
         return frames, rows
     finally:
@@ -319,14 +323,15 @@ def main():
     ref = results[0][1]
     print("CPU: %s, %.2f GHz; 2 cores: generator on CPU 0, switch on CPU 1\n" % (
         [l for l in open("/proc/cpuinfo") if l.startswith("model name")][0].split(":")[1].strip(), ghz))
-    print("| switch | frames out (300 in) | same bytes as %s | 64 B: offered pps | forwarded pps | ns CPU/pkt | cycles/pkt | 1514 B: offered pps | forwarded pps | ns CPU/pkt | latency p50 / p99 µs at %d pps |" % (results[0][0], LATENCY_LOAD))
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| switch | frames out (300 in) | same bytes as %s | 64 B: offered pps | forwarded pps | ns CPU/pkt | cycles/pkt | of which engine | 1514 B: offered pps | forwarded pps | ns CPU/pkt | latency p50 / p99 µs at %d pps |" % (results[0][0], LATENCY_LOAD))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, frames, rows in results:
         r64, r1514, lat = rows[64], rows[1514], rows["latency"]
         lat_text = "%.0f / %.0f (%d of 2000)" % (lat["p50"], lat["p99"], lat["received"]) if lat else "none arrived"
-        print("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |" % (
+        engine = "–" if r64["engine_ns"] is None else "%.0f ns" % r64["engine_ns"]
+        print("| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %s | %.0f | %.0f | %.0f | %s |" % (
             name, len(frames), "yes" if frames == ref else "NO", r64["offered_pps"], r64["pps"], r64["ns_per_pkt"],
-            r64["ns_per_pkt"] * ghz, r1514["offered_pps"], r1514["pps"], r1514["ns_per_pkt"], lat_text))
+            r64["ns_per_pkt"] * ghz, engine, r1514["offered_pps"], r1514["pps"], r1514["ns_per_pkt"], lat_text))
     for name, frames, _ in results[1:]:
         if frames != ref:
             a, b = set(map(tuple, ref)), set(map(tuple, frames))

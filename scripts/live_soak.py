@@ -10,7 +10,7 @@ switch's resident memory (VmRSS) is read. At the end: frames sent, forwarded (h2
 counter), lost (and where: the kernel's receive ring, the switch's drops), updates applied,
 and RSS first, last and largest.
 
-Usage: scripts/live_soak.py [--hyflow BIN] [--minutes M] [--rate PPS] [--io afxdp|afpacket]
+Usage: scripts/live_soak.py [--hyflow BIN] [--minutes M] [--rate PPS] [--io afxdp|afpacket] [--cores N]
 Exit 0 when nothing was lost and the last RSS is within 10% (+1 MiB) of the first after
 warm-up.
 """
@@ -54,6 +54,8 @@ def main():
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--rate", type=int, default=100000)
     ap.add_argument("--io", default="afxdp")
+    ap.add_argument("--cores", default="1", help="the switch's --cores (2: one core per port, "
+                    "so every frame is received on one core and sent on the port the other polls)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     flows, ports, pcap, sock = (os.path.join(tmp, n) for n in ("flows.txt", "ports.txt", "t.pcap", "ctl.sock"))
@@ -65,7 +67,7 @@ def main():
     switch = sender = None
     try:
         switch = subprocess.Popen(["ip", "netns", "exec", SW, a.hyflow, "switch", "--flows", flows, "--ports", ports,
-                                   "--ctl", sock, "--io", a.io], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   "--ctl", sock, "--io", a.io, "--cores", a.cores], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)
         assert "ready" in switch.stdout.readline()
         seconds = a.minutes * 60

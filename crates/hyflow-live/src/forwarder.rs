@@ -134,6 +134,12 @@ pub struct CoreStats {
     /// Time spent in rounds that received frames (receiving, deciding, sending, and the
     /// kernel's work inside the sends), idle polling left out (ns).
     pub processing_ns: AtomicU64,
+    /// Of which holding the engine's lock (ns): the part of the work no second core can
+    /// share, so with N cores the switch forwards at most processing ÷ engine times what
+    /// one core does.
+    pub engine_ns: AtomicU64,
+    /// Of which waiting for the engine's lock while another core held it (ns).
+    pub engine_wait_ns: AtomicU64,
 }
 
 /// What the switch's threads share.
@@ -381,10 +387,12 @@ impl Forwarder {
             .enumerate()
             .map(|(id, (plan, stats))| {
                 let packets = stats.packets.load(Ordering::Relaxed);
-                let processing_ns = stats.processing_ns.load(Ordering::Relaxed);
                 serde_json::json!({
                     "core": id, "cpu": plan.cpu, "queues": self.queue_names(plan),
-                    "packets": packets, "processing_ns": processing_ns,
+                    "packets": packets,
+                    "processing_ns": stats.processing_ns.load(Ordering::Relaxed),
+                    "engine_ns": stats.engine_ns.load(Ordering::Relaxed),
+                    "engine_wait_ns": stats.engine_wait_ns.load(Ordering::Relaxed),
                 })
             })
             .collect();
@@ -413,11 +421,15 @@ impl Forwarder {
             let cpu = plan.cpu.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
             let packets = stats.packets.load(Ordering::Relaxed);
             let ns = stats.processing_ns.load(Ordering::Relaxed);
+            let per = |ns: u64| ns as f64 / packets.max(1) as f64;
             text.push_str(&format!(
-                "  core {id} ({cpu}) on {}: {packets} received, {:.3} s processing ({:.0} ns per frame)\n",
+                "  core {id} ({cpu}) on {}: {packets} received, {:.3} s processing, per frame {:.0} ns \
+                 ({:.0} in the engine, {:.0} waiting for it)\n",
                 self.queue_names(plan).join(", "),
                 ns as f64 / 1e9,
-                ns as f64 / packets.max(1) as f64,
+                per(ns),
+                per(stats.engine_ns.load(Ordering::Relaxed)),
+                per(stats.engine_wait_ns.load(Ordering::Relaxed)),
             ));
         }
         text

@@ -62,9 +62,9 @@ pub struct Core {
     keys: Vec<FlowKey>,
     layouts: Vec<FrameLayout>,
     embedded: Vec<Option<EmbeddedTuple>>,
-    /// The copies that leave, by frame of the batch.
-    leaving: Vec<(usize, Output)>,
-    outputs: Vec<Output>,
+    /// The copies that leave, per frame of the batch (each vector reused: filled in place
+    /// by the engine, never moved).
+    leaving: Vec<Vec<Output>>,
     hashes: Vec<u64>,
     /// Ports sent to in this round (flushed at its end).
     sent_to: Vec<bool>,
@@ -84,8 +84,7 @@ impl Core {
             keys: vec![FlowKey::default(); BATCH],
             layouts: vec![FrameLayout::default(); BATCH],
             embedded: vec![None; BATCH],
-            leaving: Vec::with_capacity(4 * BATCH),
-            outputs: Vec::with_capacity(16),
+            leaving: (0..BATCH).map(|_| Vec::with_capacity(4)).collect(),
             hashes: Vec::with_capacity(BATCH),
             sent_to: vec![false; ports],
             malformed: MalformedCounts::default(),
@@ -171,29 +170,34 @@ impl Core {
             self.embedded[f] = EmbeddedTuple::of_icmp_error(frame, &self.layouts[f], &self.keys[f]);
         }
         self.decide(shared, n);
-        self.transmit(shared);
+        self.transmit(shared, n);
         n
     }
 
-    /// The engine's decision for each of the batch's `n` frames, under its lock.
+    /// The engine's decision for each of the batch's `n` frames (the copies that leave), under
+    /// its lock.
     fn decide(&mut self, shared: &Shared, n: usize) {
-        self.leaving.clear();
+        let asked = shared.now_ns();
         let mut engine = shared.engine.lock().expect("engine lock");
         let now = shared.now_ns();
         engine.merge(&mut self.malformed, &mut self.drops);
         engine.switch.prefetch(&self.keys[..n], &mut self.hashes);
         for f in 0..n {
             let bytes = self.batch.frame(f).len() as u64;
-            engine.switch.process_embedded(&self.keys[f], self.embedded[f], bytes, now, &mut self.outputs);
-            self.leaving.extend(self.outputs.drain(..).map(|o| (f, o)));
+            engine.switch.process_embedded(&self.keys[f], self.embedded[f], bytes, now, &mut self.leaving[f]);
         }
+        drop(engine);
+        let stats = &shared.core_stats[self.id];
+        stats.engine_wait_ns.fetch_add(now - asked, Ordering::Relaxed);
+        stats.engine_ns.fetch_add(shared.now_ns() - now, Ordering::Relaxed);
     }
 
     /// Writes every copy of the batch onto its output port, in order, holding a port's lock
     /// while consecutive copies go to it.
-    fn transmit(&mut self, shared: &Shared) {
+    fn transmit(&mut self, shared: &Shared, n: usize) {
         let mut held: Option<(usize, MutexGuard<'_, Box<dyn PortIo>>)> = None;
-        for (f, out) in &self.leaving {
+        let copies = self.leaving[..n].iter().enumerate().flat_map(|(f, outs)| outs.iter().map(move |o| (f, o)));
+        for (f, out) in copies {
             let Some(p) = shared.port_index(out.port) else {
                 self.drops.no_such_port += 1;
                 continue;
@@ -210,7 +214,7 @@ impl Core {
             }
             let io = &mut held.as_mut().expect("just taken").1;
             self.sent_to[p] = true;
-            let (frame, layout, key) = (self.batch.frame(*f), &self.layouts[*f], &self.keys[*f]);
+            let (frame, layout, key) = (self.batch.frame(f), &self.layouts[f], &self.keys[f]);
             let mut fits = true;
             let sent = io.send_with(&mut |buf| {
                 let written = write_leaving(frame, layout, key, &out.packet, buf);
