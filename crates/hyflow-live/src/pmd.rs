@@ -196,7 +196,8 @@ impl Core {
     /// while consecutive copies go to it.
     fn transmit(&mut self, shared: &Shared, n: usize) {
         let mut held: Option<(usize, MutexGuard<'_, Box<dyn PortIo>>)> = None;
-        let copies = self.leaving[..n].iter().enumerate().flat_map(|(f, outs)| outs.iter().map(move |o| (f, o)));
+        let copies =
+            self.leaving[..n].iter().enumerate().flat_map(|(f, outs)| outs.iter().map(move |o| (f, o)));
         for (f, out) in copies {
             let Some(p) = shared.port_index(out.port) else {
                 self.drops.no_such_port += 1;
