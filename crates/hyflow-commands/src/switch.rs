@@ -293,6 +293,7 @@ pub fn host_config(h: &HostArgs, paper: bool) -> Result<SwitchConfig> {
         nic: None,
         nic_update_latency_ns: 0,
         nic_conntrack: NicConntrack::Off,
+        nic_capability: hyflow::nic::NicCapability::Model,
         microflow: (!h.no_microflow && !paper)
             .then_some(MicroflowConfig { entries: h.microflow_entries, ways: h.microflow_ways }),
         megaflow: (!h.no_megaflow).then_some(h.megaflow_entries),

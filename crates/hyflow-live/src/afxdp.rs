@@ -4,6 +4,9 @@
 //! to the fill ring at once, and builds outgoing frames in UMEM buffers of its own that the
 //! transmit ring hands to the kernel.
 //!
+//! One copy of the program serves every port ([`XdpProgram`]); with the NIC tier on it is
+//! also the switch's first match-action stage (`xdp_tier`).
+//!
 //! The program is attached through a bpf link (`bpf_link_create`) owned by this process: when
 //! the process ends, however it ends (`kill -9` included), the kernel closes the link and the
 //! program leaves the interface. Zero-copy is asked for first and copy mode taken when the
@@ -16,9 +19,9 @@ use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
 use anyhow::{anyhow, Context, Result};
-use aya::maps::XskMap;
+use aya::maps::{DevMap, HashMap as AyaHashMap, XskMap};
 use aya::programs::{Xdp, XdpMode};
-use aya::Ebpf;
+use aya::{Ebpf, EbpfLoader};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig};
 
@@ -26,8 +29,8 @@ use crate::forwarder::LivePort;
 use crate::interfaces::Interface;
 use crate::port_io::{PortIo, RxBatch, SendRefused};
 
-/// The XDP program, compiled from bpf/redirect.bpf.c by the build.
-static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/redirect.bpf.o"));
+/// The XDP program, compiled from bpf/port.bpf.c by the build.
+static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port.bpf.o"));
 
 /// UMEM buffers per queue: half for receiving (always on the fill ring or being copied
 /// out), half for sending. The receive half absorbs a burst while the loop is busy: what the
@@ -233,28 +236,93 @@ impl XskQueue {
     }
 }
 
-/// A port's AF_XDP sockets (one per receive queue) and its XDP program.
+/// A port's AF_XDP sockets (one per receive queue).
 pub struct AfXdp {
     queues: Vec<XskQueue>,
     mode: Mode,
-    /// The program and its link: dropping them detaches it from the interface. A socket
-    /// that only sends has none.
-    _program: Option<Ebpf>,
+    /// Whether it only sends (`hyflow send`): no program steers frames to it.
+    transmit_only: bool,
 }
 
-impl AfXdp {
-    /// Loads the program for `iface`, opens a socket per receive queue, registers them and
-    /// attaches the program.
-    fn open(iface: &Interface, max_frame: usize) -> Result<AfXdp> {
-        let mut ebpf = Ebpf::load(PROGRAM).context("loading the XDP program")?;
+/// The XDP program on every port of the switch, with its maps: one copy serves them all (the
+/// NIC tier's tables are the switch's, not a port's). Dropping it detaches it everywhere.
+pub struct XdpProgram {
+    /// The program, its maps and its links.
+    pub ebpf: Ebpf,
+}
+
+impl XdpProgram {
+    /// Loads the program with a flow table of `flow_entries` entries.
+    fn load(flow_entries: u32) -> Result<XdpProgram> {
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("flows", flow_entries.max(1))
+            .load(PROGRAM)
+            .context("loading the XDP program")?;
         let program: &mut Xdp = ebpf
-            .program_mut("hyflow_redirect")
-            .ok_or_else(|| anyhow!("the XDP program has no hyflow_redirect"))?
+            .program_mut("hyflow_port")
+            .ok_or_else(|| anyhow!("the XDP program has no hyflow_port"))?
             .try_into()?;
         program.load().context("the kernel refused the XDP program (CAP_BPF and CAP_NET_ADMIN needed)")?;
+        Ok(XdpProgram { ebpf })
+    }
+
+    /// Makes `iface` port `index` of the program: its sockets, its number, where its outputs go.
+    fn register(&mut self, index: u32, iface: &Interface, queues: &[XskQueue]) -> Result<()> {
+        let mut ports: AyaHashMap<_, u32, PortInfo> =
+            AyaHashMap::try_from(self.ebpf.map_mut("ports").ok_or_else(|| anyhow!("no ports map"))?)?;
+        ports.insert(iface.ifindex, PortInfo { index, number: iface.port }, 0).context("the ports map")?;
+        let mut out =
+            DevMap::try_from(self.ebpf.map_mut("out_ports").ok_or_else(|| anyhow!("no out_ports map"))?)?;
+        out.set(index, iface.ifindex, None, 0).context("the out_ports map")?;
+        let mut xsks = XskMap::try_from(self.ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
+        for (q, queue) in queues.iter().enumerate() {
+            // SAFETY: the descriptor is open for as long as the port's sockets live, and the
+            // switch drops them before the program.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(queue.fd) };
+            xsks.set(index * MAX_QUEUES + q as u32, fd, 0).context("registering the socket in the XSKMAP")?;
+        }
+        Ok(())
+    }
+
+    /// Attaches the program to `iface`: native XDP if the driver has it, generic otherwise;
+    /// returns whether native.
+    fn attach(&mut self, iface: &Interface) -> Result<bool> {
+        let program: &mut Xdp = self.ebpf.program_mut("hyflow_port").expect("loaded").try_into()?;
+        if program.attach_to_if_index(iface.ifindex, XdpMode::Driver).is_ok() {
+            return Ok(true);
+        }
+        program.attach_to_if_index(iface.ifindex, XdpMode::Skb).map_err(|e| match &e {
+            aya::programs::ProgramError::SyscallError(s)
+                if s.io_error.raw_os_error() == Some(libc::EBUSY) =>
+            {
+                anyhow!("{} already has an XDP program (another switch on this port?)", iface.name)
+            }
+            _ => anyhow!("attaching XDP: {e}"),
+        })?;
+        Ok(false)
+    }
+}
+
+/// `struct port_info` of the program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct PortInfo {
+    index: u32,
+    number: u32,
+}
+
+// SAFETY: two u32, no padding.
+unsafe impl aya::Pod for PortInfo {}
+
+/// Receive queues per port the program's `xsks` has room for (its `MAX_QUEUES`).
+const MAX_QUEUES: u32 = 64;
+
+impl AfXdp {
+    /// Opens a socket per receive queue of `iface` (at most [`MAX_QUEUES`]).
+    fn open(iface: &Interface, max_frame: usize) -> Result<AfXdp> {
         let mut queues = Vec::new();
         let mut zero_copy = true;
-        for q in 0..iface.rx_queues.min(64) {
+        for q in 0..iface.rx_queues.min(MAX_QUEUES) {
             let queue = match XskQueue::open(iface, q, max_frame, zero_copy) {
                 Ok(s) => s,
                 Err(_) if zero_copy => {
@@ -265,30 +333,7 @@ impl AfXdp {
             };
             queues.push(queue);
         }
-        let mut xsks = XskMap::try_from(ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
-        for (q, queue) in queues.iter().enumerate() {
-            // SAFETY of the descriptor: the socket lives as long as `queues`, which outlives
-            // the program (fields drop in order: queues first, then the program detaches).
-            // SAFETY: the descriptor is open for as long as `queues` lives.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(queue.fd) };
-            xsks.set(q as u32, fd, 0).context("registering the socket in the XSKMAP")?;
-        }
-        let program: &mut Xdp = ebpf.program_mut("hyflow_redirect").expect("loaded above").try_into()?;
-        let driver = match program.attach_to_if_index(iface.ifindex, XdpMode::Driver) {
-            Ok(_) => true,
-            Err(_) => {
-                program.attach_to_if_index(iface.ifindex, XdpMode::Skb).map_err(|e| match &e {
-                    aya::programs::ProgramError::SyscallError(s)
-                        if s.io_error.raw_os_error() == Some(libc::EBUSY) =>
-                    {
-                        anyhow!("{} already has an XDP program (another switch on this port?)", iface.name)
-                    }
-                    _ => anyhow!("attaching XDP: {e}"),
-                })?;
-                false
-            }
-        };
-        Ok(AfXdp { queues, mode: Mode { driver, zero_copy }, _program: Some(ebpf) })
+        Ok(AfXdp { queues, mode: Mode { driver: false, zero_copy }, transmit_only: false })
     }
 
     /// A socket on queue 0 of `iface` that only sends (`hyflow send`): no program steers
@@ -310,16 +355,16 @@ impl AfXdp {
                 other => break other?,
             }
         };
-        Ok(AfXdp { queues: vec![queue], mode: Mode { driver: true, zero_copy }, _program: None })
+        Ok(AfXdp { queues: vec![queue], mode: Mode { driver: true, zero_copy }, transmit_only: true })
     }
 }
 
 impl PortIo for AfXdp {
     fn describe(&self) -> String {
         let copy = if self.mode.zero_copy { "zero-copy" } else { "copy mode" };
-        match self._program {
-            Some(_) => format!("afxdp ({} XDP, {copy})", if self.mode.driver { "native" } else { "generic" }),
-            None => format!("afxdp ({copy}, transmit only)"),
+        match self.transmit_only {
+            false => format!("afxdp ({} XDP, {copy})", if self.mode.driver { "native" } else { "generic" }),
+            true => format!("afxdp ({copy}, transmit only)"),
         }
     }
 
@@ -437,13 +482,22 @@ fn prefetch(at: *const u8, bytes: usize) {
     let _ = (at, bytes);
 }
 
-/// Opens every interface on AF_XDP; returns the ports and how frames move.
-pub fn open(interfaces: &[Interface], max_frame: usize) -> Result<(Vec<LivePort>, String)> {
+/// Opens every interface on AF_XDP under one XDP program whose flow table has
+/// `flow_entries` entries; returns the ports, how frames move, and the program (to drop after
+/// the ports).
+pub fn open(
+    interfaces: &[Interface],
+    max_frame: usize,
+    flow_entries: u32,
+) -> Result<(Vec<LivePort>, String, XdpProgram)> {
+    let mut program = XdpProgram::load(flow_entries)?;
     let mut ports = Vec::new();
-    for i in interfaces {
-        let io = AfXdp::open(i, max_frame).with_context(|| i.name.clone())?;
+    for (index, i) in interfaces.iter().enumerate() {
+        let mut io = AfXdp::open(i, max_frame).with_context(|| i.name.clone())?;
+        program.register(index as u32, i, &io.queues).with_context(|| i.name.clone())?;
+        io.mode.driver = program.attach(i).with_context(|| i.name.clone())?;
         ports.push(LivePort::new(i, Box::new(io)));
     }
     let io = ports[0].io.lock().expect("port lock").describe();
-    Ok((ports, io))
+    Ok((ports, io, program))
 }

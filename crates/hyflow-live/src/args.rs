@@ -33,8 +33,31 @@ pub struct SwitchArgs {
     /// queues (a veth has one unless created with `numrxqueues`).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub cores: u16,
+    /// The NIC tier in front of the software switch: none (every frame decided in
+    /// software), or xdp (the XDP program on every port holds megaflows the engine offloads —
+    /// as Open vSwitch's hardware offload does — as far as its parser and actions reach:
+    /// Ethernet, up to two VLAN tags, IPv4, ARP, TCP/UDP/ICMP; set Ethernet and IPv4
+    /// addresses, TOS, TTL, TCP/UDP ports; VLAN pop and push; one output or a drop — and
+    /// forwards their frames in the kernel; everything else comes to software). Needs AF_XDP.
+    #[arg(long = "nic", value_enum, value_name = "TIER", default_value = "none")]
+    pub nic: NicArg,
+    /// Entries of the XDP tier's flow table.
+    #[arg(long, value_name = "N", default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub nic_entries: u32,
+    /// Distinct masks the XDP tier holds (its lookup goes through each in turn).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub nic_masks: u32,
     #[command(flatten)]
     pub host: HostArgs,
+}
+
+/// `--nic`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NicArg {
+    /// No NIC tier: every frame is decided in software.
+    None,
+    /// The XDP program's tables.
+    Xdp,
 }
 
 /// `--io`'s values.

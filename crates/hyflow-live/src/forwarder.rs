@@ -31,11 +31,15 @@ use hyflow_commands::replay::rule_stats;
 
 use crate::control::{Pending, Request};
 use crate::interfaces::{link_state, LinkState};
+use crate::nic_tier::NicTier;
 use crate::pmd::{Core, RxQueue};
 use crate::port_io::PortIo;
 
 /// Longest a thread sleeps without looking at the halt flag and its timers (ms).
 pub(crate) const MAX_SLEEP_MS: u64 = 100;
+/// How often the main thread reads the NIC tier's counters (ns): Open vSwitch's revalidators
+/// dump the datapath's flow statistics about as often.
+const COUNTER_READ_NS: u64 = 1_000_000_000;
 /// How often the main thread looks whether an interface went down, came back or
 /// disappeared (ns).
 const LINK_CHECK_NS: u64 = 1_000_000_000;
@@ -96,10 +100,14 @@ impl LiveDrops {
     }
 }
 
-/// What the engine's lock guards: the switch, and the counts the cores merge into it.
+/// What the engine's lock guards: the switch, the NIC tier mirroring its NIC entries, and
+/// the counts the cores merge into it.
 pub struct Engine {
     /// The engine.
     pub switch: Switch,
+    /// The NIC tier in front of it (`--nic xdp`), if any: frames come to the engine only
+    /// when it missed them, and every change of the engine's NIC entries goes to it.
+    pub nic: Option<Box<dyn NicTier>>,
     malformed: MalformedCounts,
     drops: LiveDrops,
 }
@@ -113,6 +121,20 @@ impl Engine {
         }
         self.drops.add(drops);
         *drops = LiveDrops::default();
+    }
+
+    /// Brings the NIC tier's tables in line with the engine's NIC entries.
+    pub(crate) fn sync_nic(&mut self) {
+        if let Some(nic) = &mut self.nic {
+            nic.sync(&mut self.switch);
+        }
+    }
+
+    /// Credits the frames the NIC tier served since the last read.
+    fn read_nic_counters(&mut self) {
+        if let Some(nic) = &mut self.nic {
+            nic.read_counters(&mut self.switch);
+        }
     }
 }
 
@@ -221,18 +243,22 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// A switch over `ports` (frames at most `max_frame` bytes) through `switch`, with a core
-    /// per plan; `io` says how frames move, for reports.
+    /// A switch over `ports` (frames at most `max_frame` bytes) through `switch` behind the
+    /// NIC tier `nic`, with a core per plan; `io` says how frames move, for reports; the
+    /// engine's clock reads 0 at `start`.
     pub fn new(
         switch: Switch,
+        nic: Option<Box<dyn NicTier>>,
         ports: Vec<LivePort>,
         plans: Vec<CorePlan>,
         max_frame: usize,
         io: String,
+        start: Instant,
     ) -> Forwarder {
         let shared = Shared {
             engine: Mutex::new(Engine {
                 switch,
+                nic,
                 malformed: MalformedCounts::default(),
                 drops: LiveDrops::default(),
             }),
@@ -240,7 +266,7 @@ impl Forwarder {
             ports,
             halt: AtomicBool::new(false),
             core_stats: plans.iter().map(|_| CoreStats::default()).collect(),
-            start: Instant::now(),
+            start,
         };
         Forwarder { shared, plans, max_frame, io }
     }
@@ -281,6 +307,7 @@ impl Forwarder {
     ) -> Ended {
         let shared = &self.shared;
         let mut next_link_check = LINK_CHECK_NS;
+        let mut next_counter_read = COUNTER_READ_NS;
         let mut wake_fd = [libc::pollfd { fd: wake.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -294,14 +321,21 @@ impl Forwarder {
                     return Ended::Stopped;
                 }
             }
-            // The switch's own deadlines (expiry, aging, sweeps), which frames also run.
+            // The NIC tier's counters (before the deadlines: its hits keep entries from
+            // expiring idle), then the switch's own deadlines (expiry, aging, sweeps), which
+            // frames also run, and what they changed in the NIC tier.
             let deadline = {
                 let mut engine = shared.engine.lock().expect("engine lock");
                 let now = shared.now_ns();
+                if now >= next_counter_read {
+                    engine.read_nic_counters();
+                    next_counter_read = now + COUNTER_READ_NS;
+                }
                 if engine.switch.next_deadline_ns() <= now {
                     engine.switch.advance(now);
+                    engine.sync_nic();
                 }
-                engine.switch.next_deadline_ns()
+                engine.switch.next_deadline_ns().min(next_counter_read)
             };
             let now = shared.now_ns();
             if now >= next_link_check {
@@ -346,6 +380,8 @@ impl Forwarder {
                 for (command, spec) in &updates {
                     changed += engine.switch.apply_update(*command, spec, now);
                 }
+                // The NIC tier's entries the update outdated leave the kernel now too.
+                engine.sync_nic();
                 Ok(format!("{changed} rule(s) changed\n"))
             }
             Request::Stop => Ok("stopping\n".to_string()),
@@ -354,7 +390,8 @@ impl Forwarder {
 
     /// The engine's report of everything forwarded so far, and the live drops.
     fn report(&self) -> (ReplayReport, LiveDrops, f64) {
-        let engine = self.shared.engine.lock().expect("engine lock");
+        let mut engine = self.shared.engine.lock().expect("engine lock");
+        engine.read_nic_counters();
         let now = self.shared.now_ns();
         (ReplayReport::new(&engine.switch, &engine.malformed, 0, now), engine.drops, now as f64 / 1e9)
     }
@@ -396,8 +433,10 @@ impl Forwarder {
                 })
             })
             .collect();
+        let nic_tier = self.shared.engine.lock().expect("engine lock").nic.as_ref().map(|n| n.report());
         let extra = serde_json::json!({
             "uptime_seconds": uptime,
+            "nic_tier": nic_tier,
             "io": self.io,
             "interfaces": interfaces,
             "cores": cores,

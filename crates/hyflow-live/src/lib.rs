@@ -14,22 +14,27 @@ pub mod args;
 pub mod control;
 pub mod forwarder;
 pub mod interfaces;
+pub mod nic_tier;
 pub mod pmd;
 pub mod port_io;
 pub mod send;
+#[cfg(feature = "afxdp")]
+pub mod xdp_tier;
 
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use hyflow::nic::{MegaflowOffloadConfig, NicCapability, NicConfig};
 use hyflow::openflow::names::LOCAL_PORT;
 use hyflow::openflow::Pipeline;
 use hyflow::switch::Switch;
 use hyflow_commands::switch::{host_config, mac_table};
 
-use crate::args::{CtlArgs, IoArg, SwitchArgs};
+use crate::args::{CtlArgs, IoArg, NicArg, SwitchArgs};
 use crate::forwarder::{allowed_cpus, CorePlan, Forwarder, LivePort};
 use crate::interfaces::Interface;
 use crate::pmd::RxQueue;
@@ -47,7 +52,22 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         flows.ports.clone(),
         mac_table(&a.host)?,
     );
-    let switch = Switch::new(pipeline, host_config(&a.host, false)?)?;
+    let mut config = host_config(&a.host, false)?;
+    if a.nic == NicArg::Xdp {
+        if a.io == Some(IoArg::Afpacket) {
+            bail!("--nic xdp runs in the XDP program: it needs --io afxdp");
+        }
+        // The XDP tier holds megaflows (OVS hardware offload), as far as its parser and
+        // actions reach.
+        let offload =
+            MegaflowOffloadConfig { entries: a.nic_entries as usize, max_masks: a.nic_masks as usize };
+        config.nic = Some(NicConfig::new(offload));
+        config.nic_capability = NicCapability::Xdp;
+    }
+    let mut switch = Switch::new(pipeline, config)?;
+    if a.nic == NicArg::Xdp && !switch.keep_nic_journal() {
+        bail!("the NIC scheme cannot be mirrored into the XDP tier");
+    }
     let interfaces: Vec<Interface> = flows
         .names
         .port_numbers()
@@ -67,13 +87,18 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         Some(IoArg::Afxdp) if !may_load_bpf => {
             bail!("--io afxdp needs CAP_BPF (or root) to load the XDP program")
         }
+        None if !may_load_bpf && a.nic == NicArg::Xdp => bail!("--nic xdp needs CAP_BPF (or root)"),
         None if !may_load_bpf => {
             eprintln!("hyflow switch: no CAP_BPF to load an XDP program; using AF_PACKET");
             Some(IoArg::Afpacket)
         }
+        // The NIC tier is the XDP program: no falling back to AF_PACKET.
+        None if a.nic == NicArg::Xdp => Some(IoArg::Afxdp),
         io => io,
     };
-    let (ports, io) = open_ports(&interfaces, io, max_frame)?;
+    let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, a.nic_entries)?;
+    let start = Instant::now();
+    let nic = nic_tier(a.nic, &mut program, &interfaces, a.nic_masks as usize)?;
     let plans = plan_cores(&ports, a.cores as usize);
     eprintln!(
         "hyflow switch: io {io} on {}; {} core(s){}",
@@ -101,15 +126,16 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         Some(path) => Some(control::serve(path, flows.names.clone(), requests_tx, wake_tx)?),
         None => None,
     };
-    let forwarder = Forwarder::new(switch, ports, plans, max_frame, io);
+    let forwarder = Forwarder::new(switch, nic, ports, plans, max_frame, io, start);
     let why = match forwarder.run(&stop, &requests, &wake_rx) {
         forwarder::Ended::Signal => "a signal",
         forwarder::Ended::Stopped => "`hyflow ctl stop`",
     };
     eprintln!("hyflow switch: stopped by {why}; detaching");
     let report = forwarder.final_report();
-    // Detach from every interface before saying anything more.
+    // Detach from every interface before saying anything more: the sockets, then the program.
     drop(forwarder);
+    drop(program);
     print!("{report}");
     Ok(())
 }
@@ -149,15 +175,17 @@ fn plan_cores(ports: &[LivePort], cores: usize) -> Vec<CorePlan> {
 }
 
 /// Opens every interface's I/O as `--io` asks (`None`: AF_XDP where it attaches, AF_PACKET
-/// otherwise); returns the ports and how frames move.
+/// otherwise); returns the ports, how frames move, and the XDP program (AF_XDP), whose flow
+/// table has `flow_entries` entries.
 fn open_ports(
     interfaces: &[Interface],
     io: Option<IoArg>,
     max_frame: usize,
-) -> Result<(Vec<LivePort>, String)> {
+    flow_entries: u32,
+) -> Result<(Vec<LivePort>, String, Option<Program>)> {
     if io != Some(IoArg::Afpacket) {
-        match open_afxdp(interfaces, max_frame) {
-            Ok(opened) => return Ok(opened),
+        match open_afxdp(interfaces, max_frame, flow_entries) {
+            Ok((ports, io, program)) => return Ok((ports, io, Some(program))),
             Err(e) if io == Some(IoArg::Afxdp) => return Err(e),
             Err(e) => eprintln!("hyflow switch: AF_XDP unavailable ({e:#}); using AF_PACKET"),
         }
@@ -170,17 +198,59 @@ fn open_ports(
         })
         .collect::<Result<Vec<_>>>()?;
     let io = ports[0].io.lock().expect("port lock").describe();
-    Ok((ports, io))
+    Ok((ports, io, None))
 }
 
+/// The XDP program on the ports (feature `afxdp`).
 #[cfg(feature = "afxdp")]
-fn open_afxdp(interfaces: &[Interface], max_frame: usize) -> Result<(Vec<LivePort>, String)> {
-    afxdp::open(interfaces, max_frame)
+type Program = afxdp::XdpProgram;
+/// Without AF_XDP there is no program.
+#[cfg(not(feature = "afxdp"))]
+type Program = std::convert::Infallible;
+
+#[cfg(feature = "afxdp")]
+fn open_afxdp(
+    interfaces: &[Interface],
+    max_frame: usize,
+    flow_entries: u32,
+) -> Result<(Vec<LivePort>, String, Program)> {
+    afxdp::open(interfaces, max_frame, flow_entries)
 }
 
 #[cfg(not(feature = "afxdp"))]
-fn open_afxdp(_: &[Interface], _: usize) -> Result<(Vec<LivePort>, String)> {
+fn open_afxdp(_: &[Interface], _: usize, _: u32) -> Result<(Vec<LivePort>, String, Program)> {
     bail!("this hyflow was built without AF_XDP (build with `--features afxdp`: needs clang and libbpf-dev)")
+}
+
+/// The NIC tier `--nic` asks for, over the program's tables (`--nic xdp`), with at most
+/// `masks` masks.
+#[cfg(feature = "afxdp")]
+fn nic_tier(
+    nic: NicArg,
+    program: &mut Option<Program>,
+    interfaces: &[Interface],
+    masks: usize,
+) -> Result<Option<Box<dyn nic_tier::NicTier>>> {
+    if nic == NicArg::None {
+        return Ok(None);
+    }
+    let program = program.as_mut().ok_or_else(|| anyhow!("--nic xdp needs the XDP program (AF_XDP)"))?;
+    let ports = interfaces.iter().map(|i| i.port).collect();
+    let tier = xdp_tier::XdpTier::new(&mut program.ebpf, ports, masks, xdp_tier::monotonic_ns())?;
+    Ok(Some(Box::new(tier)))
+}
+
+#[cfg(not(feature = "afxdp"))]
+fn nic_tier(
+    nic: NicArg,
+    _: &mut Option<Program>,
+    _: &[Interface],
+    _: usize,
+) -> Result<Option<Box<dyn nic_tier::NicTier>>> {
+    match nic {
+        NicArg::None => Ok(None),
+        NicArg::Xdp => bail!("--nic xdp needs a hyflow built with `--features afxdp` (clang and libbpf-dev)"),
+    }
 }
 
 /// A transmit-only AF_XDP socket on `iface` (`hyflow send`).

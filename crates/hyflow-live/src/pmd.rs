@@ -182,10 +182,20 @@ impl Core {
         let now = shared.now_ns();
         engine.merge(&mut self.malformed, &mut self.drops);
         engine.switch.prefetch(&self.keys[..n], &mut self.hashes);
+        // With a NIC tier, these frames are the ones it missed: the engine does not look
+        // them up in its NIC again.
+        let missed = engine.nic.is_some();
         for f in 0..n {
             let bytes = self.batch.frame(f).len() as u64;
-            engine.switch.process_embedded(&self.keys[f], self.embedded[f], bytes, now, &mut self.leaving[f]);
+            let (key, embedded, out) = (&self.keys[f], self.embedded[f], &mut self.leaving[f]);
+            match missed {
+                true => engine.switch.process_missed_embedded(key, embedded, bytes, now, out),
+                false => engine.switch.process_embedded(key, embedded, bytes, now, out),
+            };
         }
+        // What the batch's upcalls installed (or evicted) reaches the NIC tier before the
+        // next batch.
+        engine.sync_nic();
         drop(engine);
         let stats = &shared.core_stats[self.id];
         stats.engine_wait_ns.fetch_add(now - asked, Ordering::Relaxed);

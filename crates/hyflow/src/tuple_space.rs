@@ -268,6 +268,9 @@ pub struct TupleSpace<T> {
     until_rank: u32,
     /// Delay between an insert and the first lookup that sees it.
     activation_ns: u64,
+    /// Entries inserted, changed or removed since the last [`TupleSpace::drain_journal`],
+    /// when the owner mirrors the space elsewhere (a real NIC's tables); `None`: not kept.
+    journal: Option<Vec<EntryId>>,
 }
 
 impl<T> Default for TupleSpace<T> {
@@ -294,6 +297,29 @@ impl<T> TupleSpace<T> {
             len: 0,
             until_rank: RANK_INTERVAL,
             activation_ns: 0,
+            journal: None,
+        }
+    }
+
+    /// Keeps the ids of entries inserted, changed (through [`TupleSpace::entry_mut`]) or
+    /// removed from now on, for [`TupleSpace::drain_journal`].
+    pub(crate) fn keep_journal(&mut self) {
+        self.journal.get_or_insert_with(Vec::new);
+    }
+
+    /// Hands `each` the ids journaled since the last call, and forgets them (an id may come
+    /// more than once, and its entry may be gone or another one by now: the caller looks
+    /// each up again).
+    pub(crate) fn drain_journal(&mut self, each: impl FnMut(EntryId)) {
+        if let Some(j) = &mut self.journal {
+            j.drain(..).for_each(each);
+        }
+    }
+
+    #[inline]
+    fn journal(&mut self, id: EntryId) {
+        if let Some(j) = &mut self.journal {
+            j.push(id);
         }
     }
 
@@ -571,6 +597,7 @@ impl<T> TupleSpace<T> {
             ix.buckets.entry(ix.sparse.hash(&m.value)).or_default().push((id, priority));
         }
         self.len += 1;
+        self.journal(id);
         id
     }
 
@@ -637,6 +664,7 @@ impl<T> TupleSpace<T> {
         }
         self.free.push(id);
         self.len -= 1;
+        self.journal(id);
         Some(e)
     }
 
@@ -649,7 +677,14 @@ impl<T> TupleSpace<T> {
     /// The entry with this id, mutably.
     #[inline]
     pub(crate) fn entry_mut(&mut self, id: EntryId) -> Option<&mut Entry<T>> {
+        self.journal(id);
         self.entries.get_mut(id as usize)?.as_mut()
+    }
+
+    /// The counters of the entry with this id, to credit hits counted elsewhere (a real
+    /// NIC's): not journaled, as the entry itself does not change.
+    pub(crate) fn entry_stats_mut(&mut self, id: EntryId) -> Option<&mut EntryStats> {
+        Some(&mut self.entries.get_mut(id as usize)?.as_mut()?.stats)
     }
 
     /// The match of an entry.

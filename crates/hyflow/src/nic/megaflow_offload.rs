@@ -3,8 +3,8 @@
 //! hardware. Entries are revalidated and aged exactly as the software megaflow cache's.
 
 use super::{
-    paper_setup, Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, NicSchemeRegistration, NicSizing,
-    Upcall, DEFAULT_OFFLOAD_ENTRIES, DEFAULT_OFFLOAD_MASKS,
+    paper_setup, Arrival, NicConfig, NicEntryView, NicReport, NicScheme, NicSchemeConfig,
+    NicSchemeRegistration, NicSizing, Upcall, DEFAULT_OFFLOAD_ENTRIES, DEFAULT_OFFLOAD_MASKS,
 };
 use crate::cache::dump::DumpedFlow;
 use crate::cache::table::{CacheTable, MatchKind, TableConfig, TableConfigError};
@@ -148,5 +148,38 @@ impl NicScheme for MegaflowOffload {
 
     fn dump(&self, tables: &DecisionTables, out: &mut Vec<DumpedFlow>) {
         self.table.dump(tables, None, out);
+    }
+
+    fn keep_journal(&mut self) -> bool {
+        self.table.parts_mut().0.keep_journal();
+        true
+    }
+
+    fn drain_journal(&mut self, out: &mut Vec<(u8, EntryId)>) {
+        self.table.parts_mut().0.drain_journal(|id| out.push((0, id)));
+    }
+
+    fn entry_view(&self, table: u8, id: EntryId) -> Option<NicEntryView> {
+        if table != 0 {
+            return None;
+        }
+        let space = self.table.space();
+        let e = &space.entry(id)?.data;
+        Some(NicEntryView {
+            matcher: space.matcher(id)?,
+            rep: e.rep,
+            decision: e.decision,
+            pending: e.version.is_pending(),
+        })
+    }
+
+    fn credit_hits(&mut self, table: u8, id: EntryId, packets: u64, bytes: u64, last_hit_ns: u64) -> bool {
+        let (space, totals) = self.table.parts_mut();
+        let Some(stats) = space.entry_stats_mut(id).filter(|_| table == 0) else { return false };
+        stats.packets += packets;
+        stats.bytes += bytes;
+        stats.last_hit_ns = stats.last_hit_ns.max(last_hit_ns);
+        totals.hits += packets;
+        true
     }
 }

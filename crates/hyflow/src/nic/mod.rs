@@ -11,10 +11,12 @@
 //! areas an offload policy fills, as in Elixir). A new scheme is a new file implementing
 //! these traits plus a line in [`SCHEMES`].
 
+pub mod capability;
 pub mod exact_match;
 pub mod gigaflow;
 pub mod megaflow_offload;
 
+pub use capability::NicCapability;
 pub use megaflow_offload::{MegaflowOffload, MegaflowOffloadConfig};
 
 use crate::cache::dump::DumpedFlow;
@@ -238,4 +240,42 @@ pub trait NicScheme: Send {
     /// Appends every entry as `ovs-appctl dpctl/dump-flows type=offloaded` lists the flows
     /// in hardware: match, counters, actions (`tables` resolves the interned actions).
     fn dump(&self, tables: &DecisionTables, out: &mut Vec<DumpedFlow>);
+    /// Keeps, from now on, which entries are installed, changed or removed, for a real NIC
+    /// the entries are mirrored to; false if the scheme cannot be mirrored (yet).
+    fn keep_journal(&mut self) -> bool {
+        false
+    }
+    /// Moves the (table, id) of the entries journaled since the last call to `out`; each
+    /// must be looked up again ([`NicScheme::entry_view`]): it may have changed or gone.
+    fn drain_journal(&mut self, _out: &mut Vec<(u8, EntryId)>) {}
+    /// Entry `id` of `table` as a mirror needs it.
+    fn entry_view(&self, _table: u8, _id: EntryId) -> Option<NicEntryView> {
+        None
+    }
+    /// Credits `packets` hits of `bytes` in all, the last at `last_hit_ns`, that a real NIC
+    /// counted on its own to entry `id` of `table`; false if the entry is gone.
+    fn credit_hits(
+        &mut self,
+        _table: u8,
+        _id: EntryId,
+        _packets: u64,
+        _bytes: u64,
+        _last_hit_ns: u64,
+    ) -> bool {
+        false
+    }
+}
+
+/// A NIC entry as a mirror of the NIC's tables (the live XDP tier) needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct NicEntryView {
+    /// What it matches.
+    pub matcher: crate::openflow::rule::Match,
+    /// The packet whose upcall made it.
+    pub rep: FlowKey,
+    /// Its decision.
+    pub decision: Decision,
+    /// Whether it awaits a revalidation verdict (software judges each of its packets
+    /// against the slow path; hardware must not serve it meanwhile).
+    pub pending: bool,
 }

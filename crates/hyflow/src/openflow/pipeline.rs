@@ -229,11 +229,24 @@ impl Pipeline {
 
     /// Credits one packet of `bytes`, seen at `now_ns`, to every rule it hit (once per hit).
     pub fn credit(&mut self, rules: impl IntoIterator<Item = RuleId>, bytes: u64, now_ns: u64) {
+        self.credit_n(rules, 1, bytes, now_ns);
+    }
+
+    /// Credits `packets` packets of `bytes` in all, the last at `now_ns`, to each of `rules`
+    /// (hits a NIC counted on its own, read in one go).
+    #[inline]
+    pub fn credit_n(
+        &mut self,
+        rules: impl IntoIterator<Item = RuleId>,
+        packets: u64,
+        bytes: u64,
+        now_ns: u64,
+    ) {
         for r in rules {
             if let Some(s) = self.stats.get_mut(r as usize) {
-                s.packets += 1;
+                s.packets += packets;
                 s.bytes += bytes;
-                s.used_ns = now_ns;
+                s.used_ns = s.used_ns.max(now_ns);
             }
         }
     }

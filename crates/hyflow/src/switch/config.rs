@@ -5,7 +5,7 @@ use crate::cache::microflow::MicroflowConfigError;
 use crate::cache::table::TableConfigError;
 use crate::cache::Consistency;
 use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
-use crate::nic::NicConfig;
+use crate::nic::{NicCapability, NicConfig};
 
 /// Default software megaflow cache size (OVS's default `flow-limit`).
 pub const DEFAULT_MEGAFLOW_ENTRIES: usize = 200_000;
@@ -61,6 +61,8 @@ pub struct SwitchConfig {
     /// offloaded, and a packet whose first pass the NIC decided makes its recirculated passes
     /// in the NIC while it holds them.
     pub nic_conntrack: NicConntrack,
+    /// What the NIC's hardware can hold: an upcall whose entry it cannot is not offered.
+    pub nic_capability: NicCapability,
     /// The microflow cache, or none.
     pub microflow: Option<MicroflowConfig>,
     /// Megaflow cache entries, or none.
@@ -79,6 +81,7 @@ impl Default for SwitchConfig {
             nic: Some(NicConfig::default()),
             nic_update_latency_ns: 0,
             nic_conntrack: NicConntrack::Off,
+            nic_capability: NicCapability::Model,
             microflow: Some(MicroflowConfig { entries: DEFAULT_MICROFLOW_ENTRIES, ways: 1 }),
             megaflow: Some(DEFAULT_MEGAFLOW_ENTRIES),
             consistency: Consistency::default(),

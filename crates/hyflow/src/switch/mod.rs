@@ -15,6 +15,7 @@
 
 mod action_execution;
 mod config;
+mod nic_mirror;
 mod port_counters;
 mod stats;
 mod timers;
@@ -25,6 +26,7 @@ pub use config::{
     MicroflowConfig, NicConntrack, SwitchConfig, SwitchConfigError, DEFAULT_MAX_IDLE_NS,
     DEFAULT_MEGAFLOW_ENTRIES, DEFAULT_MICROFLOW_ENTRIES,
 };
+pub use nic_mirror::NicEntry;
 pub(crate) use port_counters::ports_since;
 pub use port_counters::{PortCount, PortStats};
 pub use stats::{Layer, PassStats, SwitchStats};

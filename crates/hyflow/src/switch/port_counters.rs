@@ -38,7 +38,12 @@ pub struct PortCount {
 impl PortCount {
     #[inline]
     fn add(&mut self, bytes: u64) {
-        self.packets += 1;
+        self.add_n(1, bytes);
+    }
+
+    #[inline]
+    fn add_n(&mut self, packets: u64, bytes: u64) {
+        self.packets += packets;
         self.bytes += bytes;
     }
 }
@@ -122,6 +127,18 @@ impl PortCounters {
         self.copies_now += 1;
     }
 
+    /// Counts `packets` frames of `bytes` in all that arrived as `pass` and left as
+    /// `actions` (which must not track connections) send them, counted elsewhere (a NIC's
+    /// own counters) and credited in one go; returns whether they left at all.
+    pub(crate) fn credit(&mut self, pass: &FlowKey, actions: &[DpAction], packets: u64, bytes: u64) -> bool {
+        self.slot(pass.in_port())[0].add_n(packets, bytes);
+        self.copies_now = 0;
+        let tags_in = tags(pass);
+        let mut counter = CreditCopies { counters: self, packets, bytes, tags_in };
+        execute(actions, &mut TagDepth::of(pass), &mut counter);
+        self.copies_now > 0
+    }
+
     /// Counts `copies` of the packet being decided, a frame of `bytes`.
     #[inline]
     pub(crate) fn left_as(&mut self, copies: &[Output], bytes: u64) {
@@ -185,7 +202,13 @@ fn tags(key: &FlowKey) -> u8 {
 
 #[inline]
 fn wire_bytes(bytes: u64, tags_in: u8, tags_out: u8) -> u64 {
-    let delta = (tags_out as i64 - tags_in as i64) * VLAN_TAG_BYTES;
+    wire_bytes_of(1, bytes, tags_in, tags_out)
+}
+
+/// The bytes of `packets` frames of `bytes` in all, each with its tags changed so.
+#[inline]
+fn wire_bytes_of(packets: u64, bytes: u64, tags_in: u8, tags_out: u8) -> u64 {
+    let delta = (tags_out as i64 - tags_in as i64) * VLAN_TAG_BYTES * packets as i64;
     (bytes as i64 + delta).max(0) as u64
 }
 
@@ -254,6 +277,27 @@ impl Datapath<TagDepth> for CountCopies<'_> {
     #[inline]
     fn output(&mut self, port: u32, packet: &TagDepth) {
         self.counters.left(port, wire_bytes(self.bytes, self.tags_in, packet.count()));
+    }
+
+    fn ct(&mut self, _: &CtExec, _: &mut TagDepth) {}
+
+    fn recirc(&mut self, _: u32, _: &TagDepth) {}
+}
+
+/// Counts the copies an action list sends out for many frames at once (hits a NIC counted).
+struct CreditCopies<'a> {
+    counters: &'a mut PortCounters,
+    packets: u64,
+    bytes: u64,
+    tags_in: u8,
+}
+
+impl Datapath<TagDepth> for CreditCopies<'_> {
+    #[inline]
+    fn output(&mut self, port: u32, packet: &TagDepth) {
+        let bytes = wire_bytes_of(self.packets, self.bytes, self.tags_in, packet.count());
+        self.counters.slot(port)[1].add_n(self.packets, bytes);
+        self.counters.copies_now += 1;
     }
 
     fn ct(&mut self, _: &CtExec, _: &mut TagDepth) {}

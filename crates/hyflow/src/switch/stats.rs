@@ -73,6 +73,9 @@ pub struct SwitchStats {
     /// connection table did not hold a connection the decision tracks
     /// ([`NicConntrack::Established`](super::NicConntrack::Established)).
     pub nic_conntrack_misses: u64,
+    /// Upcalls whose decision the NIC's hardware cannot carry out (its parser or its
+    /// actions: [`NicCapability`](crate::nic::NicCapability)), so not offered to it.
+    pub nic_unsupported: u64,
     /// Where each pass was decided, by pass: the first, the second, the third, later ones.
     pub by_pass: [PassStats; 4],
     /// Packets of which at least one copy left.

@@ -71,6 +71,13 @@ impl Switch {
         } else {
             offload
         };
+        let offload = match (offload, &self.nic) {
+            (Offload::Allowed, Some(_)) if !self.nic_holds(decision) => {
+                self.stats.nic_unsupported += 1;
+                Offload::Refused
+            }
+            _ => offload,
+        };
         if let (Some(nic), Offload::Allowed) = (&mut self.nic, offload) {
             self.stats.nic_offers += 1;
             let started = self.clock.as_ref().map(|c| c.now_ns());

@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: (Apache-2.0 OR GPL-2.0-only)
+// The XDP program `hyflow switch --io afxdp` attaches to every port: the switch's NIC tier.
+//
+// With the NIC tier off (`--nic none`) it only steers: every frame of port P's receive queue
+// Q goes to the AF_XDP socket the switch registered for (P, Q) in `xsks`. With it on
+// (`--nic xdp`) it is a match-action stage in front of that, as FlexNIC's RMT model and
+// Open vSwitch's hardware offload put one in front of the host: the frame is parsed into the
+// key words of hyflow's flow key that the stage can match (`struct nic_key`, word for word
+// the engine's `FlowKey` words, so an entry installed from the engine matches exactly the
+// frames the engine's entry matches), looked up in a tuple space (a list of masks, and one
+// hash table keyed by mask and masked key), and on a hit the entry's actions run here: the
+// header rewrites with Open vSwitch's incremental checksum updates, VLAN pops and pushes,
+// and a redirect to the output port (or a drop). A miss, and every frame the parse below does
+// not take in whole (IPv6, LLC, a third tag, anything malformed), goes to userspace, where
+// the engine decides it as before. The stage only serves what it can do exactly as the
+// engine would; what it cannot, userspace never installs.
+//
+// One copy of the program and its maps serves every port: `ports` says which port an
+// interface is, `out_ports` where an output goes. Entry counters (packets, bytes, last hit)
+// are updated here and read by the switch, as a NIC's counters are.
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_PORTS 64
+#define MAX_QUEUES 64
+#define MAX_MASKS 64
+#define MAX_PUSHES 2
+#define KEY_WORDS 9
+
+#define ETH_VLAN 0x8100
+#define ETH_QINQ 0x88a8
+#define ETH_IPV4 0x0800
+#define ETH_ARP 0x0806
+#define ETH_RARP 0x8035
+#define VLAN_CFI 0x1000
+#define FRAG_ANY 1
+#define FRAG_LATER 2
+#define IP_ICMP 1
+#define IP_IGMP 2
+#define IP_TCP 6
+#define IP_UDP 17
+#define IP_SCTP 132
+#define IP_ICMPV6 58
+
+// The key words, in this order (hyflow's `packet::field::word` layout):
+// in_port | dl_dst·dl_type | dl_src·vlan_tci | vlan_tpid·vlan_tci2·vlan_tpid2 |
+// nw_src·nw_dst | nw_frag·nw_tos·nw_ttl·nw_proto | arp_sha·tcp_flags | arp_tha | tp_src·tp_dst
+struct nic_key {
+	__u64 w[KEY_WORDS];
+};
+
+struct flow_key {
+	__u32 mask;
+	__u32 pad;
+	struct nic_key key;
+};
+
+// What a hit does (`flags`), and the values it writes.
+#define SET_DL_DST (1 << 0)
+#define SET_DL_SRC (1 << 1)
+#define SET_NW_SRC (1 << 2)
+#define SET_NW_DST (1 << 3)
+#define SET_NW_TOS (1 << 4)
+#define SET_NW_TTL (1 << 5)
+#define SET_TP_SRC (1 << 6)
+#define SET_TP_DST (1 << 7)
+#define OUT_DROP (1 << 8)
+
+struct flow_value {
+	__u32 flags;
+	/* Index of the output port in `out_ports`. */
+	__u32 out_port;
+	/* Tags popped from the outside, then tags pushed, in push order. */
+	__u8 pops;
+	__u8 pushes;
+	__u16 push_tpid[MAX_PUSHES];
+	__u16 push_tci[MAX_PUSHES];
+	__u8 dl_dst[6];
+	__u8 dl_src[6];
+	__u16 pad;
+	__u32 nw_src;
+	__u32 nw_dst;
+	__u8 nw_tos;
+	__u8 nw_ttl;
+	__u16 tp_src;
+	__u16 tp_dst;
+	__u16 pad2;
+	/* Counters: frames and bytes that hit, and the last hit (CLOCK_MONOTONIC ns). */
+	__u64 packets;
+	__u64 bytes;
+	__u64 used_ns;
+};
+
+struct port_info {
+	/* Index of the port: its sockets are `xsks[index * MAX_QUEUES + queue]`. */
+	__u32 index;
+	/* Its OpenFlow port number (the key's in_port). */
+	__u32 number;
+};
+
+struct config {
+	/* Whether the NIC tier looks frames up at all. */
+	__u32 nic;
+	/* Masks in use: `masks[0..n_masks]`. */
+	__u32 n_masks;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, MAX_PORTS * MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct port_info);
+} ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} out_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_MASKS);
+	__type(key, __u32);
+	__type(value, struct nic_key);
+} masks SEC(".maps");
+
+/* Sized by the switch before it loads the program (the NIC table's entries). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct flow_key);
+	__type(value, struct flow_value);
+} flows SEC(".maps");
+
+/* Scratch for the key being looked up (too big for the stack with the frame's state). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct flow_key);
+} scratch SEC(".maps");
+
+static __always_inline __u16 get16(const void *p)
+{
+	__u16 v;
+	__builtin_memcpy(&v, p, 2);
+	return bpf_ntohs(v);
+}
+
+static __always_inline __u32 get32(const void *p)
+{
+	__u32 v;
+	__builtin_memcpy(&v, p, 4);
+	return bpf_ntohl(v);
+}
+
+static __always_inline void put16(void *p, __u16 v)
+{
+	v = bpf_htons(v);
+	__builtin_memcpy(p, &v, 2);
+}
+
+static __always_inline void put32(void *p, __u32 v)
+{
+	v = bpf_htonl(v);
+	__builtin_memcpy(p, &v, 4);
+}
+
+static __always_inline __u64 mac48(const __u8 *b)
+{
+	return ((__u64)b[0] << 40) | ((__u64)b[1] << 32) | ((__u64)b[2] << 24) | ((__u64)b[3] << 16) |
+	       ((__u64)b[4] << 8) | (__u64)b[5];
+}
+
+/* RFC 1624 eqn. 3 as Open vSwitch's recalc_csum16 (hyflow's frame_rewrite::recalc_csum16). */
+static __always_inline __u16 recalc16(__u16 csum, __u16 old, __u16 new)
+{
+	__u32 sum = (__u32)(__u16)~csum + (__u32)(__u16)~old + (__u32)new;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+static __always_inline __u16 recalc32(__u16 csum, __u32 old, __u32 new)
+{
+	csum = recalc16(csum, old >> 16, new >> 16);
+	return recalc16(csum, old & 0xffff, new & 0xffff);
+}
+
+/* Where the parse found the headers (offsets from the frame's start). */
+struct layout {
+	__u32 l3;
+	__u32 l4;
+	/* Bytes of the transport header and payload within the IP packet (0: none). */
+	__u32 l4_len;
+	__u32 tags;
+	__u8 nw_proto;
+	__u8 later_fragment;
+	__u8 ipv4;
+};
+
+/* Parses the frame into `k` as hyflow's parse_frame_with_layout does, for the frames it takes
+ * in whole; returns 0, or -1 for a frame userspace must parse (it then never looks up). */
+static __always_inline int parse(void *data, void *end, __u32 in_port, struct nic_key *k, struct layout *l)
+{
+	__u8 *p = data;
+	if ((void *)(p + 14) > end)
+		return -1;
+	__u64 dst = mac48(p), src = mac48(p + 6);
+	__u16 type = get16(p + 12);
+	__u32 off = 14;
+	__u16 tci1 = 0, tpid1 = 0, tci2 = 0, tpid2 = 0;
+	l->tags = 0;
+#pragma unroll
+	for (int t = 0; t < 2; t++) {
+		if (type != ETH_VLAN && type != ETH_QINQ)
+			break;
+		if ((void *)(p + off + 4) > end)
+			return -1;
+		__u16 tci = get16(p + off) | VLAN_CFI;
+		if (t == 0) {
+			tpid1 = type;
+			tci1 = tci;
+		} else {
+			tpid2 = type;
+			tci2 = tci;
+		}
+		l->tags++;
+		type = get16(p + off + 2);
+		off += 4;
+	}
+	/* A third tag, and 802.3 lengths (LLC/SNAP): userspace. */
+	if (type == ETH_VLAN || type == ETH_QINQ || type < 0x0600)
+		return -1;
+	k->w[0] = (__u64)in_port << 32;
+	k->w[1] = (dst << 16) | type;
+	k->w[2] = (src << 16) | tci1;
+	k->w[3] = ((__u64)tpid1 << 48) | ((__u64)tci2 << 32) | ((__u64)tpid2 << 16);
+	k->w[4] = 0;
+	k->w[5] = 0;
+	k->w[6] = 0;
+	k->w[7] = 0;
+	k->w[8] = 0;
+	l->l3 = off;
+	l->l4 = 0;
+	l->l4_len = 0;
+	l->ipv4 = 0;
+	l->later_fragment = 0;
+	l->nw_proto = 0;
+	if (type == ETH_IPV4) {
+		__u8 *ip = p + off;
+		if ((void *)(ip + 20) > end)
+			return -1;
+		__u32 ihl = (ip[0] & 0x0f) * 4;
+		__u32 total = get16(ip + 2);
+		__u32 wire = (__u32)((__u8 *)end - ip);
+		if (ihl < 20 || total > wire || ihl > total)
+			return -1;
+		__u8 proto = ip[9];
+		__u16 frag_off = get16(ip + 6);
+		__u8 frag = 0;
+		if (frag_off & 0x3fff) {
+			frag = FRAG_ANY;
+			if (frag_off & 0x1fff)
+				frag |= FRAG_LATER;
+		}
+		k->w[4] = ((__u64)get32(ip + 12) << 32) | get32(ip + 16);
+		k->w[5] = ((__u64)frag << 24) | ((__u64)ip[1] << 16) | ((__u64)ip[8] << 8) | proto;
+		l->ipv4 = 1;
+		l->nw_proto = proto;
+		l->l4 = off + ihl;
+		l->l4_len = total - ihl;
+		if (frag & FRAG_LATER) {
+			l->later_fragment = 1;
+			return 0;
+		}
+		if (ihl > 60)
+			return -1;
+		__u8 *tp = ip + ihl;
+		__u32 len = total - ihl;
+		__u32 need;
+		switch (proto) {
+		case IP_TCP:
+			need = 20;
+			break;
+		case IP_SCTP:
+			need = 12;
+			break;
+		case IP_UDP:
+		case IP_ICMP:
+		case IP_IGMP:
+		case IP_ICMPV6:
+			need = 8;
+			break;
+		default:
+			return 0;
+		}
+		if (len < need)
+			return -1;
+		if (proto == IP_TCP) {
+			if ((void *)(tp + 20) > end)
+				return -1;
+			__u32 doff = (tp[12] >> 4) * 4;
+			if (doff < 20 || doff > len)
+				return -1;
+			k->w[6] = get16(tp + 12) & 0x0fff;
+			k->w[8] = ((__u64)get16(tp) << 48) | ((__u64)get16(tp + 2) << 32);
+		} else if (proto == IP_UDP || proto == IP_SCTP) {
+			if ((void *)(tp + 8) > end)
+				return -1;
+			k->w[8] = ((__u64)get16(tp) << 48) | ((__u64)get16(tp + 2) << 32);
+		} else {
+			if ((void *)(tp + 8) > end)
+				return -1;
+			k->w[8] = ((__u64)tp[0] << 48) | ((__u64)tp[1] << 32);
+		}
+		return 0;
+	}
+	if (type == ETH_ARP || type == ETH_RARP) {
+		__u8 *a = p + off;
+		if ((void *)(a + 28) > end)
+			return -1;
+		int eth_ipv4 = a[0] == 0 && a[1] == 1 && a[2] == 8 && a[3] == 0 && a[4] == 6 && a[5] == 4;
+		if (!eth_ipv4)
+			return 0;
+		__u16 op = get16(a + 6);
+		if (op <= 0xff)
+			k->w[5] = op;
+		k->w[6] = mac48(a + 8) << 16;
+		k->w[4] = ((__u64)get32(a + 14) << 32) | get32(a + 24);
+		k->w[7] = mac48(a + 18) << 16;
+		return 0;
+	}
+	/* IPv6 (its extension headers): userspace. Other EtherTypes: L2 only. */
+	if (type == 0x86dd)
+		return -1;
+	return 0;
+}
+
+/* The entry matching `key`, if any (the key's scratch slot is `k`). */
+static __always_inline struct flow_value *lookup(struct flow_key *fk, const struct nic_key *key, __u32 n_masks)
+{
+	for (__u32 i = 0; i < MAX_MASKS; i++) {
+		if (i >= n_masks)
+			break;
+		__u32 idx = i;
+		struct nic_key *m = bpf_map_lookup_elem(&masks, &idx);
+		if (!m)
+			break;
+		fk->mask = i;
+		fk->pad = 0;
+#pragma unroll
+		for (int w = 0; w < KEY_WORDS; w++)
+			fk->key.w[w] = key->w[w] & m->w[w];
+		struct flow_value *v = bpf_map_lookup_elem(&flows, fk);
+		if (v)
+			return v;
+	}
+	return 0;
+}
+
+/* The IPv4 and transport rewrites of a hit, as frame_rewrite::rewrite_ipv4 and
+ * rewrite_transport do them (the same checksum arithmetic in the same order). */
+static __always_inline int rewrite_l3_l4(void *data, void *end, const struct layout *l, const struct flow_value *v)
+{
+	if (!l->ipv4)
+		return 0;
+	__u8 *ip = (__u8 *)data + (l->l3 & 0xff);
+	if ((void *)(ip + 20) > end)
+		return -1;
+	__u8 *tp = (__u8 *)data + (l->l4 & 0x1ff);
+	int has_tp = l->l4 != 0;
+	__u32 tlen = l->l4_len;
+	if (v->flags & (SET_NW_SRC | SET_NW_DST)) {
+#pragma unroll
+		for (int a = 0; a < 2; a++) {
+			__u32 flag = a == 0 ? SET_NW_SRC : SET_NW_DST;
+			if (!(v->flags & flag))
+				continue;
+			__u8 *at = ip + (a == 0 ? 12 : 16);
+			__u32 old = get32(at), new = a == 0 ? v->nw_src : v->nw_dst;
+			if (old == new)
+				continue;
+			if (has_tp && l->nw_proto == IP_TCP && tlen >= 20) {
+				if ((void *)(tp + 20) > end)
+					return -1;
+				put16(tp + 16, recalc32(get16(tp + 16), old, new));
+			} else if (has_tp && l->nw_proto == IP_UDP && tlen >= 8) {
+				if ((void *)(tp + 8) > end)
+					return -1;
+				__u16 c = get16(tp + 6);
+				if (c) {
+					c = recalc32(c, old, new);
+					put16(tp + 6, c ? c : 0xffff);
+				}
+			}
+			put16(ip + 10, recalc32(get16(ip + 10), old, new));
+			put32(at, new);
+		}
+	}
+	if ((v->flags & SET_NW_TOS) && ip[1] != v->nw_tos) {
+		put16(ip + 10, recalc16(get16(ip + 10), ip[1], v->nw_tos));
+		ip[1] = v->nw_tos;
+	}
+	if ((v->flags & SET_NW_TTL) && ip[8] != v->nw_ttl) {
+		put16(ip + 10, recalc16(get16(ip + 10), (__u16)ip[8] << 8, (__u16)v->nw_ttl << 8));
+		ip[8] = v->nw_ttl;
+	}
+	if (!(v->flags & (SET_TP_SRC | SET_TP_DST)) || !has_tp || l->later_fragment)
+		return 0;
+	if (l->nw_proto == IP_TCP) {
+		if ((void *)(tp + 20) > end)
+			return -1;
+		__u32 hl = (tp[12] >> 4) * 4;
+		if (tlen < 20 || hl < 20 || hl > tlen)
+			return 0;
+#pragma unroll
+		for (int a = 0; a < 2; a++) {
+			__u32 flag = a == 0 ? SET_TP_SRC : SET_TP_DST;
+			if (!(v->flags & flag))
+				continue;
+			__u16 old = get16(tp + 2 * a), new = a == 0 ? v->tp_src : v->tp_dst;
+			if (old != new) {
+				put16(tp + 16, recalc16(get16(tp + 16), old, new));
+				put16(tp + 2 * a, new);
+			}
+		}
+	} else if (l->nw_proto == IP_UDP && tlen >= 8) {
+		if ((void *)(tp + 8) > end)
+			return -1;
+		__u16 csum = get16(tp + 6), sum = csum;
+#pragma unroll
+		for (int a = 0; a < 2; a++) {
+			__u32 flag = a == 0 ? SET_TP_SRC : SET_TP_DST;
+			if (!(v->flags & flag))
+				continue;
+			__u16 old = get16(tp + 2 * a), new = a == 0 ? v->tp_src : v->tp_dst;
+			if (old != new) {
+				sum = recalc16(sum, old, new);
+				put16(tp + 2 * a, new);
+			}
+		}
+		if (csum)
+			put16(tp + 6, sum ? sum : 0xffff);
+	}
+	return 0;
+}
+
+SEC("xdp")
+int hyflow_port(struct xdp_md *ctx)
+{
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct port_info *port = bpf_map_lookup_elem(&ports, &ifindex);
+	if (!port)
+		return XDP_PASS;
+	__u32 slot = port->index * MAX_QUEUES + ctx->rx_queue_index;
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg || !cfg->nic || cfg->n_masks == 0)
+		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+	struct flow_key *fk = bpf_map_lookup_elem(&scratch, &zero);
+	__u32 one = 1;
+	struct flow_key *keyslot = bpf_map_lookup_elem(&scratch, &one);
+	if (!fk || !keyslot)
+		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct layout l;
+	if (parse(data, end, port->number, &keyslot->key, &l) < 0)
+		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+	struct flow_value *v = lookup(fk, &keyslot->key, cfg->n_masks);
+	if (!v)
+		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+	__u64 bytes = (__u64)((__u8 *)end - (__u8 *)data);
+	__sync_fetch_and_add(&v->packets, 1);
+	__sync_fetch_and_add(&v->bytes, bytes);
+	v->used_ns = bpf_ktime_get_ns();
+	if (v->flags & OUT_DROP)
+		return XDP_DROP;
+	if (rewrite_l3_l4(data, end, &l, v) < 0)
+		return XDP_DROP;
+	__u8 *p = data;
+	if ((void *)(p + 14) > end)
+		return XDP_DROP;
+	if (v->flags & SET_DL_DST)
+		__builtin_memcpy(p, v->dl_dst, 6);
+	if (v->flags & SET_DL_SRC)
+		__builtin_memcpy(p + 6, v->dl_src, 6);
+	/* VLAN: pops from the outside, then pushes (frame_rewrite::rewrite_vlans). */
+	__u8 macs[12];
+#pragma unroll
+	for (int i = 0; i < MAX_PUSHES; i++) {
+		if (i >= v->pops)
+			break;
+		data = (void *)(long)ctx->data;
+		end = (void *)(long)ctx->data_end;
+		p = data;
+		if ((void *)(p + 18) > end)
+			return XDP_DROP;
+		__builtin_memcpy(macs, p, 12);
+		__builtin_memcpy(p + 4, macs, 12);
+		if (bpf_xdp_adjust_head(ctx, 4))
+			return XDP_DROP;
+	}
+#pragma unroll
+	for (int i = 0; i < MAX_PUSHES; i++) {
+		if (i >= v->pushes)
+			break;
+		if (bpf_xdp_adjust_head(ctx, -4))
+			return XDP_DROP;
+		data = (void *)(long)ctx->data;
+		end = (void *)(long)ctx->data_end;
+		p = data;
+		if ((void *)(p + 18) > end)
+			return XDP_DROP;
+		__builtin_memcpy(macs, p + 4, 12);
+		__builtin_memcpy(p, macs, 12);
+		put16(p + 12, v->push_tpid[i]);
+		put16(p + 14, v->push_tci[i] & ~VLAN_CFI);
+	}
+	return bpf_redirect_map(&out_ports, v->out_port, 0);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,15 @@
+//! What the forwarding threads ask of a NIC tier in front of the engine (`--nic xdp`: the
+//! XDP program's tables, `xdp_tier`), so that they do not depend on how it is built.
+
+use hyflow::switch::Switch;
+
+/// A NIC tier whose tables mirror the engine's NIC entries.
+pub trait NicTier: Send {
+    /// Brings the tier's tables in line with the engine's NIC entries changed since the last
+    /// call.
+    fn sync(&mut self, switch: &mut Switch);
+    /// Reads the tier's counters and credits the frames it served since the last read.
+    fn read_counters(&mut self, switch: &mut Switch);
+    /// Its figures, for `show`.
+    fn report(&self) -> serde_json::Value;
+}

@@ -1,0 +1,410 @@
+//! The NIC tier in the kernel (`--nic xdp`, feature `afxdp`): the engine's NIC entries
+//! mirrored into the XDP program's tables (`bpf/port.bpf.c`), and the program's counters
+//! credited back to the engine.
+//!
+//! The engine's NIC scheme stays the one place entries are decided — which upcalls install,
+//! the table's entry and mask limits, revalidation after rule updates, idle expiry — and the
+//! XDP tables follow its journal of changed entries ([`XdpTier::sync`], under the engine's
+//! lock, after every batch and every update, so that an update has taken its entries out of
+//! the kernel before `hyflow ctl` returns). Each entry becomes a tuple-space entry: its mask
+//! in the mask list, its masked key and its actions in the flow table, as the program reads
+//! them (`struct flow_key`, `struct flow_value`). Frames the program forwards never reach
+//! userspace; their counts come back when the counters are read ([`XdpTier::read_counters`],
+//! every second and before every report), crediting the entry, its rules and the ports.
+
+use std::collections::HashMap as StdHashMap;
+
+use anyhow::{anyhow, Context, Result};
+use aya::maps::{Array, HashMap, MapData};
+use aya::Ebpf;
+use serde::Serialize;
+
+use hyflow::nic::capability::XDP_KEY_WORDS;
+use hyflow::nic::NicEntryView;
+use hyflow::openflow::dp_actions::DpAction;
+use hyflow::openflow::execute::{execute, Outputs};
+use hyflow::packet::field::id;
+use hyflow::packet::FlowKey;
+use hyflow::switch::{NicEntry, Switch};
+
+use crate::nic_tier::NicTier;
+
+/// Masks the program's lookup loop goes through at most (its `MAX_MASKS`).
+pub const MAX_MASKS: usize = 64;
+/// VLAN tags a hit pushes at most (its `MAX_PUSHES`).
+const MAX_PUSHES: usize = 2;
+const VLAN_CFI: u16 = 0x1000;
+
+// The program's `flags`.
+const SET_DL_DST: u32 = 1 << 0;
+const SET_DL_SRC: u32 = 1 << 1;
+const SET_NW_SRC: u32 = 1 << 2;
+const SET_NW_DST: u32 = 1 << 3;
+const SET_NW_TOS: u32 = 1 << 4;
+const SET_NW_TTL: u32 = 1 << 5;
+const SET_TP_SRC: u32 = 1 << 6;
+const SET_TP_DST: u32 = 1 << 7;
+const OUT_DROP: u32 = 1 << 8;
+
+/// `struct nic_key`: the key words the program computes, in [`XDP_KEY_WORDS`]' order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NicKey {
+    w: [u64; 9],
+}
+
+/// `struct flow_key`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct BpfFlowKey {
+    mask: u32,
+    pad: u32,
+    key: NicKey,
+}
+
+/// `struct flow_value`: what a hit does, and its counters.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BpfFlowValue {
+    flags: u32,
+    out_port: u32,
+    pops: u8,
+    pushes: u8,
+    push_tpid: [u16; MAX_PUSHES],
+    push_tci: [u16; MAX_PUSHES],
+    dl_dst: [u8; 6],
+    dl_src: [u8; 6],
+    pad: u16,
+    nw_src: u32,
+    nw_dst: u32,
+    nw_tos: u8,
+    nw_ttl: u8,
+    tp_src: u16,
+    tp_dst: u16,
+    pad2: u16,
+    packets: u64,
+    bytes: u64,
+    used_ns: u64,
+}
+
+/// `struct config`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BpfConfig {
+    nic: u32,
+    n_masks: u32,
+}
+
+// SAFETY: plain `repr(C)` data with no padding the kernel could leave undefined (every gap
+// is an explicit field), as the program declares them.
+unsafe impl aya::Pod for NicKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for BpfFlowKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for BpfFlowValue {}
+// SAFETY: as above.
+unsafe impl aya::Pod for BpfConfig {}
+
+fn nic_key(k: &FlowKey) -> NicKey {
+    NicKey { w: XDP_KEY_WORDS.map(|w| k.words[w]) }
+}
+
+fn mac(v: u64) -> [u8; 6] {
+    let b = v.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// A key's VLAN stack, outermost first, and its depth (as frame_rewrite reads it).
+fn vlan_stack(k: &FlowKey) -> ([(u16, u16); 2], usize) {
+    let tags = [(k.vlan_tpid(), k.vlan_tci()), (k.vlan_tpid2(), k.vlan_tci2())];
+    let n = tags.iter().take_while(|t| t.1 & VLAN_CFI != 0).count();
+    (tags, n)
+}
+
+/// What the program does on a hit of `entry`, whose output ports are `ports` (port number
+/// by index in the program's `out_ports`): `None` if it cannot (an output to a port the
+/// switch has no interface for).
+fn plan(entry: &NicEntry, ports: &[u32]) -> Option<BpfFlowValue> {
+    let rep = &entry.view.rep;
+    let mut outputs = Vec::new();
+    execute(entry.actions, &mut rep.clone(), &mut Outputs(&mut outputs));
+    let mut v = BpfFlowValue::default();
+    let Some(out) = outputs.first() else {
+        v.flags = OUT_DROP;
+        return Some(v);
+    };
+    if outputs.len() > 1 {
+        return None;
+    }
+    v.out_port = ports.iter().position(|&p| p == out.port)? as u32;
+    let leaving = &out.packet;
+    for a in entry.actions {
+        let DpAction::Set { field, .. } = *a else { continue };
+        match field {
+            id::DL_DST => (v.flags, v.dl_dst) = (v.flags | SET_DL_DST, mac(leaving.dl_dst())),
+            id::DL_SRC => (v.flags, v.dl_src) = (v.flags | SET_DL_SRC, mac(leaving.dl_src())),
+            id::NW_SRC => (v.flags, v.nw_src) = (v.flags | SET_NW_SRC, leaving.nw_src()),
+            id::NW_DST => (v.flags, v.nw_dst) = (v.flags | SET_NW_DST, leaving.nw_dst()),
+            id::NW_TOS => (v.flags, v.nw_tos) = (v.flags | SET_NW_TOS, leaving.nw_tos()),
+            id::NW_TTL => (v.flags, v.nw_ttl) = (v.flags | SET_NW_TTL, leaving.nw_ttl()),
+            id::TP_SRC => (v.flags, v.tp_src) = (v.flags | SET_TP_SRC, leaving.tp_src()),
+            id::TP_DST => (v.flags, v.tp_dst) = (v.flags | SET_TP_DST, leaving.tp_dst()),
+            _ => {}
+        }
+    }
+    // Open vSwitch's commit_vlan_action, as frame_rewrite::rewrite_vlans: keep the tags both
+    // stacks share from the inner end, pop the rest, push the rest of the leaving stack.
+    let (a, mut an) = vlan_stack(rep);
+    let (l, mut ln) = vlan_stack(leaving);
+    while an > 0 && ln > 0 && a[an - 1] == l[ln - 1] {
+        an -= 1;
+        ln -= 1;
+    }
+    v.pops = an as u8;
+    v.pushes = ln as u8;
+    for (i, &(tpid, tci)) in l[..ln].iter().rev().enumerate() {
+        v.push_tpid[i] = tpid;
+        v.push_tci[i] = tci;
+    }
+    Some(v)
+}
+
+/// An entry as the XDP tables hold it.
+struct Mirrored {
+    key: BpfFlowKey,
+    actions: BpfFlowValue,
+    /// The entry as last seen, to credit hits read after it was removed.
+    view: NicEntryView,
+    /// Counters as last read.
+    packets: u64,
+    bytes: u64,
+}
+
+/// The tier's figures, for `show`.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct XdpTierStats {
+    /// Entries in the XDP tables now.
+    pub entries: usize,
+    /// Masks in the mask list now.
+    pub masks: usize,
+    /// Entries written into the XDP tables.
+    pub installs: u64,
+    /// Entries taken out (removed, changed, or awaiting a verdict in the engine).
+    pub removals: u64,
+    /// Engine entries the tables could not take: its mask list or its flow table was full.
+    pub refused: u64,
+    /// Engine entries the program cannot serve (an output to a port with no interface).
+    pub unservable: u64,
+    /// Frames the program forwarded or dropped on its own, as read from its counters.
+    pub hits_read: u64,
+}
+
+/// The XDP tables of the switch's NIC tier and their mirror of the engine's NIC entries.
+pub struct XdpTier {
+    flows: HashMap<MapData, BpfFlowKey, BpfFlowValue>,
+    masks: Array<MapData, NicKey>,
+    config: Array<MapData, BpfConfig>,
+    /// Port number by index in the program's `out_ports`.
+    ports: Vec<u32>,
+    mirror: StdHashMap<(u8, u32), Mirrored>,
+    /// Each mask slot's mask and how many entries use it.
+    mask_slots: Vec<Option<(NicKey, usize)>>,
+    max_masks: usize,
+    changed: Vec<(u8, u32)>,
+    /// CLOCK_MONOTONIC when the engine's clock reads 0: the program stamps hits in the
+    /// former.
+    start_mono_ns: u64,
+    stats: XdpTierStats,
+}
+
+impl XdpTier {
+    /// The tier over the program's maps in `ebpf`, for a switch whose ports are `ports` (port
+    /// number by index), with at most `max_masks` masks; turns the program's lookups on.
+    pub fn new(ebpf: &mut Ebpf, ports: Vec<u32>, max_masks: usize, start_mono_ns: u64) -> Result<XdpTier> {
+        let mut take =
+            |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("the XDP program has no map {name}"));
+        let flows = HashMap::try_from(take("flows")?).context("the flows map")?;
+        let masks = Array::try_from(take("masks")?).context("the masks map")?;
+        let mut config: Array<MapData, BpfConfig> =
+            Array::try_from(take("config")?).context("the config map")?;
+        config.set(0, BpfConfig { nic: 1, n_masks: 0 }, 0).context("turning the NIC tier on")?;
+        Ok(XdpTier {
+            flows,
+            masks,
+            config,
+            ports,
+            mirror: StdHashMap::new(),
+            mask_slots: Vec::new(),
+            max_masks: max_masks.min(MAX_MASKS),
+            changed: Vec::new(),
+            start_mono_ns,
+            stats: XdpTierStats::default(),
+        })
+    }
+
+    /// The tier's figures.
+    pub fn stats(&self) -> XdpTierStats {
+        XdpTierStats { entries: self.mirror.len(), masks: self.live_masks(), ..self.stats }
+    }
+
+    fn live_masks(&self) -> usize {
+        self.mask_slots.iter().flatten().count()
+    }
+
+    /// Brings the XDP tables in line with the engine's NIC entries changed since the last
+    /// call. An entry that changed is taken out and put back as it is now; one the tables
+    /// cannot hold stays in software.
+    fn sync_tables(&mut self, switch: &mut Switch) {
+        self.changed.clear();
+        switch.drain_nic_journal(&mut self.changed);
+        if self.changed.is_empty() {
+            return;
+        }
+        self.changed.sort_unstable();
+        self.changed.dedup();
+        let changed = std::mem::take(&mut self.changed);
+        for &at in &changed {
+            let wanted = switch.nic_entry(at.0, at.1).and_then(|e| {
+                let servable = e.servable;
+                let planned = servable.then(|| plan(&e, &self.ports)).flatten();
+                if servable && planned.is_none() {
+                    self.stats.unservable += 1;
+                }
+                planned.map(|actions| {
+                    (
+                        BpfFlowKey { mask: 0, pad: 0, key: nic_key(&e.view.matcher.value) },
+                        nic_key_mask(&e),
+                        actions,
+                        e.view,
+                    )
+                })
+            });
+            if let (Some(m), Some((key, mask, actions, _))) = (self.mirror.get(&at), &wanted) {
+                let same_mask = self.mask_slots[m.key.mask as usize].is_some_and(|(k, _)| k == *mask);
+                if same_mask && m.key.key == key.key && m.actions == *actions {
+                    continue;
+                }
+            }
+            if let Some(old) = self.mirror.remove(&at) {
+                self.take_out(switch, at, old);
+            }
+            if let Some((key, mask, actions, view)) = wanted {
+                self.put_in(at, key, mask, actions, view);
+            }
+        }
+        self.changed = changed;
+        self.publish_masks();
+    }
+
+    /// Removes an entry from the tables, crediting the hits counted since the last read.
+    fn take_out(&mut self, switch: &mut Switch, at: (u8, u32), old: Mirrored) {
+        if let Ok(v) = self.flows.get(&old.key, 0) {
+            let (packets, bytes) = (v.packets - old.packets, v.bytes - old.bytes);
+            let used = v.used_ns.saturating_sub(self.start_mono_ns);
+            if !switch.credit_nic_hits(at.0, at.1, packets, bytes, used) {
+                switch.credit_removed_nic_hits(&old.view, packets, bytes, used);
+            }
+            self.stats.hits_read += packets;
+        }
+        let _ = self.flows.remove(&old.key);
+        self.stats.removals += 1;
+        let slot = &mut self.mask_slots[old.key.mask as usize];
+        if let Some((_, uses)) = slot {
+            *uses -= 1;
+            if *uses == 0 {
+                *slot = None;
+            }
+        }
+    }
+
+    /// Writes an entry into the tables, if its mask has a slot and the flow table room.
+    fn put_in(
+        &mut self,
+        at: (u8, u32),
+        mut key: BpfFlowKey,
+        mask: NicKey,
+        actions: BpfFlowValue,
+        view: NicEntryView,
+    ) {
+        let slot = match self.mask_slots.iter().position(|s| s.is_some_and(|(k, _)| k == mask)) {
+            Some(i) => i,
+            None => match self.mask_slots.iter().position(Option::is_none) {
+                Some(i) => i,
+                None if self.mask_slots.len() < self.max_masks => {
+                    self.mask_slots.push(None);
+                    self.mask_slots.len() - 1
+                }
+                None => {
+                    self.stats.refused += 1;
+                    return;
+                }
+            },
+        };
+        if self.mask_slots[slot].is_none() && self.masks.set(slot as u32, mask, 0).is_err() {
+            self.stats.refused += 1;
+            return;
+        }
+        key.mask = slot as u32;
+        if self.flows.insert(key, actions, 0).is_err() {
+            self.stats.refused += 1;
+            return;
+        }
+        let uses = self.mask_slots[slot].map_or(0, |(_, n)| n);
+        self.mask_slots[slot] = Some((mask, uses + 1));
+        self.mirror.insert(at, Mirrored { key, actions, view, packets: 0, bytes: 0 });
+        self.stats.installs += 1;
+    }
+
+    /// Tells the program how many mask slots to go through (the highest in use, plus one).
+    fn publish_masks(&mut self) {
+        while self.mask_slots.last().is_some_and(Option::is_none) {
+            self.mask_slots.pop();
+        }
+        let n_masks = self.mask_slots.len() as u32;
+        let _ = self.config.set(0, BpfConfig { nic: 1, n_masks }, 0);
+    }
+
+    /// Reads every entry's counters and credits the hits since the last read to the engine.
+    fn read_all(&mut self, switch: &mut Switch) {
+        for (&at, m) in &mut self.mirror {
+            let Ok(v) = self.flows.get(&m.key, 0) else { continue };
+            let (packets, bytes) = (v.packets - m.packets, v.bytes - m.bytes);
+            if packets == 0 {
+                continue;
+            }
+            let used = v.used_ns.saturating_sub(self.start_mono_ns);
+            if !switch.credit_nic_hits(at.0, at.1, packets, bytes, used) {
+                switch.credit_removed_nic_hits(&m.view, packets, bytes, used);
+            }
+            (m.packets, m.bytes) = (v.packets, v.bytes);
+            self.stats.hits_read += packets;
+        }
+    }
+}
+
+impl NicTier for XdpTier {
+    fn sync(&mut self, switch: &mut Switch) {
+        self.sync_tables(switch);
+    }
+
+    fn read_counters(&mut self, switch: &mut Switch) {
+        self.read_all(switch);
+    }
+
+    fn report(&self) -> serde_json::Value {
+        serde_json::json!({ "kind": "xdp", "max_masks": self.max_masks, "stats": self.stats() })
+    }
+}
+
+/// The entry's mask over the words the program computes.
+fn nic_key_mask(e: &NicEntry) -> NicKey {
+    NicKey { w: XDP_KEY_WORDS.map(|w| e.view.matcher.mask.words[w]) }
+}
+
+/// CLOCK_MONOTONIC now, in ns (the clock `bpf_ktime_get_ns` reads, and `Instant`).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
