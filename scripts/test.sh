@@ -70,7 +70,11 @@ if [ -f ../shared/tools/livecheck.py ] && [ -f ../shared/ovs-vectors/sample.json
     [ ${#LIVE_FEATURES[@]} -gt 0 ] && IO=afxdp
     python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --switch-arg=--io --switch-arg=$IO
     python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --switch-arg=--io --switch-arg=afpacket
+    # The XDP NIC tier: later rounds of the same flows are forwarded in the kernel.
+    if [ ${#LIVE_FEATURES[@]} -gt 0 ]; then
+      python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --switch-arg=--nic --switch-arg=xdp --rounds 3 --require-nic-hits
+    fi
   else
-    echo "test.sh: livecheck skipped (2 runs): it needs root"
+    echo "test.sh: livecheck skipped (3 runs): it needs root"
   fi
 fi

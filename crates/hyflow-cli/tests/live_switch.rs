@@ -1577,7 +1577,7 @@ fn l2l3acl_through_the_xdp_tier() {
     if !is_root() {
         return;
     }
-    let c = l2l3acl("l2l3acl-xdp", &["--nic", "xdp"]);
+    let c = l2l3acl("l2l3acl-xdp", &["--nic", "xdp", "--xdp-mode", "native"]);
     assert!(c.nic_hits >= 400, "{c:?}");
 }
 

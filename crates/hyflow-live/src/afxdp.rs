@@ -25,6 +25,7 @@ use aya::{Ebpf, EbpfLoader};
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig};
 
+use crate::args::XdpModeArg;
 use crate::forwarder::LivePort;
 use crate::interfaces::Interface;
 use crate::port_io::{PortIo, RxBatch, SendRefused};
@@ -284,12 +285,16 @@ impl XdpProgram {
         Ok(())
     }
 
-    /// Attaches the program to `iface`: native XDP if the driver has it, generic otherwise;
-    /// returns whether native.
-    fn attach(&mut self, iface: &Interface) -> Result<bool> {
+    /// Attaches the program to `iface`: native XDP if `native` is asked for and the driver
+    /// has it (required: `native_only`), generic otherwise; returns whether native.
+    fn attach(&mut self, iface: &Interface, native: bool, native_only: bool) -> Result<bool> {
         let program: &mut Xdp = self.ebpf.program_mut("hyflow_port").expect("loaded").try_into()?;
-        if program.attach_to_if_index(iface.ifindex, XdpMode::Driver).is_ok() {
-            return Ok(true);
+        if native {
+            match program.attach_to_if_index(iface.ifindex, XdpMode::Driver) {
+                Ok(_) => return Ok(true),
+                Err(e) if native_only => return Err(anyhow!("attaching native XDP: {e}")),
+                Err(_) => {}
+            }
         }
         program.attach_to_if_index(iface.ifindex, XdpMode::Skb).map_err(|e| match &e {
             aya::programs::ProgramError::SyscallError(s)
@@ -483,19 +488,29 @@ fn prefetch(at: *const u8, bytes: usize) {
 }
 
 /// Opens every interface on AF_XDP under one XDP program whose flow table has
-/// `flow_entries` entries; returns the ports, how frames move, and the program (to drop after
-/// the ports).
+/// `flow_entries` entries, attached as `mode` asks (`nic_tier`: the program's tables forward
+/// frames); returns the ports, how frames move, and the program (to drop after the ports).
 pub fn open(
     interfaces: &[Interface],
     max_frame: usize,
     flow_entries: u32,
+    mode: XdpModeArg,
+    nic_tier: bool,
 ) -> Result<(Vec<LivePort>, String, XdpProgram)> {
+    // A frame redirected into a veth in native mode reaches the peer only if the peer runs
+    // NAPI (an XDP program or GRO on it); generic mode sends it as any frame.
+    let native = match mode {
+        XdpModeArg::Native => true,
+        XdpModeArg::Generic => false,
+        XdpModeArg::Auto => !(nic_tier && interfaces.iter().any(|i| i.veth)),
+    };
     let mut program = XdpProgram::load(flow_entries)?;
     let mut ports = Vec::new();
     for (index, i) in interfaces.iter().enumerate() {
         let mut io = AfXdp::open(i, max_frame).with_context(|| i.name.clone())?;
         program.register(index as u32, i, &io.queues).with_context(|| i.name.clone())?;
-        io.mode.driver = program.attach(i).with_context(|| i.name.clone())?;
+        io.mode.driver =
+            program.attach(i, native, mode == XdpModeArg::Native).with_context(|| i.name.clone())?;
         ports.push(LivePort::new(i, Box::new(io)));
     }
     let io = ports[0].io.lock().expect("port lock").describe();

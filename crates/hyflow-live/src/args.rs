@@ -41,6 +41,13 @@ pub struct SwitchArgs {
     /// forwards their frames in the kernel; everything else comes to software). Needs AF_XDP.
     #[arg(long = "nic", value_enum, value_name = "TIER", default_value = "none")]
     pub nic: NicArg,
+    /// How the XDP program attaches: native (in the driver), generic (on the kernel's
+    /// socket buffers: slower, works everywhere), or auto — native first, except with
+    /// `--nic xdp` on veth ports: a frame the program redirects into a veth in native mode
+    /// is received by the peer only if the peer has an XDP program or GRO on, which the
+    /// switch cannot see to.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
+    pub xdp_mode: XdpModeArg,
     /// Entries of the XDP tier's flow table.
     #[arg(long, value_name = "N", default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub nic_entries: u32,
@@ -49,6 +56,17 @@ pub struct SwitchArgs {
     pub nic_masks: u32,
     #[command(flatten)]
     pub host: HostArgs,
+}
+
+/// `--xdp-mode`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpModeArg {
+    /// Native where the driver has it, generic otherwise; generic for the XDP tier on veth.
+    Auto,
+    /// In the driver (fails where the driver has no XDP).
+    Native,
+    /// On socket buffers.
+    Generic,
 }
 
 /// `--nic`'s values.

@@ -15,12 +15,47 @@ pub struct Interface {
     pub mtu: u32,
     /// Its receive queues (each gets a socket of its own).
     pub rx_queues: u32,
+    /// Whether it is a veth.
+    pub veth: bool,
 }
 
 /// Reads `/sys/class/net/NAME/FILE` (the namespace's own view under `ip netns exec`).
 fn sys(name: &str, file: &str) -> Result<String> {
     let path = format!("/sys/class/net/{name}/{file}");
     Ok(std::fs::read_to_string(&path).with_context(|| path.clone())?.trim().to_string())
+}
+
+/// The name of the driver of interface `name` (`ethtool -i`), if the kernel says.
+fn driver(name: &str) -> Option<String> {
+    /// `struct ethtool_drvinfo` (linux/ethtool.h).
+    #[repr(C)]
+    struct DrvInfo {
+        cmd: u32,
+        driver: [u8; 32],
+        rest: [u8; 32 * 4 + 12 + 5 * 4],
+    }
+    const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+    let mut info = DrvInfo { cmd: ETHTOOL_GDRVINFO, driver: [0; 32], rest: [0; 32 * 4 + 12 + 5 * 4] };
+    // SAFETY: a zeroed ifreq is valid; the name is copied in bounded by its size.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
+        *d = s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = &mut info as *mut DrvInfo as *mut libc::c_char;
+    // SAFETY: a datagram socket only to ask the kernel about the interface; closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: SIOCETHTOOL reads `req` and writes `info`, which outlive the call.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut req) };
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    if r < 0 {
+        return None;
+    }
+    let end = info.driver.iter().position(|&b| b == 0).unwrap_or(info.driver.len());
+    Some(String::from_utf8_lossy(&info.driver[..end]).into_owned())
 }
 
 impl Interface {
@@ -36,7 +71,8 @@ impl Interface {
             })
             .unwrap_or(1)
             .max(1) as u32;
-        Ok(Interface { name: name.to_string(), port, ifindex, mtu, rx_queues })
+        let veth = driver(name).as_deref() == Some("veth");
+        Ok(Interface { name: name.to_string(), port, ifindex, mtu, rx_queues, veth })
     }
 
     /// The longest frame it carries: the MTU, the Ethernet header and two VLAN tags.

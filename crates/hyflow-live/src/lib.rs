@@ -34,7 +34,7 @@ use hyflow::openflow::Pipeline;
 use hyflow::switch::Switch;
 use hyflow_commands::switch::{host_config, mac_table};
 
-use crate::args::{CtlArgs, IoArg, NicArg, SwitchArgs};
+use crate::args::{CtlArgs, IoArg, NicArg, SwitchArgs, XdpModeArg};
 use crate::forwarder::{allowed_cpus, CorePlan, Forwarder, LivePort};
 use crate::interfaces::Interface;
 use crate::pmd::RxQueue;
@@ -96,7 +96,8 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         None if a.nic == NicArg::Xdp => Some(IoArg::Afxdp),
         io => io,
     };
-    let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, a.nic_entries)?;
+    let xdp = (a.xdp_mode, a.nic == NicArg::Xdp);
+    let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, a.nic_entries, xdp)?;
     let start = Instant::now();
     let nic = nic_tier(a.nic, &mut program, &interfaces, a.nic_masks as usize)?;
     let plans = plan_cores(&ports, a.cores as usize);
@@ -176,15 +177,17 @@ fn plan_cores(ports: &[LivePort], cores: usize) -> Vec<CorePlan> {
 
 /// Opens every interface's I/O as `--io` asks (`None`: AF_XDP where it attaches, AF_PACKET
 /// otherwise); returns the ports, how frames move, and the XDP program (AF_XDP), whose flow
-/// table has `flow_entries` entries.
+/// table has `flow_entries` entries, attached as `xdp` says (mode, and whether the NIC tier
+/// is on).
 fn open_ports(
     interfaces: &[Interface],
     io: Option<IoArg>,
     max_frame: usize,
     flow_entries: u32,
+    xdp: (XdpModeArg, bool),
 ) -> Result<(Vec<LivePort>, String, Option<Program>)> {
     if io != Some(IoArg::Afpacket) {
-        match open_afxdp(interfaces, max_frame, flow_entries) {
+        match open_afxdp(interfaces, max_frame, flow_entries, xdp) {
             Ok((ports, io, program)) => return Ok((ports, io, Some(program))),
             Err(e) if io == Some(IoArg::Afxdp) => return Err(e),
             Err(e) => eprintln!("hyflow switch: AF_XDP unavailable ({e:#}); using AF_PACKET"),
@@ -213,12 +216,18 @@ fn open_afxdp(
     interfaces: &[Interface],
     max_frame: usize,
     flow_entries: u32,
+    (mode, nic_tier): (XdpModeArg, bool),
 ) -> Result<(Vec<LivePort>, String, Program)> {
-    afxdp::open(interfaces, max_frame, flow_entries)
+    afxdp::open(interfaces, max_frame, flow_entries, mode, nic_tier)
 }
 
 #[cfg(not(feature = "afxdp"))]
-fn open_afxdp(_: &[Interface], _: usize, _: u32) -> Result<(Vec<LivePort>, String, Program)> {
+fn open_afxdp(
+    _: &[Interface],
+    _: usize,
+    _: u32,
+    _: (XdpModeArg, bool),
+) -> Result<(Vec<LivePort>, String, Program)> {
     bail!("this hyflow was built without AF_XDP (build with `--features afxdp`: needs clang and libbpf-dev)")
 }
 

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""What the XDP NIC tier saves (root): CPU per forwarded frame with `hyflow switch --nic xdp`
+against the software path alone (`--nic none`), on the same veths, pipeline and frames.
+
+Topology and traffic are scripts/live_bench.py's: namespace `hynb-sw` holds ports p1..p4,
+`hynb-h` their peers; the built-in pipeline (examples/l2l3acl.flows) routes 1,000 UDP flows of
+64 bytes from port 1 to port 3 (MACs rewritten, TTL decremented). The generator (`hyflow send`,
+AF_XDP) is pinned to CPU 0, the switch to CPU 1.
+
+A veth runs the receive side of a frame (and so the XDP program) on the sending CPU, so the
+NIC tier's work lands on the generator's CPU, not the switch's. CPU per frame is therefore
+the sum of two parts: CPU 0's busy time (/proc/stat: user, system, softirq) beyond what
+sending alone costs — a first run sends the same frames into p1 with no switch, where the
+namespace's stack drops them — which holds the XDP program (the NIC tier's lookup, rewrite
+and redirect into p3, and h3's receive; or the redirect to the switch's socket), and the
+switch's cores' processing time (`show`'s cores: rounds that received frames, their sends and
+the receive on h3 they cause included, idle polling left out).
+
+Prints a Markdown table for BENCHMARKS.md. Usage: scripts/nic_tier_bench.py [--hyflow BIN]
+[--frames N]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from live_netns import make, remove, sh, write_pcap
+from live_bench import frame
+
+SW, HOST = "hynb-sw", "hynb-h"
+PORTS = 4
+FLOWS = "examples/l2l3acl.flows"
+
+
+def busy_ns(cpu):
+    """Busy time of CPU `cpu` so far (ns): everything but idle and iowait."""
+    for line in open("/proc/stat"):
+        if line.startswith("cpu%d " % cpu):
+            f = line.split()[1:]
+            return sum(int(x) for i, x in enumerate(f[:8]) if i not in (3, 4)) * 1e9 / os.sysconf("SC_CLK_TCK")
+    raise RuntimeError("no cpu%d in /proc/stat" % cpu)
+
+
+def counters(binary, sock):
+    """The switch's frames decided by its NIC tier, and its cores' processing time (ns)."""
+    show = json.loads(sh(binary, "ctl", sock, "show", "--json"))
+    return show.get("nic_hits", 0), sum(c["processing_ns"] for c in show["cores"])
+
+
+def rx(iface):
+    return json.loads(sh("ip", "-n", HOST, "-s", "-j", "link", "show", iface))[0]["stats64"]["rx"]["packets"]
+
+
+def send(binary, pcap, loops, rate=None):
+    cmd = ["ip", "netns", "exec", HOST, "taskset", "-c", "0", binary, "send", "--iface", "h1", "--trace", pcap,
+           "--loop", str(loops), "--io", "afxdp"]
+    if rate:
+        cmd += ["--rate", str(rate)]
+    out = sh(*cmd).strip()
+    return int(out.split()[1]), float(out.split(" in ")[1].split(" s")[0])
+
+
+def run(binary, tmp, pcap, loops, switch_args, gro=False):
+    make(SW, HOST, PORTS)
+    if gro:
+        # A frame redirected into a veth in native mode is received by the peer's NAPI,
+        # which a veth runs only with XDP or GRO on.
+        for i in range(1, PORTS + 1):
+            sh("ip", "netns", "exec", HOST, "ethtool", "-K", "h%d" % i, "gro", "on")
+    proc = None
+    try:
+        if switch_args is not None:
+            ports = os.path.join(tmp, "ports.txt")
+            open(ports, "w").write("".join("p%d=%d\n" % (i, i) for i in range(1, PORTS + 1)))
+            sock = os.path.join(tmp, "nb.sock")
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", SW, "taskset", "-c", "1", binary, "switch", "--flows", FLOWS, "--ports",
+                 ports, "--ctl", sock] + switch_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if "ready" not in proc.stdout.readline():
+                raise RuntimeError("hyflow switch: %s" % proc.stderr.read())
+            send(binary, pcap, 20, rate=20000)  # warm the caches (and the NIC tier)
+            time.sleep(1.2)
+        n0, p0 = counters(binary, sock) if proc else (0, 0)
+        b0, f0 = busy_ns(0), rx("h3")
+        offered, secs = send(binary, pcap, loops)
+        time.sleep(0.5)
+        b1, f1 = busy_ns(0), rx("h3")
+        n1, p1 = counters(binary, sock) if proc else (0, 0)
+        return dict(offered=offered, secs=secs, forwarded=f1 - f0, cpu0=b1 - b0, nic=n1 - n0, processing=p1 - p0)
+    finally:
+        if proc:
+            proc.terminate()
+            proc.wait(10)
+        remove(SW, HOST)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hyflow", default="target/release/hyflow")
+    ap.add_argument("--frames", type=int, default=3000000)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("nic_tier_bench.py needs root (namespaces, XDP)")
+    ghz = float([l for l in open("/proc/cpuinfo") if l.startswith("cpu MHz")][0].split(":")[1]) / 1000
+    tmp = tempfile.mkdtemp()
+    pcap = os.path.join(tmp, "t.pcap")
+    write_pcap(pcap, [frame(i, 64) for i in range(1000)])
+    loops = max(1, a.frames // 1000)
+    base = run(a.hyflow, tmp, pcap, loops, None)
+    per_sent = base["cpu0"] / base["offered"]
+    rows = []
+    for name, args, gro in (
+            ("software path (`--nic none`)", ["--nic", "none"], False),
+            ("XDP tier (`--nic xdp`: generic XDP on veth)", ["--nic", "xdp"], False),
+            ("XDP tier (`--nic xdp --xdp-mode native`, GRO on the peers)", ["--nic", "xdp", "--xdp-mode", "native"], True)):
+        r = run(a.hyflow, tmp, pcap, loops, args, gro)
+        fwd = max(1, r["forwarded"])
+        # CPU 0 beyond sending (the veth receive: the redirect to the switch's socket, or the
+        # NIC tier), and the switch's processing time on CPU 1 (idle polling left out).
+        kernel = (r["cpu0"] - per_sent * r["offered"]) / fwd
+        rows.append((name, r, kernel, r["processing"] / fwd))
+    print("CPU: %.2f GHz; generator on CPU 0, switch on CPU 1; %d frames of 64 B, 1,000 flows\n" % (ghz, base["offered"]))
+    print("sending alone (no switch): %.0f frames/s offered, %.0f ns of CPU 0 per frame sent\n"
+          % (base["offered"] / base["secs"], per_sent))
+    print("| switch | offered pps | forwarded | by the NIC tier | CPU 0 beyond sending, ns/frame | switch cores' processing, ns/frame | total ns/frame | cycles/frame | vs software |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    soft = rows[0][2] + rows[0][3]
+    for name, r, kernel, cores in rows:
+        total = kernel + cores
+        print("| %s | %.0f | %d | %d | %.0f | %.0f | %.0f | %.0f | %.2f× |" % (
+            name, r["offered"] / r["secs"], r["forwarded"], r["nic"], kernel, cores, total, total * ghz,
+            soft / total if total > 0 else 0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
