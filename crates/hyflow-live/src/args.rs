@@ -145,6 +145,9 @@ pub enum CtlCommand {
     },
     /// The software megaflow cache's entries (`ovs-appctl dpctl/dump-flows` lines).
     DumpMegaflows,
+    /// The entries the NIC tier holds in the kernel (`ovs-appctl dpctl/dump-flows
+    /// type=offloaded` lines: match, packets, bytes, used, actions), its counters read first.
+    DumpNic,
     /// Every port's counters (`ovs-ofctl dump-ports`).
     DumpPorts,
     /// Stop the switch: it detaches, prints its report and exits 0.

@@ -50,6 +50,8 @@ pub enum Request {
     DumpFlows,
     /// The megaflow cache's entries.
     DumpMegaflows,
+    /// The NIC tier's entries.
+    DumpNic,
     /// Port counters.
     DumpPorts,
     /// Rule updates, applied in order.
@@ -79,6 +81,7 @@ fn request_of(command: &CtlCommand, text: Option<&str>, names: &Names) -> Result
         CtlCommand::Show { json } => Request::Show { json: *json },
         CtlCommand::DumpFlows => Request::DumpFlows,
         CtlCommand::DumpMegaflows => Request::DumpMegaflows,
+        CtlCommand::DumpNic => Request::DumpNic,
         CtlCommand::DumpPorts => Request::DumpPorts,
         CtlCommand::Stop => Request::Stop,
         CtlCommand::AddFlow { flow } => Request::Update(vec![(Command::Add, spec(Command::Add, flow)?)]),

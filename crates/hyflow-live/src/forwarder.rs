@@ -369,6 +369,16 @@ impl Forwarder {
                 let engine = shared.engine.lock().expect("engine lock");
                 Ok(dump_text(&engine.switch.megaflow_dump(), shared.now_ns()))
             }
+            Request::DumpNic => {
+                let mut engine = shared.engine.lock().expect("engine lock");
+                engine.read_nic_counters();
+                let Some(nic) = &engine.nic else {
+                    return Err("the switch runs without a NIC tier (--nic none)".to_string());
+                };
+                let held: Vec<_> =
+                    engine.switch.nic_dump().into_iter().filter(|f| nic.holds(&f.matcher)).collect();
+                Ok(dump_text(&held, shared.now_ns()))
+            }
             Request::DumpPorts => {
                 Ok(ports_text(&shared.engine.lock().expect("engine lock").switch.port_stats()))
             }

@@ -1,6 +1,7 @@
 //! What the forwarding threads ask of a NIC tier in front of the engine (`--nic xdp`: the
 //! XDP program's tables, `xdp_tier`), so that they do not depend on how it is built.
 
+use hyflow::openflow::rule::Match;
 use hyflow::switch::Switch;
 
 /// A NIC tier whose tables mirror the engine's NIC entries.
@@ -12,4 +13,6 @@ pub trait NicTier: Send {
     fn read_counters(&mut self, switch: &mut Switch);
     /// Its figures, for `show`.
     fn report(&self) -> serde_json::Value;
+    /// Whether its tables hold an entry matching exactly `m`.
+    fn holds(&self, m: &Match) -> bool;
 }

@@ -12,7 +12,7 @@
 //! userspace; their counts come back when the counters are read ([`XdpTier::read_counters`],
 //! every second and before every report), crediting the entry, its rules and the ports.
 
-use std::collections::HashMap as StdHashMap;
+use std::collections::{HashMap as StdHashMap, HashSet};
 
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, HashMap, MapData};
@@ -23,6 +23,7 @@ use hyflow::nic::capability::XDP_KEY_WORDS;
 use hyflow::nic::NicEntryView;
 use hyflow::openflow::dp_actions::DpAction;
 use hyflow::openflow::execute::{execute, Outputs};
+use hyflow::openflow::rule::Match;
 use hyflow::packet::field::id;
 use hyflow::packet::FlowKey;
 use hyflow::switch::{NicEntry, Switch};
@@ -207,6 +208,8 @@ pub struct XdpTier {
     /// Port number by index in the program's `out_ports`.
     ports: Vec<u32>,
     mirror: StdHashMap<(u8, u32), Mirrored>,
+    /// The matches of the entries in the tables.
+    held: HashSet<Match>,
     /// Each mask slot's mask and how many entries use it.
     mask_slots: Vec<Option<(NicKey, usize)>>,
     max_masks: usize,
@@ -234,6 +237,7 @@ impl XdpTier {
             config,
             ports,
             mirror: StdHashMap::new(),
+            held: HashSet::new(),
             mask_slots: Vec::new(),
             max_masks: max_masks.min(MAX_MASKS),
             changed: Vec::new(),
@@ -307,6 +311,7 @@ impl XdpTier {
             self.stats.hits_read += packets;
         }
         let _ = self.flows.remove(&old.key);
+        self.held.remove(&old.view.matcher);
         self.stats.removals += 1;
         let slot = &mut self.mask_slots[old.key.mask as usize];
         if let Some((_, uses)) = slot {
@@ -351,6 +356,7 @@ impl XdpTier {
         }
         let uses = self.mask_slots[slot].map_or(0, |(_, n)| n);
         self.mask_slots[slot] = Some((mask, uses + 1));
+        self.held.insert(view.matcher);
         self.mirror.insert(at, Mirrored { key, actions, view, packets: 0, bytes: 0 });
         self.stats.installs += 1;
     }
@@ -393,6 +399,10 @@ impl NicTier for XdpTier {
 
     fn report(&self) -> serde_json::Value {
         serde_json::json!({ "kind": "xdp", "max_masks": self.max_masks, "stats": self.stats() })
+    }
+
+    fn holds(&self, m: &Match) -> bool {
+        self.held.contains(m)
     }
 }
 
