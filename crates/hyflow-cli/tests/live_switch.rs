@@ -2191,9 +2191,14 @@ fn random_pipelines_with_generated_and_captured_traffic() {
             std::env::temp_dir().join(format!("hyflow-live-{}-random-{seed}.flows", std::process::id()));
         std::fs::write(&flows, rules.join("\n") + "\n").expect("writes the flows");
         let files = PipelineFiles { flows: &flows, tables: None, groups: None };
-        // Half of them through the XDP tier.
-        let (name, extra): (String, &[&str]) = match seed % 2 {
-            0 => (format!("random-{seed}-xdp"), &["--nic", "xdp"]),
+        // Half of them through the XDP tier, one with a tight install and counter-read
+        // budget (most upcalls then stay in software; every hit is still counted).
+        let (name, extra): (String, &[&str]) = match seed {
+            2 => (format!("random-{seed}-xdp"), &["--nic", "xdp"]),
+            4 => (
+                format!("random-{seed}-xdp-budget"),
+                &["--nic", "xdp", "--nic-updates", "40", "--nic-counter-reads", "2"],
+            ),
             _ => (format!("random-{seed}"), &[]),
         };
         let mut live = Live::start(&name, &numbered_ports(4), files, extra, false);

@@ -51,6 +51,17 @@ pub struct SwitchArgs {
     /// Entries of the XDP tier's flow table.
     #[arg(long, value_name = "N", default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub nic_entries: u32,
+    /// Entries the engine may install in the XDP tier per second (0: no limit), as `sim`'s
+    /// NIC update budget: an upcall that finds it spent is not offloaded, and its flow stays
+    /// in software. Removals are never held back (an update must take outdated entries out).
+    #[arg(long, value_name = "N", default_value_t = 0.0)]
+    pub nic_updates: f64,
+    /// Entry counters the switch reads from the XDP tier per second (0: all of them every
+    /// second), in turn; hits are credited to rules and entries when read (an entry whose hits
+    /// are not read in time may expire idle, as with a NIC). `show` and the final report read
+    /// every counter regardless.
+    #[arg(long, value_name = "N", default_value_t = 0.0)]
+    pub nic_counter_reads: f64,
     /// Distinct masks the XDP tier holds (its lookup goes through each in turn).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub nic_masks: u32,

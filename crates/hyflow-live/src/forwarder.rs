@@ -24,6 +24,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use hyflow::cache::dump::dump_text;
+use hyflow::offload::budget::RateLimit;
 use hyflow::packet::malformed_counts::MalformedCounts;
 use hyflow::replay_report::{ports_text, ReplayReport};
 use hyflow::switch::Switch;
@@ -108,6 +109,11 @@ pub struct Engine {
     /// The NIC tier in front of it (`--nic xdp`), if any: frames come to the engine only
     /// when it missed them, and every change of the engine's NIC entries goes to it.
     pub nic: Option<Box<dyn NicTier>>,
+    /// The NIC tier's install budget (`--nic-updates`), spent by upcalls' installs as in
+    /// `sim`: an upcall that finds it empty is not offloaded.
+    pub install_budget: RateLimit,
+    /// Upcalls not offloaded because the budget was empty.
+    pub installs_capped: u64,
     malformed: MalformedCounts,
     drops: LiveDrops,
 }
@@ -130,10 +136,11 @@ impl Engine {
         }
     }
 
-    /// Credits the frames the NIC tier served since the last read.
-    fn read_nic_counters(&mut self) {
+    /// Credits the frames the NIC tier served since the last read: read from every entry
+    /// (`all`: for a report), or as the read budget allows.
+    fn read_nic_counters(&mut self, all: bool) {
         if let Some(nic) = &mut self.nic {
-            nic.read_counters(&mut self.switch);
+            nic.read_counters(&mut self.switch, all);
         }
     }
 }
@@ -244,11 +251,11 @@ pub struct Forwarder {
 
 impl Forwarder {
     /// A switch over `ports` (frames at most `max_frame` bytes) through `switch` behind the
-    /// NIC tier `nic`, with a core per plan; `io` says how frames move, for reports; the
+    /// NIC tier `nic` with its install budget, with a core per plan; `io` says how frames move, for reports; the
     /// engine's clock reads 0 at `start`.
     pub fn new(
         switch: Switch,
-        nic: Option<Box<dyn NicTier>>,
+        (nic, install_budget): (Option<Box<dyn NicTier>>, RateLimit),
         ports: Vec<LivePort>,
         plans: Vec<CorePlan>,
         max_frame: usize,
@@ -259,6 +266,8 @@ impl Forwarder {
             engine: Mutex::new(Engine {
                 switch,
                 nic,
+                install_budget,
+                installs_capped: 0,
                 malformed: MalformedCounts::default(),
                 drops: LiveDrops::default(),
             }),
@@ -328,7 +337,7 @@ impl Forwarder {
                 let mut engine = shared.engine.lock().expect("engine lock");
                 let now = shared.now_ns();
                 if now >= next_counter_read {
-                    engine.read_nic_counters();
+                    engine.read_nic_counters(false);
                     next_counter_read = now + COUNTER_READ_NS;
                 }
                 if engine.switch.next_deadline_ns() <= now {
@@ -371,7 +380,7 @@ impl Forwarder {
             }
             Request::DumpNic => {
                 let mut engine = shared.engine.lock().expect("engine lock");
-                engine.read_nic_counters();
+                engine.read_nic_counters(true);
                 let Some(nic) = &engine.nic else {
                     return Err("the switch runs without a NIC tier (--nic none)".to_string());
                 };
@@ -401,7 +410,7 @@ impl Forwarder {
     /// The engine's report of everything forwarded so far, and the live drops.
     fn report(&self) -> (ReplayReport, LiveDrops, f64) {
         let mut engine = self.shared.engine.lock().expect("engine lock");
-        engine.read_nic_counters();
+        engine.read_nic_counters(true);
         let now = self.shared.now_ns();
         (ReplayReport::new(&engine.switch, &engine.malformed, 0, now), engine.drops, now as f64 / 1e9)
     }
@@ -443,7 +452,14 @@ impl Forwarder {
                 })
             })
             .collect();
-        let nic_tier = self.shared.engine.lock().expect("engine lock").nic.as_ref().map(|n| n.report());
+        let nic_tier = {
+            let engine = self.shared.engine.lock().expect("engine lock");
+            engine.nic.as_ref().map(|n| {
+                let mut r = n.report();
+                r["installs_capped"] = engine.installs_capped.into();
+                r
+            })
+        };
         let extra = serde_json::json!({
             "uptime_seconds": uptime,
             "nic_tier": nic_tier,

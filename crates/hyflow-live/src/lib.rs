@@ -29,6 +29,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 
 use hyflow::nic::{MegaflowOffloadConfig, NicCapability, NicConfig};
+use hyflow::offload::budget::RateLimit;
 use hyflow::openflow::names::LOCAL_PORT;
 use hyflow::openflow::Pipeline;
 use hyflow::switch::Switch;
@@ -99,7 +100,7 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
     let xdp = (a.xdp_mode, a.nic == NicArg::Xdp);
     let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, a.nic_entries, xdp)?;
     let start = Instant::now();
-    let nic = nic_tier(a.nic, &mut program, &interfaces, a.nic_masks as usize)?;
+    let nic = nic_tier(a.nic, &mut program, &interfaces, (a.nic_masks as usize, a.nic_counter_reads))?;
     let plans = plan_cores(&ports, a.cores as usize);
     eprintln!(
         "hyflow switch: io {io} on {}; {} core(s){}",
@@ -127,7 +128,15 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         Some(path) => Some(control::serve(path, flows.names.clone(), requests_tx, wake_tx)?),
         None => None,
     };
-    let forwarder = Forwarder::new(switch, nic, ports, plans, max_frame, io, start);
+    if a.nic_updates < 0.0
+        || a.nic_counter_reads < 0.0
+        || !a.nic_updates.is_finite()
+        || !a.nic_counter_reads.is_finite()
+    {
+        bail!("--nic-updates and --nic-counter-reads are rates per second: 0 (no limit) or more");
+    }
+    let budget = RateLimit::new(a.nic_updates);
+    let forwarder = Forwarder::new(switch, (nic, budget), ports, plans, max_frame, io, start);
     let why = match forwarder.run(&stop, &requests, &wake_rx) {
         forwarder::Ended::Signal => "a signal",
         forwarder::Ended::Stopped => "`hyflow ctl stop`",
@@ -238,14 +247,15 @@ fn nic_tier(
     nic: NicArg,
     program: &mut Option<Program>,
     interfaces: &[Interface],
-    masks: usize,
+    (masks, counter_reads): (usize, f64),
 ) -> Result<Option<Box<dyn nic_tier::NicTier>>> {
     if nic == NicArg::None {
         return Ok(None);
     }
     let program = program.as_mut().ok_or_else(|| anyhow!("--nic xdp needs the XDP program (AF_XDP)"))?;
     let ports = interfaces.iter().map(|i| i.port).collect();
-    let tier = xdp_tier::XdpTier::new(&mut program.ebpf, ports, masks, xdp_tier::monotonic_ns())?;
+    let limits = (masks, counter_reads);
+    let tier = xdp_tier::XdpTier::new(&mut program.ebpf, ports, limits, xdp_tier::monotonic_ns())?;
     Ok(Some(Box::new(tier)))
 }
 
@@ -254,7 +264,7 @@ fn nic_tier(
     nic: NicArg,
     _: &mut Option<Program>,
     _: &[Interface],
-    _: usize,
+    _: (usize, f64),
 ) -> Result<Option<Box<dyn nic_tier::NicTier>>> {
     match nic {
         NicArg::None => Ok(None),

@@ -9,8 +9,9 @@ pub trait NicTier: Send {
     /// Brings the tier's tables in line with the engine's NIC entries changed since the last
     /// call.
     fn sync(&mut self, switch: &mut Switch);
-    /// Reads the tier's counters and credits the frames it served since the last read.
-    fn read_counters(&mut self, switch: &mut Switch);
+    /// Reads the tier's counters and credits the frames it served since the last read: all
+    /// of them (`all`, for a report), or as many as its read budget allows.
+    fn read_counters(&mut self, switch: &mut Switch, all: bool);
     /// Its figures, for `show`.
     fn report(&self) -> serde_json::Value;
     /// Whether its tables hold an entry matching exactly `m`.

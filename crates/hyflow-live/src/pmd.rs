@@ -25,6 +25,7 @@ use hyflow::packet::frame_rewrite::write_leaving;
 use hyflow::packet::malformed_counts::MalformedCounts;
 use hyflow::packet::parse::{parse_frame_with_layout, FrameLayout};
 use hyflow::packet::FlowKey;
+use hyflow::switch::Layer;
 
 use crate::forwarder::{LiveDrops, Shared, MAX_SLEEP_MS};
 use crate::port_io::{PortIo, RxBatch, SendRefused, BATCH};
@@ -185,13 +186,20 @@ impl Core {
         // With a NIC tier, these frames are the ones it missed: the engine does not look
         // them up in its NIC again.
         let missed = engine.nic.is_some();
+        let mut installs = engine.switch.nic_installs();
         for f in 0..n {
             let bytes = self.batch.frame(f).len() as u64;
             let (key, embedded, out) = (&self.keys[f], self.embedded[f], &mut self.leaving[f]);
-            match missed {
-                true => engine.switch.process_missed_embedded(key, embedded, bytes, now, out),
-                false => engine.switch.process_embedded(key, embedded, bytes, now, out),
-            };
+            if !missed {
+                engine.switch.process_embedded(key, embedded, bytes, now, out);
+                continue;
+            }
+            let offload = engine.install_budget.available(now) > 0;
+            let layer = engine.switch.process_missed_embedded(key, embedded, bytes, now, offload, out);
+            let after = engine.switch.nic_installs();
+            engine.install_budget.spend(after - installs);
+            installs = after;
+            engine.installs_capped += (!offload && layer == Layer::SlowPath) as u64;
         }
         // What the batch's upcalls installed (or evicted) reaches the NIC tier before the
         // next batch.

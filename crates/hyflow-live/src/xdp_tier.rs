@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use hyflow::nic::capability::XDP_KEY_WORDS;
 use hyflow::nic::NicEntryView;
+use hyflow::offload::budget::RateLimit;
 use hyflow::openflow::dp_actions::DpAction;
 use hyflow::openflow::execute::{execute, Outputs};
 use hyflow::openflow::rule::Match;
@@ -198,6 +199,8 @@ pub struct XdpTierStats {
     pub unservable: u64,
     /// Frames the program forwarded or dropped on its own, as read from its counters.
     pub hits_read: u64,
+    /// Entry counters read.
+    pub counter_reads: u64,
 }
 
 /// The XDP tables of the switch's NIC tier and their mirror of the engine's NIC entries.
@@ -214,6 +217,9 @@ pub struct XdpTier {
     mask_slots: Vec<Option<(NicKey, usize)>>,
     max_masks: usize,
     changed: Vec<(u8, u32)>,
+    /// The counter-read budget, and where the next budgeted read resumes (in entry order).
+    reads: RateLimit,
+    read_cursor: usize,
     /// CLOCK_MONOTONIC when the engine's clock reads 0: the program stamps hits in the
     /// former.
     start_mono_ns: u64,
@@ -222,8 +228,14 @@ pub struct XdpTier {
 
 impl XdpTier {
     /// The tier over the program's maps in `ebpf`, for a switch whose ports are `ports` (port
-    /// number by index), with at most `max_masks` masks; turns the program's lookups on.
-    pub fn new(ebpf: &mut Ebpf, ports: Vec<u32>, max_masks: usize, start_mono_ns: u64) -> Result<XdpTier> {
+    /// number by index), with at most `max_masks` masks, reading at most `counter_reads`
+    /// entry counters per second (0: no limit); turns the program's lookups on.
+    pub fn new(
+        ebpf: &mut Ebpf,
+        ports: Vec<u32>,
+        (max_masks, counter_reads): (usize, f64),
+        start_mono_ns: u64,
+    ) -> Result<XdpTier> {
         let mut take =
             |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("the XDP program has no map {name}"));
         let flows = HashMap::try_from(take("flows")?).context("the flows map")?;
@@ -241,6 +253,8 @@ impl XdpTier {
             mask_slots: Vec::new(),
             max_masks: max_masks.min(MAX_MASKS),
             changed: Vec::new(),
+            reads: RateLimit::new(counter_reads),
+            read_cursor: 0,
             start_mono_ns,
             stats: XdpTierStats::default(),
         })
@@ -370,11 +384,25 @@ impl XdpTier {
         let _ = self.config.set(0, BpfConfig { nic: 1, n_masks }, 0);
     }
 
-    /// Reads every entry's counters and credits the hits since the last read to the engine.
-    fn read_all(&mut self, switch: &mut Switch) {
-        for (&at, m) in &mut self.mirror {
+    /// Reads entries' counters and credits the hits since their last read to the engine:
+    /// every entry's (`all`), or as many as the read budget allows, in turn.
+    fn read(&mut self, switch: &mut Switch, all: bool) {
+        let mut order: Vec<(u8, u32)> = self.mirror.keys().copied().collect();
+        order.sort_unstable();
+        let n = order.len();
+        let budget = match all {
+            true => n,
+            false => {
+                (self.reads.available(monotonic_ns().saturating_sub(self.start_mono_ns)) as usize).min(n)
+            }
+        };
+        let start = if all || n == 0 { 0 } else { self.read_cursor % n };
+        for at in order.iter().cycle().skip(start).take(budget) {
+            let m = self.mirror.get_mut(at).expect("listed above");
             let Ok(v) = self.flows.get(&m.key, 0) else { continue };
             let (packets, bytes) = (v.packets - m.packets, v.bytes - m.bytes);
+            (m.packets, m.bytes) = (v.packets, v.bytes);
+            self.stats.counter_reads += 1;
             if packets == 0 {
                 continue;
             }
@@ -382,8 +410,11 @@ impl XdpTier {
             if !switch.credit_nic_hits(at.0, at.1, packets, bytes, used) {
                 switch.credit_removed_nic_hits(&m.view, packets, bytes, used);
             }
-            (m.packets, m.bytes) = (v.packets, v.bytes);
             self.stats.hits_read += packets;
+        }
+        if !all {
+            self.reads.spend(budget as u64);
+            self.read_cursor = start + budget;
         }
     }
 }
@@ -393,8 +424,8 @@ impl NicTier for XdpTier {
         self.sync_tables(switch);
     }
 
-    fn read_counters(&mut self, switch: &mut Switch) {
-        self.read_all(switch);
+    fn read_counters(&mut self, switch: &mut Switch, all: bool) {
+        self.read(switch, all);
     }
 
     fn report(&self) -> serde_json::Value {

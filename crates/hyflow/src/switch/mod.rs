@@ -261,7 +261,7 @@ impl Switch {
     }
 
     /// NIC entries installed so far.
-    pub(crate) fn nic_installs(&self) -> u64 {
+    pub fn nic_installs(&self) -> u64 {
         self.nic.as_ref().map_or(0, |n| n.installs())
     }
 

@@ -115,13 +115,15 @@ impl Switch {
 
     /// [`Switch::process_embedded`] for a frame a real NIC missed: counted as arrived, then
     /// looked up in software only (the engine's NIC is what the real one holds, and the
-    /// real one missed); an upcall may still install in the NIC.
+    /// real one missed); an upcall installs in the NIC if `offload` (the NIC's update
+    /// budget has room).
     pub fn process_missed_embedded(
         &mut self,
         key: &FlowKey,
         embedded: Option<EmbeddedTuple>,
         bytes: u64,
         now_ns: u64,
+        offload: bool,
         outputs: &mut Vec<Output>,
     ) -> Layer {
         self.conntrack.set_embedded(embedded);
@@ -131,7 +133,8 @@ impl Switch {
         self.stats.packets += 1;
         self.stats.bytes += bytes;
         self.ports.arrived(key, bytes);
-        let layer = self.first_host_pass(key, bytes, now_ns, Offload::Allowed, outputs);
+        let offload = if offload { Offload::Allowed } else { Offload::Refused };
+        let layer = self.first_host_pass(key, bytes, now_ns, offload, outputs);
         self.conntrack.set_embedded(None);
         layer
     }
