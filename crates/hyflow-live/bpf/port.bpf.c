@@ -86,10 +86,12 @@ struct flow_value {
 	__u16 tp_src;
 	__u16 tp_dst;
 	__u16 pad2;
-	/* Counters: frames and bytes that hit, and the last hit (CLOCK_MONOTONIC ns). */
+	/* Counters: frames and bytes that hit, and the first and last hits (CLOCK_MONOTONIC
+	 * ns; the first one is the install's first hit, which the switch measures). */
 	__u64 packets;
 	__u64 bytes;
 	__u64 used_ns;
+	__u64 first_ns;
 };
 
 struct port_info {
@@ -490,7 +492,10 @@ int hyflow_port(struct xdp_md *ctx)
 	__u64 bytes = (__u64)((__u8 *)end - (__u8 *)data);
 	__sync_fetch_and_add(&v->packets, 1);
 	__sync_fetch_and_add(&v->bytes, bytes);
-	v->used_ns = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns();
+	v->used_ns = now;
+	if (!v->first_ns)
+		v->first_ns = now;
 	if (v->flags & OUT_DROP)
 		return XDP_DROP;
 	if (rewrite_l3_l4(data, end, &l, v) < 0)

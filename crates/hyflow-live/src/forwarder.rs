@@ -129,10 +129,11 @@ impl Engine {
         *drops = LiveDrops::default();
     }
 
-    /// Brings the NIC tier's tables in line with the engine's NIC entries.
-    pub(crate) fn sync_nic(&mut self) {
+    /// Brings the NIC tier's tables in line with the engine's NIC entries, changed at
+    /// `now_ns` (the engine's clock).
+    pub(crate) fn sync_nic(&mut self, now_ns: u64) {
         if let Some(nic) = &mut self.nic {
-            nic.sync(&mut self.switch);
+            nic.sync(&mut self.switch, now_ns);
         }
     }
 
@@ -342,7 +343,7 @@ impl Forwarder {
                 }
                 if engine.switch.next_deadline_ns() <= now {
                     engine.switch.advance(now);
-                    engine.sync_nic();
+                    engine.sync_nic(now);
                 }
                 engine.switch.next_deadline_ns().min(next_counter_read)
             };
@@ -400,7 +401,7 @@ impl Forwarder {
                     changed += engine.switch.apply_update(*command, spec, now);
                 }
                 // The NIC tier's entries the update outdated leave the kernel now too.
-                engine.sync_nic();
+                engine.sync_nic(now);
                 Ok(format!("{changed} rule(s) changed\n"))
             }
             Request::Stop => Ok("stopping\n".to_string()),

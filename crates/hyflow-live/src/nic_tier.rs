@@ -7,8 +7,8 @@ use hyflow::switch::Switch;
 /// A NIC tier whose tables mirror the engine's NIC entries.
 pub trait NicTier: Send {
     /// Brings the tier's tables in line with the engine's NIC entries changed since the last
-    /// call.
-    fn sync(&mut self, switch: &mut Switch);
+    /// call; the changes were decided at `decided_ns` on the engine's clock.
+    fn sync(&mut self, switch: &mut Switch, decided_ns: u64);
     /// Reads the tier's counters and credits the frames it served since the last read: all
     /// of them (`all`, for a report), or as many as its read budget allows.
     fn read_counters(&mut self, switch: &mut Switch, all: bool);

@@ -203,7 +203,7 @@ impl Core {
         }
         // What the batch's upcalls installed (or evicted) reaches the NIC tier before the
         // next batch.
-        engine.sync_nic();
+        engine.sync_nic(now);
         drop(engine);
         let stats = &shared.core_stats[self.id];
         stats.engine_wait_ns.fetch_add(now - asked, Ordering::Relaxed);

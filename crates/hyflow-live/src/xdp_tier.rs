@@ -17,6 +17,7 @@ use std::collections::{HashMap as StdHashMap, HashSet};
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, HashMap, MapData};
 use aya::Ebpf;
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use hyflow::nic::capability::XDP_KEY_WORDS;
@@ -87,6 +88,7 @@ pub struct BpfFlowValue {
     packets: u64,
     bytes: u64,
     used_ns: u64,
+    first_ns: u64,
 }
 
 /// `struct config`.
@@ -175,6 +177,8 @@ fn plan(entry: &NicEntry, ports: &[u32]) -> Option<BpfFlowValue> {
 struct Mirrored {
     key: BpfFlowKey,
     actions: BpfFlowValue,
+    /// When it went into the kernel (CLOCK_MONOTONIC ns), until its first hit is seen.
+    installed_mono_ns: Option<u64>,
     /// The entry as last seen, to credit hits read after it was removed.
     view: NicEntryView,
     /// Counters as last read.
@@ -203,6 +207,20 @@ pub struct XdpTierStats {
     pub counter_reads: u64,
 }
 
+/// How long installs take, per install (µs): from the engine's decision to install (its
+/// batch's clock) to the entry in the kernel's table, and from there to its first hit.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InstallLatency {
+    /// Installs measured.
+    pub installs: u64,
+    /// Decision → in the kernel: p50, p99, max.
+    pub to_kernel_us: [f64; 3],
+    /// Entries whose first hit was seen.
+    pub first_hits: u64,
+    /// In the kernel → first hit: p50, p99, max.
+    pub to_first_hit_us: [f64; 3],
+}
+
 /// The XDP tables of the switch's NIC tier and their mirror of the engine's NIC entries.
 pub struct XdpTier {
     flows: HashMap<MapData, BpfFlowKey, BpfFlowValue>,
@@ -217,6 +235,9 @@ pub struct XdpTier {
     mask_slots: Vec<Option<(NicKey, usize)>>,
     max_masks: usize,
     changed: Vec<(u8, u32)>,
+    /// Install latencies (ns): decision → kernel, and kernel → first hit.
+    to_kernel: Histogram<u64>,
+    to_first_hit: Histogram<u64>,
     /// The counter-read budget, and where the next budgeted read resumes (in entry order).
     reads: RateLimit,
     read_cursor: usize,
@@ -253,6 +274,8 @@ impl XdpTier {
             mask_slots: Vec::new(),
             max_masks: max_masks.min(MAX_MASKS),
             changed: Vec::new(),
+            to_kernel: Histogram::new(3).expect("3 significant figures is valid"),
+            to_first_hit: Histogram::new(3).expect("3 significant figures is valid"),
             reads: RateLimit::new(counter_reads),
             read_cursor: 0,
             start_mono_ns,
@@ -272,7 +295,7 @@ impl XdpTier {
     /// Brings the XDP tables in line with the engine's NIC entries changed since the last
     /// call. An entry that changed is taken out and put back as it is now; one the tables
     /// cannot hold stays in software.
-    fn sync_tables(&mut self, switch: &mut Switch) {
+    fn sync_tables(&mut self, switch: &mut Switch, decided_ns: u64) {
         self.changed.clear();
         switch.drain_nic_journal(&mut self.changed);
         if self.changed.is_empty() {
@@ -307,7 +330,7 @@ impl XdpTier {
                 self.take_out(switch, at, old);
             }
             if let Some((key, mask, actions, view)) = wanted {
-                self.put_in(at, key, mask, actions, view);
+                self.put_in(at, key, mask, (actions, view), decided_ns);
             }
         }
         self.changed = changed;
@@ -342,8 +365,8 @@ impl XdpTier {
         at: (u8, u32),
         mut key: BpfFlowKey,
         mask: NicKey,
-        actions: BpfFlowValue,
-        view: NicEntryView,
+        (actions, view): (BpfFlowValue, NicEntryView),
+        decided_ns: u64,
     ) {
         let slot = match self.mask_slots.iter().position(|s| s.is_some_and(|(k, _)| k == mask)) {
             Some(i) => i,
@@ -370,8 +393,12 @@ impl XdpTier {
         }
         let uses = self.mask_slots[slot].map_or(0, |(_, n)| n);
         self.mask_slots[slot] = Some((mask, uses + 1));
+        let in_kernel = monotonic_ns();
+        let _ =
+            self.to_kernel.record(in_kernel.saturating_sub(self.start_mono_ns).saturating_sub(decided_ns));
         self.held.insert(view.matcher);
-        self.mirror.insert(at, Mirrored { key, actions, view, packets: 0, bytes: 0 });
+        let installed_mono_ns = Some(in_kernel);
+        self.mirror.insert(at, Mirrored { key, actions, installed_mono_ns, view, packets: 0, bytes: 0 });
         self.stats.installs += 1;
     }
 
@@ -403,6 +430,10 @@ impl XdpTier {
             let (packets, bytes) = (v.packets - m.packets, v.bytes - m.bytes);
             (m.packets, m.bytes) = (v.packets, v.bytes);
             self.stats.counter_reads += 1;
+            if let (Some(installed), true) = (m.installed_mono_ns, v.first_ns != 0) {
+                let _ = self.to_first_hit.record(v.first_ns.saturating_sub(installed));
+                m.installed_mono_ns = None;
+            }
             if packets == 0 {
                 continue;
             }
@@ -420,8 +451,8 @@ impl XdpTier {
 }
 
 impl NicTier for XdpTier {
-    fn sync(&mut self, switch: &mut Switch) {
-        self.sync_tables(switch);
+    fn sync(&mut self, switch: &mut Switch, decided_ns: u64) {
+        self.sync_tables(switch, decided_ns);
     }
 
     fn read_counters(&mut self, switch: &mut Switch, all: bool) {
@@ -429,7 +460,18 @@ impl NicTier for XdpTier {
     }
 
     fn report(&self) -> serde_json::Value {
-        serde_json::json!({ "kind": "xdp", "max_masks": self.max_masks, "stats": self.stats() })
+        let us = |h: &Histogram<u64>| {
+            [0.5, 0.99, 1.0].map(|q| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 })
+        };
+        let latency = InstallLatency {
+            installs: self.to_kernel.len(),
+            to_kernel_us: us(&self.to_kernel),
+            first_hits: self.to_first_hit.len(),
+            to_first_hit_us: us(&self.to_first_hit),
+        };
+        serde_json::json!({
+            "kind": "xdp", "max_masks": self.max_masks, "stats": self.stats(), "install_latency": latency,
+        })
     }
 
     fn holds(&self, m: &Match) -> bool {
