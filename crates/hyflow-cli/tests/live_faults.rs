@@ -161,12 +161,13 @@ fn tx_packets(show: &serde_json::Value, port: u64) -> u64 {
         .map_or(0, |p| p["tx_packets"].as_u64().unwrap())
 }
 
-fn faults_on(io: &str, tag: &str) {
+fn faults_on(io: &[&str], tag: &str) {
     let mut t = Topology::new(tag);
-    let mut sw = t.switch(&["--io", io, "--ctl", &t.path("ctl.sock")]).expect("the first switch starts");
+    let ctl = t.path("ctl.sock");
+    let mut sw = t.switch(&[io, &["--ctl", &ctl]].concat()).expect("the first switch starts");
 
     // A second switch on the same ports is refused, and the first goes on.
-    let second = t.switch(&["--io", io]).expect_err("a second switch on the same ports");
+    let second = t.switch(io).expect_err("a second switch on the same ports");
     assert!(second.contains("another hyflow switch already forwards on this interface"), "{second}");
 
     // Bad requests: one clear error each, nothing changed.
@@ -199,27 +200,30 @@ fn faults_on(io: &str, tag: &str) {
     let _ = sw.wait();
     let t0 = Instant::now();
     while t.xdp_attached() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "{io}: XDP still attached after kill -9");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{io:?}: XDP still attached after kill -9");
         std::thread::sleep(Duration::from_millis(50));
     }
     // The ports left are free again: a new switch starts on them.
     std::fs::write(t.dir.join("ports-left.txt"), "p1=1\np2=2\n").unwrap();
-    let mut again =
-        t.switch_on("ports-left.txt", &["--io", io]).expect("a switch starts after the killed one");
+    let mut again = t.switch_on("ports-left.txt", io).expect("a switch starts after the killed one");
     // SAFETY: as above.
     unsafe { libc::kill(again.id() as i32, libc::SIGTERM) };
     assert!(again.wait().unwrap().success());
-    eprintln!("{io}: second switch refused, bad and cut-off requests harmless, deleted port reported while port 2 kept forwarding, nothing attached after kill -9");
+    eprintln!("{io:?}: second switch refused, bad and cut-off requests harmless, deleted port reported while port 2 kept forwarding, nothing attached after kill -9");
 }
 
 #[test]
 fn the_switch_survives_faults() {
-    let ios = io_modes();
-    if !root_or_skip(ios.len(), "live fault tests (one per packet I/O)") {
+    let mut setups: Vec<Vec<&str>> = io_modes().into_iter().map(|io| vec!["--io", io]).collect();
+    // The NIC tier: the same faults while the kernel forwards most frames itself.
+    if setups.iter().any(|s| s[1] == "afxdp") {
+        setups.push(vec!["--io", "afxdp", "--nic", "xdp"]);
+    }
+    if !root_or_skip(setups.len(), "live fault tests (one per packet I/O, and the XDP tier)") {
         return;
     }
-    for (i, io) in ios.iter().enumerate() {
-        faults_on(io, &i.to_string());
+    for (i, setup) in setups.iter().enumerate() {
+        faults_on(setup, &i.to_string());
     }
-    eprintln!("checked faults on {} packet I/O(s): {ios:?}", ios.len());
+    eprintln!("checked faults on {} set-ups: {setups:?}", setups.len());
 }

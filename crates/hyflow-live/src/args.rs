@@ -41,6 +41,11 @@ pub struct SwitchArgs {
     /// forwards their frames in the kernel; everything else comes to software). Needs AF_XDP.
     #[arg(long = "nic", value_enum, value_name = "TIER", default_value = "none")]
     pub nic: NicArg,
+    /// Which flows the NIC tier holds: offload-all (every upcall's megaflow while the tier
+    /// has room, as Open vSwitch's hardware offload). The other policies `sim` models
+    /// (gigaflow, elixir, tfo, lfp, ovs-rebalance) do not run live yet, and are refused.
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "offload-all")]
+    pub policy: PolicyArg,
     /// How the XDP program attaches: native (in the driver), generic (on the kernel's
     /// socket buffers: slower, works everywhere), or auto — native first, except with
     /// `--nic xdp` on veth ports: a frame the program redirects into a veth in native mode
@@ -67,6 +72,23 @@ pub struct SwitchArgs {
     pub nic_masks: u32,
     #[command(flatten)]
     pub host: HostArgs,
+}
+
+/// `--policy`'s values: `sim`'s names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// Every upcall's megaflow, while there is room (OVS hardware offload).
+    OffloadAll,
+    /// Gigaflow's sub-traversals in K tables (not live yet).
+    Gigaflow,
+    /// Elixir's large and bursty flows (not live yet).
+    Elixir,
+    /// Traffic-aware flow offloading (not live yet).
+    Tfo,
+    /// Large-flow prediction (not live yet).
+    Lfp,
+    /// Open vSwitch's offload rebalancing (not live yet).
+    OvsRebalance,
 }
 
 /// `--xdp-mode`'s values.

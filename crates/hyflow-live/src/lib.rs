@@ -35,10 +35,11 @@ use hyflow::openflow::Pipeline;
 use hyflow::switch::Switch;
 use hyflow_commands::switch::{host_config, mac_table};
 
-use crate::args::{CtlArgs, IoArg, NicArg, SwitchArgs, XdpModeArg};
+use crate::args::{CtlArgs, IoArg, NicArg, PolicyArg, SwitchArgs, XdpModeArg};
 use crate::forwarder::{allowed_cpus, CorePlan, Forwarder, LivePort};
 use crate::interfaces::Interface;
 use crate::pmd::RxQueue;
+use clap::ValueEnum;
 
 /// Runs `hyflow switch` until SIGINT, SIGTERM or `ctl stop`, then prints its report.
 pub fn run_switch(a: SwitchArgs) -> Result<()> {
@@ -53,6 +54,12 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         flows.ports.clone(),
         mac_table(&a.host)?,
     );
+    if a.policy != PolicyArg::OffloadAll {
+        bail!(
+            "--policy {}: only offload-all runs in the live NIC tier so far (the others run in `hyflow sim`)",
+            a.policy.to_possible_value().map_or(String::new(), |v| v.get_name().to_string())
+        );
+    }
     let mut config = host_config(&a.host, false)?;
     if a.nic == NicArg::Xdp {
         if a.io == Some(IoArg::Afpacket) {
