@@ -56,6 +56,7 @@ use clap::Parser;
 
 use hyflow::capture::{LinkType, TraceReader};
 use hyflow::conntrack::EmbeddedTuple;
+use hyflow::nic::{MegaflowOffloadConfig, NicCapability, NicConfig};
 use hyflow::openflow::traversal::Output;
 use hyflow::openflow::update::{parse_command_spec, Command as Update};
 use hyflow::openflow::{Names, Pipeline};
@@ -505,16 +506,33 @@ struct Oracle {
 impl Oracle {
     /// The pipeline as `hyflow switch` loads it (`run_switch`), every cache off.
     fn new(flows: &Path, names: &NameArgs) -> Oracle {
+        let oracle = Oracle::with(flows, names, &["--no-cache"], None);
+        let config = oracle.switch.config();
+        assert!(config.microflow.is_none() && config.megaflow.is_none() && config.nic.is_none());
+        oracle
+    }
+
+    /// What `replay` predicts for the switch with the XDP tier: its caches, and a megaflow
+    /// NIC of the tier's default size that holds what the tier can.
+    fn predictor(flows: &Path, names: &NameArgs) -> Oracle {
+        let nic = NicConfig::new(MegaflowOffloadConfig { entries: 32_768, max_masks: 16 });
+        Oracle::with(flows, names, &[], Some(nic))
+    }
+
+    fn with(flows: &Path, names: &NameArgs, options: &[&str], nic: Option<NicConfig>) -> Oracle {
         let loaded = names.read_flows(flows).unwrap_or_else(|e| panic!("{}: {e:#}", flows.display()));
-        let host = HostOptions::parse_from(["hyflow", "--no-cache"]).host;
+        let host = HostOptions::parse_from([&["hyflow"], options].concat()).host;
         let pipeline = Pipeline::of_switch(
             loaded.rules.iter().cloned(),
             loaded.groups.clone(),
             loaded.ports.clone(),
             mac_table(&host).expect("the MAC table's defaults"),
         );
-        let config = host_config(&host, false).expect("--no-cache is a configuration");
-        assert!(config.microflow.is_none() && config.megaflow.is_none() && config.nic.is_none());
+        let mut config = host_config(&host, false).expect("the options are a configuration");
+        if let Some(nic) = nic {
+            config.nic = Some(nic);
+            config.nic_capability = NicCapability::Xdp;
+        }
         let switch = Switch::new(pipeline, config).expect("the switch builds");
         Oracle { switch, names: loaded.names, start: Instant::now(), outputs: Vec::new() }
     }
@@ -1084,10 +1102,14 @@ struct Counts {
     related: u64,
     /// Frames the switch's NIC tier (`--nic xdp`) forwarded or dropped in the kernel.
     nic_hits: u64,
+    /// Of those sent alone, the frames replay's engine predicts the tier serves (equal to
+    /// what it served, or a failure).
+    predicted: u64,
 }
 
 impl Counts {
     fn add(&mut self, c: &Counts) {
+        self.predicted += c.predicted;
         self.nic_hits += c.nic_hits;
         self.frames += c.frames;
         self.copies += c.copies;
@@ -1123,6 +1145,11 @@ enum CtlUpdate<'a> {
 struct Live {
     name: String,
     oracle: Oracle,
+    /// With the XDP tier at its defaults: what `replay`'s engine predicts the tier serves.
+    predictor: Option<Oracle>,
+    /// Whether every frame so far was sent alone (then the tier serves exactly what the
+    /// predictor says: each install is in the kernel before the next frame).
+    sequential: bool,
     peers: BTreeMap<u32, PeerSocket>,
     /// Dropped before the topology: the switch ends before its interfaces go.
     switch: LiveSwitch,
@@ -1166,6 +1193,8 @@ impl Live {
             groups: files.groups.map(Path::to_path_buf),
         };
         let oracle = Oracle::new(files.flows, &names);
+        let predictor = (extra.contains(&"xdp") && !extra.iter().any(|a| a.starts_with("--nic-")))
+            .then(|| Oracle::predictor(files.flows, &names));
         let peers: BTreeMap<u32, PeerSocket> =
             topo.ports.iter().map(|p| (p.number, PeerSocket::open(&p.peer))).collect();
         let mut args = vec!["--ports", path_str(&ports_file)];
@@ -1182,6 +1211,8 @@ impl Live {
             name: name.to_string(),
             run_id,
             oracle,
+            predictor,
+            sequential: true,
             peers,
             switch,
             topo,
@@ -1294,6 +1325,8 @@ impl Live {
     /// order of frames, which a burst over several ports does not keep.
     fn send_bursts(&mut self, frames: &[(u32, Vec<u8>)], burst: usize) {
         assert!(!self.ordered, "bursts do not keep the order of frames across ports");
+        self.check_prediction();
+        self.sequential = false;
         for chunk in frames.chunks(burst) {
             let first = self.sent.len();
             for (in_port, frame) in chunk {
@@ -1318,6 +1351,9 @@ impl Live {
         frame.extend_from_slice(&self.run_id.to_be_bytes());
         frame.extend_from_slice(&(seq as u32).to_be_bytes());
         let (arrived, outputs) = self.oracle.process(&frame, in_port);
+        if let Some(p) = &mut self.predictor {
+            p.process(&frame, in_port);
+        }
         let mut expected = Vec::new();
         for out in &outputs {
             if self.peers.contains_key(&out.port) {
@@ -1465,6 +1501,40 @@ impl Live {
         }
     }
 
+    /// Applies an update to the oracle and the predictor.
+    fn update_models(&mut self, command: Update, text: &str) {
+        self.oracle.update(command, text);
+        if let Some(p) = &mut self.predictor {
+            p.update(command, text);
+        }
+    }
+
+    /// Runs the timers due now in the oracle and the predictor, as the switch does when idle.
+    fn advance(&mut self) {
+        self.oracle.advance();
+        if let Some(p) = &mut self.predictor {
+            p.advance();
+        }
+    }
+
+    /// While every frame went alone: the frames the XDP tier served are exactly those the
+    /// predictor's NIC serves.
+    fn check_prediction(&mut self) {
+        if self.predictor.is_none() || !self.sequential {
+            return;
+        }
+        self.barrier();
+        let predicted = self.predictor.as_ref().map_or(0, |p| p.switch.stats().nic_hits);
+        let live = self.switch.show()["nic_hits"].as_u64().unwrap_or(0);
+        eprintln!("{}: NIC tier served {live} frames, the engine predicts {predicted}", self.name);
+        self.counts.predicted = predicted;
+        if live != predicted {
+            self.fail(format!(
+                "the XDP tier served {live} frames where replay's engine predicts {predicted}"
+            ));
+        }
+    }
+
     /// Applies a rule update through `hyflow ctl` and to the oracle; from when it returns,
     /// the frames sent must follow the new rules.
     fn update(&mut self, update: CtlUpdate) {
@@ -1472,13 +1542,13 @@ impl Live {
         match update {
             CtlUpdate::AddFlow(flow) => {
                 self.switch.ctl(&["add-flow", flow]);
-                self.oracle.update(Update::Add, flow);
+                self.update_models(Update::Add, flow);
             }
             CtlUpdate::AddFlows(lines) => {
                 let file = self.topo.file("add.flows", &(lines.join("\n") + "\n"));
                 self.switch.ctl(&["add-flows", path_str(&file)]);
                 for flow in lines {
-                    self.oracle.update(Update::Add, flow);
+                    self.update_models(Update::Add, flow);
                 }
             }
             CtlUpdate::ModFlows { strict, flow } => {
@@ -1487,7 +1557,7 @@ impl Live {
                     false => (&["mod-flows", flow], Update::Modify),
                 };
                 self.switch.ctl(args);
-                self.oracle.update(command, flow);
+                self.update_models(command, flow);
             }
             CtlUpdate::DelFlows { strict, matches } => {
                 let (args, command): (&[&str], _) = match strict {
@@ -1495,7 +1565,7 @@ impl Live {
                     false => (&["del-flows", matches], Update::Delete),
                 };
                 self.switch.ctl(args);
-                self.oracle.update(command, matches);
+                self.update_models(command, matches);
             }
         }
         self.counts.updates += 1;
@@ -1535,6 +1605,7 @@ impl Live {
                 self.fail(what);
             }
         }
+        self.check_prediction();
         self.counts.related = ct.related;
         self.counts.nic_hits = show["nic_hits"].as_u64().unwrap_or(0);
         let Live { name, switch, failures, counts, topo, peers, .. } = self;
@@ -1569,16 +1640,18 @@ fn l2l3acl_generated_traffic_with_updates() {
     assert_eq!(c.nic_hits, 0, "{c:?}");
 }
 
-/// The same through the XDP tier: the frames of cached flows are forwarded by the XDP
-/// program, rewritten in the kernel, and must be byte for byte what the engine sends; every
-/// update takes the entries it outdates out of the kernel before `hyflow ctl` returns.
+/// The same through the XDP tier (native XDP; the peers' GRO on for the redirect): the
+/// frames of cached flows are forwarded by the XDP program, rewritten in the kernel, and
+/// must be byte for byte what the engine sends; every update takes the entries it outdates
+/// out of the kernel before `hyflow ctl` returns; while frames go one at a time, the tier
+/// serves exactly the frames `replay`'s engine predicts.
 #[test]
 fn l2l3acl_through_the_xdp_tier() {
     if !is_root() {
         return;
     }
     let c = l2l3acl("l2l3acl-xdp", &["--nic", "xdp", "--xdp-mode", "native"]);
-    assert!(c.nic_hits >= 400, "{c:?}");
+    assert!(c.nic_hits >= 400 && c.predicted >= 100, "{c:?}");
 }
 
 /// The built-in pipeline with generated traffic, `extra` options, every update kind.
@@ -1615,7 +1688,7 @@ fn l2l3acl(name: &str, extra: &[&str]) -> Counts {
     std::thread::sleep(Duration::from_millis(4300).saturating_sub(added.elapsed()));
     let dump = live.switch.ctl(&["dump-flows"]);
     assert!(!dump.contains("priority=301"), "the rule outlived its hard timeout:\n{dump}");
-    live.oracle.advance();
+    live.advance();
     live.send_frames(some);
     if extra.contains(&"xdp") {
         // What the kernel holds, with its own counters: the frames just sent hit it.
@@ -2065,7 +2138,7 @@ fn corpus_captures_through_the_xdp_tier() {
     let c = corpus_rewrites("corpus-xdp", &["--nic", "xdp"], true);
     assert!(c.frames >= 5 * 400 && c.updates == 5, "{c:?}");
     assert!(c.copies >= 2200 && c.rewritten >= 2000 && c.checksums_recomputed >= 2700, "{c:?}");
-    assert!(c.drops >= 350 && c.unmarked == 0 && c.nic_hits >= 300, "{c:?}");
+    assert!(c.drops >= 350 && c.unmarked == 0 && c.nic_hits >= 300 && c.predicted >= 300, "{c:?}");
 }
 
 #[test]
@@ -2215,5 +2288,8 @@ fn random_pipelines_with_generated_and_captured_traffic() {
     eprintln!("random pipelines: {total:?}");
     assert!(total.frames >= 4 * 400 && total.updates == 4, "{total:?}");
     assert!(total.copies >= 1600 && total.rewritten >= 650 && total.drops >= 280, "{total:?}");
-    assert!(total.checksums_recomputed >= 1900 && total.nic_hits >= 100, "{total:?}");
+    assert!(
+        total.checksums_recomputed >= 1900 && total.nic_hits >= 100 && total.predicted >= 20,
+        "{total:?}"
+    );
 }

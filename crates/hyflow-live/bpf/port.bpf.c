@@ -11,7 +11,7 @@
 // hash table keyed by mask and masked key), and on a hit the entry's actions run here: the
 // header rewrites with Open vSwitch's incremental checksum updates, VLAN pops and pushes,
 // and a redirect to the output port (or a drop). A miss, and every frame the parse below does
-// not take in whole (IPv6, LLC, a third tag, anything malformed), goes to userspace, where
+// not take in whole (IPv6, a third tag, anything malformed), goes to userspace, where
 // the engine decides it as before. The stage only serves what it can do exactly as the
 // engine would; what it cannot, userspace never installs.
 //
@@ -33,6 +33,7 @@
 #define ETH_IPV4 0x0800
 #define ETH_ARP 0x0806
 #define ETH_RARP 0x8035
+#define ETH_NONE 0x05ff
 #define VLAN_CFI 0x1000
 #define FRAG_ANY 1
 #define FRAG_LATER 2
@@ -248,9 +249,26 @@ static __always_inline int parse(void *data, void *end, __u32 in_port, struct ni
 		type = get16(p + off + 2);
 		off += 4;
 	}
-	/* A third tag, and 802.3 lengths (LLC/SNAP): userspace. */
-	if (type == ETH_VLAN || type == ETH_QINQ || type < 0x0600)
+	/* A third tag: userspace (the engine reads its TPID as the EtherType). */
+	if (type == ETH_VLAN || type == ETH_QINQ)
 		return -1;
+	/* An 802.3 length: LLC/SNAP with a zero OUI carries an EtherType (if it is one);
+	 * anything else is Open vSwitch's FLOW_DL_TYPE_NONE, with nothing after it. */
+	if (type < 0x0600) {
+		__u8 *llc = p + off;
+		if ((void *)(llc + 8) <= end && llc[0] == 0xaa && llc[1] == 0xaa && llc[2] == 0x03 && llc[3] == 0 &&
+		    llc[4] == 0 && llc[5] == 0) {
+			__u16 snap = get16(llc + 6);
+			if (snap >= 0x0600) {
+				type = snap;
+				off += 8;
+			} else {
+				type = ETH_NONE;
+			}
+		} else {
+			type = ETH_NONE;
+		}
+	}
 	k->w[0] = (__u64)in_port << 32;
 	k->w[1] = (dst << 16) | type;
 	k->w[2] = (src << 16) | tci1;
@@ -350,7 +368,7 @@ static __always_inline int parse(void *data, void *end, __u32 in_port, struct ni
 		k->w[7] = mac48(a + 18) << 16;
 		return 0;
 	}
-	/* IPv6 (its extension headers): userspace. Other EtherTypes: L2 only. */
+	/* IPv6 (its extension headers): userspace. Other EtherTypes, and none: L2 only. */
 	if (type == 0x86dd)
 		return -1;
 	return 0;

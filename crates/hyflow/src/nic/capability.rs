@@ -6,9 +6,9 @@
 //! [`NicCapability::Model`] is the simulated NIC, which holds whatever its tables have room
 //! for. [`NicCapability::Xdp`] is hyflow's XDP tier (`hyflow switch --nic xdp`, the program
 //! in `crates/hyflow-live/bpf/port.bpf.c`): its parser computes [`XDP_KEY_WORDS`] of the flow
-//! key — bit for bit as `packet::parse` does — for Ethernet frames with up to two VLAN tags
-//! carrying IPv4 (with TCP, UDP, SCTP, ICMP or IGMP), ARP or no IP, and hands every other
-//! frame (IPv6, LLC, malformed) to software; its actions are one output or a drop, Ethernet
+//! key — bit for bit as `packet::parse` does — for Ethernet and LLC/SNAP frames with up to
+//! two VLAN tags carrying IPv4 (with TCP, UDP, SCTP, ICMP or IGMP), ARP or no IP, and hands
+//! every other frame (IPv6, a third tag, malformed) to software; its actions are one output or a drop, Ethernet
 //! addresses, IPv4 addresses, TOS and TTL, TCP and UDP ports (with Open vSwitch's
 //! incremental checksum updates), and VLAN pops and pushes.
 
@@ -51,6 +51,23 @@ impl NicCapability {
         match self {
             NicCapability::Model => true,
             NicCapability::Xdp => xdp_holds(m, actions, stateful),
+        }
+    }
+}
+
+impl NicCapability {
+    /// Whether the NIC's parser takes a frame parsed to `key` (a first pass) into its
+    /// lookup at all: the XDP tier hands IPv6 frames and frames with a third VLAN tag (whose
+    /// TPID the engine reads as the EtherType) to software whole, so no entry of it ever sees
+    /// one. What a key cannot tell is not told apart: the program also hands over malformed
+    /// frames (a cut header, a bad length), which the engine decides on what it parsed.
+    #[inline]
+    pub fn takes(self, key: &crate::packet::FlowKey) -> bool {
+        match self {
+            NicCapability::Model => true,
+            NicCapability::Xdp => {
+                !matches!(key.dl_type(), proto::ETH_IPV6 | proto::ETH_VLAN | proto::ETH_QINQ)
+            }
         }
     }
 }
@@ -140,6 +157,21 @@ mod tests {
     fn the_model_holds_anything() {
         let m = matching("recirc_id=5,ct_state=+trk");
         assert!(NicCapability::Model.holds(&m, &[DpAction::Recirc(5)], true));
+        assert!(NicCapability::Model.takes(&m.value));
+    }
+
+    #[test]
+    fn xdp_takes_no_ipv6_and_no_third_tag() {
+        let key = |dl_type: u16| {
+            let mut k = crate::packet::FlowKey::default();
+            k.set_dl_type(dl_type);
+            k
+        };
+        assert!(NicCapability::Xdp.takes(&key(proto::ETH_IPV4)));
+        assert!(NicCapability::Xdp.takes(&key(proto::ETH_ARP)));
+        assert!(NicCapability::Xdp.takes(&key(proto::ETH_NONE)));
+        assert!(!NicCapability::Xdp.takes(&key(proto::ETH_IPV6)));
+        assert!(!NicCapability::Xdp.takes(&key(proto::ETH_QINQ)), "a third tag");
     }
 
     #[test]

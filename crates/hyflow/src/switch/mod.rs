@@ -481,6 +481,9 @@ impl Switch {
     #[inline]
     fn nic_lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> bool {
         let Some(nic) = &mut self.nic else { return false };
+        if !self.config.nic_capability.takes(key) {
+            return false;
+        }
         nic.lookup(Arrival { key, bytes, now_ns }, &mut self.hit) && self.hardware_tracks(key, now_ns)
     }
 
