@@ -103,6 +103,22 @@ pub struct NicArgs {
     /// artifact; the default with --preset gigaflow-paper).
     #[arg(long, value_enum, value_name = "HOW")]
     pub mappings: Option<MappingsArg>,
+    /// What the NIC's hardware can hold: model (whatever its tables have room for) or xdp
+    /// (what the live switch's XDP tier can carry out exactly: Ethernet and LLC/SNAP with up
+    /// to two VLAN tags, IPv4, ARP; set Ethernet and IPv4 addresses, TOS, TTL, TCP/UDP ports,
+    /// VLAN pops and pushes, one output or a drop; IPv6 frames never reach it), so that
+    /// `replay` predicts what `hyflow switch --nic xdp` serves in the kernel.
+    #[arg(long, value_enum, value_name = "KIND", default_value = "model")]
+    pub nic_capability: NicCapabilityArg,
+}
+
+/// `--nic-capability`'s values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NicCapabilityArg {
+    /// Whatever the tables have room for.
+    Model,
+    /// What the XDP tier can carry out.
+    Xdp,
 }
 
 /// The host's caches and the switch's own behaviour (revalidation, MAC learning): what
@@ -276,6 +292,10 @@ pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
             None => NicConntrack::Off,
             Some(NicConntrackArg::Established) => NicConntrack::Established { entries: n.nic_ct_entries },
             Some(NicConntrackArg::All) => NicConntrack::All,
+        },
+        nic_capability: match n.nic_capability {
+            NicCapabilityArg::Model => hyflow::nic::NicCapability::Model,
+            NicCapabilityArg::Xdp => hyflow::nic::NicCapability::Xdp,
         },
         ..host
     })
