@@ -45,9 +45,11 @@ def busy_ns(cpu):
 
 
 def counters(binary, sock):
-    """The switch's frames decided by its NIC tier, and its cores' processing time (ns)."""
+    """The switch's frames decided by its NIC tier, its cores' processing time (ns), and the
+    tier's install latencies."""
     show = json.loads(sh(binary, "ctl", sock, "show", "--json"))
-    return show.get("nic_hits", 0), sum(c["processing_ns"] for c in show["cores"])
+    latency = (show.get("nic_tier") or {}).get("install_latency")
+    return show.get("nic_hits", 0), sum(c["processing_ns"] for c in show["cores"]), latency
 
 
 def rx(iface):
@@ -83,13 +85,14 @@ def run(binary, tmp, pcap, loops, switch_args, gro=False):
                 raise RuntimeError("hyflow switch: %s" % proc.stderr.read())
             send(binary, pcap, 20, rate=20000)  # warm the caches (and the NIC tier)
             time.sleep(1.2)
-        n0, p0 = counters(binary, sock) if proc else (0, 0)
+        n0, p0, _ = counters(binary, sock) if proc else (0, 0, None)
         b0, f0 = busy_ns(0), rx("h3")
         offered, secs = send(binary, pcap, loops)
         time.sleep(0.5)
         b1, f1 = busy_ns(0), rx("h3")
-        n1, p1 = counters(binary, sock) if proc else (0, 0)
-        return dict(offered=offered, secs=secs, forwarded=f1 - f0, cpu0=b1 - b0, nic=n1 - n0, processing=p1 - p0)
+        n1, p1, latency = counters(binary, sock) if proc else (0, 0, None)
+        return dict(offered=offered, secs=secs, forwarded=f1 - f0, cpu0=b1 - b0, nic=n1 - n0, processing=p1 - p0,
+                    latency=latency)
     finally:
         if proc:
             proc.terminate()
@@ -133,6 +136,12 @@ def main():
         print("| %s | %.0f | %d | %d | %.0f | %.0f | %.0f | %.0f | %.2f× |" % (
             name, r["offered"] / r["secs"], r["forwarded"], r["nic"], kernel, cores, total, total * ghz,
             soft / total if total > 0 else 0))
+    for name, r, _, _ in rows:
+        lat = r["latency"]
+        if lat and lat["installs"]:
+            print("\n%s: %d install(s), decision -> kernel p50/p99/max %.1f/%.1f/%.1f µs; %d first hit(s), "
+                  "kernel -> first hit %.1f/%.1f/%.1f µs" % (name, lat["installs"], *lat["to_kernel_us"],
+                                                             lat["first_hits"], *lat["to_first_hit_us"]))
     return 0
 
 

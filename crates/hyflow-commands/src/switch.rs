@@ -282,6 +282,10 @@ pub fn switch_config(a: &SwitchArgs) -> Result<SwitchConfig> {
             return Err(hyflow::invalid_param::InvalidParam::new(param, why).into());
         }
     }
+    if n.nic_capability == NicCapabilityArg::Xdp && n.scheme.as_deref().is_some_and(|s| s != "megaflow") {
+        let why = "xdp models the live XDP tier, which holds megaflows: it goes with --nic megaflow";
+        return Err(hyflow::invalid_param::InvalidParam::new("nic-capability", why).into());
+    }
     let host = host_config(&a.host, paper(n))?;
     if a.host.no_cache {
         return Ok(host);
