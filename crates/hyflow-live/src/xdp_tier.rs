@@ -320,9 +320,15 @@ impl XdpTier {
                     )
                 })
             });
-            if let (Some(m), Some((key, mask, actions, _))) = (self.mirror.get(&at), &wanted) {
+            if let (Some(m), Some((key, mask, actions, view))) = (self.mirror.get_mut(&at), &wanted) {
                 let same_mask = self.mask_slots[m.key.mask as usize].is_some_and(|(k, _)| k == *mask);
                 if same_mask && m.key.key == key.key && m.actions == *actions {
+                    // The kernel's entry stands; hits from now on credit the decision as it is.
+                    if m.view.decision != view.decision {
+                        switch.hold_decision(view.decision);
+                        switch.release_decision(m.view.decision);
+                    }
+                    m.view = *view;
                     continue;
                 }
             }
@@ -330,23 +336,23 @@ impl XdpTier {
                 self.take_out(switch, at, old);
             }
             if let Some((key, mask, actions, view)) = wanted {
-                self.put_in(at, key, mask, (actions, view), decided_ns);
+                self.put_in(switch, at, key, mask, (actions, view), decided_ns);
             }
         }
         self.changed = changed;
         self.publish_masks();
     }
 
-    /// Removes an entry from the tables, crediting the hits counted since the last read.
+    /// Removes an entry from the tables, crediting the hits counted since the last read to the
+    /// decision it carried out.
     fn take_out(&mut self, switch: &mut Switch, at: (u8, u32), old: Mirrored) {
         if let Ok(v) = self.flows.get(&old.key, 0) {
             let (packets, bytes) = (v.packets - old.packets, v.bytes - old.bytes);
             let used = v.used_ns.saturating_sub(self.start_mono_ns);
-            if !switch.credit_nic_hits(at.0, at.1, packets, bytes, used) {
-                switch.credit_removed_nic_hits(&old.view, packets, bytes, used);
-            }
+            credit(switch, at, &old.view, (packets, bytes, used));
             self.stats.hits_read += packets;
         }
+        switch.release_decision(old.view.decision);
         let _ = self.flows.remove(&old.key);
         self.held.remove(&old.view.matcher);
         self.stats.removals += 1;
@@ -362,6 +368,7 @@ impl XdpTier {
     /// Writes an entry into the tables, if its mask has a slot and the flow table room.
     fn put_in(
         &mut self,
+        switch: &mut Switch,
         at: (u8, u32),
         mut key: BpfFlowKey,
         mask: NicKey,
@@ -393,6 +400,7 @@ impl XdpTier {
         }
         let uses = self.mask_slots[slot].map_or(0, |(_, n)| n);
         self.mask_slots[slot] = Some((mask, uses + 1));
+        switch.hold_decision(view.decision);
         let in_kernel = monotonic_ns();
         let _ =
             self.to_kernel.record(in_kernel.saturating_sub(self.start_mono_ns).saturating_sub(decided_ns));
@@ -438,9 +446,7 @@ impl XdpTier {
                 continue;
             }
             let used = v.used_ns.saturating_sub(self.start_mono_ns);
-            if !switch.credit_nic_hits(at.0, at.1, packets, bytes, used) {
-                switch.credit_removed_nic_hits(&m.view, packets, bytes, used);
-            }
+            credit(switch, *at, &m.view, (packets, bytes, used));
             self.stats.hits_read += packets;
         }
         if !all {
@@ -476,6 +482,16 @@ impl NicTier for XdpTier {
 
     fn holds(&self, m: &Match) -> bool {
         self.held.contains(m)
+    }
+}
+
+/// Credits `(packets, bytes, last hit)` the kernel counted for entry `at`, mirrored as `view`:
+/// to the engine's entry if it still carries out the same decision, else to that decision
+/// alone (the entry was removed or changed since).
+fn credit(switch: &mut Switch, at: (u8, u32), view: &NicEntryView, (packets, bytes, used): (u64, u64, u64)) {
+    let same = switch.nic_entry(at.0, at.1).is_some_and(|e| e.view.decision == view.decision);
+    if !(same && switch.credit_nic_hits(at.0, at.1, packets, bytes, used)) {
+        switch.credit_removed_nic_hits(view, packets, bytes, used);
     }
 }
 

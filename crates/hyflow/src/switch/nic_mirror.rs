@@ -61,6 +61,18 @@ impl Switch {
         Some(NicEntry { view, actions, servable })
     }
 
+    /// Keeps `decision`'s interned action list and rule path valid while a mirror holds an
+    /// entry made of it: the engine drops its own reference when it removes the entry, and
+    /// the mirror still credits the hits it reads afterwards to that path.
+    pub fn hold_decision(&mut self, decision: Decision) {
+        self.tables.acquire(decision);
+    }
+
+    /// Drops a reference taken by [`Switch::hold_decision`].
+    pub fn release_decision(&mut self, decision: Decision) {
+        self.tables.release(decision);
+    }
+
     /// Credits `packets` frames of `bytes` in all, the last at `last_hit_ns`, that a real NIC
     /// forwarded on its own with entry `id` of `table`: the entry's counters (which keep it
     /// from expiring idle), the packets by layer and by fate, the rules of its path and the
@@ -82,8 +94,9 @@ impl Switch {
         true
     }
 
-    /// [`Switch::credit_nic_hits`] for hits of an entry since removed, as the mirror last
-    /// saw it: counted for the switch, its rules and ports, not for any entry.
+    /// [`Switch::credit_nic_hits`] for hits of an entry since removed or changed, as the
+    /// mirror last saw it (its decision held with [`Switch::hold_decision`]): counted for the
+    /// switch, the rules of that decision and the ports, not for any entry.
     pub fn credit_removed_nic_hits(
         &mut self,
         entry: &NicEntryView,
