@@ -16,8 +16,12 @@ and redirect into p3, and h3's receive; or the redirect to the switch's socket),
 switch's cores' processing time (`show`'s cores: rounds that received frames, their sends and
 the receive on h3 they cause included, idle polling left out).
 
+With --ovs, Open vSwitch's userspace datapath (Debian's openvswitch-switch, ports type=afxdp,
+native XDP, its PMD on CPU 1) runs the same frames, counted the same way: CPU 0 beyond
+sending, plus its PMD's processing cycles.
+
 Prints a Markdown table for BENCHMARKS.md. Usage: scripts/nic_tier_bench.py [--hyflow BIN]
-[--frames N]
+[--frames N] [--ovs]
 """
 import argparse
 import json
@@ -27,8 +31,9 @@ import sys
 import tempfile
 import time
 
+import live_bench
 from live_netns import make, remove, sh, write_pcap
-from live_bench import frame
+from live_bench import Ovs, frame
 
 SW, HOST = "hynb-sw", "hynb-h"
 PORTS = 4
@@ -65,7 +70,8 @@ def send(binary, pcap, loops, rate=None):
     return int(out.split()[1]), float(out.split(" in ")[1].split(" s")[0])
 
 
-def run(binary, tmp, pcap, loops, switch_args, gro=False):
+def run(binary, tmp, pcap, loops, switch_args, gro=False, ovs=None, ghz=1.0):
+    """One measured run: the switch `switch_args` (None: no switch), or Open vSwitch (`ovs`)."""
     make(SW, HOST, PORTS)
     if gro:
         # A frame redirected into a veth in native mode is received by the peer's NAPI,
@@ -74,7 +80,13 @@ def run(binary, tmp, pcap, loops, switch_args, gro=False):
             sh("ip", "netns", "exec", HOST, "ethtool", "-K", "h%d" % i, "gro", "on")
     proc = None
     try:
-        if switch_args is not None:
+        if ovs is not None:
+            # Open vSwitch's ports are these namespaces' (live_bench's class names them).
+            live_bench.SW, live_bench.HOST = SW, HOST
+            ovs.start()
+            send(binary, pcap, 20, rate=20000)
+            time.sleep(1.2)
+        elif switch_args is not None:
             ports = os.path.join(tmp, "ports.txt")
             open(ports, "w").write("".join("p%d=%d\n" % (i, i) for i in range(1, PORTS + 1)))
             sock = os.path.join(tmp, "nb.sock")
@@ -86,17 +98,23 @@ def run(binary, tmp, pcap, loops, switch_args, gro=False):
             send(binary, pcap, 20, rate=20000)  # warm the caches (and the NIC tier)
             time.sleep(1.2)
         n0, p0, _ = counters(binary, sock) if proc else (0, 0, None)
+        o0 = ovs.counters()[1] if ovs else 0
         b0, f0 = busy_ns(0), rx("h3")
         offered, secs = send(binary, pcap, loops)
         time.sleep(0.5)
         b1, f1 = busy_ns(0), rx("h3")
         n1, p1, latency = counters(binary, sock) if proc else (0, 0, None)
+        if ovs:
+            # Its PMD's processing cycles (idle polling left out), as ns.
+            p0, p1 = 0, (ovs.counters()[1] - o0) / ghz
         return dict(offered=offered, secs=secs, forwarded=f1 - f0, cpu0=b1 - b0, nic=n1 - n0, processing=p1 - p0,
                     latency=latency)
     finally:
         if proc:
             proc.terminate()
             proc.wait(10)
+        if ovs:
+            ovs.stop()
         remove(SW, HOST)
 
 
@@ -104,6 +122,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hyflow", default="target/release/hyflow")
     ap.add_argument("--frames", type=int, default=3000000)
+    ap.add_argument("--ovs", action="store_true", help="also Open vSwitch's userspace datapath (type=afxdp ports)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("nic_tier_bench.py needs root (namespaces, XDP)")
@@ -115,20 +134,27 @@ def main():
     base = run(a.hyflow, tmp, pcap, loops, None)
     per_sent = base["cpu0"] / base["offered"]
     rows = []
+
+    def row(name, r):
+        fwd = max(1, r["forwarded"])
+        # CPU 0 beyond sending (the veth receive: the redirect to the switch's socket, or the
+        # NIC tier), and the switch's processing time on CPU 1 (idle polling left out).
+        kernel = (r["cpu0"] - per_sent * r["offered"]) / fwd
+        return (name, r, kernel, r["processing"] / fwd)
+
     for name, args, gro in (
             ("software path (`--nic none`)", ["--nic", "none"], False),
             ("XDP tier (`--nic xdp`: generic XDP on veth)", ["--nic", "xdp"], False),
             ("XDP tier (`--nic xdp --xdp-mode native`, GRO on the peers)", ["--nic", "xdp", "--xdp-mode", "native"], True)):
         r = run(a.hyflow, tmp, pcap, loops, args, gro)
-        fwd = max(1, r["forwarded"])
-        # CPU 0 beyond sending (the veth receive: the redirect to the switch's socket, or the
-        # NIC tier), and the switch's processing time on CPU 1 (idle polling left out).
-        kernel = (r["cpu0"] - per_sent * r["offered"]) / fwd
-        rows.append((name, r, kernel, r["processing"] / fwd))
+        rows.append(row(name, r))
+    if a.ovs:
+        r = run(a.hyflow, tmp, pcap, loops, None, ovs=Ovs(tmp), ghz=ghz)
+        rows.append(row("Open vSwitch 3.1 (userspace, type=afxdp, native XDP)", r))
     print("CPU: %.2f GHz; generator on CPU 0, switch on CPU 1; %d frames of 64 B, 1,000 flows\n" % (ghz, base["offered"]))
     print("sending alone (no switch): %.0f frames/s offered, %.0f ns of CPU 0 per frame sent\n"
           % (base["offered"] / base["secs"], per_sent))
-    print("| switch | offered pps | forwarded | by the NIC tier | CPU 0 beyond sending, ns/frame | switch cores' processing, ns/frame | total ns/frame | cycles/frame | vs software |")
+    print("| switch | offered pps | forwarded | by the NIC tier | CPU 0 beyond sending, ns/frame | switch cores' (OVS: PMD's) processing, ns/frame | total ns/frame | cycles/frame | vs software |")
     print("|---|---|---|---|---|---|---|---|---|")
     soft = rows[0][2] + rows[0][3]
     for name, r, kernel, cores in rows:
@@ -137,7 +163,7 @@ def main():
             name, r["offered"] / r["secs"], r["forwarded"], r["nic"], kernel, cores, total, total * ghz,
             soft / total if total > 0 else 0))
     for name, r, _, _ in rows:
-        lat = r["latency"]
+        lat = r.get("latency")
         if lat and lat["installs"]:
             print("\n%s: %d install(s), decision -> kernel p50/p99/max %.1f/%.1f/%.1f µs; %d first hit(s), "
                   "kernel -> first hit %.1f/%.1f/%.1f µs" % (name, lat["installs"], *lat["to_kernel_us"],
