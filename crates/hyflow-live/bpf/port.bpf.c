@@ -116,12 +116,22 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
+/* Ports by interface index: an array for the usual indexes (a lookup the verifier inlines),
+ * a hash for the rare large ones. */
+#define PORT_ARRAY 65536
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PORT_ARRAY);
+	__type(key, __u32);
+	__type(value, struct port_info);
+} ports SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_PORTS);
 	__type(key, __u32);
 	__type(value, struct port_info);
-} ports SEC(".maps");
+} ports_by_large_index SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP);
@@ -487,8 +497,10 @@ SEC("xdp")
 int hyflow_port(struct xdp_md *ctx)
 {
 	__u32 ifindex = ctx->ingress_ifindex;
-	struct port_info *port = bpf_map_lookup_elem(&ports, &ifindex);
-	if (!port)
+	struct port_info *port = ifindex < PORT_ARRAY ? bpf_map_lookup_elem(&ports, &ifindex)
+						      : bpf_map_lookup_elem(&ports_by_large_index, &ifindex);
+	/* An array slot of no port reads as index 0 and number 0: number 0 is no OpenFlow port. */
+	if (!port || port->number == 0)
 		return XDP_PASS;
 	__u32 slot = port->index * MAX_QUEUES + ctx->rx_queue_index;
 	__u32 zero = 0;

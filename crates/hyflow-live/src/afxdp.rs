@@ -19,7 +19,7 @@ use std::os::fd::RawFd;
 use std::ptr::NonNull;
 
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{DevMap, HashMap as AyaHashMap, XskMap};
+use aya::maps::{Array, DevMap, HashMap as AyaHashMap, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use xdpilone::xdp::XdpDesc;
@@ -269,9 +269,16 @@ impl XdpProgram {
 
     /// Makes `iface` port `index` of the program: its sockets, its number, where its outputs go.
     fn register(&mut self, index: u32, iface: &Interface, queues: &[XskQueue]) -> Result<()> {
-        let mut ports: AyaHashMap<_, u32, PortInfo> =
-            AyaHashMap::try_from(self.ebpf.map_mut("ports").ok_or_else(|| anyhow!("no ports map"))?)?;
-        ports.insert(iface.ifindex, PortInfo { index, number: iface.port }, 0).context("the ports map")?;
+        let info = PortInfo { index, number: iface.port };
+        if iface.ifindex < PORT_ARRAY {
+            let mut ports: Array<_, PortInfo> =
+                Array::try_from(self.ebpf.map_mut("ports").ok_or_else(|| anyhow!("no ports map"))?)?;
+            ports.set(iface.ifindex, info, 0).context("the ports map")?;
+        } else {
+            let large = self.ebpf.map_mut("ports_by_large_index").ok_or_else(|| anyhow!("no ports map"))?;
+            let mut ports: AyaHashMap<_, u32, PortInfo> = AyaHashMap::try_from(large)?;
+            ports.insert(iface.ifindex, info, 0).context("the ports map")?;
+        }
         let mut out =
             DevMap::try_from(self.ebpf.map_mut("out_ports").ok_or_else(|| anyhow!("no out_ports map"))?)?;
         out.set(index, iface.ifindex, None, 0).context("the out_ports map")?;
@@ -318,6 +325,10 @@ struct PortInfo {
 
 // SAFETY: two u32, no padding.
 unsafe impl aya::Pod for PortInfo {}
+
+/// Interface indexes below this are found in the program's `ports` array, the others in a
+/// hash (its `PORT_ARRAY`).
+const PORT_ARRAY: u32 = 65536;
 
 /// Receive queues per port the program's `xsks` has room for (its `MAX_QUEUES`).
 const MAX_QUEUES: u32 = 64;
