@@ -504,10 +504,20 @@ impl Forwarder {
     /// The report as text: uptime and I/O, the replay report (layers, ports), live drops.
     fn report_text(&self) -> String {
         let (report, d, uptime) = self.report();
+        let nic_tier = {
+            let engine = self.shared.engine.lock().expect("engine lock");
+            engine.nic.as_ref().map_or(String::new(), |n| {
+                format!(
+                    "{}; {} upcalls not offloaded (--nic-updates spent)\n",
+                    n.summary(),
+                    engine.installs_capped
+                )
+            })
+        };
         let received_not: Vec<String> =
             self.shared.ports.iter().zip(self.rx_dropped()).map(|(p, n)| format!("{n} {}", p.name)).collect();
         format!(
-            "hyflow switch: up {uptime:.3} s, io {}, {} core(s)\n{}\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
+            "hyflow switch: up {uptime:.3} s, io {}, {} core(s)\n{}{nic_tier}\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
              not sent: {} to no such port, {} on a full ring, {} on a port down, {} too long\n",
             self.io,
             self.plans.len(),

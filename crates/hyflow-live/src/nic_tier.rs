@@ -12,8 +12,10 @@ pub trait NicTier: Send {
     /// Reads the tier's counters and credits the frames it served since the last read: all
     /// of them (`all`, for a report), or as many as its read budget allows.
     fn read_counters(&mut self, switch: &mut Switch, all: bool);
-    /// Its figures, for `show`.
+    /// Its figures, for `show --json`.
     fn report(&self) -> serde_json::Value;
+    /// Its figures in one line, for `show`.
+    fn summary(&self) -> String;
     /// Whether its tables hold an entry matching exactly `m`.
     fn holds(&self, m: &Match) -> bool;
 }

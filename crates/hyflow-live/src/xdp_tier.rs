@@ -480,6 +480,26 @@ impl NicTier for XdpTier {
         })
     }
 
+    fn summary(&self) -> String {
+        let s = self.stats();
+        let p50 = |h: &Histogram<u64>| if h.is_empty() { 0.0 } else { h.value_at_quantile(0.5) as f64 / 1e3 };
+        format!(
+            "nic tier: xdp, {} entries in the kernel ({} masks of {}), {} frames served; {} installs, {} removals, \
+             {} refused (table or masks full), {} unservable; install p50 {:.1} µs to the kernel, {:.1} µs more to the \
+             first hit",
+            s.entries,
+            s.masks,
+            self.max_masks,
+            s.hits_read,
+            s.installs,
+            s.removals,
+            s.refused,
+            s.unservable,
+            p50(&self.to_kernel),
+            p50(&self.to_first_hit),
+        )
+    }
+
     fn holds(&self, m: &Match) -> bool {
         self.held.contains(m)
     }
