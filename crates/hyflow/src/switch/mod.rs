@@ -365,12 +365,7 @@ impl Switch {
         now_ns: u64,
         outputs: &mut Vec<Output>,
     ) -> bool {
-        outputs.clear();
-        self.recirc.last_passes.clear();
-        self.advance(now_ns);
-        self.stats.packets += 1;
-        self.stats.bytes += bytes;
-        self.ports.arrived(key, bytes);
+        self.arrive(key, bytes, now_ns, outputs);
         if !self.nic_lookup(key, bytes, now_ns) {
             return false;
         }
@@ -384,6 +379,18 @@ impl Switch {
         }
         self.count_fate(Layer::Nic);
         true
+    }
+
+    /// A new packet arrives at `now_ns`: the switch advanced to then, the packet counted
+    /// (switch, port), `outputs` and the last packet's passes cleared.
+    #[inline]
+    fn arrive(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) {
+        outputs.clear();
+        self.recirc.last_passes.clear();
+        self.advance(now_ns);
+        self.stats.packets += 1;
+        self.stats.bytes += bytes;
+        self.ports.arrived(key, bytes);
     }
 
     /// The host part of [`Switch::process`] for a packet the NIC missed (already counted by

@@ -140,12 +140,7 @@ impl Switch {
         outputs: &mut Vec<Output>,
     ) -> Layer {
         self.conntrack.set_embedded(embedded);
-        outputs.clear();
-        self.recirc.last_passes.clear();
-        self.advance(now_ns);
-        self.stats.packets += 1;
-        self.stats.bytes += bytes;
-        self.ports.arrived(key, bytes);
+        self.arrive(key, bytes, now_ns, outputs);
         let offload = if offload { Offload::Allowed } else { Offload::Refused };
         let layer = self.first_host_pass(key, bytes, now_ns, offload, outputs);
         self.conntrack.set_embedded(None);
