@@ -27,6 +27,7 @@ use hyflow::openflow::dp_actions::DpAction;
 use hyflow::openflow::execute::{execute, Outputs};
 use hyflow::openflow::rule::Match;
 use hyflow::packet::field::id;
+use hyflow::packet::frame_rewrite::VlanCommit;
 use hyflow::packet::FlowKey;
 use hyflow::switch::{NicEntry, Switch};
 
@@ -36,7 +37,6 @@ use crate::nic_tier::NicTier;
 pub const MAX_MASKS: usize = 64;
 /// VLAN tags a hit pushes at most (its `MAX_PUSHES`).
 const MAX_PUSHES: usize = 2;
-const VLAN_CFI: u16 = 0x1000;
 
 // The program's `flags`.
 const SET_DL_DST: u32 = 1 << 0;
@@ -118,13 +118,6 @@ fn mac(v: u64) -> [u8; 6] {
     [b[2], b[3], b[4], b[5], b[6], b[7]]
 }
 
-/// A key's VLAN stack, outermost first, and its depth (as frame_rewrite reads it).
-fn vlan_stack(k: &FlowKey) -> ([(u16, u16); 2], usize) {
-    let tags = [(k.vlan_tpid(), k.vlan_tci()), (k.vlan_tpid2(), k.vlan_tci2())];
-    let n = tags.iter().take_while(|t| t.1 & VLAN_CFI != 0).count();
-    (tags, n)
-}
-
 /// What the program does on a hit of `entry`, whose output ports are `ports` (port number
 /// by index in the program's `out_ports`): `None` if it cannot (an output to a port the
 /// switch has no interface for).
@@ -156,17 +149,11 @@ fn plan(entry: &NicEntry, ports: &[u32]) -> Option<BpfFlowValue> {
             _ => {}
         }
     }
-    // Open vSwitch's commit_vlan_action, as frame_rewrite::rewrite_vlans: keep the tags both
-    // stacks share from the inner end, pop the rest, push the rest of the leaving stack.
-    let (a, mut an) = vlan_stack(rep);
-    let (l, mut ln) = vlan_stack(leaving);
-    while an > 0 && ln > 0 && a[an - 1] == l[ln - 1] {
-        an -= 1;
-        ln -= 1;
-    }
-    v.pops = an as u8;
-    v.pushes = ln as u8;
-    for (i, &(tpid, tci)) in l[..ln].iter().rev().enumerate() {
+    // The tags as the engine's frame writer commits them.
+    let commit = VlanCommit::of(rep, leaving);
+    v.pops = commit.pops as u8;
+    v.pushes = commit.n_pushes as u8;
+    for (i, &(tpid, tci)) in commit.pushes[..commit.n_pushes].iter().enumerate() {
         v.push_tpid[i] = tpid;
         v.push_tci[i] = tci;
     }

@@ -232,21 +232,45 @@ fn vlan_stack(k: &FlowKey) -> ([(u16, u16); 2], usize) {
     (tags, n)
 }
 
-/// OVS's `commit_vlan_action`: keep the tags both stacks share counted from the inner end
+/// How a frame's VLAN tags go from the arriving stack to the leaving one, as OVS's
+/// `commit_vlan_action` does it: keep the tags both stacks share counted from the inner end
 /// (`flow_skip_common_vlan_headers`), pop the rest of the arriving stack, push the rest of the
 /// leaving one. Counting from the inner end is what OVS does, and it matters: a tag pushed
-/// onto two makes OVS pop both and push two (the key holds two), dropping the innermost.
-fn rewrite_vlans(f: &mut Frame, arrived: &FlowKey, leaving: &FlowKey) {
-    let (a, mut an) = vlan_stack(arrived);
-    let (l, mut ln) = vlan_stack(leaving);
-    while an > 0 && ln > 0 && a[an - 1] == l[ln - 1] {
-        an -= 1;
-        ln -= 1;
+/// onto two makes OVS pop both and push two (the key holds two), dropping the innermost. The
+/// XDP tier carries out the same commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VlanCommit {
+    /// Tags popped from the outside.
+    pub pops: usize,
+    /// Tags pushed, in push order (the outermost last): (TPID, TCI with the present bit).
+    pub pushes: [(u16, u16); 2],
+    /// How many of `pushes` there are.
+    pub n_pushes: usize,
+}
+
+impl VlanCommit {
+    /// The commit from `arrived`'s tags to `leaving`'s.
+    pub fn of(arrived: &FlowKey, leaving: &FlowKey) -> VlanCommit {
+        let (a, mut an) = vlan_stack(arrived);
+        let (l, mut ln) = vlan_stack(leaving);
+        while an > 0 && ln > 0 && a[an - 1] == l[ln - 1] {
+            an -= 1;
+            ln -= 1;
+        }
+        let mut pushes = [(0, 0); 2];
+        for (p, &tag) in pushes.iter_mut().zip(l[..ln].iter().rev()) {
+            *p = tag;
+        }
+        VlanCommit { pops: an, pushes, n_pushes: ln }
     }
-    for _ in 0..an {
+}
+
+fn rewrite_vlans(f: &mut Frame, arrived: &FlowKey, leaving: &FlowKey) {
+    let commit = VlanCommit::of(arrived, leaving);
+    for _ in 0..commit.pops {
         f.pop_vlan();
     }
-    for &(tpid, tci) in l[..ln].iter().rev() {
+    for &(tpid, tci) in &commit.pushes[..commit.n_pushes] {
         f.push_vlan(tpid, tci);
     }
 }
