@@ -455,41 +455,40 @@ static __always_inline int rewrite_l3_l4(void *data, void *end, const struct lay
 	}
 	if (!(v->flags & (SET_TP_SRC | SET_TP_DST)) || !has_tp || l->later_fragment)
 		return 0;
+	/* TCP: only within its header and options, as dp_packet_get_tcp_payload. UDP: both ports
+	 * first, then the zero rule once, as packet_set_udp_port. The checksum is updated per
+	 * port that changes, in order, which is what writing it after each one gives. */
+	__u32 csum_at;
 	if (l->nw_proto == IP_TCP) {
 		if ((void *)(tp + 20) > end)
 			return -1;
 		__u32 hl = (tp[12] >> 4) * 4;
 		if (tlen < 20 || hl < 20 || hl > tlen)
 			return 0;
-#pragma unroll
-		for (int a = 0; a < 2; a++) {
-			__u32 flag = a == 0 ? SET_TP_SRC : SET_TP_DST;
-			if (!(v->flags & flag))
-				continue;
-			__u16 old = get16(tp + 2 * a), new = a == 0 ? v->tp_src : v->tp_dst;
-			if (old != new) {
-				put16(tp + 16, recalc16(get16(tp + 16), old, new));
-				put16(tp + 2 * a, new);
-			}
-		}
+		csum_at = 16;
 	} else if (l->nw_proto == IP_UDP && tlen >= 8) {
 		if ((void *)(tp + 8) > end)
 			return -1;
-		__u16 csum = get16(tp + 6), sum = csum;
-#pragma unroll
-		for (int a = 0; a < 2; a++) {
-			__u32 flag = a == 0 ? SET_TP_SRC : SET_TP_DST;
-			if (!(v->flags & flag))
-				continue;
-			__u16 old = get16(tp + 2 * a), new = a == 0 ? v->tp_src : v->tp_dst;
-			if (old != new) {
-				sum = recalc16(sum, old, new);
-				put16(tp + 2 * a, new);
-			}
-		}
-		if (csum)
-			put16(tp + 6, sum ? sum : 0xffff);
+		csum_at = 6;
+	} else {
+		return 0;
 	}
+	__u16 csum = get16(tp + csum_at), sum = csum;
+#pragma unroll
+	for (int a = 0; a < 2; a++) {
+		__u32 flag = a == 0 ? SET_TP_SRC : SET_TP_DST;
+		if (!(v->flags & flag))
+			continue;
+		__u16 old = get16(tp + 2 * a), new = a == 0 ? v->tp_src : v->tp_dst;
+		if (old != new) {
+			sum = recalc16(sum, old, new);
+			put16(tp + 2 * a, new);
+		}
+	}
+	if (l->nw_proto == IP_TCP)
+		put16(tp + csum_at, sum);
+	else if (csum)
+		put16(tp + csum_at, sum ? sum : 0xffff);
 	return 0;
 }
 
