@@ -388,20 +388,8 @@ impl PortIo for AfXdp {
         let before = batch.len();
         let q = &mut self.queues[queue];
         let room = crate::port_io::BATCH - batch.len();
-        // The descriptors first, each frame's first bytes fetched into the CPU's cache as its
-        // descriptor is read (the kernel wrote them on another CPU): the misses of the batch
-        // overlap instead of each copy waiting for its own.
-        let mut descs = [(0u64, 0u32); crate::port_io::BATCH];
-        let mut n = 0;
         let mut got = q.rx.receive(room as u32);
         while let Some(XdpDesc { addr, len, .. }) = got.read() {
-            descs[n] = (addr, len);
-            n += 1;
-            prefetch(q.area.as_ptr().wrapping_add(addr as usize), (len as usize).min(128));
-        }
-        got.release();
-        drop(got);
-        for &(addr, len) in &descs[..n] {
             let start = addr - addr % q.frame_size;
             let offset = (addr - start) as usize;
             // SAFETY: as `XskQueue::buffer`: the buffer is ours until refilled.
@@ -418,6 +406,8 @@ impl PortIo for AfXdp {
             });
             q.refill.push(start);
         }
+        got.release();
+        drop(got);
         q.give_back();
         if q.device.needs_wakeup() {
             q.device.wake();
@@ -480,22 +470,6 @@ impl PortIo for AfXdp {
     fn rx_fds(&self) -> Vec<RawFd> {
         self.queues.iter().map(|q| q.fd).collect()
     }
-}
-
-/// Asks the CPU to fetch the `bytes` bytes at `at` into its cache.
-fn prefetch(at: *const u8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for off in (0..bytes).step_by(64) {
-        // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never dereferences: any
-        // address is allowed.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                at.wrapping_add(off) as *const i8
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (at, bytes);
 }
 
 /// Opens every interface on AF_XDP under one XDP program whose flow table has

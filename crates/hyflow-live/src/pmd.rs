@@ -66,7 +66,6 @@ pub struct Core {
     /// The copies that leave, per frame of the batch (each vector reused: filled in place
     /// by the engine, never moved).
     leaving: Vec<Vec<Output>>,
-    hashes: Vec<u64>,
     /// Ports sent to in this round (flushed at its end).
     sent_to: Vec<bool>,
     /// Counts not yet merged into the switch's (merged under the engine lock).
@@ -86,7 +85,6 @@ impl Core {
             layouts: vec![FrameLayout::default(); BATCH],
             embedded: vec![None; BATCH],
             leaving: (0..BATCH).map(|_| Vec::with_capacity(4)).collect(),
-            hashes: Vec::with_capacity(BATCH),
             sent_to: vec![false; ports],
             malformed: MalformedCounts::default(),
             drops: LiveDrops::default(),
@@ -182,7 +180,6 @@ impl Core {
         let mut engine = shared.engine.lock().expect("engine lock");
         let now = shared.now_ns();
         engine.merge(&mut self.malformed, &mut self.drops);
-        engine.switch.prefetch(&self.keys[..n], &mut self.hashes);
         // With a NIC tier, these frames are the ones it missed: the engine does not look
         // them up in its NIC again.
         let missed = engine.nic.is_some();

@@ -331,18 +331,6 @@ impl Switch {
         layer
     }
 
-    /// Brings into the CPU's cache the microflow entries the packets of `keys` will look up
-    /// (their cache misses overlap), before a batch of [`Switch::process`] calls; `hashes`
-    /// is scratch. Changes nothing a lookup sees.
-    pub fn prefetch(&self, keys: &[FlowKey], hashes: &mut Vec<u64>) {
-        let Some(microflow) = &self.microflow else { return };
-        for chunk in keys.chunks(crate::cache::microflow::BATCH) {
-            hashes.clear();
-            hashes.extend(chunk.iter().map(hash_key));
-            microflow.prefetch(hashes);
-        }
-    }
-
     /// Forwards one packet of `bytes` bytes arriving at `now_ns` (non-decreasing), replacing
     /// `outputs` with the copies that leave; returns the layer that decided.
     pub fn process(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> Layer {
