@@ -86,7 +86,7 @@ impl FromArgMatches for PolicyOptions {
 }
 
 /// `--policy`'s values: the registered policies, each with its one line of help.
-fn policy_names() -> PossibleValuesParser {
+pub fn policy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(POLICIES.iter().map(|r| PossibleValue::new(r.name).help(r.about)))
 }
 

@@ -93,6 +93,13 @@ struct flow_value {
 	__u64 bytes;
 	__u64 used_ns;
 	__u64 first_ns;
+	/* The words of the entry's match beyond the lookup's mask (bit w: word w), compared once
+	 * the entry is found: an exact-match table finds an entry by the flow's fields, then
+	 * checks the rest (`check_mask`, `check_value`), as hyflow's ExactMatch does. */
+	__u32 verify;
+	__u32 pad3;
+	struct nic_key check_mask;
+	struct nic_key check_value;
 };
 
 struct port_info {
@@ -107,6 +114,17 @@ struct config {
 	__u32 nic;
 	/* Masks in use: `masks[0..n_masks]`. */
 	__u32 n_masks;
+	/* Hits whose headers go to `samples`: a hit is sampled when a random u32 is below this
+	 * (0: none; 0xffffffff: all). */
+	__u32 sample;
+	__u32 pad;
+};
+
+/* A sampled hit's headers (never the frame): its key words as received, and its length. */
+struct sample {
+	struct nic_key key;
+	__u32 bytes;
+	__u32 pad;
 };
 
 struct {
@@ -161,6 +179,12 @@ struct {
 	__type(key, struct flow_key);
 	__type(value, struct flow_value);
 } flows SEC(".maps");
+
+/* Sampled headers of hits, for the offload policy's large-flow identification (Elixir §3.2). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} samples SEC(".maps");
 
 /* Scratch for the key being looked up (too big for the stack with the frame's state). */
 struct {
@@ -400,7 +424,16 @@ static __always_inline struct flow_value *lookup(struct flow_key *fk, const stru
 		for (int w = 0; w < KEY_WORDS; w++)
 			fk->key.w[w] = key->w[w] & m->w[w];
 		struct flow_value *v = bpf_map_lookup_elem(&flows, fk);
-		if (v)
+		if (!v)
+			continue;
+		if (!v->verify)
+			return v;
+		int same = 1;
+#pragma unroll
+		for (int w = 0; w < KEY_WORDS; w++)
+			if ((key->w[w] & v->check_mask.w[w]) != v->check_value.w[w])
+				same = 0;
+		if (same)
 			return v;
 	}
 	return 0;
@@ -525,6 +558,15 @@ int hyflow_port(struct xdp_md *ctx)
 	v->used_ns = now;
 	if (!v->first_ns)
 		v->first_ns = now;
+	if (cfg->sample && (cfg->sample == 0xffffffff || bpf_get_prandom_u32() < cfg->sample)) {
+		struct sample *s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+		if (s) {
+			__builtin_memcpy(&s->key, &keyslot->key, sizeof(s->key));
+			s->bytes = bytes;
+			s->pad = 0;
+			bpf_ringbuf_submit(s, 0);
+		}
+	}
 	if (v->flags & OUT_DROP)
 		return XDP_DROP;
 	if (rewrite_l3_l4(data, end, &l, v) < 0)

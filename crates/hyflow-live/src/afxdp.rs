@@ -38,7 +38,7 @@ static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port.bpf.o"));
 /// kernel counts as "fill ring empty" is the switch that far behind.
 const FRAMES: u32 = 8192;
 /// Ring sizes (descriptors): the receive and fill rings hold every receive buffer.
-const RING: u32 = 4096;
+const RING: u32 = crate::port_io::RX_RING;
 /// Wake-ups of the transmit ring per flush at most: enough to drain a round's frames 32 at a
 /// time, bounded so that a stuck interface cannot hold the loop.
 const MAX_WAKES: u32 = 16;
@@ -388,6 +388,7 @@ impl PortIo for AfXdp {
         let before = batch.len();
         let q = &mut self.queues[queue];
         let room = crate::port_io::BATCH - batch.len();
+        batch.waiting = batch.waiting.max(q.rx.available());
         let mut got = q.rx.receive(room as u32);
         while let Some(XdpDesc { addr, len, .. }) = got.read() {
             let start = addr - addr % q.frame_size;

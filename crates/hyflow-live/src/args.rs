@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 
 use hyflow_commands::names::NameArgs;
+use hyflow_commands::sim::{policy_names, PolicyOptions};
 use hyflow_commands::switch::HostArgs;
 
 /// `hyflow switch`'s options.
@@ -41,11 +42,24 @@ pub struct SwitchArgs {
     /// forwards their frames in the kernel; everything else comes to software). Needs AF_XDP.
     #[arg(long = "nic", value_enum, value_name = "TIER", default_value = "none")]
     pub nic: NicArg,
-    /// Which flows the NIC tier holds: offload-all (every upcall's megaflow while the tier
-    /// has room, as Open vSwitch's hardware offload). The other policies `sim` models
-    /// (gigaflow, elixir, tfo, lfp, ovs-rebalance) do not run live yet, and are refused.
-    #[arg(long, value_enum, value_name = "POLICY", default_value = "offload-all")]
-    pub policy: PolicyArg,
+    /// Which flows the NIC tier holds, with `--nic xdp`: the policies `sim` models, run with
+    /// the switch's clock, its receive rings and the XDP tier's counters. offload-all fills a
+    /// tuple space of megaflows (sized by --nic-entries and --nic-masks); elixir, tfo and
+    /// ovs-rebalance fill an exact-match table keyed by --flow-key (sized by --large-entries
+    /// and --bursty-entries: the kernel finds an entry by the flow's fields, then checks the
+    /// rest of its match). Elixir's sampled headers come from the XDP program's ring buffer
+    /// (--sample-rate), its bursty trigger from the AF_XDP receive ring (4,096 frames; give
+    /// --queue-threshold). gigaflow (K tagged tables) and lfp (trained on the input before
+    /// the run) do not run live, and psf has no NIC: they are refused.
+    #[arg(long, value_name = "POLICY", default_value = "offload-all", value_parser = policy_names())]
+    pub policy: String,
+    #[command(flatten)]
+    pub policy_options: PolicyOptions,
+    /// Share of the XDP tier's hits whose headers (never the frame) the program sends to the
+    /// policy through a BPF ring buffer: Elixir's sampling rate r [default: the policy's, 0.2
+    /// for elixir and tfo].
+    #[arg(long, value_name = "R")]
+    pub sample_rate: Option<f64>,
     /// How the XDP program attaches: native (in the driver), generic (on the kernel's
     /// socket buffers: slower, works everywhere), or auto — native first, except with
     /// `--nic xdp` on veth ports: a frame the program redirects into a veth in native mode
@@ -53,18 +67,21 @@ pub struct SwitchArgs {
     /// switch cannot see to.
     #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
     pub xdp_mode: XdpModeArg,
-    /// Entries of the XDP tier's flow table.
+    /// Entries of the XDP tier's flow table, for offload-all (the exact-match policies size
+    /// theirs with --large-entries and --bursty-entries).
     #[arg(long, value_name = "N", default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub nic_entries: u32,
     /// Entries the engine may install in the XDP tier per second (0: no limit), as `sim`'s
     /// NIC update budget: an upcall that finds it spent is not offloaded, and its flow stays
-    /// in software. Removals are never held back (an update must take outdated entries out).
+    /// in software; a policy's installs and evictions wait for it. Removals a rule update
+    /// forces are never held back (outdated entries must leave).
     #[arg(long, value_name = "N", default_value_t = 0.0)]
     pub nic_updates: f64,
     /// Entry counters the switch reads from the XDP tier per second (0: all of them every
     /// second), in turn; hits are credited to rules and entries when read (an entry whose hits
-    /// are not read in time may expire idle, as with a NIC). `show` and the final report read
-    /// every counter regardless.
+    /// are not read in time may expire idle, as with a NIC). A policy's own polls (Elixir's
+    /// bursty area, a rebalance round) read through to the kernel within a budget of the
+    /// same rate. `show` and the final report read every counter regardless.
     #[arg(long, value_name = "N", default_value_t = 0.0)]
     pub nic_counter_reads: f64,
     /// Distinct masks the XDP tier holds (its lookup goes through each in turn).
@@ -72,23 +89,6 @@ pub struct SwitchArgs {
     pub nic_masks: u32,
     #[command(flatten)]
     pub host: HostArgs,
-}
-
-/// `--policy`'s values: `sim`'s names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum PolicyArg {
-    /// Every upcall's megaflow, while there is room (OVS hardware offload).
-    OffloadAll,
-    /// Gigaflow's sub-traversals in K tables (not live yet).
-    Gigaflow,
-    /// Elixir's large and bursty flows (not live yet).
-    Elixir,
-    /// Traffic-aware flow offloading (not live yet).
-    Tfo,
-    /// Large-flow prediction (not live yet).
-    Lfp,
-    /// Open vSwitch's offload rebalancing (not live yet).
-    OvsRebalance,
 }
 
 /// `--xdp-mode`'s values.

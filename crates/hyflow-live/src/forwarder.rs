@@ -24,14 +24,16 @@ use std::time::Instant;
 use serde::Serialize;
 
 use hyflow::cache::dump::dump_text;
-use hyflow::offload::budget::RateLimit;
+use hyflow::offload::HardwareCounters;
 use hyflow::packet::malformed_counts::MalformedCounts;
+use hyflow::packet::FlowKey;
 use hyflow::replay_report::{ports_text, ReplayReport};
 use hyflow::switch::Switch;
 use hyflow_commands::replay::rule_stats;
 
 use crate::control::{Pending, Request};
 use crate::interfaces::{link_state, LinkState};
+use crate::live_policy::LivePolicy;
 use crate::nic_tier::NicTier;
 use crate::pmd::{Core, RxQueue};
 use crate::port_io::PortIo;
@@ -41,6 +43,8 @@ pub(crate) const MAX_SLEEP_MS: u64 = 100;
 /// How often the main thread reads the NIC tier's counters (ns): Open vSwitch's revalidators
 /// dump the datapath's flow statistics about as often.
 const COUNTER_READ_NS: u64 = 1_000_000_000;
+/// Sampled headers the main thread hands the policy per hold of the engine's lock.
+const SAMPLES_PER_HOLD: u64 = 1024;
 /// How often the main thread looks whether an interface went down, came back or
 /// disappeared (ns).
 const LINK_CHECK_NS: u64 = 1_000_000_000;
@@ -109,11 +113,9 @@ pub struct Engine {
     /// The NIC tier in front of it (`--nic xdp`), if any: frames come to the engine only
     /// when it missed them, and every change of the engine's NIC entries goes to it.
     pub nic: Option<Box<dyn NicTier>>,
-    /// The NIC tier's install budget (`--nic-updates`), spent by upcalls' installs as in
-    /// `sim`: an upcall that finds it empty is not offloaded.
-    pub install_budget: RateLimit,
-    /// Upcalls not offloaded because the budget was empty.
-    pub installs_capped: u64,
+    /// The offload policy deciding what the NIC tier holds (with a NIC tier), with its
+    /// update and counter-read budgets.
+    pub policy: Option<LivePolicy>,
     malformed: MalformedCounts,
     drops: LiveDrops,
 }
@@ -127,6 +129,43 @@ impl Engine {
         }
         self.drops.add(drops);
         *drops = LiveDrops::default();
+    }
+
+    /// The NIC tier's counters, for a policy's polls.
+    fn hardware(nic: &mut Option<Box<dyn NicTier>>) -> Option<&mut dyn HardwareCounters> {
+        nic.as_deref_mut().map(|n| n as &mut dyn HardwareCounters)
+    }
+
+    /// Time passes for the policy.
+    pub(crate) fn policy_tick(&mut self, now_ns: u64) {
+        if let Some(p) = &mut self.policy {
+            p.tick(&mut self.switch, Self::hardware(&mut self.nic), now_ns);
+        }
+    }
+
+    /// `core` took a batch from a receive ring that held `occupancy` frames.
+    pub(crate) fn policy_ring(&mut self, core: usize, occupancy: u64, now_ns: u64) {
+        if let Some(p) = &mut self.policy {
+            p.ring(&mut self.switch, Self::hardware(&mut self.nic), (core, occupancy), now_ns);
+        }
+    }
+
+    /// Software forwarded a frame of `key`, `bytes` long, on `core`.
+    pub(crate) fn policy_software(&mut self, key: &FlowKey, bytes: u32, core: usize, now_ns: u64) {
+        if let Some(p) = &mut self.policy {
+            p.software(&mut self.switch, Self::hardware(&mut self.nic), (key, bytes, core), now_ns);
+        }
+    }
+
+    /// Hands the policy up to [`SAMPLES_PER_HOLD`] sampled headers waiting in the NIC tier;
+    /// true if that many were (more may wait).
+    fn policy_samples(&mut self, now_ns: u64) -> bool {
+        let (Some(nic), Some(policy)) = (&mut self.nic, &mut self.policy) else { return false };
+        let switch = &mut self.switch;
+        let n = nic.drain_samples(SAMPLES_PER_HOLD, &mut |key, bytes| {
+            policy.sample(switch, None, (key, bytes), now_ns)
+        });
+        n == SAMPLES_PER_HOLD
     }
 
     /// Brings the NIC tier's tables in line with the engine's NIC entries, changed at
@@ -256,7 +295,7 @@ impl Forwarder {
     /// engine's clock reads 0 at `start`.
     pub fn new(
         switch: Switch,
-        (nic, install_budget): (Option<Box<dyn NicTier>>, RateLimit),
+        (nic, policy): (Option<Box<dyn NicTier>>, Option<LivePolicy>),
         ports: Vec<LivePort>,
         plans: Vec<CorePlan>,
         max_frame: usize,
@@ -267,8 +306,7 @@ impl Forwarder {
             engine: Mutex::new(Engine {
                 switch,
                 nic,
-                install_budget,
-                installs_capped: 0,
+                policy,
                 malformed: MalformedCounts::default(),
                 drops: LiveDrops::default(),
             }),
@@ -318,7 +356,11 @@ impl Forwarder {
         let shared = &self.shared;
         let mut next_link_check = LINK_CHECK_NS;
         let mut next_counter_read = COUNTER_READ_NS;
-        let mut wake_fd = [libc::pollfd { fd: wake.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        let samples_fd = shared.engine.lock().expect("engine lock").nic.as_ref().and_then(|n| n.samples_fd());
+        let mut wake_fd = [
+            libc::pollfd { fd: wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: samples_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+        ];
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ended::Signal;
@@ -334,28 +376,41 @@ impl Forwarder {
             // The NIC tier's counters (before the deadlines: its hits keep entries from
             // expiring idle), then the switch's own deadlines (expiry, aging, sweeps), which
             // frames also run, and what they changed in the NIC tier.
-            let deadline = {
+            let (deadline, samples_waiting) = {
                 let mut engine = shared.engine.lock().expect("engine lock");
                 let now = shared.now_ns();
                 if now >= next_counter_read {
                     engine.read_nic_counters(false);
                     next_counter_read = now + COUNTER_READ_NS;
                 }
+                // The policy: sampled headers (a bounded number per hold of the lock, so that
+                // the cores never wait long for it), then its periodic work, then what it
+                // changed.
+                let more = engine.policy_samples(now);
+                let now = shared.now_ns();
+                engine.policy_tick(now);
+                engine.sync_nic(now);
                 if engine.switch.next_deadline_ns() <= now {
                     engine.switch.advance(now);
                     engine.sync_nic(now);
                 }
-                engine.switch.next_deadline_ns().min(next_counter_read)
+                (engine.switch.next_deadline_ns().min(next_counter_read), more)
             };
             let now = shared.now_ns();
             if now >= next_link_check {
                 shared.check_links();
                 next_link_check = now + LINK_CHECK_NS;
             }
+            if samples_waiting {
+                // Let the cores take the lock, then go on with the samples.
+                std::thread::yield_now();
+                continue;
+            }
             let until = deadline.min(next_link_check);
             let wait_ms = until.saturating_sub(now).div_ceil(1_000_000).clamp(1, MAX_SLEEP_MS);
-            // SAFETY: `wake_fd` is a live array of one pollfd.
-            unsafe { libc::poll(wake_fd.as_mut_ptr(), 1, wait_ms as i32) };
+            // SAFETY: `wake_fd` is a live array of two pollfd (a negative descriptor is
+            // ignored).
+            unsafe { libc::poll(wake_fd.as_mut_ptr(), 2, wait_ms as i32) };
             if wake_fd[0].revents != 0 {
                 let mut drain = [0u8; 64];
                 while matches!(wake.read(&mut drain), Ok(n) if n > 0) {}
@@ -455,15 +510,13 @@ impl Forwarder {
             .collect();
         let nic_tier = {
             let engine = self.shared.engine.lock().expect("engine lock");
-            engine.nic.as_ref().map(|n| {
-                let mut r = n.report();
-                r["installs_capped"] = engine.installs_capped.into();
-                r
-            })
+            engine.nic.as_ref().map(|n| n.report())
         };
+        let policy = self.shared.engine.lock().expect("engine lock").policy.as_ref().map(LivePolicy::report);
         let extra = serde_json::json!({
             "uptime_seconds": uptime,
             "nic_tier": nic_tier,
+            "policy": policy,
             "io": self.io,
             "interfaces": interfaces,
             "cores": cores,
@@ -506,13 +559,8 @@ impl Forwarder {
         let (report, d, uptime) = self.report();
         let nic_tier = {
             let engine = self.shared.engine.lock().expect("engine lock");
-            engine.nic.as_ref().map_or(String::new(), |n| {
-                format!(
-                    "{}; {} upcalls not offloaded (--nic-updates spent)\n",
-                    n.summary(),
-                    engine.installs_capped
-                )
-            })
+            let policy = engine.policy.as_ref().map_or(String::new(), |p| format!("{}\n", p.summary()));
+            engine.nic.as_ref().map_or(String::new(), |n| format!("{}\n{policy}", n.summary()))
         };
         let received_not: Vec<String> =
             self.shared.ports.iter().zip(self.rx_dropped()).map(|(p, n)| format!("{n} {}", p.name)).collect();

@@ -14,6 +14,7 @@ pub mod args;
 pub mod control;
 pub mod forwarder;
 pub mod interfaces;
+pub mod live_policy;
 pub mod nic_tier;
 pub mod pmd;
 pub mod port_io;
@@ -28,18 +29,19 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use hyflow::cost_model::CostModel;
 use hyflow::nic::{MegaflowOffloadConfig, NicCapability, NicConfig};
-use hyflow::offload::budget::RateLimit;
+use hyflow::offload::{registration, NicUpdates, OffloadPolicy, PolicyMachine, PolicyParams};
 use hyflow::openflow::names::LOCAL_PORT;
 use hyflow::openflow::Pipeline;
 use hyflow::switch::Switch;
 use hyflow_commands::switch::{host_config, mac_table};
 
-use crate::args::{CtlArgs, IoArg, NicArg, PolicyArg, SwitchArgs, XdpModeArg};
+use crate::args::{CtlArgs, IoArg, NicArg, SwitchArgs, XdpModeArg};
 use crate::forwarder::{allowed_cpus, CorePlan, Forwarder, LivePort};
 use crate::interfaces::Interface;
+use crate::live_policy::LivePolicy;
 use crate::pmd::RxQueue;
-use clap::ValueEnum;
 
 /// Runs `hyflow switch` until SIGINT, SIGTERM or `ctl stop`, then prints its report.
 pub fn run_switch(a: SwitchArgs) -> Result<()> {
@@ -54,28 +56,39 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         flows.ports.clone(),
         mac_table(&a.host)?,
     );
-    if a.policy != PolicyArg::OffloadAll {
-        bail!(
-            "--policy {}: only offload-all runs in the live NIC tier so far (the others run in `hyflow sim`)",
-            a.policy.to_possible_value().map_or(String::new(), |v| v.get_name().to_string())
-        );
-    }
     let mut config = host_config(&a.host, false)?;
-    if a.nic == NicArg::Xdp {
-        if a.io == Some(IoArg::Afpacket) {
-            bail!("--nic xdp runs in the XDP program: it needs --io afxdp");
+    let policy = match a.nic {
+        NicArg::None => {
+            if a.policy != "offload-all" || !a.policy_options.values.is_empty() || a.sample_rate.is_some() {
+                bail!("--policy and its parameters choose what the NIC tier holds: they need --nic xdp");
+            }
+            None
         }
-        // The XDP tier holds megaflows (OVS hardware offload), as far as its parser and
-        // actions reach.
-        let offload =
-            MegaflowOffloadConfig { entries: a.nic_entries as usize, max_masks: a.nic_masks as usize };
-        config.nic = Some(NicConfig::new(offload));
-        config.nic_capability = NicCapability::Xdp;
-    }
+        NicArg::Xdp => {
+            if a.io == Some(IoArg::Afpacket) {
+                bail!("--nic xdp runs in the XDP program: it needs --io afxdp");
+            }
+            // The XDP tier holds what the policy's NIC scheme holds, as far as its parser and
+            // actions reach.
+            let (nic, policy) = live_policy(&a)?;
+            config.nic = Some(nic);
+            config.nic_capability = NicCapability::Xdp;
+            Some(policy)
+        }
+    };
     let mut switch = Switch::new(pipeline, config)?;
     if a.nic == NicArg::Xdp && !switch.keep_nic_journal() {
-        bail!("the NIC scheme cannot be mirrored into the XDP tier");
+        bail!("--policy {}: its NIC scheme cannot be mirrored into the XDP tier", a.policy);
     }
+    // The kernel's flow table holds as many entries as the engine's NIC scheme.
+    let flow_entries = switch.nic().map_or(a.nic_entries as usize, |n| {
+        (0..n.entries().tables()).map(|t| n.area_capacity(t as u8)).sum::<usize>()
+    });
+    let flow_entries = u32::try_from(flow_entries).ok().filter(|&n| n <= 1 << 24).ok_or_else(|| {
+        anyhow!(
+            "the NIC tier's table of {flow_entries} entries is more than the kernel's map can hold (2^24)"
+        )
+    })?;
     let interfaces: Vec<Interface> = flows
         .names
         .port_numbers()
@@ -105,10 +118,14 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         io => io,
     };
     let xdp = (a.xdp_mode, a.nic == NicArg::Xdp);
-    let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, a.nic_entries, xdp)?;
+    let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, flow_entries, xdp)?;
     let start = Instant::now();
-    let nic = nic_tier(a.nic, &mut program, &interfaces, (a.nic_masks as usize, a.nic_counter_reads))?;
+    let mut nic = nic_tier(a.nic, &mut program, &interfaces, (a.nic_masks as usize, a.nic_counter_reads))?;
     let plans = plan_cores(&ports, a.cores as usize);
+    let policy = policy.map(|p| LivePolicy::new(p, limits(&a), CostModel::default(), plans.len()));
+    if let (Some(nic), Some(p)) = (&mut nic, &policy) {
+        nic.sample(p.sample_rate());
+    }
     eprintln!(
         "hyflow switch: io {io} on {}; {} core(s){}",
         interfaces.iter().map(|i| format!("{}={}", i.name, i.port)).collect::<Vec<_>>().join(", "),
@@ -135,15 +152,7 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         Some(path) => Some(control::serve(path, flows.names.clone(), requests_tx, wake_tx)?),
         None => None,
     };
-    if a.nic_updates < 0.0
-        || a.nic_counter_reads < 0.0
-        || !a.nic_updates.is_finite()
-        || !a.nic_counter_reads.is_finite()
-    {
-        bail!("--nic-updates and --nic-counter-reads are rates per second: 0 (no limit) or more");
-    }
-    let budget = RateLimit::new(a.nic_updates);
-    let forwarder = Forwarder::new(switch, (nic, budget), ports, plans, max_frame, io, start);
+    let forwarder = Forwarder::new(switch, (nic, policy), ports, plans, max_frame, io, start);
     let why = match forwarder.run(&stop, &requests, &wake_rx) {
         forwarder::Ended::Signal => "a signal",
         forwarder::Ended::Stopped => "`hyflow ctl stop`",
@@ -155,6 +164,52 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
     drop(program);
     print!("{report}");
     Ok(())
+}
+
+/// The NIC's update and counter-read limits the options give a policy. Installs take
+/// effect when the kernel has them: no latency is modelled (it is measured, per install).
+fn limits(a: &SwitchArgs) -> NicUpdates {
+    NicUpdates { per_second: a.nic_updates, latency_ns: 0, counter_reads_per_second: a.nic_counter_reads }
+}
+
+/// The NIC scheme `--policy` fills and the policy, as `sim` configures them, for the live
+/// switch's machine: its AF_XDP receive rings and the NIC limits of the options.
+fn live_policy(a: &SwitchArgs) -> Result<(NicConfig, Box<dyn OffloadPolicy>)> {
+    if [a.nic_updates, a.nic_counter_reads].iter().any(|r| !(r.is_finite() && *r >= 0.0)) {
+        bail!("--nic-updates and --nic-counter-reads are rates per second: 0 (no limit) or more");
+    }
+    let registration = registration(&a.policy).ok_or_else(|| anyhow!("no policy {}", a.policy))?;
+    if let Some((name, _)) =
+        a.policy_options.values.iter().find(|(n, _)| !registration.params.iter().any(|p| p.name == *n))
+    {
+        bail!("--{name} does not apply to --policy {}", a.policy);
+    }
+    let nic = match registration.upcall_nic {
+        None => None,
+        Some("megaflow") => Some(NicConfig::new(MegaflowOffloadConfig {
+            entries: a.nic_entries as usize,
+            max_masks: a.nic_masks as usize,
+        })),
+        Some(scheme) => bail!(
+            "--policy {}: the {scheme} NIC scheme does not run in the XDP tier (its tables run in `hyflow sim`)",
+            a.policy
+        ),
+    };
+    let params = PolicyParams { values: a.policy_options.values.clone(), nic, sample_rate: a.sample_rate };
+    let factory = (registration.configure)(&params).map_err(|e| anyhow!("--policy {}: {e}", a.policy))?;
+    if factory.trainer().is_some() {
+        bail!(
+            "--policy {}: it learns from the input before the run, and a live switch has no input before it              starts (it runs in `hyflow sim`)",
+            a.policy
+        );
+    }
+    let machine = PolicyMachine { ring: port_io::RX_RING as usize, limits: limits(a) };
+    let built = factory.check(&machine).and_then(|()| factory.build(&machine));
+    let policy = built.map_err(|e| anyhow!("--policy {}: {e}", a.policy))?;
+    let nic = policy.nic().ok_or_else(|| {
+        anyhow!("--policy {}: the policy puts nothing in the NIC; run with --nic none", a.policy)
+    })?;
+    Ok((nic, policy))
 }
 
 /// Deals the ports' receive queues out to `cores` cores (no more cores than queues: a core

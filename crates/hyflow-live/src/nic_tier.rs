@@ -1,17 +1,29 @@
 //! What the forwarding threads ask of a NIC tier in front of the engine (`--nic xdp`: the
 //! XDP program's tables, `xdp_tier`), so that they do not depend on how it is built.
 
+use std::os::fd::RawFd;
+
+use hyflow::offload::HardwareCounters;
 use hyflow::openflow::rule::Match;
+use hyflow::packet::FlowKey;
 use hyflow::switch::Switch;
 
-/// A NIC tier whose tables mirror the engine's NIC entries.
-pub trait NicTier: Send {
+/// A NIC tier whose tables mirror the engine's NIC entries; an offload policy's polls read
+/// its counters through [`HardwareCounters`].
+pub trait NicTier: HardwareCounters + Send {
     /// Brings the tier's tables in line with the engine's NIC entries changed since the last
     /// call; the changes were decided at `decided_ns` on the engine's clock.
     fn sync(&mut self, switch: &mut Switch, decided_ns: u64);
     /// Reads the tier's counters and credits the frames it served since the last read: all
     /// of them (`all`, for a report), or as many as its read budget allows.
     fn read_counters(&mut self, switch: &mut Switch, all: bool);
+    /// Sends the headers of this share of the frames it serves to software (0: none).
+    fn sample(&mut self, rate: f64);
+    /// A descriptor that becomes readable when sampled headers wait, if it samples.
+    fn samples_fd(&self) -> Option<RawFd>;
+    /// Hands `seen` the sampled headers waiting (each one's key and its frame's length), at
+    /// most `max`; returns how many.
+    fn drain_samples(&mut self, max: u64, seen: &mut dyn FnMut(&FlowKey, u32)) -> u64;
     /// Its figures, for `show --json`.
     fn report(&self) -> serde_json::Value;
     /// Its figures in one line, for `show`.

@@ -25,7 +25,6 @@ use hyflow::packet::frame_rewrite::write_leaving;
 use hyflow::packet::malformed_counts::MalformedCounts;
 use hyflow::packet::parse::{parse_frame_with_layout, FrameLayout};
 use hyflow::packet::FlowKey;
-use hyflow::switch::Layer;
 
 use crate::forwarder::{LiveDrops, Shared, MAX_SLEEP_MS};
 use crate::port_io::{PortIo, RxBatch, SendRefused, BATCH};
@@ -183,6 +182,10 @@ impl Core {
         // With a NIC tier, these frames are the ones it missed: the engine does not look
         // them up in its NIC again.
         let missed = engine.nic.is_some();
+        if missed {
+            engine.policy_tick(now);
+            engine.policy_ring(self.id, self.batch.waiting as u64, now);
+        }
         let mut installs = engine.switch.nic_installs();
         for f in 0..n {
             let bytes = self.batch.frame(f).len() as u64;
@@ -191,12 +194,14 @@ impl Core {
                 engine.switch.process_embedded(key, embedded, bytes, now, out);
                 continue;
             }
-            let offload = engine.install_budget.available(now) > 0;
-            let layer = engine.switch.process_missed_embedded(key, embedded, bytes, now, offload, out);
+            let offload = engine.policy.as_mut().is_some_and(|p| p.upcall_may_offload(now));
+            engine.switch.process_missed_embedded(key, embedded, bytes, now, offload, out);
             let after = engine.switch.nic_installs();
-            engine.install_budget.spend(after - installs);
+            if let Some(p) = &mut engine.policy {
+                p.spend_installs(after - installs);
+            }
             installs = after;
-            engine.installs_capped += (!offload && layer == Layer::SlowPath) as u64;
+            engine.policy_software(key, bytes as u32, self.id, now);
         }
         // What the batch's upcalls installed (or evicted) reaches the NIC tier before the
         // next batch.

@@ -9,11 +9,18 @@ use std::os::fd::RawFd;
 /// Frames received per batch at most (OVS's `NETDEV_MAX_BURST` is 32; a batch of 64 halves
 /// the per-batch work — one clock read, one flush per port — at rates where it matters).
 pub const BATCH: usize = 64;
+/// Frames each AF_XDP receive ring holds (the ring an offload policy's queue threshold is
+/// measured against).
+pub const RX_RING: u32 = 4096;
 
 /// Frames received in one batch, copied out of the kernel's ring so that each ring slot goes
 /// back at once: the rest of the batch's work (the engine, output frames) never holds a slot
 /// the kernel could be filling. Allocated once; receiving allocates nothing.
 pub struct RxBatch {
+    /// Most frames the receive ring held when the batch was taken from it (the batch
+    /// included): the occupancy an offload policy's queue trigger watches. 0 where the I/O
+    /// cannot tell.
+    pub waiting: u32,
     buf: Vec<u8>,
     slot: usize,
     lens: [usize; BATCH],
@@ -23,12 +30,13 @@ pub struct RxBatch {
 impl RxBatch {
     /// A batch whose frames are at most `max_frame` bytes.
     pub fn new(max_frame: usize) -> RxBatch {
-        RxBatch { buf: vec![0; max_frame * BATCH], slot: max_frame, lens: [0; BATCH], n: 0 }
+        RxBatch { waiting: 0, buf: vec![0; max_frame * BATCH], slot: max_frame, lens: [0; BATCH], n: 0 }
     }
 
     /// Empties the batch.
     pub fn clear(&mut self) {
         self.n = 0;
+        self.waiting = 0;
     }
 
     /// Frames in the batch.

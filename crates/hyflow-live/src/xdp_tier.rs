@@ -15,7 +15,9 @@
 use std::collections::{HashMap as StdHashMap, HashSet};
 
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{Array, HashMap, MapData};
+use std::os::fd::{AsRawFd, RawFd};
+
+use aya::maps::{Array, HashMap, MapData, RingBuf};
 use aya::Ebpf;
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -23,6 +25,7 @@ use serde::Serialize;
 use hyflow::nic::capability::XDP_KEY_WORDS;
 use hyflow::nic::NicEntryView;
 use hyflow::offload::budget::RateLimit;
+use hyflow::offload::HardwareCounters;
 use hyflow::openflow::dp_actions::DpAction;
 use hyflow::openflow::execute::{execute, Outputs};
 use hyflow::openflow::rule::Match;
@@ -89,6 +92,10 @@ pub struct BpfFlowValue {
     bytes: u64,
     used_ns: u64,
     first_ns: u64,
+    verify: u32,
+    pad3: u32,
+    check_mask: NicKey,
+    check_value: NicKey,
 }
 
 /// `struct config`.
@@ -97,6 +104,17 @@ pub struct BpfFlowValue {
 pub struct BpfConfig {
     nic: u32,
     n_masks: u32,
+    sample: u32,
+    pad: u32,
+}
+
+/// `struct sample`: a sampled hit's headers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct BpfSample {
+    key: NicKey,
+    bytes: u32,
+    pad: u32,
 }
 
 // SAFETY: plain `repr(C)` data with no padding the kernel could leave undefined (every gap
@@ -192,6 +210,8 @@ pub struct XdpTierStats {
     pub hits_read: u64,
     /// Entry counters read.
     pub counter_reads: u64,
+    /// Sampled headers of hits read from the program's ring buffer.
+    pub samples: u64,
 }
 
 /// How long installs take, per install (µs): from the engine's decision to install (its
@@ -213,6 +233,9 @@ pub struct XdpTier {
     flows: HashMap<MapData, BpfFlowKey, BpfFlowValue>,
     masks: Array<MapData, NicKey>,
     config: Array<MapData, BpfConfig>,
+    /// Sampled headers of hits, and the program's sampling threshold (0: none).
+    samples: RingBuf<MapData>,
+    sample: u32,
     /// Port number by index in the program's `out_ports`.
     ports: Vec<u32>,
     mirror: StdHashMap<(u8, u32), Mirrored>,
@@ -250,11 +273,14 @@ impl XdpTier {
         let masks = Array::try_from(take("masks")?).context("the masks map")?;
         let mut config: Array<MapData, BpfConfig> =
             Array::try_from(take("config")?).context("the config map")?;
-        config.set(0, BpfConfig { nic: 1, n_masks: 0 }, 0).context("turning the NIC tier on")?;
+        config.set(0, BpfConfig { nic: 1, ..BpfConfig::default() }, 0).context("turning the NIC tier on")?;
+        let samples = RingBuf::try_from(take("samples")?).context("the samples map")?;
         Ok(XdpTier {
             flows,
             masks,
             config,
+            samples,
+            sample: 0,
             ports,
             mirror: StdHashMap::new(),
             held: HashSet::new(),
@@ -298,13 +324,12 @@ impl XdpTier {
                 if servable && planned.is_none() {
                     self.stats.unservable += 1;
                 }
-                planned.map(|actions| {
-                    (
-                        BpfFlowKey { mask: 0, pad: 0, key: nic_key(&e.view.matcher.value) },
-                        nic_key_mask(&e),
-                        actions,
-                        e.view,
-                    )
+                planned.map(|mut actions| {
+                    let (mask, check) = lookup_and_check(&e.view);
+                    (actions.verify, actions.check_mask, actions.check_value) = check;
+                    let mut key = nic_key(&e.view.matcher.value);
+                    key.w.iter_mut().zip(mask.w).for_each(|(w, m)| *w &= m);
+                    (BpfFlowKey { mask: 0, pad: 0, key }, mask, actions, e.view)
                 })
             });
             if let (Some(m), Some((key, mask, actions, view))) = (self.mirror.get_mut(&at), &wanted) {
@@ -402,8 +427,7 @@ impl XdpTier {
         while self.mask_slots.last().is_some_and(Option::is_none) {
             self.mask_slots.pop();
         }
-        let n_masks = self.mask_slots.len() as u32;
-        let _ = self.config.set(0, BpfConfig { nic: 1, n_masks }, 0);
+        self.publish_config();
     }
 
     /// Reads entries' counters and credits the hits since their last read to the engine:
@@ -420,30 +444,86 @@ impl XdpTier {
         };
         let start = if all || n == 0 { 0 } else { self.read_cursor % n };
         for at in order.iter().cycle().skip(start).take(budget) {
-            let m = self.mirror.get_mut(at).expect("listed above");
-            let Ok(v) = self.flows.get(&m.key, 0) else { continue };
-            let (packets, bytes) = (v.packets - m.packets, v.bytes - m.bytes);
-            (m.packets, m.bytes) = (v.packets, v.bytes);
-            self.stats.counter_reads += 1;
-            if let (Some(installed), true) = (m.installed_mono_ns, v.first_ns != 0) {
-                let _ = self.to_first_hit.record(v.first_ns.saturating_sub(installed));
-                m.installed_mono_ns = None;
-            }
-            if packets == 0 {
-                continue;
-            }
-            let used = v.used_ns.saturating_sub(self.start_mono_ns);
-            credit(switch, *at, &m.view, (packets, bytes, used));
-            self.stats.hits_read += packets;
+            self.read_entry(switch, *at);
         }
         if !all {
             self.reads.spend(budget as u64);
             self.read_cursor = start + budget;
         }
     }
+
+    /// Reads entry `at`'s counters from the kernel and credits its hits since the last read.
+    fn read_entry(&mut self, switch: &mut Switch, at: (u8, u32)) {
+        let Some(m) = self.mirror.get_mut(&at) else { return };
+        let Ok(v) = self.flows.get(&m.key, 0) else { return };
+        let (packets, bytes) = (v.packets - m.packets, v.bytes - m.bytes);
+        (m.packets, m.bytes) = (v.packets, v.bytes);
+        self.stats.counter_reads += 1;
+        if let (Some(installed), true) = (m.installed_mono_ns, v.first_ns != 0) {
+            let _ = self.to_first_hit.record(v.first_ns.saturating_sub(installed));
+            m.installed_mono_ns = None;
+        }
+        if packets == 0 {
+            return;
+        }
+        let used = v.used_ns.saturating_sub(self.start_mono_ns);
+        credit(switch, at, &m.view, (packets, bytes, used));
+        self.stats.hits_read += packets;
+    }
+
+    /// Writes the program's configuration: lookups on, the masks in use, the sampling
+    /// threshold.
+    fn publish_config(&mut self) {
+        let n_masks = self.mask_slots.len() as u32;
+        let _ = self.config.set(0, BpfConfig { nic: 1, n_masks, sample: self.sample, pad: 0 }, 0);
+    }
+}
+
+impl HardwareCounters for XdpTier {
+    fn refresh(&mut self, switch: &mut Switch, entries: &[(u8, u32)]) {
+        for &at in entries {
+            self.read_entry(switch, at);
+        }
+    }
 }
 
 impl NicTier for XdpTier {
+    fn sample(&mut self, rate: f64) {
+        // A hit is sampled when a random u32 falls below the threshold.
+        self.sample = match rate {
+            r if r >= 1.0 => u32::MAX,
+            r if r > 0.0 => ((r * 4_294_967_296.0) as u32).max(1),
+            _ => 0,
+        };
+        self.publish_config();
+    }
+
+    fn samples_fd(&self) -> Option<RawFd> {
+        (self.sample != 0).then(|| self.samples.as_raw_fd())
+    }
+
+    fn drain_samples(&mut self, max: u64, seen: &mut dyn FnMut(&FlowKey, u32)) -> u64 {
+        let mut n = 0;
+        while n < max {
+            let Some(item) = self.samples.next() else { break };
+            if item.len() < size_of::<BpfSample>() {
+                continue;
+            }
+            // SAFETY: the record is a `struct sample` the program wrote, at least as long as
+            // one (checked above); read unaligned, as the ring gives 8-byte alignment only.
+            let sample: BpfSample = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+            drop(item);
+            let mut key = FlowKey::default();
+            for (i, &w) in XDP_KEY_WORDS.iter().enumerate() {
+                key.words[w] = sample.key.w[i];
+            }
+            seen(&key, sample.bytes);
+            n += 1;
+        }
+        self.stats.samples += n;
+        n
+    }
+
     fn sync(&mut self, switch: &mut Switch, decided_ns: u64) {
         self.sync_tables(switch, decided_ns);
     }
@@ -502,9 +582,21 @@ fn credit(switch: &mut Switch, at: (u8, u32), view: &NicEntryView, (packets, byt
     }
 }
 
-/// The entry's mask over the words the program computes.
-fn nic_key_mask(e: &NicEntry) -> NicKey {
-    NicKey { w: XDP_KEY_WORDS.map(|w| e.view.matcher.mask.words[w]) }
+/// The entry's lookup mask over the words the program computes, and what is compared once
+/// the entry is found: the words whose match has bits beyond the lookup mask (`verify`, a
+/// bit per word), their mask and value.
+fn lookup_and_check(view: &NicEntryView) -> (NicKey, (u32, NicKey, NicKey)) {
+    let lookup = NicKey { w: XDP_KEY_WORDS.map(|w| view.lookup_mask.words[w]) };
+    let (mut verify, mut mask, mut value) = (0, NicKey::default(), NicKey::default());
+    for (i, &w) in XDP_KEY_WORDS.iter().enumerate() {
+        let rest = view.matcher.mask.words[w] & !lookup.w[i];
+        if rest != 0 {
+            verify |= 1 << i;
+            mask.w[i] = view.matcher.mask.words[w];
+            value.w[i] = view.matcher.value.words[w];
+        }
+    }
+    (lookup, (verify, mask, value))
 }
 
 /// CLOCK_MONOTONIC now, in ns (the clock `bpf_ktime_get_ns` reads, and `Instant`).

@@ -10,7 +10,8 @@
 //! two VLAN tags carrying IPv4 (with TCP, UDP, SCTP, ICMP or IGMP), ARP or no IP, and hands
 //! every other frame (IPv6, a third tag, malformed) to software; its actions are one output or a drop, Ethernet
 //! addresses, IPv4 addresses, TOS and TTL, TCP and UDP ports (with Open vSwitch's
-//! incremental checksum updates), and VLAN pops and pushes.
+//! incremental checksum updates), VLAN pops and pushes, and a tunnel id set (which changes
+//! nothing on a frame leaving a plain port).
 
 use crate::openflow::dp_actions::DpAction;
 use crate::openflow::rule::Match;
@@ -120,6 +121,9 @@ fn xdp_holds(m: &Match, actions: &[DpAction], stateful: bool) -> bool {
                         vlan_changes = true;
                         true
                     }
+                    // The tunnel id is metadata for a tunnel port, and the switch's ports are
+                    // plain ports: the frame leaves as it would without it (`frame_rewrite`).
+                    id::TUN_ID => true,
                     _ => false,
                 }
             }
@@ -181,6 +185,9 @@ mod tests {
         let route = [set(id::DL_DST, 0x0200_0000_0002), set(id::NW_TTL, 63), DpAction::Output(2)];
         assert!(xdp.holds(&routed, &route, false));
         assert!(!xdp.holds(&routed, &route, true), "a decision that learns stays in software");
+        // A tunnel id set for the tenant, out of a plain port: the frame is as without it.
+        let tenant = [set(id::TUN_ID, 1003), set(id::DL_DST, 2), DpAction::Output(5)];
+        assert!(xdp.holds(&matching("in_port=1,tun_id=0,ip"), &tenant, false));
         // Two outputs, conntrack, recirculation: software.
         assert!(!xdp.holds(&routed, &[DpAction::Output(2), DpAction::Output(3)], false));
         assert!(!xdp.holds(&routed, &[DpAction::Recirc(1)], false));

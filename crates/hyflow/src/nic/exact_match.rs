@@ -23,7 +23,7 @@
 
 use hashbrown::HashMap;
 
-use super::{Arrival, NicConfig, NicReport, NicScheme, NicSchemeConfig, Upcall};
+use super::{Arrival, NicConfig, NicEntryView, NicReport, NicScheme, NicSchemeConfig, Upcall};
 use crate::cache::dump::DumpedFlow;
 use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::CachedFlow;
@@ -32,6 +32,7 @@ use crate::decision::{CachedHit, DecisionTables};
 use crate::measure::{FlowId, KeySpec};
 use crate::openflow::dp_actions::format_dp_actions;
 use crate::openflow::{LookupRef, Match};
+use crate::packet::field::id;
 use crate::packet::FlowKey;
 use crate::revalidation::{EntryVersion, Removal, Retranslation, Revalidate, Translator};
 use crate::tuple_space::{EntryId, EntryStats, FlowTableStats};
@@ -151,6 +152,8 @@ pub struct ExactMatch {
     index: HashMap<FlowId, (u8, u32)>,
     update_latency_ns: u64,
     stats: FlowTableStats,
+    /// Entries installed, changed or removed since a mirror last asked (`None`: no mirror).
+    journal: Option<Vec<(u8, EntryId)>>,
 }
 
 impl ExactMatch {
@@ -172,7 +175,15 @@ impl ExactMatch {
             index: HashMap::new(),
             update_latency_ns,
             stats: FlowTableStats::default(),
+            journal: None,
         })
+    }
+
+    /// Notes that entry (`area`, `slot`) was installed, changed or removed, for a mirror.
+    fn journal(&mut self, area: usize, slot: EntryId) {
+        if let Some(j) = &mut self.journal {
+            j.push((area as u8, slot));
+        }
     }
 
     /// Its shape.
@@ -206,7 +217,9 @@ impl ExactMatch {
         self.areas.get(area)?.slots.get(slot as usize)?.as_ref()
     }
 
+    /// Entry (`area`, `slot`) to change: journaled for a mirror.
     fn entry_mut(&mut self, area: usize, slot: EntryId) -> Option<&mut ExactEntry> {
+        self.journal(area, slot);
         self.areas.get_mut(area)?.slots.get_mut(slot as usize)?.as_mut()
     }
 
@@ -223,6 +236,11 @@ impl ExactMatch {
         }
         let mut mask = upcall.traversal.megaflow.mask;
         mask.union_with(&self.config.key.mask());
+        // The flow's fields mean what they mean only with the EtherType they were read under
+        // (an ARP frame keeps its addresses and opcode where an IPv4 one keeps its addresses
+        // and protocol): the engine's lookup checks it through the flow id, a hardware table
+        // finding the entry by those fields alone must match it.
+        mask.unwildcard_all(id::DL_TYPE);
         let matcher = Box::new(Match::new(*upcall.key, mask));
         let entry = ExactEntry {
             flow,
@@ -247,6 +265,7 @@ impl ExactMatch {
         a.len += 1;
         tables.acquire(upcall.decision);
         self.index.insert(flow, (area, slot));
+        self.journal(area as usize, slot);
         self.stats.installs += 1;
         let held: usize = self.areas.iter().map(|a| a.len).sum();
         self.stats.peak = self.stats.peak.max(held);
@@ -361,6 +380,44 @@ impl NicScheme for ExactMatch {
             }));
         }
     }
+
+    fn keep_journal(&mut self) -> bool {
+        self.journal.get_or_insert_with(Vec::new);
+        true
+    }
+
+    fn drain_journal(&mut self, out: &mut Vec<(u8, EntryId)>) {
+        if let Some(j) = &mut self.journal {
+            out.append(j);
+        }
+    }
+
+    /// A hardware table finds the entry by the flow's fields and then checks the rest of its
+    /// match, as [`NicScheme::lookup`] does.
+    fn entry_view(&self, table: u8, id: EntryId) -> Option<NicEntryView> {
+        let e = self.entry(table as usize, id)?;
+        let mut lookup_mask = self.config.key.mask();
+        lookup_mask.intersect_with(&e.matcher.mask);
+        Some(NicEntryView {
+            matcher: *e.matcher,
+            lookup_mask,
+            rep: e.cached.rep,
+            decision: e.cached.decision,
+            pending: e.cached.version.is_pending(),
+        })
+    }
+
+    fn credit_hits(&mut self, table: u8, id: EntryId, packets: u64, bytes: u64, last_hit_ns: u64) -> bool {
+        let Some(e) = self.areas.get_mut(table as usize).and_then(|a| a.slots.get_mut(id as usize)?.as_mut())
+        else {
+            return false;
+        };
+        e.packets += packets;
+        e.bytes += bytes;
+        e.last_hit_ns = e.last_hit_ns.max(last_hit_ns);
+        self.stats.hits += packets;
+        true
+    }
 }
 
 impl Revalidate for ExactMatch {
@@ -398,6 +455,7 @@ impl Revalidate for ExactMatch {
         self.index.remove(&e.flow);
         tables.release(e.cached.decision);
         why.count(&mut self.stats);
+        self.journal(table, id);
         true
     }
 

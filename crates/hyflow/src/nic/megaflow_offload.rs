@@ -165,8 +165,10 @@ impl NicScheme for MegaflowOffload {
         }
         let space = self.table.space();
         let e = &space.entry(id)?.data;
+        let matcher = space.matcher(id)?;
         Some(NicEntryView {
-            matcher: space.matcher(id)?,
+            matcher,
+            lookup_mask: matcher.mask,
             rep: e.rep,
             decision: e.decision,
             pending: e.version.is_pending(),

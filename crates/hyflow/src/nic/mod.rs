@@ -271,6 +271,10 @@ pub trait NicScheme: Send {
 pub struct NicEntryView {
     /// What it matches.
     pub matcher: crate::openflow::rule::Match,
+    /// The bits of `matcher` a hardware table finds the entry by (its hash key); the rest of
+    /// the match is compared once the entry is found. All of them for a ternary table's
+    /// entry; the flow's fields for an exact-match table's.
+    pub lookup_mask: crate::packet::FlowMask,
     /// The packet whose upcall made it.
     pub rep: FlowKey,
     /// Its decision.

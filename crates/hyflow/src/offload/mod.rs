@@ -31,6 +31,7 @@ use crate::measure::{FlowId, KeySpec};
 use crate::nic::{NicConfig, NicScheme};
 use crate::packet::FlowKey;
 use crate::switch::Switch;
+use crate::tuple_space::EntryId;
 
 pub use budget::{NicBudget, NicUpdates};
 pub use params::{Param, ParamKind, ParamValue, PolicyParams, PolicyRegistration};
@@ -202,11 +203,12 @@ impl Serialize for PolicyFigures {
     }
 }
 
-/// What the NIC holds and when it changes. The simulator calls [`OffloadPolicy::tick`] at
+/// What the NIC holds and when it changes (`Send`: the live switch runs it behind its engine
+/// lock, on whichever thread holds it). The simulator calls [`OffloadPolicy::tick`] at
 /// every arrival, [`OffloadPolicy::on_ring`] for every host-bound one, and
 /// [`OffloadPolicy::on_software`] / [`OffloadPolicy::on_sample`] when a core handles a packet
 /// or a sampled header; the work the hooks return is charged to that core.
-pub trait OffloadPolicy {
+pub trait OffloadPolicy: Send {
     /// Name in reports.
     fn name(&self) -> &'static str;
     /// The NIC the policy manages (`None`: the NIC forwards nothing).
@@ -326,6 +328,15 @@ impl Every {
     }
 }
 
+/// A real NIC in front of the engine (the live XDP tier), whose entries count the frames
+/// they forward on their own: the engine's copies of those counts are only as fresh as the
+/// last read, so a policy's poll reads through to it.
+pub trait HardwareCounters {
+    /// Reads the NIC's counters of the engine's NIC entries `entries` ((table, id)) and
+    /// credits what they counted since their last read to the engine.
+    fn refresh(&mut self, switch: &mut Switch, entries: &[(u8, EntryId)]);
+}
+
 /// A policy's hands on the NIC at one instant: installs and evictions by flow (queued behind
 /// the update budget), counter polls (within the read rate), background work.
 pub struct NicControl<'a> {
@@ -333,12 +344,21 @@ pub struct NicControl<'a> {
     budget: &'a mut NicBudget,
     costs: &'a CostModel,
     now_ns: u64,
+    /// The real NIC whose counters a poll reads, if there is one.
+    hardware: Option<&'a mut dyn HardwareCounters>,
 }
 
 impl<'a> NicControl<'a> {
     /// Control of `switch`'s NIC at `now_ns`, within `budget`.
     pub fn new(switch: &'a mut Switch, budget: &'a mut NicBudget, costs: &'a CostModel, now_ns: u64) -> Self {
-        NicControl { switch, budget, costs, now_ns }
+        NicControl { switch, budget, costs, now_ns, hardware: None }
+    }
+
+    /// Control of a switch whose NIC entries a real NIC carries out: polls read their
+    /// counters from `hardware`.
+    pub fn with_hardware(mut self, hardware: &'a mut dyn HardwareCounters) -> Self {
+        self.hardware = Some(hardware);
+        self
     }
 
     /// Now, ns.
@@ -431,6 +451,19 @@ impl<'a> NicControl<'a> {
         out.clear();
         let Some(nic) = self.switch.nic() else { return };
         self.budget.read(area, self.now_ns, |all| nic.area_flows(area, all), out);
+        if let Some(hardware) = &mut self.hardware {
+            // The entries read are the ones the read budget chose; their counts are the NIC's.
+            let entries: Vec<(u8, EntryId)> =
+                out.iter().filter_map(|&(f, _)| self.switch.nic_find(f)).collect();
+            hardware.refresh(self.switch, &entries);
+            let Some(nic) = self.switch.nic() else { return };
+            let mut now: Vec<(FlowId, u64)> = Vec::with_capacity(nic.area_len(area));
+            nic.area_flows(area, &mut now);
+            let now: hashbrown::HashMap<FlowId, u64> = now.into_iter().collect();
+            for (flow, packets) in out.iter_mut() {
+                *packets = now.get(flow).copied().unwrap_or(*packets);
+            }
+        }
     }
 
     /// Charges `ns` of host work the policy did outside any packet (sorting, rebuilding).

@@ -26,7 +26,7 @@ use hashbrown::HashMap;
 
 use std::sync::Arc;
 
-use super::params::{check_sample_rate, PolicyRegistration, EXACT_TABLE};
+use super::params::{check_sample_rate, Param, ParamKind, PolicyRegistration, EXACT_TABLE};
 use super::{
     Every, NicControl, OffloadPolicy, PolicyConfigError, PolicyFactory, PolicyFigures, PolicyMachine,
     PolicyReport, Seen,
@@ -79,16 +79,29 @@ pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
     name: "tfo",
     about: "TFO: multi-time-scale heavy hitters with limited churn (a reconstruction), on an exact-match \
             table of large-entries + bursty-entries",
-    params: &EXACT_TABLE,
+    params: &[
+        EXACT_TABLE[0],
+        EXACT_TABLE[1],
+        EXACT_TABLE[2],
+        Param {
+            name: "bin",
+            value_name: "SECONDS",
+            help: "TFO's time bin, seconds: flows are counted per bin and the table reselected at each \
+                   bin's end; the medium and long scales average about 10 and 60 bins [default: 1]",
+            kind: ParamKind::Number,
+        },
+    ],
     upcall_nic: None,
     configure: |p| {
         let entries = p.exact_table();
+        let d = TfoConfig::default();
         Ok(Arc::new(TfoConfig {
             entries,
             key: p.flow_key()?,
-            sample_rate: p.sample_rate.unwrap_or(TfoConfig::default().sample_rate),
+            sample_rate: p.sample_rate.unwrap_or(d.sample_rate),
+            bin_ns: p.seconds_ns("bin", d.bin_ns)?,
             max_changes: entries.div_ceil(100),
-            ..TfoConfig::default()
+            ..d
         }))
     },
 };

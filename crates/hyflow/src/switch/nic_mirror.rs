@@ -147,3 +147,92 @@ impl Switch {
         layer
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::KeySpec;
+    use crate::nic::exact_match::ExactMatchConfig;
+    use crate::nic::{NicCapability, NicConfig};
+    use crate::openflow::update::parse_updates;
+    use crate::openflow::{parse_flows, parse_packet, Pipeline};
+    use crate::packet::field::id;
+    use crate::switch::SwitchConfig;
+
+    /// A switch whose NIC is an exact-match table of two areas, as the XDP tier holds it.
+    fn switch() -> Switch {
+        let rules = parse_flows(
+            "priority=10,udp,actions=dec_ttl,output:2\npriority=5,ipv6,actions=output:3\npriority=1,actions=drop",
+            "t",
+        )
+        .unwrap();
+        let table = ExactMatchConfig { areas: [4, 2], key: KeySpec::five_tuple(), expire_idle: false };
+        let config = SwitchConfig {
+            nic: Some(NicConfig::new(table)),
+            nic_capability: NicCapability::Xdp,
+            ..SwitchConfig::default()
+        };
+        Switch::new(Pipeline::from_rules(rules), config).unwrap()
+    }
+
+    /// Every install, revalidation and removal of a policy's exact-match entries reaches the
+    /// journal; each entry says what a hardware table finds it by (the flow's fields) and what
+    /// it checks after (the rest of its match, the EtherType with it); hits a real NIC counted
+    /// are credited to the entry; what the XDP tier cannot hold is refused and counted.
+    #[test]
+    fn exact_match_entries_are_mirrored() {
+        let mut sw = switch();
+        assert!(sw.keep_nic_journal());
+        let udp =
+            parse_packet("in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=5,tp_dst=6,nw_ttl=9").unwrap();
+        let (area, id) = sw.nic_offload(&udp, 1, 10).unwrap();
+        assert_eq!(area, 1);
+        let v6 = parse_packet("in_port=1,udp6,ipv6_src=::1,ipv6_dst=::2,tp_src=5,tp_dst=6").unwrap();
+        assert!(sw.nic_offload(&v6, 0, 11).is_err(), "an IPv6 flow is not a 5-tuple (IPv4) flow");
+        let mut journal = Vec::new();
+        sw.drain_nic_journal(&mut journal);
+        // Noted once per change (the install, then the revalidator's first look).
+        journal.dedup();
+        assert_eq!(journal, vec![(1, id)]);
+        journal.clear();
+
+        let e = sw.nic_entry(1, id).expect("installed");
+        assert!(e.servable);
+        let mut five = KeySpec::five_tuple().mask();
+        five.intersect_with(&e.view.matcher.mask);
+        assert_eq!(e.view.lookup_mask, five, "found by the 5-tuple");
+        assert_eq!(e.view.lookup_mask.get(id::IN_PORT), 0);
+        assert_ne!(e.view.matcher.mask.get(id::DL_TYPE), 0, "the EtherType is checked");
+        assert_ne!(e.view.matcher.mask.get(id::NW_TTL), 0, "the megaflow's TTL is checked");
+
+        // Hits counted by the real NIC credit the entry (what a policy's poll reads).
+        assert!(sw.credit_nic_hits(1, id, 7, 700, 20));
+        let mut flows = Vec::new();
+        sw.nic().unwrap().area_flows(1, &mut flows);
+        assert_eq!(flows.iter().map(|f| f.1).collect::<Vec<_>>(), vec![7]);
+        assert_eq!(sw.stats().nic_hits, 7);
+
+        // A rule update revalidates the entry: journaled, and gone once its rule is.
+        let update = &parse_updates("0 delete-strict priority=10,udp", "u").unwrap()[0];
+        sw.apply_update(update.command, &update.spec, 30);
+        sw.advance(10_000_000_000);
+        sw.drain_nic_journal(&mut journal);
+        assert!(journal.contains(&(1, id)), "{journal:?}");
+        assert!(sw.nic_entry(1, id).is_none_or(|e| !e.servable));
+
+        // A flow whose frames the XDP tier never looks up (IPv6: the program hands those to
+        // software whole) stays in software, counted.
+        let ipv6_rules = parse_flows("priority=1,actions=output:2", "t").unwrap();
+        let table =
+            ExactMatchConfig { areas: [4, 0], key: KeySpec::parse("5tuple46").unwrap(), expire_idle: false };
+        let config = SwitchConfig {
+            nic: Some(NicConfig::new(table)),
+            nic_capability: NicCapability::Xdp,
+            ..SwitchConfig::default()
+        };
+        let mut sw = Switch::new(Pipeline::from_rules(ipv6_rules), config).unwrap();
+        assert!(sw.nic_offload(&v6, 0, 1).is_err());
+        assert_eq!(sw.stats().nic_unsupported, 1);
+        assert!(sw.nic_offload(&udp, 0, 1).is_ok());
+    }
+}

@@ -121,7 +121,9 @@ impl Switch {
         now_ns: u64,
     ) -> Result<(u8, EntryId), Refused> {
         self.advance(now_ns);
-        let Some(nic) = &mut self.nic else { return Err(Refused::Unsupported) };
+        if self.nic.is_none() {
+            return Err(Refused::Unsupported);
+        }
         self.pipeline.process(key, &mut self.tr);
         if self.tr.slow_path_only() || (self.tr.uses_conntrack() && !self.config.nic_conntrack.is_on()) {
             // A controller action never leaves the slow path; the NIC has no connection
@@ -129,7 +131,15 @@ impl Switch {
             return Err(Refused::NotAFlow);
         }
         let decision = self.tables.intern(&self.tr);
+        if !(self.config.nic_capability.takes(key) && self.nic_holds(decision)) {
+            // What the NIC's hardware cannot carry out, or whose frames its parser never
+            // looks up, stays in software.
+            self.stats.nic_unsupported += 1;
+            self.tables.release(decision);
+            return Err(Refused::Unsupported);
+        }
         let upcall = Upcall { key, traversal: &self.tr, decision, now_ns };
+        let nic = self.nic.as_mut().expect("checked above");
         let placed = nic.install_flow(upcall, area, &mut self.tables);
         if let Ok(id) = placed {
             let mut caches = caches(&mut self.nic, &mut self.megaflow);
