@@ -257,6 +257,7 @@ impl XdpProgram {
     fn load(flow_entries: u32) -> Result<XdpProgram> {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("flows", flow_entries.max(1))
+            .map_max_entries("counters", flow_entries.max(1))
             .load(PROGRAM)
             .context("loading the XDP program")?;
         let program: &mut Xdp = ebpf

@@ -45,6 +45,9 @@ pub(crate) const MAX_SLEEP_MS: u64 = 100;
 const COUNTER_READ_NS: u64 = 1_000_000_000;
 /// Sampled headers the main thread hands the policy per hold of the engine's lock.
 const SAMPLES_PER_HOLD: u64 = 1024;
+/// How often the main thread drains the sampled headers, at least (ms): the XDP program does
+/// not wake it per sample, which would cost the host more than the sample itself.
+const SAMPLE_DRAIN_MS: u64 = 10;
 /// How often the main thread looks whether an interface went down, came back or
 /// disappeared (ns).
 const LINK_CHECK_NS: u64 = 1_000_000_000;
@@ -169,11 +172,9 @@ impl Engine {
     }
 
     /// Brings the NIC tier's tables in line with the engine's NIC entries, changed at
-    /// `now_ns` (the engine's clock).
-    pub(crate) fn sync_nic(&mut self, now_ns: u64) {
-        if let Some(nic) = &mut self.nic {
-            nic.sync(&mut self.switch, now_ns);
-        }
+    /// `now_ns` (the engine's clock); true if new entries wait for the next call.
+    pub(crate) fn sync_nic(&mut self, now_ns: u64) -> bool {
+        self.nic.as_mut().is_some_and(|nic| nic.sync(&mut self.switch, now_ns))
     }
 
     /// Credits the frames the NIC tier served since the last read: read from every entry
@@ -356,11 +357,9 @@ impl Forwarder {
         let shared = &self.shared;
         let mut next_link_check = LINK_CHECK_NS;
         let mut next_counter_read = COUNTER_READ_NS;
-        let samples_fd = shared.engine.lock().expect("engine lock").nic.as_ref().and_then(|n| n.samples_fd());
-        let mut wake_fd = [
-            libc::pollfd { fd: wake.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: samples_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
-        ];
+        let sampling = shared.engine.lock().expect("engine lock").nic.as_ref().is_some_and(|n| n.samples());
+        let max_sleep_ms = if sampling { SAMPLE_DRAIN_MS } else { MAX_SLEEP_MS };
+        let mut wake_fd = [libc::pollfd { fd: wake.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ended::Signal;
@@ -376,7 +375,7 @@ impl Forwarder {
             // The NIC tier's counters (before the deadlines: its hits keep entries from
             // expiring idle), then the switch's own deadlines (expiry, aging, sweeps), which
             // frames also run, and what they changed in the NIC tier.
-            let (deadline, samples_waiting) = {
+            let (deadline, work_waiting) = {
                 let mut engine = shared.engine.lock().expect("engine lock");
                 let now = shared.now_ns();
                 if now >= next_counter_read {
@@ -386,31 +385,30 @@ impl Forwarder {
                 // The policy: sampled headers (a bounded number per hold of the lock, so that
                 // the cores never wait long for it), then its periodic work, then what it
                 // changed.
-                let more = engine.policy_samples(now);
+                let more_samples = engine.policy_samples(now);
                 let now = shared.now_ns();
                 engine.policy_tick(now);
-                engine.sync_nic(now);
+                let mut more_installs = engine.sync_nic(now);
                 if engine.switch.next_deadline_ns() <= now {
                     engine.switch.advance(now);
-                    engine.sync_nic(now);
+                    more_installs = engine.sync_nic(now);
                 }
-                (engine.switch.next_deadline_ns().min(next_counter_read), more)
+                (engine.switch.next_deadline_ns().min(next_counter_read), more_samples || more_installs)
             };
             let now = shared.now_ns();
             if now >= next_link_check {
                 shared.check_links();
                 next_link_check = now + LINK_CHECK_NS;
             }
-            if samples_waiting {
-                // Let the cores take the lock, then go on with the samples.
+            if work_waiting {
+                // Let the cores take the lock, then go on with the samples and installs.
                 std::thread::yield_now();
                 continue;
             }
             let until = deadline.min(next_link_check);
-            let wait_ms = until.saturating_sub(now).div_ceil(1_000_000).clamp(1, MAX_SLEEP_MS);
-            // SAFETY: `wake_fd` is a live array of two pollfd (a negative descriptor is
-            // ignored).
-            unsafe { libc::poll(wake_fd.as_mut_ptr(), 2, wait_ms as i32) };
+            let wait_ms = until.saturating_sub(now).div_ceil(1_000_000).clamp(1, max_sleep_ms);
+            // SAFETY: `wake_fd` is a live array of one pollfd.
+            unsafe { libc::poll(wake_fd.as_mut_ptr(), 1, wait_ms as i32) };
             if wake_fd[0].revents != 0 {
                 let mut drain = [0u8; 64];
                 while matches!(wake.read(&mut drain), Ok(n) if n > 0) {}

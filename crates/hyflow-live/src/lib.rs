@@ -120,7 +120,8 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
     let xdp = (a.xdp_mode, a.nic == NicArg::Xdp);
     let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, flow_entries, xdp)?;
     let start = Instant::now();
-    let mut nic = nic_tier(a.nic, &mut program, &interfaces, (a.nic_masks as usize, a.nic_counter_reads))?;
+    let tables = (flow_entries as usize, a.nic_masks as usize, a.nic_counter_reads);
+    let mut nic = nic_tier(a.nic, &mut program, &interfaces, tables)?;
     let plans = plan_cores(&ports, a.cores as usize);
     let policy = policy.map(|p| LivePolicy::new(p, limits(&a), CostModel::default(), plans.len()));
     if let (Some(nic), Some(p)) = (&mut nic, &policy) {
@@ -302,21 +303,20 @@ fn open_afxdp(
     bail!("this hyflow was built without AF_XDP (build with `--features afxdp`: needs clang and libbpf-dev)")
 }
 
-/// The NIC tier `--nic` asks for, over the program's tables (`--nic xdp`), with at most
-/// `masks` masks.
+/// The NIC tier `--nic` asks for, over the program's tables (`--nic xdp`): `limits` are its
+/// flow table's entries, its masks and its counter reads per second.
 #[cfg(feature = "afxdp")]
 fn nic_tier(
     nic: NicArg,
     program: &mut Option<Program>,
     interfaces: &[Interface],
-    (masks, counter_reads): (usize, f64),
+    limits: (usize, usize, f64),
 ) -> Result<Option<Box<dyn nic_tier::NicTier>>> {
     if nic == NicArg::None {
         return Ok(None);
     }
     let program = program.as_mut().ok_or_else(|| anyhow!("--nic xdp needs the XDP program (AF_XDP)"))?;
     let ports = interfaces.iter().map(|i| i.port).collect();
-    let limits = (masks, counter_reads);
     let tier = xdp_tier::XdpTier::new(&mut program.ebpf, ports, limits, xdp_tier::monotonic_ns())?;
     Ok(Some(Box::new(tier)))
 }
@@ -326,7 +326,7 @@ fn nic_tier(
     nic: NicArg,
     _: &mut Option<Program>,
     _: &[Interface],
-    _: (usize, f64),
+    _: (usize, usize, f64),
 ) -> Result<Option<Box<dyn nic_tier::NicTier>>> {
     match nic {
         NicArg::None => Ok(None),

@@ -1,8 +1,6 @@
 //! What the forwarding threads ask of a NIC tier in front of the engine (`--nic xdp`: the
 //! XDP program's tables, `xdp_tier`), so that they do not depend on how it is built.
 
-use std::os::fd::RawFd;
-
 use hyflow::offload::HardwareCounters;
 use hyflow::openflow::rule::Match;
 use hyflow::packet::FlowKey;
@@ -12,15 +10,18 @@ use hyflow::switch::Switch;
 /// its counters through [`HardwareCounters`].
 pub trait NicTier: HardwareCounters + Send {
     /// Brings the tier's tables in line with the engine's NIC entries changed since the last
-    /// call; the changes were decided at `decided_ns` on the engine's clock.
-    fn sync(&mut self, switch: &mut Switch, decided_ns: u64);
+    /// call; the changes were decided at `decided_ns` on the engine's clock. Every entry the
+    /// engine removed or changed leaves the tables; new ones may be left for the next call
+    /// (true: some were), so that one call never holds the engine long.
+    fn sync(&mut self, switch: &mut Switch, decided_ns: u64) -> bool;
     /// Reads the tier's counters and credits the frames it served since the last read: all
     /// of them (`all`, for a report), or as many as its read budget allows.
     fn read_counters(&mut self, switch: &mut Switch, all: bool);
     /// Sends the headers of this share of the frames it serves to software (0: none).
     fn sample(&mut self, rate: f64);
-    /// A descriptor that becomes readable when sampled headers wait, if it samples.
-    fn samples_fd(&self) -> Option<RawFd>;
+    /// Whether it samples headers: nothing wakes the switch per sample, so the main thread
+    /// drains them every few milliseconds.
+    fn samples(&self) -> bool;
     /// Hands `seen` the sampled headers waiting (each one's key and its frame's length), at
     /// most `max`; returns how many.
     fn drain_samples(&mut self, max: u64, seen: &mut dyn FnMut(&FlowKey, u32)) -> u64;

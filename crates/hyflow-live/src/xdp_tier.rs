@@ -15,8 +15,6 @@
 use std::collections::{HashMap as StdHashMap, HashSet};
 
 use anyhow::{anyhow, Context, Result};
-use std::os::fd::{AsRawFd, RawFd};
-
 use aya::maps::{Array, HashMap, MapData, RingBuf};
 use aya::Ebpf;
 use hdrhistogram::Histogram;
@@ -38,6 +36,11 @@ use crate::nic_tier::NicTier;
 
 /// Masks the program's lookup loop goes through at most (its `MAX_MASKS`).
 pub const MAX_MASKS: usize = 64;
+/// Entries written into the kernel per sync at most: a sync runs under the engine's lock,
+/// and a policy's replacement of thousands of flows at once would hold the cores' frames that
+/// long (each write is a system call); the rest go in at the next sync, their frames decided
+/// in software meanwhile.
+const INSTALLS_PER_SYNC: usize = 256;
 /// VLAN tags a hit pushes at most (its `MAX_PUSHES`).
 const MAX_PUSHES: usize = 2;
 
@@ -88,14 +91,94 @@ pub struct BpfFlowValue {
     tp_src: u16,
     tp_dst: u16,
     pad2: u16,
-    packets: u64,
-    bytes: u64,
-    used_ns: u64,
-    first_ns: u64,
+    counter: u32,
+    pad4: u32,
     verify: u32,
     pad3: u32,
     check_mask: NicKey,
     check_value: NicKey,
+}
+
+/// `struct counters`: an entry's counters, as the program updates them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct BpfCounters {
+    packets: u64,
+    bytes: u64,
+    used_ns: u64,
+    first_ns: u64,
+}
+
+/// The program's `counters` array, memory-mapped: read with plain loads (the program adds to
+/// them atomically), so that reading a counter costs no system call.
+struct CounterArea {
+    /// Keeps the map (and so the mapping's object) alive.
+    _map: MapData,
+    base: *mut BpfCounters,
+    len: usize,
+    bytes: usize,
+    /// Slots no entry uses.
+    free: Vec<u32>,
+}
+
+// SAFETY: the mapping is owned by this value alone and only touched through `&mut self` or
+// plain reads of counters the kernel updates atomically.
+unsafe impl Send for CounterArea {}
+
+impl CounterArea {
+    /// Maps `map`, an array of `len` counters created with BPF_F_MMAPABLE.
+    fn new(map: MapData, len: usize) -> Result<CounterArea> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let page = 4096;
+        let bytes = (len * size_of::<BpfCounters>()).div_ceil(page) * page;
+        let fd = map.fd().as_fd().as_raw_fd();
+        // SAFETY: mapping `bytes` of the array's fd, shared, as the kernel allows for an
+        // mmapable array; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(anyhow!("mapping the counters: {}", std::io::Error::last_os_error()));
+        }
+        let free = (0..len as u32).rev().collect();
+        Ok(CounterArea { _map: map, base: base.cast(), len, bytes, free })
+    }
+
+    /// A zeroed slot for a new entry, if one is free.
+    fn take(&mut self) -> Option<u32> {
+        let slot = self.free.pop()?;
+        // SAFETY: `slot` < `len`, within the mapping; no entry of the program points at a
+        // free slot, so nothing else writes it.
+        unsafe { self.base.add(slot as usize).write_volatile(BpfCounters::default()) };
+        Some(slot)
+    }
+
+    /// Frees `slot` (its entry is out of the flow table).
+    fn give_back(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+
+    /// Slot `slot`'s counters now.
+    fn read(&self, slot: u32) -> BpfCounters {
+        assert!((slot as usize) < self.len);
+        // SAFETY: within the mapping; the program updates the words atomically, and a torn
+        // read across words is at worst a count one frame behind, caught up at the next read.
+        unsafe { self.base.add(slot as usize).read_volatile() }
+    }
+}
+
+impl Drop for CounterArea {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped.
+        unsafe { libc::munmap(self.base.cast(), self.bytes) };
+    }
 }
 
 /// `struct config`.
@@ -231,6 +314,8 @@ pub struct InstallLatency {
 /// The XDP tables of the switch's NIC tier and their mirror of the engine's NIC entries.
 pub struct XdpTier {
     flows: HashMap<MapData, BpfFlowKey, BpfFlowValue>,
+    /// Each entry's counters, a slot per entry of `flows`.
+    counters: CounterArea,
     masks: Array<MapData, NicKey>,
     config: Array<MapData, BpfConfig>,
     /// Sampled headers of hits, and the program's sampling threshold (0: none).
@@ -259,17 +344,22 @@ pub struct XdpTier {
 
 impl XdpTier {
     /// The tier over the program's maps in `ebpf`, for a switch whose ports are `ports` (port
-    /// number by index), with at most `max_masks` masks, reading at most `counter_reads`
-    /// entry counters per second (0: no limit); turns the program's lookups on.
+    /// number by index), with a flow table of `flow_entries` entries (the size the program
+    /// was loaded with), at most `max_masks` masks, reading at most `counter_reads` entry
+    /// counters per second (0: no limit); turns the program's lookups on.
     pub fn new(
         ebpf: &mut Ebpf,
         ports: Vec<u32>,
-        (max_masks, counter_reads): (usize, f64),
+        (flow_entries, max_masks, counter_reads): (usize, usize, f64),
         start_mono_ns: u64,
     ) -> Result<XdpTier> {
         let mut take =
             |name: &str| ebpf.take_map(name).ok_or_else(|| anyhow!("the XDP program has no map {name}"));
         let flows = HashMap::try_from(take("flows")?).context("the flows map")?;
+        let counters = match take("counters")? {
+            aya::maps::Map::Array(data) => CounterArea::new(data, flow_entries)?,
+            _ => return Err(anyhow!("the XDP program's counters map is not an array")),
+        };
         let masks = Array::try_from(take("masks")?).context("the masks map")?;
         let mut config: Array<MapData, BpfConfig> =
             Array::try_from(take("config")?).context("the config map")?;
@@ -277,6 +367,7 @@ impl XdpTier {
         let samples = RingBuf::try_from(take("samples")?).context("the samples map")?;
         Ok(XdpTier {
             flows,
+            counters,
             masks,
             config,
             samples,
@@ -308,15 +399,16 @@ impl XdpTier {
     /// Brings the XDP tables in line with the engine's NIC entries changed since the last
     /// call. An entry that changed is taken out and put back as it is now; one the tables
     /// cannot hold stays in software.
-    fn sync_tables(&mut self, switch: &mut Switch, decided_ns: u64) {
-        self.changed.clear();
+    fn sync_tables(&mut self, switch: &mut Switch, decided_ns: u64) -> bool {
+        // Entries left over from the last call come first.
         switch.drain_nic_journal(&mut self.changed);
         if self.changed.is_empty() {
-            return;
+            return false;
         }
         self.changed.sort_unstable();
         self.changed.dedup();
         let changed = std::mem::take(&mut self.changed);
+        let mut installs = 0;
         for &at in &changed {
             let wanted = switch.nic_entry(at.0, at.1).and_then(|e| {
                 let servable = e.servable;
@@ -334,7 +426,9 @@ impl XdpTier {
             });
             if let (Some(m), Some((key, mask, actions, view))) = (self.mirror.get_mut(&at), &wanted) {
                 let same_mask = self.mask_slots[m.key.mask as usize].is_some_and(|(k, _)| k == *mask);
-                if same_mask && m.key.key == key.key && m.actions == *actions {
+                // The counter slot is the mirror's, not part of what the entry does.
+                let same_actions = BpfFlowValue { counter: m.actions.counter, ..*actions } == m.actions;
+                if same_mask && m.key.key == key.key && same_actions {
                     // The kernel's entry stands; hits from now on credit the decision as it is.
                     if m.view.decision != view.decision {
                         switch.hold_decision(view.decision);
@@ -344,28 +438,37 @@ impl XdpTier {
                     continue;
                 }
             }
+            // What the engine no longer has leaves at once (an update must not return while
+            // the kernel holds an outdated entry); what it added may wait for the next call.
             if let Some(old) = self.mirror.remove(&at) {
                 self.take_out(switch, at, old);
             }
+            if wanted.is_some() && installs == INSTALLS_PER_SYNC {
+                self.changed.push(at);
+                continue;
+            }
             if let Some((key, mask, actions, view)) = wanted {
                 self.put_in(switch, at, key, mask, (actions, view), decided_ns);
+                installs += 1;
             }
         }
-        self.changed = changed;
         self.publish_masks();
+        !self.changed.is_empty()
     }
 
     /// Removes an entry from the tables, crediting the hits counted since the last read to the
     /// decision it carried out.
     fn take_out(&mut self, switch: &mut Switch, at: (u8, u32), old: Mirrored) {
-        if let Ok(v) = self.flows.get(&old.key, 0) {
-            let (packets, bytes) = (v.packets - old.packets, v.bytes - old.bytes);
-            let used = v.used_ns.saturating_sub(self.start_mono_ns);
-            credit(switch, at, &old.view, (packets, bytes, used));
-            self.stats.hits_read += packets;
-        }
-        switch.release_decision(old.view.decision);
+        // Out of the flow table first, then the counters' last values (a frame the program
+        // was forwarding at that instant may still add to them: a count, not a decision).
         let _ = self.flows.remove(&old.key);
+        let v = self.counters.read(old.actions.counter);
+        self.counters.give_back(old.actions.counter);
+        let (packets, bytes) = (v.packets - old.packets, v.bytes - old.bytes);
+        let used = v.used_ns.saturating_sub(self.start_mono_ns);
+        credit(switch, at, &old.view, (packets, bytes, used));
+        self.stats.hits_read += packets;
+        switch.release_decision(old.view.decision);
         self.held.remove(&old.view.matcher);
         self.stats.removals += 1;
         let slot = &mut self.mask_slots[old.key.mask as usize];
@@ -384,9 +487,14 @@ impl XdpTier {
         at: (u8, u32),
         mut key: BpfFlowKey,
         mask: NicKey,
-        (actions, view): (BpfFlowValue, NicEntryView),
+        (mut actions, view): (BpfFlowValue, NicEntryView),
         decided_ns: u64,
     ) {
+        let Some(counter) = self.counters.take() else {
+            self.stats.refused += 1;
+            return;
+        };
+        actions.counter = counter;
         let slot = match self.mask_slots.iter().position(|s| s.is_some_and(|(k, _)| k == mask)) {
             Some(i) => i,
             None => match self.mask_slots.iter().position(Option::is_none) {
@@ -407,6 +515,7 @@ impl XdpTier {
         }
         key.mask = slot as u32;
         if self.flows.insert(key, actions, 0).is_err() {
+            self.counters.give_back(counter);
             self.stats.refused += 1;
             return;
         }
@@ -455,7 +564,7 @@ impl XdpTier {
     /// Reads entry `at`'s counters from the kernel and credits its hits since the last read.
     fn read_entry(&mut self, switch: &mut Switch, at: (u8, u32)) {
         let Some(m) = self.mirror.get_mut(&at) else { return };
-        let Ok(v) = self.flows.get(&m.key, 0) else { return };
+        let v = self.counters.read(m.actions.counter);
         let (packets, bytes) = (v.packets - m.packets, v.bytes - m.bytes);
         (m.packets, m.bytes) = (v.packets, v.bytes);
         self.stats.counter_reads += 1;
@@ -498,8 +607,8 @@ impl NicTier for XdpTier {
         self.publish_config();
     }
 
-    fn samples_fd(&self) -> Option<RawFd> {
-        (self.sample != 0).then(|| self.samples.as_raw_fd())
+    fn samples(&self) -> bool {
+        self.sample != 0
     }
 
     fn drain_samples(&mut self, max: u64, seen: &mut dyn FnMut(&FlowKey, u32)) -> u64 {
@@ -524,8 +633,8 @@ impl NicTier for XdpTier {
         n
     }
 
-    fn sync(&mut self, switch: &mut Switch, decided_ns: u64) {
-        self.sync_tables(switch, decided_ns);
+    fn sync(&mut self, switch: &mut Switch, decided_ns: u64) -> bool {
+        self.sync_tables(switch, decided_ns)
     }
 
     fn read_counters(&mut self, switch: &mut Switch, all: bool) {

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Offload policies live on cloud-gateway traffic (root): what each policy leaves to the
+switch's core, and what it loses, with `hyflow switch --nic xdp --policy P` against the
+software path alone (`--nic none`), on the same veths, pipeline and traffic.
+
+Namespace `hylp-sw` holds ports p1..p9, `hylp-h` their peers; examples/gateway.flows admits
+tenant traffic on port 1 and routes it to ports 2-9. `hyflow send --trace gen:gateway` (the
+laptop preset: 50,000 steady and 300 bursty flows, churn every 2 s, 4 s of traffic) puts the
+traffic on h1 from CPU 0, as fast as it can unless --rate says; the switch runs on CPU 1.
+The generator's CPU also runs the receive side of the veth, and so the XDP program.
+
+Per run: frames offered (the sender's count), frames the switch decided (`show --json`
+packets: software's and the kernel's hits credited), lost (offered but never decided: a full
+AF_XDP ring, counted by the kernel), the NIC tier's share, the core's load (its processing
+time, idle polling left out, over the sending time), the policy's installs, removals and
+urgent moves (installs and removals: the kernel's table's), and for Elixir the time from a ring reaching K to the bursty move it triggered.
+
+Elixir runs with windows shortened to the 4 s of traffic (T = 1 s, L = 2 s, as `sim` can be
+told) and K = --queue-threshold (2,048 of the ring's 4,096 by default); TFO with its 1 s bin;
+OVS rebalance with its 3 s interval; the exact-match table is 50,000 + 100 entries.
+
+Prints a Markdown table for BENCHMARKS.md. Usage: scripts/live_policies.py [--hyflow BIN]
+[--rate PPS] [--queue-threshold K]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from live_netns import make, remove, sh
+
+SW, HOST = "hylp-sw", "hylp-h"
+PORTS = 9
+FLOWS = "examples/gateway.flows"
+
+
+def send(binary, rate):
+    """Sends the gateway traffic on h1 from CPU 0: (frames sent, seconds)."""
+    cmd = ["ip", "netns", "exec", HOST, "taskset", "-c", "0", binary, "send", "--iface", "h1", "--trace",
+           "gen:gateway", "--io", "afxdp"]
+    if rate:
+        cmd += ["--rate", str(rate)]
+    out = sh(*cmd).strip().splitlines()[-1]
+    return int(out.split()[1]), float(out.split(" in ")[1].split(" s")[0])
+
+
+def run(binary, tmp, name, switch_args, rate):
+    make(SW, HOST, PORTS)
+    ports = os.path.join(tmp, "ports.txt")
+    open(ports, "w").write("".join("p%d=%d\n" % (i, i) for i in range(1, PORTS + 1)))
+    sock = os.path.join(tmp, "lp.sock")
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", SW, "taskset", "-c", "1", binary, "switch", "--flows", FLOWS, "--ports", ports,
+         "--ctl", sock] + switch_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if "ready" not in proc.stdout.readline():
+            raise RuntimeError("hyflow switch: %s" % proc.stderr.read())
+        offered, secs = send(binary, rate)
+        time.sleep(1.0)
+        show = json.loads(sh(binary, "ctl", sock, "show", "--json"))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        remove(SW, HOST)
+    decided = show["packets"]
+    processing = sum(c["processing_ns"] for c in show["cores"])
+    policy = show.get("policy") or {}
+    tier = (show.get("nic_tier") or {}).get("stats") or {}
+    return dict(name=name, offered=offered, secs=secs, decided=decided, nic=show.get("nic_hits", 0),
+                load=processing / (secs * 1e9), policy=policy, tier=tier)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hyflow", default="target/release/hyflow")
+    ap.add_argument("--rate", type=float, help="frames per second [default: as fast as the sender goes]")
+    ap.add_argument("--queue-threshold", type=int, default=2048)
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("live_policies.py needs root (namespaces, XDP)")
+    tmp = tempfile.mkdtemp()
+    k = str(a.queue_threshold)
+    runs = [
+        ("software path (`--nic none`)", ["--nic", "none"]),
+        ("offload-all (megaflows)", ["--nic", "xdp", "--policy", "offload-all"]),
+        ("elixir", ["--nic", "xdp", "--policy", "elixir", "--replacement-window", "1", "--identification-window", "2",
+                    "--queue-threshold", k]),
+        ("tfo", ["--nic", "xdp", "--policy", "tfo"]),
+        ("ovs-rebalance", ["--nic", "xdp", "--policy", "ovs-rebalance"]),
+    ]
+    rows = [run(a.hyflow, tmp, name, args, a.rate) for name, args in runs]
+    print("gateway traffic (gen:gateway, laptop preset) from CPU 0, the switch on CPU 1; K = %s of 4,096\n" % k)
+    print("| policy | offered pps | decided | lost | in the XDP tier | core load | installs | removals | "
+          "urgent moves | ring at K → move, p50 / p99 µs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        p, live = r["policy"], (r["policy"].get("live") or {})
+        lost = r["offered"] - r["decided"]
+        det = live.get("detection_us") or [0, 0, 0]
+        print("| %s | %.0f | %d | %d (%.2f%%) | %.1f%% | %.0f%% | %s | %s | %s | %s |" % (
+            r["name"], r["offered"] / r["secs"], r["decided"], lost, 100.0 * lost / max(1, r["offered"]),
+            100.0 * r["nic"] / max(1, r["decided"]), 100 * r["load"],
+            r["tier"].get("installs", "—"), r["tier"].get("removals", "—"), live.get("urgent_moves", "—") if p else "—",
+            "%.0f / %.0f" % (det[0], det[1]) if live.get("urgent_moves") else "—"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
