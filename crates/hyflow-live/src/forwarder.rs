@@ -43,6 +43,14 @@ pub(crate) const MAX_SLEEP_MS: u64 = 100;
 /// How often the main thread reads the NIC tier's counters (ns): Open vSwitch's revalidators
 /// dump the datapath's flow statistics about as often.
 const COUNTER_READ_NS: u64 = 1_000_000_000;
+/// New NIC entries the main thread writes into the NIC tier per hold of the engine's lock: a
+/// policy's replacement of thousands of flows at once would otherwise hold the cores' frames
+/// that long (each write is a system call); the rest go in at its next turn, their frames
+/// decided in software meanwhile.
+pub(crate) const MAIN_INSTALLS: usize = 256;
+/// New NIC entries a core writes after its batch: as many as a batch's upcalls make, so
+/// that a batch never pays for a whole policy replacement.
+pub(crate) const CORE_INSTALLS: usize = 64;
 /// Sampled headers the main thread hands the policy per hold of the engine's lock.
 const SAMPLES_PER_HOLD: u64 = 1024;
 /// How often the main thread drains the sampled headers, at least (ms): the XDP program does
@@ -172,9 +180,10 @@ impl Engine {
     }
 
     /// Brings the NIC tier's tables in line with the engine's NIC entries, changed at
-    /// `now_ns` (the engine's clock); true if new entries wait for the next call.
-    pub(crate) fn sync_nic(&mut self, now_ns: u64) -> bool {
-        self.nic.as_mut().is_some_and(|nic| nic.sync(&mut self.switch, now_ns))
+    /// `now_ns` (the engine's clock), writing at most `max_installs` new ones; true if new
+    /// entries wait for the next call.
+    pub(crate) fn sync_nic(&mut self, now_ns: u64, max_installs: usize) -> bool {
+        self.nic.as_mut().is_some_and(|nic| nic.sync(&mut self.switch, now_ns, max_installs))
     }
 
     /// Credits the frames the NIC tier served since the last read: read from every entry
@@ -388,10 +397,10 @@ impl Forwarder {
                 let more_samples = engine.policy_samples(now);
                 let now = shared.now_ns();
                 engine.policy_tick(now);
-                let mut more_installs = engine.sync_nic(now);
+                let mut more_installs = engine.sync_nic(now, MAIN_INSTALLS);
                 if engine.switch.next_deadline_ns() <= now {
                     engine.switch.advance(now);
-                    more_installs = engine.sync_nic(now);
+                    more_installs = engine.sync_nic(now, MAIN_INSTALLS);
                 }
                 (engine.switch.next_deadline_ns().min(next_counter_read), more_samples || more_installs)
             };
@@ -454,7 +463,7 @@ impl Forwarder {
                     changed += engine.switch.apply_update(*command, spec, now);
                 }
                 // The NIC tier's entries the update outdated leave the kernel now too.
-                engine.sync_nic(now);
+                engine.sync_nic(now, MAIN_INSTALLS);
                 Ok(format!("{changed} rule(s) changed\n"))
             }
             Request::Stop => Ok("stopping\n".to_string()),

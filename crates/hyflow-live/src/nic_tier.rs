@@ -11,9 +11,10 @@ use hyflow::switch::Switch;
 pub trait NicTier: HardwareCounters + Send {
     /// Brings the tier's tables in line with the engine's NIC entries changed since the last
     /// call; the changes were decided at `decided_ns` on the engine's clock. Every entry the
-    /// engine removed or changed leaves the tables; new ones may be left for the next call
-    /// (true: some were), so that one call never holds the engine long.
-    fn sync(&mut self, switch: &mut Switch, decided_ns: u64) -> bool;
+    /// engine removed or changed leaves the tables; of the new ones at most `max_installs` go
+    /// in, the rest at the next call (true: some wait), so that one call never holds the
+    /// engine long.
+    fn sync(&mut self, switch: &mut Switch, decided_ns: u64, max_installs: usize) -> bool;
     /// Reads the tier's counters and credits the frames it served since the last read: all
     /// of them (`all`, for a report), or as many as its read budget allows.
     fn read_counters(&mut self, switch: &mut Switch, all: bool);

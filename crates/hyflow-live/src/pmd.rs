@@ -26,7 +26,7 @@ use hyflow::packet::malformed_counts::MalformedCounts;
 use hyflow::packet::parse::{parse_frame_with_layout, FrameLayout};
 use hyflow::packet::FlowKey;
 
-use crate::forwarder::{LiveDrops, Shared, MAX_SLEEP_MS};
+use crate::forwarder::{LiveDrops, Shared, CORE_INSTALLS, MAX_SLEEP_MS};
 use crate::port_io::{PortIo, RxBatch, SendRefused, BATCH};
 
 /// How long a core keeps polling its queues after the last frame before it sleeps (ns):
@@ -205,7 +205,7 @@ impl Core {
         }
         // What the batch's upcalls installed (or evicted) reaches the NIC tier before the
         // next batch.
-        engine.sync_nic(now);
+        engine.sync_nic(now, CORE_INSTALLS);
         drop(engine);
         let stats = &shared.core_stats[self.id];
         stats.engine_wait_ns.fetch_add(now - asked, Ordering::Relaxed);

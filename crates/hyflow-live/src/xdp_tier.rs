@@ -36,11 +36,6 @@ use crate::nic_tier::NicTier;
 
 /// Masks the program's lookup loop goes through at most (its `MAX_MASKS`).
 pub const MAX_MASKS: usize = 64;
-/// Entries written into the kernel per sync at most: a sync runs under the engine's lock,
-/// and a policy's replacement of thousands of flows at once would hold the cores' frames that
-/// long (each write is a system call); the rest go in at the next sync, their frames decided
-/// in software meanwhile.
-const INSTALLS_PER_SYNC: usize = 256;
 /// VLAN tags a hit pushes at most (its `MAX_PUSHES`).
 const MAX_PUSHES: usize = 2;
 
@@ -399,7 +394,7 @@ impl XdpTier {
     /// Brings the XDP tables in line with the engine's NIC entries changed since the last
     /// call. An entry that changed is taken out and put back as it is now; one the tables
     /// cannot hold stays in software.
-    fn sync_tables(&mut self, switch: &mut Switch, decided_ns: u64) -> bool {
+    fn sync_tables(&mut self, switch: &mut Switch, decided_ns: u64, max_installs: usize) -> bool {
         // Entries left over from the last call come first.
         switch.drain_nic_journal(&mut self.changed);
         if self.changed.is_empty() {
@@ -443,7 +438,7 @@ impl XdpTier {
             if let Some(old) = self.mirror.remove(&at) {
                 self.take_out(switch, at, old);
             }
-            if wanted.is_some() && installs == INSTALLS_PER_SYNC {
+            if wanted.is_some() && installs == max_installs {
                 self.changed.push(at);
                 continue;
             }
@@ -633,8 +628,8 @@ impl NicTier for XdpTier {
         n
     }
 
-    fn sync(&mut self, switch: &mut Switch, decided_ns: u64) -> bool {
-        self.sync_tables(switch, decided_ns)
+    fn sync(&mut self, switch: &mut Switch, decided_ns: u64, max_installs: usize) -> bool {
+        self.sync_tables(switch, decided_ns, max_installs)
     }
 
     fn read_counters(&mut self, switch: &mut Switch, all: bool) {
