@@ -25,10 +25,34 @@ pub struct CalibrateArgs {
     /// Write the measured cost model here (JSON).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// Instead of timing the engine on the built-in workload, fit the costs of a running
+    /// `hyflow switch` (its --ctl socket) from the rounds its cores forwarded: each layer's
+    /// whole cost per frame on this host, AF_XDP receive, rewrite and send included (and the
+    /// policy's time per sampled header, with one), so that `sim --costs` prices software as
+    /// that switch spends it. Send representative traffic through the switch first.
+    #[arg(long, value_name = "SOCKET")]
+    pub live: Option<PathBuf>,
 }
 
 pub fn run_calibrate(a: CalibrateArgs) -> Result<()> {
-    let costs = calibrate();
+    let costs = match &a.live {
+        None => calibrate(),
+        Some(socket) => {
+            let text = hyflow_live::control::request(socket, hyflow_live::args::CtlCommand::Costs)?;
+            let fitted: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("the switch's answer: {text}"))?;
+            println!(
+                "fitted from {} rounds (frames: {} microflow, {} megaflow, {} upcalls; R² {:.3})",
+                fitted["rounds"],
+                fitted["frames"][0],
+                fitted["frames"][1],
+                fitted["frames"][2],
+                fitted["r_squared"]
+            );
+            hyflow::cost_model::CostModel::from_json(&fitted["cost_model"].to_string())
+                .map_err(|e| anyhow::anyhow!("the switch's cost model: {e}"))?
+        }
+    };
     costs.check()?;
     let text = serde_json::to_string_pretty(&costs)?;
     std::fs::write(&a.out, format!("{text}\n"))

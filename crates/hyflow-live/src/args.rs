@@ -183,6 +183,10 @@ pub enum CtlCommand {
     DumpNic,
     /// Every port's counters (`ovs-ofctl dump-ports`).
     DumpPorts,
+    /// This host's per-frame costs by layer (microflow, megaflow, upcall), fitted from the
+    /// rounds the cores forwarded so far, I/O included, as JSON: the fit and the cost model
+    /// `sim --costs` takes (`hyflow calibrate --live SOCKET` writes it to a file).
+    Costs,
     /// Stop the switch: it detaches, prints its report and exits 0.
     Stop,
 }

@@ -54,6 +54,8 @@ pub enum Request {
     DumpNic,
     /// Port counters.
     DumpPorts,
+    /// The per-frame costs fitted from the rounds forwarded so far.
+    Costs,
     /// Rule updates, applied in order.
     Update(Vec<(Command, FlowSpec)>),
     /// Stop forwarding.
@@ -83,6 +85,7 @@ fn request_of(command: &CtlCommand, text: Option<&str>, names: &Names) -> Result
         CtlCommand::DumpMegaflows => Request::DumpMegaflows,
         CtlCommand::DumpNic => Request::DumpNic,
         CtlCommand::DumpPorts => Request::DumpPorts,
+        CtlCommand::Costs => Request::Costs,
         CtlCommand::Stop => Request::Stop,
         CtlCommand::AddFlow { flow } => Request::Update(vec![(Command::Add, spec(Command::Add, flow)?)]),
         CtlCommand::AddFlows { file } => {

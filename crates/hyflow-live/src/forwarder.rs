@@ -32,6 +32,7 @@ use hyflow::switch::Switch;
 use hyflow_commands::replay::rule_stats;
 
 use crate::control::{Pending, Request};
+use crate::cost_fit::CostFit;
 use crate::interfaces::{link_state, LinkState};
 use crate::live_policy::LivePolicy;
 use crate::nic_tier::NicTier;
@@ -219,6 +220,8 @@ pub struct CoreStats {
     pub engine_ns: AtomicU64,
     /// Of which waiting for the engine's lock while another core held it (ns).
     pub engine_wait_ns: AtomicU64,
+    /// Its rounds, for fitting the per-frame costs (`hyflow calibrate --live`).
+    pub fit: Mutex<CostFit>,
 }
 
 /// What the switch's threads share.
@@ -450,6 +453,16 @@ impl Forwarder {
                 let held: Vec<_> =
                     engine.switch.nic_dump().into_iter().filter(|f| nic.holds(&f.matcher)).collect();
                 Ok(dump_text(&held, shared.now_ns()))
+            }
+            Request::Costs => {
+                let mut fit = CostFit::default();
+                for c in &shared.core_stats {
+                    fit.merge(&c.fit.lock().expect("fit lock"));
+                }
+                let engine = shared.engine.lock().expect("engine lock");
+                let sample_ns = engine.policy.as_ref().and_then(LivePolicy::sample_ns);
+                let fitted = fit.fit(sample_ns)?;
+                Ok(serde_json::to_string_pretty(&fitted).expect("serializes"))
             }
             Request::DumpPorts => {
                 Ok(ports_text(&shared.engine.lock().expect("engine lock").switch.port_stats()))

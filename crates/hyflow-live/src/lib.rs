@@ -12,6 +12,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod args;
 pub mod control;
+pub mod cost_fit;
 pub mod forwarder;
 pub mod interfaces;
 pub mod live_policy;

@@ -63,6 +63,8 @@ pub struct LivePolicy {
     /// Ring at the threshold → urgent move queued, ns.
     detection: Histogram<u64>,
     hook_ns: u64,
+    /// Of which handling sampled headers.
+    sample_hook_ns: u64,
     stats: LivePolicyStats,
 }
 
@@ -83,6 +85,7 @@ impl LivePolicy {
             above_since: vec![None; cores],
             detection: Histogram::new(3).expect("3 significant figures is valid"),
             hook_ns: 0,
+            sample_hook_ns: 0,
             stats: LivePolicyStats::default(),
         }
     }
@@ -194,7 +197,14 @@ impl LivePolicy {
         self.stats.samples += 1;
         let Some(spec) = self.flow_key else { return };
         let seen = Seen { key, flow: spec.flow_id(key), bytes, core: 0, now_ns };
+        let before = self.hook_ns;
         self.run(switch, hardware, now_ns, |p, nic| p.on_sample(seen, nic));
+        self.sample_hook_ns += self.hook_ns - before;
+    }
+
+    /// The policy's time per sampled header so far, ns (`sim`'s `sample_ns`), if it had any.
+    pub fn sample_ns(&self) -> Option<f64> {
+        (self.stats.samples > 0).then(|| self.sample_hook_ns as f64 / self.stats.samples as f64)
     }
 
     /// What the policy did, as `sim --json` gives it under `policy`, and its live figures.

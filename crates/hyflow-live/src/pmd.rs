@@ -25,6 +25,7 @@ use hyflow::packet::frame_rewrite::write_leaving;
 use hyflow::packet::malformed_counts::MalformedCounts;
 use hyflow::packet::parse::{parse_frame_with_layout, FrameLayout};
 use hyflow::packet::FlowKey;
+use hyflow::switch::Layer;
 
 use crate::forwarder::{LiveDrops, Shared, CORE_INSTALLS, MAX_SLEEP_MS};
 use crate::port_io::{PortIo, RxBatch, SendRefused, BATCH};
@@ -67,6 +68,10 @@ pub struct Core {
     leaving: Vec<Vec<Output>>,
     /// Ports sent to in this round (flushed at its end).
     sent_to: Vec<bool>,
+    /// This round's frames by the layer that decided them (microflow, megaflow, upcall), and
+    /// its time waiting for the engine's lock: a sample of the per-frame cost fit.
+    round_layers: [u32; 3],
+    round_wait_ns: u64,
     /// Counts not yet merged into the switch's (merged under the engine lock).
     malformed: MalformedCounts,
     drops: LiveDrops,
@@ -85,6 +90,8 @@ impl Core {
             embedded: vec![None; BATCH],
             leaving: (0..BATCH).map(|_| Vec::with_capacity(4)).collect(),
             sent_to: vec![false; ports],
+            round_layers: [0; 3],
+            round_wait_ns: 0,
             malformed: MalformedCounts::default(),
             drops: LiveDrops::default(),
         }
@@ -117,9 +124,15 @@ impl Core {
             };
             let now = shared.now_ns();
             let stats = &shared.core_stats[self.id];
+            let (layers, wait) =
+                (std::mem::take(&mut self.round_layers), std::mem::take(&mut self.round_wait_ns));
             if received > 0 {
                 stats.packets.fetch_add(received as u64, Ordering::Relaxed);
                 stats.processing_ns.fetch_add(now - round_start, Ordering::Relaxed);
+                if layers != [0; 3] {
+                    let ns = (now - round_start).saturating_sub(wait);
+                    stats.fit.lock().expect("fit lock").add(layers, ns);
+                }
                 (last_frame, round_start) = (now, now);
                 continue;
             }
@@ -191,11 +204,13 @@ impl Core {
             let bytes = self.batch.frame(f).len() as u64;
             let (key, embedded, out) = (&self.keys[f], self.embedded[f], &mut self.leaving[f]);
             if !missed {
-                engine.switch.process_embedded(key, embedded, bytes, now, out);
+                let layer = engine.switch.process_embedded(key, embedded, bytes, now, out);
+                count_layer(&mut self.round_layers, layer);
                 continue;
             }
             let offload = engine.policy.as_mut().is_some_and(|p| p.upcall_may_offload(now));
-            engine.switch.process_missed_embedded(key, embedded, bytes, now, offload, out);
+            let layer = engine.switch.process_missed_embedded(key, embedded, bytes, now, offload, out);
+            count_layer(&mut self.round_layers, layer);
             let after = engine.switch.nic_installs();
             if let Some(p) = &mut engine.policy {
                 p.spend_installs(after - installs);
@@ -208,6 +223,7 @@ impl Core {
         engine.sync_nic(now, CORE_INSTALLS);
         drop(engine);
         let stats = &shared.core_stats[self.id];
+        self.round_wait_ns += now - asked;
         stats.engine_wait_ns.fetch_add(now - asked, Ordering::Relaxed);
         stats.engine_ns.fetch_add(shared.now_ns() - now, Ordering::Relaxed);
     }
@@ -258,6 +274,17 @@ impl Core {
                 shared.ports[p].io.lock().expect("port lock").flush();
             }
         }
+    }
+}
+
+/// Counts a frame the engine decided in `layer` into a round's frames by layer (microflow,
+/// megaflow, upcall).
+fn count_layer(layers: &mut [u32; 3], layer: Layer) {
+    match layer {
+        Layer::Microflow => layers[0] += 1,
+        Layer::Megaflow => layers[1] += 1,
+        Layer::SlowPath => layers[2] += 1,
+        Layer::Nic => {}
     }
 }
 
