@@ -1728,6 +1728,15 @@ fn l2l3acl(name: &str, extra: &[&str]) -> Counts {
     assert!(!dump.contains("priority=301"), "the rule outlived its hard timeout:\n{dump}");
     live.advance();
     live.send_frames(some);
+    // The costs fitted from the rounds forwarded so far, and `calibrate --live` writing them
+    // as a costs file `sim` loads.
+    let out = live.topo.dir.join("costs.json");
+    run(BIN, &["calibrate", "--live", path_str(&live.switch.ctl), "--out", path_str(&out)]);
+    let text = std::fs::read_to_string(&out).expect("calibrate --live wrote its file");
+    let costs = hyflow::cost_model::CostModel::from_json(&text).expect("a costs file sim loads");
+    assert!(costs.rx_ns > 0.0 && costs.upcall_ns > costs.microflow_hit_ns, "{costs:?}");
+    let fit: serde_json::Value = serde_json::from_str(&live.switch.ctl(&["costs"])).expect("JSON");
+    assert!(fit["rounds"].as_u64().is_some_and(|n| n > 0), "{fit}");
     if extra.contains(&"xdp") && !extra.contains(&"--policy") {
         // What the kernel holds, with its own counters: the frames just sent hit it (a
         // policy may have replaced them all after the idle seconds above).
