@@ -150,6 +150,66 @@ impl Topology {
     fn xdp_attached(&self) -> bool {
         ok(&["ip", "-n", &self.ns, "link", "show"]).contains("xdp")
     }
+
+    /// The id of the XDP program on the ports (`prog/xdp id N` in `ip link`), if one is.
+    fn xdp_program_id(&self) -> Option<u32> {
+        let links = ok(&["ip", "-n", &self.ns, "link", "show"]);
+        let at = links.find("prog/xdp id ")? + "prog/xdp id ".len();
+        links[at..].split_whitespace().next()?.parse().ok()
+    }
+}
+
+/// The kernel's BPF objects by id, through the bpf(2) system call (root): which maps a
+/// program uses, and whether a map still exists.
+mod bpf {
+    const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
+    const BPF_MAP_GET_FD_BY_ID: libc::c_long = 14;
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+
+    fn bpf(cmd: libc::c_long, attr: &mut [u64; 16]) -> libc::c_long {
+        // SAFETY: `attr` is a zero-filled union bpf_attr of 128 bytes, as large as any command
+        // here reads or writes.
+        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), 128u32) }
+    }
+
+    /// An fd of the object with `id` (`cmd`: the program or map command), if it exists.
+    fn fd_by_id(cmd: libc::c_long, id: u32) -> Option<libc::c_int> {
+        let mut attr = [0u64; 16];
+        attr[0] = id as u64;
+        let fd = bpf(cmd, &mut attr);
+        (fd >= 0).then_some(fd as libc::c_int)
+    }
+
+    /// Whether the map with `id` exists.
+    pub fn map_exists(id: u32) -> bool {
+        match fd_by_id(BPF_MAP_GET_FD_BY_ID, id) {
+            Some(fd) => {
+                // SAFETY: an fd this process just opened.
+                unsafe { libc::close(fd) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The ids of the maps program `id` uses (struct bpf_prog_info: nr_map_ids at byte 52,
+    /// map_ids at 56).
+    pub fn map_ids_of_program(id: u32) -> Vec<u32> {
+        let Some(fd) = fd_by_id(BPF_PROG_GET_FD_BY_ID, id) else { return Vec::new() };
+        let mut ids = [0u32; 64];
+        let mut info = [0u8; 256];
+        info[52..56].copy_from_slice(&(ids.len() as u32).to_ne_bytes());
+        info[56..64].copy_from_slice(&(ids.as_mut_ptr() as u64).to_ne_bytes());
+        let mut attr = [0u64; 16];
+        attr[0] = fd as u64 | ((info.len() as u64) << 32);
+        attr[1] = info.as_mut_ptr() as u64;
+        let r = bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr);
+        // SAFETY: the fd opened above.
+        unsafe { libc::close(fd) };
+        assert!(r == 0, "bpf(BPF_OBJ_GET_INFO_BY_FD): {}", std::io::Error::last_os_error());
+        let n = u32::from_ne_bytes(info[52..56].try_into().unwrap()) as usize;
+        ids[..n.min(ids.len())].to_vec()
+    }
 }
 
 fn tx_packets(show: &serde_json::Value, port: u64) -> u64 {
@@ -194,13 +254,22 @@ fn faults_on(io: &[&str], tag: &str) {
     assert_eq!(p3["gone"], true, "{after}");
     assert!(tx_packets(&after, 2) > tx_packets(&before, 2) + 10_000, "port 2 kept forwarding: {after}");
 
-    // kill -9 mid-traffic: no XDP program stays on any interface.
+    // kill -9 mid-traffic: no XDP program stays on any interface, and none of its maps (the
+    // NIC tier's tables, counters, samples, sockets) outlives it.
+    let maps = t.xdp_program_id().map(bpf::map_ids_of_program).unwrap_or_default();
+    if io.contains(&"afxdp") {
+        assert!(maps.len() >= 5, "{io:?}: the program's maps: {maps:?}");
+    }
     // SAFETY: signals our own child (ip netns exec runs the switch in its place).
     unsafe { libc::kill(sw.id() as i32, libc::SIGKILL) };
     let _ = sw.wait();
     let t0 = Instant::now();
-    while t.xdp_attached() {
-        assert!(t0.elapsed() < Duration::from_secs(5), "{io:?}: XDP still attached after kill -9");
+    while t.xdp_attached() || maps.iter().any(|&m| bpf::map_exists(m)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{io:?}: XDP still attached, or maps {:?} still exist, after kill -9",
+            maps.iter().filter(|&&m| bpf::map_exists(m)).collect::<Vec<_>>()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // The ports left are free again: a new switch starts on them.
@@ -209,7 +278,7 @@ fn faults_on(io: &[&str], tag: &str) {
     // SAFETY: as above.
     unsafe { libc::kill(again.id() as i32, libc::SIGTERM) };
     assert!(again.wait().unwrap().success());
-    eprintln!("{io:?}: second switch refused, bad and cut-off requests harmless, deleted port reported while port 2 kept forwarding, nothing attached after kill -9");
+    eprintln!("{io:?}: second switch refused, bad and cut-off requests harmless, deleted port reported while port 2 kept forwarding, nothing attached and none of its {} maps left after kill -9", maps.len());
 }
 
 #[test]
