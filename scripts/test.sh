@@ -73,15 +73,15 @@ if [ -f ../shared/tools/livecheck.py ] && [ -f ../shared/ovs-vectors/sample.json
     # The XDP NIC tier: later rounds of the same flows are forwarded in the kernel (in every
     # case), under offload-all and under each policy that fills an exact-match table, every
     # software packet sampled and their windows cut so that they decide while a case lasts
-    # (the shortest sends its 18 packets in 54 ms): TFO's bin to 10 ms, Elixir's replacement
-    # to 50 ms over an identification window of 200 ms (a flow whose packets come 69 ms apart
-    # must stay among the large ones from one round to the next).
+    # (the shortest sends its 6 packets a round, 3 ms apart): TFO's bin to 10 ms; Elixir's
+    # replacement to 50 ms over an identification window of 200 ms, with 6 rounds, so that
+    # even the shortest case spans two replacements whenever it starts.
     if [ ${#LIVE_FEATURES[@]} -gt 0 ]; then
-      LC=(python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --rounds 3 --require-nic-hits --switch-arg=--nic --switch-arg=xdp)
-      "${LC[@]}"
-      "${LC[@]}" --switch-arg=--policy --switch-arg=ovs-rebalance
-      "${LC[@]}" --switch-arg=--policy --switch-arg=tfo --switch-arg=--sample-rate --switch-arg=1 --switch-arg=--bin --switch-arg=0.01
-      "${LC[@]}" --switch-arg=--policy --switch-arg=elixir --switch-arg=--sample-rate --switch-arg=1 \
+      LC=(python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --require-nic-hits --switch-arg=--nic --switch-arg=xdp)
+      "${LC[@]}" --rounds 3
+      "${LC[@]}" --rounds 3 --switch-arg=--policy --switch-arg=ovs-rebalance
+      "${LC[@]}" --rounds 3 --switch-arg=--policy --switch-arg=tfo --switch-arg=--sample-rate --switch-arg=1 --switch-arg=--bin --switch-arg=0.01
+      "${LC[@]}" --rounds 6 --switch-arg=--policy --switch-arg=elixir --switch-arg=--sample-rate --switch-arg=1 \
         --switch-arg=--replacement-window --switch-arg=0.05 --switch-arg=--identification-window --switch-arg=0.2
     fi
   else

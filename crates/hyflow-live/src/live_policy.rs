@@ -209,16 +209,7 @@ impl LivePolicy {
 
     /// What the policy did, as `sim --json` gives it under `policy`, and its live figures.
     pub fn report(&self) -> serde_json::Value {
-        let b = self.budget.stats();
-        let report = hyflow::offload::PolicyReport {
-            work_ms: (self.hook_ns as f64 / 1e4).round() / 100.0,
-            installs: b.installs,
-            installs_refused: b.installs_refused,
-            removals: b.removals,
-            counter_reads: b.counter_reads,
-            update_queue_peak: b.queue_peak,
-            ..self.policy.report()
-        };
+        let report = self.policy.report().with_budget(self.budget.stats(), self.hook_ns as f64);
         let h = &self.detection;
         let detection_us =
             [0.5, 0.99, 1.0].map(|q| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 });

@@ -286,7 +286,9 @@ impl<R: Copy> BurstCounters<R> {
     /// accepts (ties by flow), with its rate over the window so far (at least `min_span_ns`:
     /// one packet just after a reset is no high rate) and its representative. The paper's
     /// event-driven check (§3.3): counters reset every window, so a burst that ended before
-    /// the reset no longer outranks the one filling the ring now. One pass, no allocation.
+    /// the reset no longer outranks the one filling the ring now. One pass, no allocation;
+    /// `keep` (a lookup in the NIC's table, live) is asked only of flows that would beat the
+    /// best kept so far.
     pub fn fastest_in_window(
         &mut self,
         now_ns: u64,
@@ -294,13 +296,17 @@ impl<R: Copy> BurstCounters<R> {
         mut keep: impl FnMut(FlowId, &R) -> bool,
     ) -> Option<(FlowId, f64, R)> {
         self.roll(now_ns);
-        let best = self
-            .counts
-            .iter()
-            .filter(|(f, c)| keep(**f, &c.1))
-            .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(a.0)))?;
+        // Higher count first, then the lower flow id.
+        let beats = |(f, n): (FlowId, u32), (g, m): (FlowId, u32)| n > m || (n == m && f < g);
+        let mut best: Option<(FlowId, u32, R)> = None;
+        for (&f, &(n, r)) in &self.counts {
+            if best.is_none_or(|(g, m, _)| beats((f, n), (g, m))) && keep(f, &r) {
+                best = Some((f, n, r));
+            }
+        }
+        let (flow, count, rep) = best?;
         let elapsed = now_ns.saturating_sub(self.started_ns.unwrap_or(now_ns)).max(min_span_ns).max(1);
-        Some((*best.0, best.1 .0 as f64 * 1e9 / elapsed as f64, best.1 .1))
+        Some((flow, count as f64 * 1e9 / elapsed as f64, rep))
     }
 
     /// The `n` flows with the highest rates at `now_ns`, highest first (ties by flow), with

@@ -188,6 +188,22 @@ pub struct PolicyReport {
     pub summary: Option<String>,
 }
 
+impl PolicyReport {
+    /// The policy's own report with what the budget saw of its changes and `work_ns` of host
+    /// work in all.
+    pub fn with_budget(self, b: budget::BudgetStats, work_ns: f64) -> PolicyReport {
+        PolicyReport {
+            work_ms: (work_ns / 1e4).round() / 100.0,
+            installs: b.installs,
+            installs_refused: b.installs_refused,
+            removals: b.removals,
+            counter_reads: b.counter_reads,
+            update_queue_peak: b.queue_peak,
+            ..self
+        }
+    }
+}
+
 /// Counts a policy reports beyond the common ones, by name, in the order it gives them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PolicyFigures(pub Vec<(&'static str, u64)>);

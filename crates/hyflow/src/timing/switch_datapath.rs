@@ -201,16 +201,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
     /// What the policy did, with all the host work it charged.
     pub fn policy_report(&self) -> PolicyReport {
         let work_ns = self.budget.work_total_ns() + self.policy_packet_work_ns;
-        let b = self.budget.stats();
-        PolicyReport {
-            work_ms: (work_ns / 1e4).round() / 100.0,
-            installs: b.installs,
-            installs_refused: b.installs_refused,
-            removals: b.removals,
-            counter_reads: b.counter_reads,
-            update_queue_peak: b.queue_peak,
-            ..self.policy.report()
-        }
+        self.policy.report().with_budget(self.budget.stats(), work_ns)
     }
 
     /// Records every packet's decision from now on (see [`SwitchDatapath::take_decisions`]).
