@@ -162,7 +162,9 @@ def latency(binary, tmp, background_pps):
 class Ovs:
     name = "Open vSwitch 3.1 (userspace, type=afxdp)"
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, sw=SW):
+        # The namespace whose ports p1..pN it takes.
+        self.sw = sw
         self.dir = os.path.join(tmp, "ovs")
         os.makedirs(self.dir, exist_ok=True)
         self.env = dict(os.environ, OVS_RUNDIR=self.dir, OVS_LOGDIR=self.dir, OVS_DBDIR=self.dir)
@@ -173,7 +175,7 @@ class Ovs:
         sh("ovsdb-server", db, "--remote=punix:%s/db.sock" % self.dir, "--pidfile", "--detach", "--log-file", env=self.env)
         sh("ovs-vsctl", "--no-wait", "init", env=self.env)
         sh("ovs-vsctl", "--no-wait", "set", "Open_vSwitch", ".", "other_config:pmd-cpu-mask=0x2", env=self.env)
-        sh("ip", "netns", "exec", SW, "ovs-vswitchd", "--pidfile", "--detach", "--log-file", env=self.env)
+        sh("ip", "netns", "exec", self.sw, "ovs-vswitchd", "--pidfile", "--detach", "--log-file", env=self.env)
         sh("ovs-vsctl", "add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev",
            "protocols=OpenFlow10,OpenFlow13", env=self.env)
         for i in range(1, PORTS + 1):
@@ -252,12 +254,19 @@ class Hyflow:
         return (show["packets"], sum(c["processing_ns"] for c in cores), sum(c["engine_ns"] for c in cores))
 
 
-def send(binary, pcap, loops, rate=None):
-    cmd = ["ip", "netns", "exec", HOST, "taskset", "-c", "0", binary, "send", "--iface", "h1", "--trace", pcap,
+def send(binary, trace, loops=1, rate=None, host=HOST):
+    """`hyflow send` of `trace` (a capture or gen:...) `loops` times on h1 of namespace `host`,
+    from CPU 0, at `rate` (or as fast as it goes): its last line."""
+    cmd = ["ip", "netns", "exec", host, "taskset", "-c", "0", binary, "send", "--iface", "h1", "--trace", trace,
            "--loop", str(loops), "--io", "afxdp"]
     if rate:
         cmd += ["--rate", str(rate)]
-    return sh(*cmd).strip()
+    return sh(*cmd).strip().splitlines()[-1]
+
+
+def sent(line):
+    """(frames sent, seconds) from `hyflow send`'s line."""
+    return int(line.split()[1]), float(line.split(" in ")[1].split(" s")[0])
 
 
 def measure(sw, binary, tmp, seconds, ghz):
@@ -277,12 +286,10 @@ def measure(sw, binary, tmp, seconds, ghz):
             send(binary, pcap, 20, rate=20000)  # warm the caches
             loops = max(1, int(seconds * 1.2e6 / 1000)) if size == 64 else max(1, int(seconds * 3e5 / 1000))
             rx0, (p0, c0, e0), t0 = host_rx(), sw.counters(), time.time()
-            sent = send(binary, pcap, loops)
+            offered, secs = sent(send(binary, pcap, loops))
             time.sleep(0.5)
             rx1, (p1, c1, e1), t1 = host_rx(), sw.counters(), time.time()
             fwd = rx1["h3"] - rx0["h3"]
-            secs = float(sent.split(" in ")[1].split(" s")[0])
-            offered = int(sent.split()[1])
             busy = c1 - c0
             # Open vSwitch counts cycles, hyflow CPU nanoseconds.
             ns = busy / ghz if isinstance(sw, Ovs) else busy

@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 
+import live_bench
+from live_bench import sent
 from live_netns import make, remove, sh
 
 SW, HOST = "hylp-sw", "hylp-h"
@@ -39,12 +41,7 @@ FLOWS = "examples/gateway.flows"
 
 def send(binary, rate):
     """Sends the gateway traffic on h1 from CPU 0: (frames sent, seconds)."""
-    cmd = ["ip", "netns", "exec", HOST, "taskset", "-c", "0", binary, "send", "--iface", "h1", "--trace",
-           "gen:gateway", "--io", "afxdp"]
-    if rate:
-        cmd += ["--rate", str(rate)]
-    out = sh(*cmd).strip().splitlines()[-1]
-    return int(out.split()[1]), float(out.split(" in ")[1].split(" s")[0])
+    return sent(live_bench.send(binary, "gen:gateway", 1, rate, host=HOST))
 
 
 def run(binary, tmp, name, switch_args, rate):

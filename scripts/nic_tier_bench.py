@@ -33,7 +33,7 @@ import time
 
 import live_bench
 from live_netns import make, remove, sh, write_pcap
-from live_bench import Ovs, frame
+from live_bench import Ovs, frame, sent
 
 SW, HOST = "hynb-sw", "hynb-h"
 PORTS = 4
@@ -62,12 +62,7 @@ def rx(iface):
 
 
 def send(binary, pcap, loops, rate=None):
-    cmd = ["ip", "netns", "exec", HOST, "taskset", "-c", "0", binary, "send", "--iface", "h1", "--trace", pcap,
-           "--loop", str(loops), "--io", "afxdp"]
-    if rate:
-        cmd += ["--rate", str(rate)]
-    out = sh(*cmd).strip()
-    return int(out.split()[1]), float(out.split(" in ")[1].split(" s")[0])
+    return sent(live_bench.send(binary, pcap, loops, rate, host=HOST))
 
 
 def run(binary, tmp, pcap, loops, switch_args, gro=False, ovs=None, ghz=1.0):
@@ -81,8 +76,6 @@ def run(binary, tmp, pcap, loops, switch_args, gro=False, ovs=None, ghz=1.0):
     proc = None
     try:
         if ovs is not None:
-            # Open vSwitch's ports are these namespaces' (live_bench's class names them).
-            live_bench.SW, live_bench.HOST = SW, HOST
             ovs.start()
             send(binary, pcap, 20, rate=20000)
             time.sleep(1.2)
@@ -149,7 +142,7 @@ def main():
         r = run(a.hyflow, tmp, pcap, loops, args, gro)
         rows.append(row(name, r))
     if a.ovs:
-        r = run(a.hyflow, tmp, pcap, loops, None, ovs=Ovs(tmp), ghz=ghz)
+        r = run(a.hyflow, tmp, pcap, loops, None, ovs=Ovs(tmp, SW), ghz=ghz)
         rows.append(row("Open vSwitch 3.1 (userspace, type=afxdp, native XDP)", r))
     print("CPU: %.2f GHz; generator on CPU 0, switch on CPU 1; %d frames of 64 B, 1,000 flows\n" % (ghz, base["offered"]))
     print("sending alone (no switch): %.0f frames/s offered, %.0f ns of CPU 0 per frame sent\n"

@@ -47,8 +47,17 @@ pub fn run_calibrate(a: CalibrateArgs) -> Result<()> {
                 fitted["frames"][0],
                 fitted["frames"][1],
                 fitted["frames"][2],
-                fitted["r_squared"]
+                fitted["r_squared"].as_f64().unwrap_or(0.0)
             );
+            let layers = ["microflow", "megaflow", "upcall"];
+            for (layer, cost) in layers.iter().zip(fitted["per_frame_ns"].as_array().into_iter().flatten()) {
+                if cost.as_f64() == Some(0.0) {
+                    eprintln!(
+                        "hyflow calibrate: warning: the {layer} layer's cost came out as 0: too few rounds tell it \
+                         apart; send more traffic of the kind `sim` will model through the switch"
+                    );
+                }
+            }
             hyflow::cost_model::CostModel::from_json(&fitted["cost_model"].to_string())
                 .map_err(|e| anyhow::anyhow!("the switch's cost model: {e}"))?
         }
