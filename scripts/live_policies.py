@@ -44,7 +44,9 @@ def send(binary, rate):
     return sent(live_bench.send(binary, "gen:gateway", 1, rate, host=HOST))
 
 
-def run(binary, tmp, name, switch_args, rate):
+def run(binary, tmp, name, switch_args, rate, costs=None):
+    """One run of the switch with `switch_args` under the traffic at `rate`; with `costs`, the
+    costs `hyflow calibrate --live` fits from it are written there."""
     make(SW, HOST, PORTS)
     ports = os.path.join(tmp, "ports.txt")
     open(ports, "w").write("".join("p%d=%d\n" % (i, i) for i in range(1, PORTS + 1)))
@@ -58,6 +60,8 @@ def run(binary, tmp, name, switch_args, rate):
         offered, secs = send(binary, rate)
         time.sleep(1.0)
         show = json.loads(sh(binary, "ctl", sock, "show", "--json"))
+        if costs:
+            sh(binary, "calibrate", "--live", sock, "--out", costs)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -70,11 +74,39 @@ def run(binary, tmp, name, switch_args, rate):
                 load=processing / (secs * 1e9), policy=policy, tier=tier)
 
 
+def max_lossless_rate(binary, tmp, switch_args, lo, hi, rel=0.03):
+    """The highest rate (frames/s) at which the switch loses no frame of the traffic, by
+    bisection between `lo` and `hi` to `rel` of the rate (as `sim --find max-rate`), each trial
+    a fresh switch."""
+    while hi - lo > rel * hi:
+        mid = (lo + hi) / 2
+        r = run(binary, tmp, "", switch_args, mid)
+        if r["offered"] - r["decided"] == 0:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def sim_max_rate(binary, costs, policy_args):
+    """`sim --find max-rate` on the same traffic, one core, the live switch's ring and costs."""
+    out = sh(binary, "sim", "--trace", "gen:gateway", "--ring", "4096", "--cores", "1", "--nic-updates", "0",
+             "--nic-counter-reads", "0", "--nic-update-latency", "0", "--costs", costs, "--find", "max-rate",
+             *policy_args)
+    for line in out.splitlines():
+        if "max" in line and "pkt/s" in line:
+            return line.strip()
+    return out.strip().splitlines()[0]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hyflow", default="target/release/hyflow")
     ap.add_argument("--rate", type=float, help="frames per second [default: as fast as the sender goes]")
     ap.add_argument("--queue-threshold", type=int, default=2048)
+    ap.add_argument("--max-rate", action="store_true",
+                    help="also the highest lossless rate, live (bisection) and in `sim` with the live costs, "
+                         "for --nic none and ovs-rebalance")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("live_policies.py needs root (namespaces, XDP)")
@@ -88,7 +120,9 @@ def main():
         ("tfo", ["--nic", "xdp", "--policy", "tfo"]),
         ("ovs-rebalance", ["--nic", "xdp", "--policy", "ovs-rebalance"]),
     ]
-    rows = [run(a.hyflow, tmp, name, args, a.rate) for name, args in runs]
+    costs = os.path.join(tmp, "costs.json")
+    rows = [run(a.hyflow, tmp, name, args, a.rate, costs if args == ["--nic", "none"] else None)
+            for name, args in runs]
     print("gateway traffic (gen:gateway, laptop preset) from CPU 0, the switch on CPU 1; K = %s of 4,096\n" % k)
     print("| policy | offered pps | decided | lost | in the XDP tier | core load | installs | removals | "
           "urgent moves | ring at K → move, p50 / p99 µs |")
@@ -102,6 +136,15 @@ def main():
             100.0 * r["nic"] / max(1, r["decided"]), 100 * r["load"],
             r["tier"].get("installs", "—"), r["tier"].get("removals", "—"), live.get("urgent_moves", "—") if p else "—",
             "%.0f / %.0f" % (det[0], det[1]) if live.get("urgent_moves") else "—"))
+    if a.max_rate:
+        print("\ncosts fitted from the `--nic none` run: %s" % open(costs).read().replace("\n", " "))
+        print("\n| switch | live: highest lossless rate, pps | sim (live costs) |")
+        print("|---|---|---|")
+        for name, args, policy in (("software path (`--nic none`; `psf` in sim)", ["--nic", "none"], ["--policy", "psf"]),
+                                   ("ovs-rebalance", ["--nic", "xdp", "--policy", "ovs-rebalance"],
+                                    ["--policy", "ovs-rebalance"])):
+            live_max = max_lossless_rate(a.hyflow, tmp, args, 100_000, 1_200_000)
+            print("| %s | %.0f | %s |" % (name, live_max, sim_max_rate(a.hyflow, costs, policy)))
     return 0
 
 
