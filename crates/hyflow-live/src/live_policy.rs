@@ -157,20 +157,17 @@ impl LivePolicy {
         }
     }
 
-    /// Whether an upcall now may install its translation in the NIC: the policy offloads
-    /// upcalls and the update budget has a token.
-    pub fn upcall_may_offload(&mut self, now_ns: u64) -> bool {
-        if !self.policy.install_on_upcall(now_ns) {
-            return false;
-        }
-        let room = self.budget.updates.available(now_ns) > 0;
-        self.stats.upcalls_capped += !room as u64;
-        room
+    /// Whether an upcall now may install its translation in the NIC: `None` if the policy
+    /// does not offload upcalls, else whether the update budget has a token.
+    pub fn upcall_may_offload(&mut self, now_ns: u64) -> Option<bool> {
+        self.policy.install_on_upcall(now_ns).then(|| self.budget.updates.available(now_ns) > 0)
     }
 
-    /// An upcall installed `n` NIC entries.
-    pub fn spend_installs(&mut self, n: u64) {
-        self.budget.updates.spend(n);
+    /// A frame the engine decided made `installs` NIC entries; `capped`: it was an upcall the
+    /// policy would have offloaded but the budget was spent.
+    pub fn decided(&mut self, installs: u64, capped: bool) {
+        self.budget.updates.spend(installs);
+        self.stats.upcalls_capped += capped as u64;
     }
 
     /// Software forwarded a frame of `key` (`bytes` long) on `core`.
@@ -202,7 +199,8 @@ impl LivePolicy {
         self.sample_hook_ns += self.hook_ns - before;
     }
 
-    /// The policy's time per sampled header so far, ns (`sim`'s `sample_ns`), if it had any.
+    /// The policy's time per sampled header so far (its hook, and the changes it made), ns,
+    /// if it had any.
     pub fn sample_ns(&self) -> Option<f64> {
         (self.stats.samples > 0).then(|| self.sample_hook_ns as f64 / self.stats.samples as f64)
     }

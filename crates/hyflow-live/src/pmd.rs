@@ -208,12 +208,13 @@ impl Core {
                 count_layer(&mut self.round_layers, layer);
                 continue;
             }
-            let offload = engine.policy.as_mut().is_some_and(|p| p.upcall_may_offload(now));
+            let may = engine.policy.as_mut().and_then(|p| p.upcall_may_offload(now));
+            let offload = may == Some(true);
             let layer = engine.switch.process_missed_embedded(key, embedded, bytes, now, offload, out);
             count_layer(&mut self.round_layers, layer);
             let after = engine.switch.nic_installs();
             if let Some(p) = &mut engine.policy {
-                p.spend_installs(after - installs);
+                p.decided(after - installs, may == Some(false) && layer == Layer::SlowPath);
             }
             installs = after;
             engine.policy_software(key, bytes as u32, self.id, now);
