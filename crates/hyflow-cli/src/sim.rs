@@ -27,9 +27,10 @@ pub struct CalibrateArgs {
     pub out: PathBuf,
     /// Instead of timing the engine on the built-in workload, fit the costs of a running
     /// `hyflow switch` (its --ctl socket) from the rounds its cores forwarded: each layer's
-    /// whole cost per frame on this host, AF_XDP receive, rewrite and send included (and the
-    /// policy's time per sampled header, with one), so that `sim --costs` prices software as
-    /// that switch spends it. Send representative traffic through the switch first.
+    /// whole cost per frame on this host, AF_XDP receive, rewrite and send included (a sketch
+    /// update, `sample_ns`, scaled from the built-in calibration as the frames are), so that
+    /// `sim --costs` prices software as that switch spends it. Send representative traffic
+    /// through the switch first.
     #[arg(long, value_name = "SOCKET")]
     pub live: Option<PathBuf>,
 }

@@ -27,13 +27,11 @@ use crate::port_io::BATCH;
 pub struct CostFit {
     /// Σ x xᵀ over rounds, x = (1, frames per layer).
     xx: [[f64; 4]; 4],
-    /// Σ x · time.
+    /// Σ x · time (its first element Σ time; `xx`'s first row the rounds and the frames per
+    /// layer).
     xy: [f64; 4],
-    /// Σ time, Σ time².
-    y: f64,
+    /// Σ time².
     yy: f64,
-    rounds: u64,
-    frames: [u64; 3],
 }
 
 /// What the fit found.
@@ -50,6 +48,10 @@ pub struct FittedCosts {
     pub per_frame_ns: [Option<f64>; 3],
     /// Share of the rounds' time variance the fit explains.
     pub r_squared: f64,
+    /// The policy's time per sampled header, its hook and the changes it made included, ns
+    /// (with a policy that samples). Not the cost model's `sample_ns`: `sim` charges that per
+    /// header and the policy's own work on top.
+    pub policy_sample_hook_ns: Option<f64>,
     /// The cost model for `sim --costs`.
     pub cost_model: CostModel,
 }
@@ -65,12 +67,7 @@ impl CostFit {
             }
             self.xy[i] += x[i] * y;
         }
-        for (total, &n) in self.frames.iter_mut().zip(&frames) {
-            *total += n as u64;
-        }
-        self.y += y;
         self.yy += y * y;
-        self.rounds += 1;
     }
 
     /// Adds another core's sums.
@@ -81,24 +78,30 @@ impl CostFit {
             }
             self.xy[i] += o.xy[i];
         }
-        for (total, &n) in self.frames.iter_mut().zip(&o.frames) {
-            *total += n;
-        }
-        self.y += o.y;
         self.yy += o.yy;
-        self.rounds += o.rounds;
     }
 
-    /// The fitted costs, with `sample_ns` measured (the policy's time per sampled header) if
-    /// there is a figure; an error if no round has been seen or the fit fails.
-    pub fn fit(&self, sample_ns: Option<f64>) -> Result<FittedCosts, String> {
-        if self.rounds == 0 {
+    /// Rounds added.
+    fn rounds(&self) -> u64 {
+        self.xx[0][0] as u64
+    }
+
+    /// Frames per layer over all rounds.
+    fn frames(&self) -> [u64; 3] {
+        [1, 2, 3].map(|i| self.xx[0][i] as u64)
+    }
+
+    /// The fitted costs, with the policy's time per sampled header if there is one; an error
+    /// if no round has been seen or the fit fails.
+    pub fn fit(&self, policy_sample_hook_ns: Option<f64>) -> Result<FittedCosts, String> {
+        let (rounds, frames) = (self.rounds(), self.frames());
+        if rounds == 0 {
             return Err(
                 "no frame has been forwarded in software yet: send traffic through the switch first".into()
             );
         }
         // The round's cost, and the layers some round saw.
-        let unknowns: Vec<usize> = (0..4).filter(|&i| i == 0 || self.frames[i - 1] > 0).collect();
+        let unknowns: Vec<usize> = (0..4).filter(|&i| i == 0 || frames[i - 1] > 0).collect();
         let a: Vec<Vec<f64>> =
             unknowns.iter().map(|&i| unknowns.iter().map(|&j| self.xx[i][j]).collect()).collect();
         let b: Vec<f64> = unknowns.iter().map(|&i| self.xy[i]).collect();
@@ -107,8 +110,7 @@ impl CostFit {
         for (k, &i) in unknowns.iter().enumerate() {
             beta[i] = solved[k].max(0.0);
         }
-        let per_frame: [Option<f64>; 3] =
-            std::array::from_fn(|i| (self.frames[i] > 0).then_some(beta[i + 1]));
+        let per_frame: [Option<f64>; 3] = std::array::from_fn(|i| (frames[i] > 0).then_some(beta[i + 1]));
         // R² = 1 − residual / total, the residual Σ(y − xβ)² expanded over the sums.
         let xb_y: f64 = (0..4).map(|i| beta[i] * self.xy[i]).sum();
         let xb_xb: f64 = (0..4)
@@ -116,17 +118,18 @@ impl CostFit {
             .map(|(i, j)| beta[i] * beta[j] * self.xx[i][j])
             .sum();
         let residual = (self.yy - 2.0 * xb_y + xb_xb).max(0.0);
-        let total = (self.yy - self.y * self.y / self.rounds as f64).max(f64::MIN_POSITIVE);
+        let total = (self.yy - self.xy[0] * self.xy[0] / rounds as f64).max(f64::MIN_POSITIVE);
         let r_squared = (1.0 - residual / total).clamp(0.0, 1.0);
         // At saturation a round carries a full batch: its fixed cost spread over it.
         let at_saturation = per_frame.map(|c| c.map(|c| c + beta[0] / BATCH as f64));
         Ok(FittedCosts {
-            rounds: self.rounds,
-            frames: self.frames,
+            rounds,
+            frames,
             per_round_ns: beta[0],
             per_frame_ns: per_frame,
             r_squared,
-            cost_model: cost_model(at_saturation, sample_ns),
+            policy_sample_hook_ns,
+            cost_model: cost_model(at_saturation),
         })
     }
 }
@@ -161,7 +164,7 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 
 /// `sim`'s cost model from whole per-frame costs: receive + layer = the fitted figure, split in
 /// the built-in calibration's ratio; a layer not fitted scaled from the built-in one.
-fn cost_model(per_frame: [Option<f64>; 3], sample_ns: Option<f64>) -> CostModel {
+fn cost_model(per_frame: [Option<f64>; 3]) -> CostModel {
     let b = CostModel::default();
     let builtin = [b.microflow_hit_ns, b.megaflow_hit_ns, b.upcall_ns].map(|l| b.rx_ns + l);
     // How much slower (or faster) this host's live path is than the built-in calibration.
@@ -174,7 +177,8 @@ fn cost_model(per_frame: [Option<f64>; 3], sample_ns: Option<f64>) -> CostModel 
         microflow_hit_ns: (whole(0) - rx).max(0.0),
         megaflow_hit_ns: (whole(1) - rx).max(0.0),
         upcall_ns: upcall,
-        sample_ns: sample_ns.unwrap_or(b.sample_ns * scale),
+        // A sketch update is engine work alone: scaled as the frames are.
+        sample_ns: b.sample_ns * scale,
         gigaflow_install_ns: upcall * b.gigaflow_install_ns / b.upcall_ns,
     }
 }
@@ -228,6 +232,7 @@ mod tests {
         let scale = (1_000.0 + 10.0) / (b.rx_ns + b.microflow_hit_ns);
         let m = f.cost_model;
         assert!((m.rx_ns + m.upcall_ns - (b.rx_ns + b.upcall_ns) * scale).abs() < 1e-6);
-        assert_eq!(m.sample_ns, 50.0);
+        assert!((m.sample_ns - b.sample_ns * scale).abs() < 1e-9);
+        assert_eq!(f.policy_sample_hook_ns, Some(50.0));
     }
 }

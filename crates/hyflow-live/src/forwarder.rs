@@ -460,8 +460,8 @@ impl Forwarder {
                     fit.merge(&c.fit.lock().expect("fit lock"));
                 }
                 let engine = shared.engine.lock().expect("engine lock");
-                let sample_ns = engine.policy.as_ref().and_then(LivePolicy::sample_ns);
-                let fitted = fit.fit(sample_ns)?;
+                let sample_hook_ns = engine.policy.as_ref().and_then(LivePolicy::sample_ns);
+                let fitted = fit.fit(sample_hook_ns)?;
                 Ok(serde_json::to_string_pretty(&fitted).expect("serializes"))
             }
             Request::DumpPorts => {
