@@ -90,9 +90,10 @@ struct flow_value {
 	/* The entry's slot in `counters`. */
 	__u32 counter;
 	__u32 pad4;
-	/* The words of the entry's match beyond the lookup's mask (bit w: word w), compared once
-	 * the entry is found: an exact-match table finds an entry by the flow's fields, then
-	 * checks the rest (`check_mask`, `check_value`), as hyflow's ExactMatch does. */
+	/* Whether the entry's match has bits beyond the lookup's mask, compared once the entry
+	 * is found (`check_mask`, `check_value`; zero in the words with none): an exact-match
+	 * table finds an entry by the flow's fields, then checks the rest, as hyflow's
+	 * ExactMatch does. */
 	__u32 verify;
 	__u32 pad3;
 	struct nic_key check_mask;

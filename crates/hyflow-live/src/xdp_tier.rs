@@ -687,15 +687,15 @@ fn credit(switch: &mut Switch, at: (u8, u32), view: &NicEntryView, (packets, byt
 }
 
 /// The entry's lookup mask over the words the program computes, and what is compared once
-/// the entry is found: the words whose match has bits beyond the lookup mask (`verify`, a
-/// bit per word), their mask and value.
+/// the entry is found: whether its match has bits beyond the lookup mask (`verify`), and the
+/// mask and value of the words that do (zero elsewhere, which any key passes).
 fn lookup_and_check(view: &NicEntryView) -> (NicKey, (u32, NicKey, NicKey)) {
     let lookup = NicKey { w: XDP_KEY_WORDS.map(|w| view.lookup_mask.words[w]) };
     let (mut verify, mut mask, mut value) = (0, NicKey::default(), NicKey::default());
     for (i, &w) in XDP_KEY_WORDS.iter().enumerate() {
         let rest = view.matcher.mask.words[w] & !lookup.w[i];
         if rest != 0 {
-            verify |= 1 << i;
+            verify = 1;
             mask.w[i] = view.matcher.mask.words[w];
             value.w[i] = view.matcher.value.words[w];
         }
