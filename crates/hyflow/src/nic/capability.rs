@@ -93,6 +93,11 @@ fn xdp_holds(m: &Match, actions: &[DpAction], stateful: bool) -> bool {
     if (0..KEY_WORDS).any(|w| !XDP_KEY_WORDS.contains(&w) && m.value.words[w] != 0) {
         return false;
     }
+    // An entry only for EtherTypes the parser hands to software whole would never be hit.
+    let software_only = [proto::ETH_IPV6, proto::ETH_VLAN, proto::ETH_QINQ];
+    if software_only.iter().any(|&t| is(m, id::DL_TYPE, t as u128)) {
+        return false;
+    }
     let ipv4 = is(m, id::DL_TYPE, proto::ETH_IPV4 as u128);
     let tcp_or_udp = ipv4
         && exact(m, id::NW_PROTO)
@@ -194,6 +199,8 @@ mod tests {
         // A field the parser does not compute, asked to be anything but zero.
         assert!(!xdp.holds(&matching("tun_id=5"), &[DpAction::Output(2)], false));
         assert!(!xdp.holds(&matching("ipv6,ipv6_dst=::1"), &[DpAction::Output(2)], false));
+        // IPv6 as such: its frames never reach the lookup.
+        assert!(!xdp.holds(&matching("in_port=1,ipv6"), &[DpAction::Output(2)], false));
         assert!(xdp.holds(&matching("recirc_id=0,in_port=1"), &[DpAction::Output(2)], false));
         // Ports only under an exact TCP or UDP match; ICMP type: software.
         let port = [set(id::TP_DST, 80), DpAction::Output(2)];
