@@ -71,14 +71,15 @@ if [ -f ../shared/tools/livecheck.py ] && [ -f ../shared/ovs-vectors/sample.json
     python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --switch-arg=--io --switch-arg=$IO
     python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --switch-arg=--io --switch-arg=afpacket
     # The XDP NIC tier: later rounds of the same flows are forwarded in the kernel (in every
-    # case), under offload-all and under each policy that fills an exact-match table, every
+    # case), under offload-all (its misses steered over two cores by the 5-tuple's addresses
+    # and ports) and under each policy that fills an exact-match table, every
     # software packet sampled and their windows cut so that they decide while a case lasts
     # (the shortest sends its 6 packets a round, 3 ms apart): TFO's bin to 10 ms; Elixir's
     # replacement to 50 ms over an identification window of 200 ms, with 6 rounds, so that
     # even the shortest case spans two replacements whenever it starts.
     if [ ${#LIVE_FEATURES[@]} -gt 0 ]; then
       LC=(python3 ../shared/tools/livecheck.py --hyflow target/release/hyflow --cases target/livecheck-cases.json --index -1 --require-nic-hits --switch-arg=--nic --switch-arg=xdp)
-      "${LC[@]}" --rounds 3
+      "${LC[@]}" --rounds 3 --switch-arg=--cores --switch-arg=2 --switch-arg=--steer --switch-arg=nw_src,nw_dst,tp_src,tp_dst
       "${LC[@]}" --rounds 3 --switch-arg=--policy --switch-arg=ovs-rebalance
       "${LC[@]}" --rounds 3 --switch-arg=--policy --switch-arg=tfo --switch-arg=--sample-rate --switch-arg=1 --switch-arg=--bin --switch-arg=0.01
       "${LC[@]}" --rounds 6 --switch-arg=--policy --switch-arg=elixir --switch-arg=--sample-rate --switch-arg=1 \

@@ -1641,6 +1641,17 @@ fn l2l3acl_generated_traffic_with_updates() {
     assert_eq!(c.nic_hits, 0, "{c:?}");
 }
 
+/// The same on two cores steered by the 5-tuple's addresses and ports: each queue's frames
+/// spread over both cores' sockets by the XDP program's hash, every frame of a flow on one.
+#[test]
+fn l2l3acl_steered_over_two_cores() {
+    if !is_root() {
+        return;
+    }
+    let c = l2l3acl("l2l3acl-steer", &["--cores", "2", "--steer", "nw_src,nw_dst,tp_src,tp_dst"]);
+    assert_eq!(c.nic_hits, 0, "{c:?}");
+}
+
 /// The same through the XDP tier (native XDP; the peers' GRO on for the redirect): the
 /// frames of cached flows are forwarded by the XDP program, rewritten in the kernel, and
 /// must be byte for byte what the engine sends; every update takes the entries it outdates
@@ -1698,7 +1709,22 @@ fn l2l3acl(name: &str, extra: &[&str]) -> Counts {
     let files = PipelineFiles { flows: &flows, tables: None, groups: None };
     let mut live = Live::start(name, &numbered_ports(4), files, extra, false);
     let frames = generated_traffic(&live.topo.dir, &flows, 300, 11, 4);
+    let steered = extra.contains(&"--steer");
+    if steered {
+        // One flow's frames all land on one core.
+        live.send_frames(&vec![frames[0].clone(); 40]);
+        let cores = core_packets(&live.switch.show());
+        assert!(
+            cores.iter().filter(|&&n| n == 40).count() == 1 && cores.iter().sum::<u64>() == 40,
+            "{cores:?}"
+        );
+    }
     live.send_frames(&frames);
+    if steered {
+        // Many flows' frames spread over both.
+        let cores = core_packets(&live.switch.show());
+        assert!(cores.len() == 2 && cores.iter().all(|&n| n >= 60), "{cores:?}");
+    }
     // The same frames again in bursts: many frames per receive batch and per flush.
     live.send_bursts(&frames, 32);
     // TCP dropped at the first table, UDP redirected: frames whose decisions are cached.
@@ -1754,6 +1780,11 @@ fn l2l3acl(name: &str, extra: &[&str]) -> Counts {
     assert!(c.copies >= 400 && c.rewritten >= 400 && c.drops >= 1000, "{c:?}");
     assert!(c.checksums_recomputed >= 800, "{c:?}");
     c
+}
+
+/// Frames each core received, from `show --json`.
+fn core_packets(show: &serde_json::Value) -> Vec<u64> {
+    show["cores"].as_array().expect("cores").iter().map(|c| c["packets"].as_u64().expect("packets")).collect()
 }
 
 /// An operator pipeline from `examples/DIR` with `hyflow gen conversations` of its spec, then

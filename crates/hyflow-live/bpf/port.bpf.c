@@ -15,6 +15,10 @@
 // the engine decides it as before. The stage only serves what it can do exactly as the
 // engine would; what it cannot, userspace never installs.
 //
+// With steering on (`--steer FIELDS`, FlexNIC §2's steering), each receive queue has a
+// socket per core, all on one UMEM, and a frame for userspace goes to the core its fields
+// hash to (`steering`), so that every frame of a flow lands on the same core.
+//
 // One copy of the program and its maps serves every port: `ports` says which port an
 // interface is, `out_ports` where an output goes. Entry counters (packets, bytes, last hit)
 // are updated here and read by the switch, as a NIC's counters are.
@@ -101,7 +105,8 @@ struct flow_value {
 };
 
 struct port_info {
-	/* Index of the port: its sockets are `xsks[index * MAX_QUEUES + queue]`. */
+	/* Index of the port: its sockets are `xsks[index * MAX_QUEUES + queue * cores + core]`
+	 * (cores: `steering`'s, 1 without it). */
 	__u32 index;
 	/* Its OpenFlow port number (the key's in_port). */
 	__u32 number;
@@ -116,6 +121,14 @@ struct config {
 	 * (0: none; 0xffffffff: all). */
 	__u32 sample;
 	__u32 pad;
+};
+
+/* Which core's socket gets a frame for userspace: with `cores` above 1, the hash of the key
+ * words under `mask` picks one of the receive queue's `cores` sockets. */
+struct steering {
+	__u32 cores;
+	__u32 pad;
+	struct nic_key mask;
 };
 
 /* A sampled hit's headers (never the frame): its key words as received, and its length. */
@@ -162,6 +175,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct config);
 } config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct steering);
+} steering SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -543,6 +563,19 @@ static __always_inline int rewrite_l3_l4(void *data, void *end, const struct lay
 	return 0;
 }
 
+/* Which of `st`'s cores a frame of key `k` goes to: a multiply-xorshift hash of the steered
+ * words (any hash that spreads flows evenly serves; the switch never recomputes it). */
+static __always_inline __u32 steer(const struct nic_key *k, const struct steering *st, __u32 cores)
+{
+	__u64 h = 0x9e3779b97f4a7c15ULL;
+#pragma unroll
+	for (int w = 0; w < KEY_WORDS; w++) {
+		h = (h ^ (k->w[w] & st->mask.w[w])) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 33;
+	}
+	return (__u32)(h >> 32) % cores;
+}
+
 SEC("xdp")
 int hyflow_port(struct xdp_md *ctx)
 {
@@ -552,10 +585,13 @@ int hyflow_port(struct xdp_md *ctx)
 	/* An array slot of no port reads as index 0 and number 0: number 0 is no OpenFlow port. */
 	if (!port || port->number == 0)
 		return XDP_PASS;
-	__u32 slot = port->index * MAX_QUEUES + ctx->rx_queue_index;
 	__u32 zero = 0;
+	struct steering *st = bpf_map_lookup_elem(&steering, &zero);
+	__u32 cores = st && st->cores > 1 ? st->cores : 1;
+	__u32 slot = port->index * MAX_QUEUES + ctx->rx_queue_index * cores;
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg || !cfg->nic || cfg->n_masks == 0)
+	int nic = cfg && cfg->nic && cfg->n_masks;
+	if (!nic && cores == 1)
 		return bpf_redirect_map(&xsks, slot, XDP_PASS);
 	struct flow_key *fk = bpf_map_lookup_elem(&scratch, &zero);
 	__u32 one = 1;
@@ -564,7 +600,16 @@ int hyflow_port(struct xdp_md *ctx)
 		return bpf_redirect_map(&xsks, slot, XDP_PASS);
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 	struct layout l;
-	if (parse(data, end, port->number, &keyslot->key, &l) < 0)
+	int parsed;
+	if (cores > 1 && st) {
+		/* A frame parsed in part (IPv6, a third tag) hashes by the words it got. */
+		__builtin_memset(&keyslot->key, 0, sizeof(keyslot->key));
+		parsed = parse(data, end, port->number, &keyslot->key, &l);
+		slot += steer(&keyslot->key, st, cores);
+	} else {
+		parsed = parse(data, end, port->number, &keyslot->key, &l);
+	}
+	if (parsed < 0 || !nic || !cfg)
 		return bpf_redirect_map(&xsks, slot, XDP_PASS);
 	struct flow_value *v = lookup(fk, &keyslot->key, cfg->n_masks);
 	if (!v)

@@ -4,6 +4,12 @@
 //! to the fill ring at once, and builds outgoing frames in UMEM buffers of its own that the
 //! transmit ring hands to the kernel.
 //!
+//! With steering (`--steer`), queue Q has one socket per core, all bound to Q on Q's UMEM
+//! (`XDP_SHARED_UMEM`: one fill and one completion ring, a receive ring each), and the
+//! program picks the socket by the frame's hashed fields: FlexNIC's steering to a core, on a
+//! NIC with fewer queues than cores (a veth has one). The sockets of a queue share its fill
+//! ring, which the port's lock already serializes.
+//!
 //! One copy of the program serves every port ([`XdpProgram`]); with the NIC tier on it is
 //! also the switch's first match-action stage (`xdp_tier`).
 //!
@@ -29,6 +35,8 @@ use crate::args::XdpModeArg;
 use crate::forwarder::LivePort;
 use crate::interfaces::Interface;
 use crate::port_io::{PortIo, RxBatch, SendRefused};
+use crate::steering::Steering;
+use crate::XdpSetup;
 
 /// The XDP program, compiled from bpf/port.bpf.c by the build.
 static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port.bpf.o"));
@@ -50,7 +58,8 @@ struct Mode {
     zero_copy: bool,
 }
 
-/// One receive queue's socket: its UMEM and four rings.
+/// One receive queue's sockets: its UMEM, its fill and completion rings, the first socket's
+/// transmit ring, and a receive ring per socket (one, or one per steered core).
 struct XskQueue {
     area: NonNull<u8>,
     area_len: usize,
@@ -58,9 +67,9 @@ struct XskQueue {
     /// Kept alive for the rings and the socket (dropping it closes them).
     _umem: Umem,
     device: DeviceQueue,
-    rx: RingRx,
+    /// Receive rings, the first socket's first; each with its socket's descriptor.
+    rx: Vec<(RingRx, RawFd)>,
     tx: RingTx,
-    fd: RawFd,
     /// UMEM addresses of sending buffers not in the kernel's hands.
     tx_free: Vec<u64>,
     /// Frames put on the transmit ring since the last wake-up.
@@ -85,8 +94,14 @@ fn errno(what: &str) -> impl Fn(xdpilone::Errno) -> anyhow::Error + '_ {
 }
 
 impl XskQueue {
-    /// A socket on queue `queue` of `iface`, zero-copy or copy mode.
-    fn open(iface: &Interface, queue: u32, max_frame: usize, zero_copy: bool) -> Result<XskQueue> {
+    /// `sockets` sockets (at least one) on queue `queue` of `iface`, zero-copy or copy mode.
+    fn open(
+        iface: &Interface,
+        queue: u32,
+        max_frame: usize,
+        zero_copy: bool,
+        sockets: u32,
+    ) -> Result<XskQueue> {
         // Aligned chunks are a power of two, with XDP's 256 bytes of headroom before the frame.
         let frame_size: u32 = if max_frame + 256 <= 2048 { 2048 } else { 4096 };
         let area_len = (FRAMES * frame_size) as usize;
@@ -133,9 +148,22 @@ impl XskQueue {
                 },
             )
             .map_err(errno("receive and transmit rings"))?;
-        let rx = user.map_rx().map_err(errno("receive ring"))?;
+        let first = user.map_rx().map_err(errno("receive ring"))?;
         let tx = user.map_tx().map_err(errno("transmit ring"))?;
         umem.bind(&user).map_err(errno(if zero_copy { "zero-copy bind" } else { "bind" }))?;
+        let fd = first.as_raw_fd();
+        let mut rx = vec![(first, fd)];
+        for _ in 1..sockets {
+            // Bound to the same queue on the same UMEM: it shares the first socket's fill and
+            // completion rings, and inherits its mode (the kernel takes no flags for it).
+            let socket = Socket::new(&info).map_err(errno("AF_XDP socket"))?;
+            let config = SocketConfig { rx_size: NonZeroU32::new(RING), tx_size: None, bind_flags: 0 };
+            let user = umem.rx_tx(&socket, &config).map_err(errno("a steered socket's receive ring"))?;
+            let ring = user.map_rx().map_err(errno("receive ring"))?;
+            umem.bind(&user).map_err(errno("binding a steered socket to the queue's UMEM"))?;
+            let fd = ring.as_raw_fd();
+            rx.push((ring, fd));
+        }
         let half = FRAMES / 2;
         let filled = {
             let mut fill = device.fill(half);
@@ -147,7 +175,6 @@ impl XskQueue {
             return Err(anyhow!("the fill ring took {filled} of {half} buffers"));
         }
         let tx_free = (half..FRAMES).map(|i| i as u64 * frame_size as u64).collect();
-        let fd = rx.as_raw_fd();
         Ok(XskQueue {
             area,
             area_len,
@@ -156,7 +183,6 @@ impl XskQueue {
             device,
             rx,
             tx,
-            fd,
             tx_free,
             tx_queued: 0,
             refill: Vec::with_capacity(2 * crate::port_io::BATCH),
@@ -173,39 +199,10 @@ impl XskQueue {
         }
     }
 
-    /// Frames the kernel dropped for this socket: its receive ring full, or no buffer on the
-    /// fill ring (`XDP_STATISTICS`: `rx_ring_full`, `rx_dropped`).
+    /// Frames the kernel dropped for the queue's sockets: a receive ring full, or no buffer
+    /// on the fill ring (`XDP_STATISTICS`: `rx_ring_full`, `rx_dropped`).
     fn kernel_drops(&self) -> u64 {
-        /// `struct xdp_statistics` (linux/if_xdp.h).
-        #[repr(C)]
-        #[derive(Default)]
-        struct XdpStatistics {
-            rx_dropped: u64,
-            rx_invalid_descs: u64,
-            tx_invalid_descs: u64,
-            rx_ring_full: u64,
-            rx_fill_ring_empty_descs: u64,
-            tx_ring_empty_descs: u64,
-        }
-        const SOL_XDP: libc::c_int = 283;
-        const XDP_STATISTICS: libc::c_int = 7;
-        let mut stats = XdpStatistics::default();
-        let mut len = size_of::<XdpStatistics>() as libc::socklen_t;
-        // SAFETY: `stats` is `len` bytes.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd,
-                SOL_XDP,
-                XDP_STATISTICS,
-                &mut stats as *mut XdpStatistics as *mut libc::c_void,
-                &mut len,
-            )
-        };
-        if r != 0 {
-            return 0;
-        }
-        // A frame that found the fill ring empty is counted in rx_dropped too.
-        stats.rx_dropped + stats.rx_ring_full
+        self.rx.iter().map(|&(_, fd)| socket_drops(fd)).sum()
     }
 
     /// Puts the receive buffers copied out back on the fill ring, every one: a reservation
@@ -237,9 +234,47 @@ impl XskQueue {
     }
 }
 
-/// A port's AF_XDP sockets (one per receive queue).
+/// Frames the kernel dropped for socket `fd` (`XDP_STATISTICS`: `rx_ring_full`, and
+/// `rx_dropped`, which counts the frames that found the fill ring empty).
+fn socket_drops(fd: RawFd) -> u64 {
+    /// `struct xdp_statistics` (linux/if_xdp.h).
+    #[repr(C)]
+    #[derive(Default)]
+    struct XdpStatistics {
+        rx_dropped: u64,
+        rx_invalid_descs: u64,
+        tx_invalid_descs: u64,
+        rx_ring_full: u64,
+        rx_fill_ring_empty_descs: u64,
+        tx_ring_empty_descs: u64,
+    }
+    const SOL_XDP: libc::c_int = 283;
+    const XDP_STATISTICS: libc::c_int = 7;
+    let mut stats = XdpStatistics::default();
+    let mut len = size_of::<XdpStatistics>() as libc::socklen_t;
+    // SAFETY: `stats` is `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            SOL_XDP,
+            XDP_STATISTICS,
+            &mut stats as *mut XdpStatistics as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return 0;
+    }
+    // A frame that found the fill ring empty is counted in rx_dropped too.
+    stats.rx_dropped + stats.rx_ring_full
+}
+
+/// A port's AF_XDP sockets: per receive queue, one, or one per steered core.
 pub struct AfXdp {
     queues: Vec<XskQueue>,
+    /// Sockets per receive queue: the cores steered to (1 without steering). Socket `s` of
+    /// [`PortIo::rx_fds`] is socket `s % sockets` of queue `s / sockets`.
+    sockets: u32,
     mode: Mode,
     /// Whether it only sends (`hyflow send`): no program steers frames to it.
     transmit_only: bool,
@@ -268,6 +303,14 @@ impl XdpProgram {
         Ok(XdpProgram { ebpf })
     }
 
+    /// Spreads each queue's frames for software over `s.cores` sockets by the hash of
+    /// `s.mask`'s bits.
+    fn steer(&mut self, s: &Steering) -> Result<()> {
+        let mut map: Array<_, BpfSteering> =
+            Array::try_from(self.ebpf.map_mut("steering").ok_or_else(|| anyhow!("no steering map"))?)?;
+        map.set(0, BpfSteering { cores: s.cores, pad: 0, mask: s.mask }, 0).context("the steering map")
+    }
+
     /// Makes `iface` port `index` of the program: its sockets, its number, where its outputs go.
     fn register(&mut self, index: u32, iface: &Interface, queues: &[XskQueue]) -> Result<()> {
         let info = PortInfo { index, number: iface.port };
@@ -284,11 +327,11 @@ impl XdpProgram {
             DevMap::try_from(self.ebpf.map_mut("out_ports").ok_or_else(|| anyhow!("no out_ports map"))?)?;
         out.set(index, iface.ifindex, None, 0).context("the out_ports map")?;
         let mut xsks = XskMap::try_from(self.ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
-        for (q, queue) in queues.iter().enumerate() {
+        for (s, &(_, fd)) in queues.iter().flat_map(|q| &q.rx).enumerate() {
             // SAFETY: the descriptor is open for as long as the port's sockets live, and the
             // switch drops them before the program.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(queue.fd) };
-            xsks.set(index * MAX_QUEUES + q as u32, fd, 0).context("registering the socket in the XSKMAP")?;
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            xsks.set(index * MAX_QUEUES + s as u32, fd, 0).context("registering the socket in the XSKMAP")?;
         }
         Ok(())
     }
@@ -327,6 +370,18 @@ struct PortInfo {
 // SAFETY: two u32, no padding.
 unsafe impl aya::Pod for PortInfo {}
 
+/// `struct steering` of the program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct BpfSteering {
+    cores: u32,
+    pad: u32,
+    mask: [u64; 9],
+}
+
+// SAFETY: two u32 and nine u64, no padding.
+unsafe impl aya::Pod for BpfSteering {}
+
 /// Interface indexes below this are found in the program's `ports` array, the others in a
 /// hash (its `PORT_ARRAY`).
 const PORT_ARRAY: u32 = 65536;
@@ -335,22 +390,29 @@ const PORT_ARRAY: u32 = 65536;
 const MAX_QUEUES: u32 = 64;
 
 impl AfXdp {
-    /// Opens a socket per receive queue of `iface` (at most [`MAX_QUEUES`]).
-    fn open(iface: &Interface, max_frame: usize) -> Result<AfXdp> {
+    /// Opens `sockets` sockets per receive queue of `iface` (at most [`MAX_QUEUES`] in all).
+    fn open(iface: &Interface, max_frame: usize, sockets: u32) -> Result<AfXdp> {
+        let queues_used = iface.rx_queues.min(MAX_QUEUES / sockets);
+        if sockets > 1 && queues_used < iface.rx_queues {
+            return Err(anyhow!(
+                "{} receive queues × {sockets} steered cores is more sockets than the program's {MAX_QUEUES} per port",
+                iface.rx_queues
+            ));
+        }
         let mut queues = Vec::new();
         let mut zero_copy = true;
-        for q in 0..iface.rx_queues.min(MAX_QUEUES) {
-            let queue = match XskQueue::open(iface, q, max_frame, zero_copy) {
+        for q in 0..queues_used {
+            let queue = match XskQueue::open(iface, q, max_frame, zero_copy, sockets) {
                 Ok(s) => s,
                 Err(_) if zero_copy => {
                     zero_copy = false;
-                    XskQueue::open(iface, q, max_frame, false)?
+                    XskQueue::open(iface, q, max_frame, false, sockets)?
                 }
                 Err(e) => return Err(e),
             };
             queues.push(queue);
         }
-        Ok(AfXdp { queues, mode: Mode { driver: false, zero_copy }, transmit_only: false })
+        Ok(AfXdp { queues, sockets, mode: Mode { driver: false, zero_copy }, transmit_only: false })
     }
 
     /// A socket on queue 0 of `iface` that only sends (`hyflow send`): no program steers
@@ -360,9 +422,9 @@ impl AfXdp {
         // started right after another may find the queue busy for that moment.
         let mut tries = 0;
         let (queue, zero_copy) = loop {
-            let opened = match XskQueue::open(iface, 0, max_frame, true) {
+            let opened = match XskQueue::open(iface, 0, max_frame, true, 1) {
                 Ok(q) => Ok((q, true)),
-                Err(_) => XskQueue::open(iface, 0, max_frame, false).map(|q| (q, false)),
+                Err(_) => XskQueue::open(iface, 0, max_frame, false, 1).map(|q| (q, false)),
             };
             match opened {
                 Err(e) if tries < 20 && format!("{e}").contains("busy") => {
@@ -372,7 +434,12 @@ impl AfXdp {
                 other => break other?,
             }
         };
-        Ok(AfXdp { queues: vec![queue], mode: Mode { driver: true, zero_copy }, transmit_only: true })
+        Ok(AfXdp {
+            queues: vec![queue],
+            sockets: 1,
+            mode: Mode { driver: true, zero_copy },
+            transmit_only: true,
+        })
     }
 }
 
@@ -385,12 +452,14 @@ impl PortIo for AfXdp {
         }
     }
 
-    fn receive(&mut self, queue: usize, batch: &mut RxBatch) -> io::Result<usize> {
+    fn receive(&mut self, socket: usize, batch: &mut RxBatch) -> io::Result<usize> {
         let before = batch.len();
-        let q = &mut self.queues[queue];
+        let sockets = self.sockets as usize;
+        let q = &mut self.queues[socket / sockets];
+        let rx = &mut q.rx[socket % sockets].0;
         let room = crate::port_io::BATCH - batch.len();
-        batch.waiting = batch.waiting.max(q.rx.available());
-        let mut got = q.rx.receive(room as u32);
+        batch.waiting = batch.waiting.max(rx.available());
+        let mut got = rx.receive(room as u32);
         while let Some(XdpDesc { addr, len, .. }) = got.read() {
             let start = addr - addr % q.frame_size;
             let offset = (addr - start) as usize;
@@ -470,19 +539,19 @@ impl PortIo for AfXdp {
     }
 
     fn rx_fds(&self) -> Vec<RawFd> {
-        self.queues.iter().map(|q| q.fd).collect()
+        self.queues.iter().flat_map(|q| q.rx.iter().map(|&(_, fd)| fd)).collect()
     }
 }
 
 /// Opens every interface on AF_XDP under one XDP program whose flow table has
 /// `flow_entries` entries, attached as `mode` asks (`nic_tier`: the program's tables forward
-/// frames); returns the ports, how frames move, and the program (to drop after the ports).
+/// frames), with a socket per steered core on each queue (`steering`); returns the ports, how
+/// frames move, and the program (to drop after the ports).
 pub fn open(
     interfaces: &[Interface],
     max_frame: usize,
     flow_entries: u32,
-    mode: XdpModeArg,
-    nic_tier: bool,
+    XdpSetup { mode, nic_tier, steering }: XdpSetup<'_>,
 ) -> Result<(Vec<LivePort>, String, XdpProgram)> {
     // A frame redirected into a veth in native mode reaches the peer only if the peer runs
     // NAPI (an XDP program or GRO on it); generic mode sends it as any frame.
@@ -492,9 +561,13 @@ pub fn open(
         XdpModeArg::Auto => !(nic_tier && interfaces.iter().any(|i| i.veth)),
     };
     let mut program = XdpProgram::load(flow_entries)?;
+    let sockets = steering.map_or(1, |s| s.cores);
+    if let Some(s) = steering {
+        program.steer(s)?;
+    }
     let mut ports = Vec::new();
     for (index, i) in interfaces.iter().enumerate() {
-        let mut io = AfXdp::open(i, max_frame).with_context(|| i.name.clone())?;
+        let mut io = AfXdp::open(i, max_frame, sockets).with_context(|| i.name.clone())?;
         program.register(index as u32, i, &io.queues).with_context(|| i.name.clone())?;
         io.mode.driver =
             program.attach(i, native, mode == XdpModeArg::Native).with_context(|| i.name.clone())?;

@@ -31,9 +31,20 @@ pub struct SwitchArgs {
     /// CPU of the process's affinity mask when it has enough (run under `taskset` to choose
     /// them). The engine's decisions are taken one batch at a time under one lock; parsing,
     /// rewriting and packet I/O run on every core at once. At most the number of receive
-    /// queues (a veth has one unless created with `numrxqueues`).
+    /// queues (a veth has one unless created with `numrxqueues`), unless --steer spreads each
+    /// queue over the cores.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub cores: u16,
+    /// Steer each frame software gets to a core by a hash of FIELDS (comma-separated key
+    /// fields, e.g. `nw_dst,tp_dst` or the 5-tuple `nw_src,nw_dst,nw_proto,tp_src,tp_dst`),
+    /// computed in the XDP program, as FlexNIC steers flows to cores: every receive queue gets
+    /// one AF_XDP socket per core (sharing the queue's UMEM), every core polls its socket of
+    /// every queue, and all frames of a flow go to one core. Fields the program parses:
+    /// Ethernet, VLAN, IPv4, ARP, transport, in_port; a frame it parses in part (IPv6) is
+    /// steered by the fields it got. Needs AF_XDP and --cores 2 or more; `show` gives each
+    /// core's load.
+    #[arg(long, value_name = "FIELDS")]
+    pub steer: Option<String>,
     /// The NIC tier in front of the software switch: none (every frame decided in
     /// software), or xdp (the XDP program on every port holds megaflows the engine offloads —
     /// as Open vSwitch's hardware offload does — as far as its parser and actions reach:

@@ -38,6 +38,7 @@ use crate::live_policy::LivePolicy;
 use crate::nic_tier::NicTier;
 use crate::pmd::{Core, RxQueue};
 use crate::port_io::PortIo;
+use crate::steering::Steering;
 
 /// Longest a thread sleeps without looking at the halt flag and its timers (ms).
 pub(crate) const MAX_SLEEP_MS: u64 = 100;
@@ -298,6 +299,8 @@ pub enum Ended {
 pub struct Forwarder {
     shared: Shared,
     plans: Vec<CorePlan>,
+    /// `--steer`: each queue's frames spread over the cores by the program's hash.
+    steering: Option<Steering>,
     max_frame: usize,
     io: String,
 }
@@ -310,7 +313,7 @@ impl Forwarder {
         switch: Switch,
         (nic, policy): (Option<Box<dyn NicTier>>, Option<LivePolicy>),
         ports: Vec<LivePort>,
-        plans: Vec<CorePlan>,
+        (plans, steering): (Vec<CorePlan>, Option<Steering>),
         max_frame: usize,
         io: String,
         start: Instant,
@@ -329,7 +332,7 @@ impl Forwarder {
             core_stats: plans.iter().map(|_| CoreStats::default()).collect(),
             start,
         };
-        Forwarder { shared, plans, max_frame, io }
+        Forwarder { shared, plans, steering, max_frame, io }
     }
 
     /// Starts the cores, prints `ready`, and carries out control requests (announced on
@@ -540,6 +543,7 @@ impl Forwarder {
             "io": self.io,
             "interfaces": interfaces,
             "cores": cores,
+            "steer": self.steering.as_ref().map(|s| serde_json::json!({"fields": s.fields, "cores": s.cores})),
             "live_drops": drops,
         });
         if let (Some(map), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
@@ -548,9 +552,14 @@ impl Forwarder {
         v
     }
 
-    /// A core's queues as `port/queue` names.
+    /// A core's queues as `port/queue` names (with steering, a core's share of each queue:
+    /// its socket `queue × cores + core` is named by the queue).
     fn queue_names(&self, plan: &CorePlan) -> Vec<String> {
-        plan.queues.iter().map(|q| format!("{}/{}", self.shared.ports[q.port].name, q.queue)).collect()
+        let sockets = self.steering.as_ref().map_or(1, |s| s.cores as usize);
+        plan.queues
+            .iter()
+            .map(|q| format!("{}/{}", self.shared.ports[q.port].name, q.queue / sockets))
+            .collect()
     }
 
     /// The cores in one line each: queues, CPU, frames received, processing time per frame.
@@ -584,8 +593,11 @@ impl Forwarder {
         };
         let received_not: Vec<String> =
             self.shared.ports.iter().zip(self.rx_dropped()).map(|(p, n)| format!("{n} {}", p.name)).collect();
+        let steered = self.steering.as_ref().map_or(String::new(), |s| {
+            format!(", steered by {} (each queue's frames hashed over the cores)", s.fields.join(","))
+        });
         format!(
-            "hyflow switch: up {uptime:.3} s, io {}, {} core(s)\n{}{nic_tier}\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
+            "hyflow switch: up {uptime:.3} s, io {}, {} core(s){steered}\n{}{nic_tier}\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
              not sent: {} to no such port, {} on a full ring, {} on a port down, {} too long\n",
             self.io,
             self.plans.len(),

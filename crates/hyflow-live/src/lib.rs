@@ -20,6 +20,7 @@ pub mod nic_tier;
 pub mod pmd;
 pub mod port_io;
 pub mod send;
+pub mod steering;
 #[cfg(feature = "afxdp")]
 pub mod xdp_tier;
 
@@ -43,6 +44,7 @@ use crate::forwarder::{allowed_cpus, CorePlan, Forwarder, LivePort};
 use crate::interfaces::Interface;
 use crate::live_policy::LivePolicy;
 use crate::pmd::RxQueue;
+use crate::steering::Steering;
 
 /// Runs `hyflow switch` until SIGINT, SIGTERM or `ctl stop`, then prints its report.
 pub fn run_switch(a: SwitchArgs) -> Result<()> {
@@ -105,7 +107,12 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
     }
     let _claims = interfaces.iter().map(Interface::claim).collect::<Result<Vec<_>>>()?;
     let max_frame = interfaces.iter().map(Interface::max_frame).max().unwrap_or(1518);
+    let steering = a.steer.as_deref().map(|f| Steering::new(f, a.cores as u32)).transpose()?;
     let io = match a.io {
+        Some(IoArg::Afpacket) if steering.is_some() => {
+            bail!("--steer hashes frames in the XDP program: it needs --io afxdp")
+        }
+        None if !may_load_bpf && steering.is_some() => bail!("--steer needs CAP_BPF (or root)"),
         Some(IoArg::Afxdp) if !may_load_bpf => {
             bail!("--io afxdp needs CAP_BPF (or root) to load the XDP program")
         }
@@ -114,24 +121,25 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
             eprintln!("hyflow switch: no CAP_BPF to load an XDP program; using AF_PACKET");
             Some(IoArg::Afpacket)
         }
-        // The NIC tier is the XDP program: no falling back to AF_PACKET.
-        None if a.nic == NicArg::Xdp => Some(IoArg::Afxdp),
+        // The NIC tier and steering are the XDP program: no falling back to AF_PACKET.
+        None if a.nic == NicArg::Xdp || steering.is_some() => Some(IoArg::Afxdp),
         io => io,
     };
-    let xdp = (a.xdp_mode, a.nic == NicArg::Xdp);
+    let xdp = XdpSetup { mode: a.xdp_mode, nic_tier: a.nic == NicArg::Xdp, steering: steering.as_ref() };
     let (ports, io, mut program) = open_ports(&interfaces, io, max_frame, flow_entries, xdp)?;
     let start = Instant::now();
     let tables = (flow_entries as usize, a.nic_masks as usize, a.nic_counter_reads);
     let mut nic = nic_tier(a.nic, &mut program, &interfaces, tables)?;
-    let plans = plan_cores(&ports, a.cores as usize);
+    let plans = plan_cores(&ports, a.cores as usize, steering.as_ref());
     let policy = policy.map(|p| LivePolicy::new(p, limits(&a), CostModel::default(), plans.len()));
     if let (Some(nic), Some(p)) = (&mut nic, &policy) {
         nic.sample(p.sample_rate());
     }
     eprintln!(
-        "hyflow switch: io {io} on {}; {} core(s){}",
+        "hyflow switch: io {io} on {}; {} core(s){}{}",
         interfaces.iter().map(|i| format!("{}={}", i.name, i.port)).collect::<Vec<_>>().join(", "),
         plans.len(),
+        steering.as_ref().map_or(String::new(), |s| format!(" steered by {}", s.fields.join(","))),
         match plans[0].cpu {
             Some(_) => format!(
                 " on CPU {}",
@@ -154,7 +162,7 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         Some(path) => Some(control::serve(path, flows.names.clone(), requests_tx, wake_tx)?),
         None => None,
     };
-    let forwarder = Forwarder::new(switch, (nic, policy), ports, plans, max_frame, io, start);
+    let forwarder = Forwarder::new(switch, (nic, policy), ports, (plans, steering), max_frame, io, start);
     let why = match forwarder.run(&stop, &requests, &wake_rx) {
         forwarder::Ended::Signal => "a signal",
         forwarder::Ended::Stopped => "`hyflow ctl stop`",
@@ -217,7 +225,24 @@ fn live_policy(a: &SwitchArgs) -> Result<(NicConfig, Box<dyn OffloadPolicy>)> {
 /// Deals the ports' receive queues out to `cores` cores (no more cores than queues: a core
 /// with no queue would have nothing to do), each pinned to its own CPU of the process's
 /// affinity mask when the mask has one for each.
-fn plan_cores(ports: &[LivePort], cores: usize) -> Vec<CorePlan> {
+fn plan_cores(ports: &[LivePort], cores: usize, steering: Option<&Steering>) -> Vec<CorePlan> {
+    let cpus = allowed_cpus();
+    let pinned = cpus.len() >= cores;
+    if !pinned {
+        eprintln!("hyflow switch: {} CPU(s) allowed for {cores} cores: cores are not pinned", cpus.len());
+    }
+    let plan = |(i, queues)| CorePlan { queues, cpu: pinned.then(|| cpus[i]) };
+    if let Some(s) = steering {
+        // Each queue has a socket per core, core c's the c-th: core c polls its own of each.
+        let per_core = (0..s.cores as usize).map(|c| {
+            let mine = ports.iter().enumerate().flat_map(|(port, p)| {
+                let sockets = p.io.lock().expect("port lock").rx_fds().len();
+                (c..sockets).step_by(s.cores as usize).map(move |queue| RxQueue { port, queue })
+            });
+            mine.collect()
+        });
+        return per_core.enumerate().map(plan).collect();
+    }
     let queues: Vec<RxQueue> = ports
         .iter()
         .enumerate()
@@ -236,16 +261,7 @@ fn plan_cores(ports: &[LivePort], cores: usize) -> Vec<CorePlan> {
     } else {
         cores
     };
-    let cpus = allowed_cpus();
-    let pinned = cpus.len() >= cores;
-    if !pinned {
-        eprintln!("hyflow switch: {} CPU(s) allowed for {cores} cores: cores are not pinned", cpus.len());
-    }
-    pmd::assign(&queues, cores)
-        .into_iter()
-        .enumerate()
-        .map(|(i, queues)| CorePlan { queues, cpu: pinned.then(|| cpus[i]) })
-        .collect()
+    pmd::assign(&queues, cores).into_iter().enumerate().map(plan).collect()
 }
 
 /// Opens every interface's I/O as `--io` asks (`None`: AF_XDP where it attaches, AF_PACKET
@@ -257,7 +273,7 @@ fn open_ports(
     io: Option<IoArg>,
     max_frame: usize,
     flow_entries: u32,
-    xdp: (XdpModeArg, bool),
+    xdp: XdpSetup<'_>,
 ) -> Result<(Vec<LivePort>, String, Option<Program>)> {
     if io != Some(IoArg::Afpacket) {
         match open_afxdp(interfaces, max_frame, flow_entries, xdp) {
@@ -277,6 +293,18 @@ fn open_ports(
     Ok((ports, io, None))
 }
 
+/// How the XDP program is set up: its attach mode, whether it is the NIC tier, and how it
+/// steers frames to cores.
+#[derive(Clone, Copy)]
+pub struct XdpSetup<'a> {
+    /// Native, generic, or native where the driver has it.
+    pub mode: XdpModeArg,
+    /// Whether the program holds the NIC tier's tables.
+    pub nic_tier: bool,
+    /// `--steer`: a socket per core on every queue, picked by the program's hash.
+    pub steering: Option<&'a Steering>,
+}
+
 /// The XDP program on the ports (feature `afxdp`).
 #[cfg(feature = "afxdp")]
 type Program = afxdp::XdpProgram;
@@ -289,9 +317,9 @@ fn open_afxdp(
     interfaces: &[Interface],
     max_frame: usize,
     flow_entries: u32,
-    (mode, nic_tier): (XdpModeArg, bool),
+    xdp: XdpSetup<'_>,
 ) -> Result<(Vec<LivePort>, String, Program)> {
-    afxdp::open(interfaces, max_frame, flow_entries, mode, nic_tier)
+    afxdp::open(interfaces, max_frame, flow_entries, xdp)
 }
 
 #[cfg(not(feature = "afxdp"))]
@@ -299,7 +327,7 @@ fn open_afxdp(
     _: &[Interface],
     _: usize,
     _: u32,
-    _: (XdpModeArg, bool),
+    _: XdpSetup<'_>,
 ) -> Result<(Vec<LivePort>, String, Program)> {
     bail!("this hyflow was built without AF_XDP (build with `--features afxdp`: needs clang and libbpf-dev)")
 }
