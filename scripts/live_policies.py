@@ -13,7 +13,9 @@ Per run: frames offered (the sender's count), frames the switch decided (`show -
 packets: software's and the kernel's hits credited), lost (offered but never decided: a full
 AF_XDP ring, counted by the kernel), the NIC tier's share, the core's load (its processing
 time, idle polling left out, over the sending time), the policy's installs, removals and
-urgent moves (installs and removals: the kernel's table's), and for Elixir the time from a ring reaching K to the bursty move it triggered.
+urgent moves (installs and removals: the kernel's table's), for Elixir the time from a ring
+reaching K to the bursty move it triggered, and the longest time one call of the policy held
+the engine (every core waits for it).
 
 Elixir runs with windows shortened to the 4 s of traffic (T = 1 s, L = 2 s, as `sim` can be
 told) and K = --queue-threshold (2,048 of the ring's 4,096 by default); TFO with its 1 s bin;
@@ -88,6 +90,21 @@ def max_lossless_rate(binary, tmp, switch_args, lo, hi, rel=0.03):
     return lo
 
 
+SIM_MACHINE = ["--trace", "gen:gateway", "--ring", "4096", "--cores", "1", "--nic-updates", "0",
+               "--nic-counter-reads", "0", "--nic-update-latency", "0", "--nic-capability", "xdp"]
+
+
+def sim_run(binary, costs, policy_args, rate):
+    """`sim` on the same traffic at the live run's offered `rate`, one core, the live switch's
+    ring, its NIC tier's limits and what its XDP program can hold, with the costs the live
+    switch fitted: (loss rate, NIC share, software latency p50 / p99 µs)."""
+    out = os.path.join(tempfile.mkdtemp(), "sim.json")
+    sh(binary, "sim", *SIM_MACHINE, "--rate", "%.0f" % rate, "--costs", costs, "--json", out, *policy_args)
+    r = json.load(open(out))
+    sw = r.get("latency_sw_us") or {}
+    return r["loss_rate"], r["hw_share"], sw
+
+
 def sim_max_rate(binary, costs, policy_args):
     """`sim --find max-rate` on the same traffic, one core, the live switch's ring and costs."""
     out = sh(binary, "sim", "--trace", "gen:gateway", "--ring", "4096", "--cores", "1", "--nic-updates", "0",
@@ -112,32 +129,46 @@ def main():
         sys.exit("live_policies.py needs root (namespaces, XDP)")
     tmp = tempfile.mkdtemp()
     k = str(a.queue_threshold)
+    elixir = ["--policy", "elixir", "--replacement-window", "1", "--identification-window", "2", "--queue-threshold", k]
+    # Each live run, and the `sim` policy that models it (`psf`: no NIC).
     runs = [
-        ("software path (`--nic none`)", ["--nic", "none"]),
-        ("offload-all (megaflows)", ["--nic", "xdp", "--policy", "offload-all"]),
-        ("elixir", ["--nic", "xdp", "--policy", "elixir", "--replacement-window", "1", "--identification-window", "2",
-                    "--queue-threshold", k]),
-        ("tfo", ["--nic", "xdp", "--policy", "tfo"]),
-        ("ovs-rebalance", ["--nic", "xdp", "--policy", "ovs-rebalance"]),
+        ("software path (`--nic none`)", ["--nic", "none"], ["--policy", "psf"]),
+        ("offload-all (megaflows)", ["--nic", "xdp", "--policy", "offload-all"], ["--policy", "offload-all"]),
+        ("elixir", ["--nic", "xdp"] + elixir, elixir),
+        ("tfo", ["--nic", "xdp", "--policy", "tfo"], ["--policy", "tfo"]),
+        ("ovs-rebalance", ["--nic", "xdp", "--policy", "ovs-rebalance"], ["--policy", "ovs-rebalance"]),
     ]
     costs = os.path.join(tmp, "costs.json")
     rows = [run(a.hyflow, tmp, name, args, a.rate, costs if args == ["--nic", "none"] else None)
-            for name, args in runs]
+            for name, args, _ in runs]
     print("gateway traffic (gen:gateway, laptop preset) from CPU 0, the switch on CPU 1; K = %s of 4,096\n" % k)
     print("| policy | offered pps | decided | lost | in the XDP tier | core load | installs | removals | "
-          "urgent moves | ring at K → move, p50 / p99 µs |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "urgent moves | ring at K → move, p50 / p99 µs | policy's longest hold of the engine, µs "
+          "(calls ≥ 1 ms: count, ms in all) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         p, live = r["policy"], (r["policy"].get("live") or {})
         lost = r["offered"] - r["decided"]
         det = live.get("detection_us") or [0, 0, 0]
-        print("| %s | %.0f | %d | %d (%.2f%%) | %.1f%% | %.0f%% | %s | %s | %s | %s |" % (
+        hold = "%.0f (%d, %.1f)" % (live["hook_us"][2], live["long_hooks"], live["long_hooks_ms"]) if live else "—"
+        print("| %s | %.0f | %d | %d (%.2f%%) | %.1f%% | %.0f%% | %s | %s | %s | %s | %s |" % (
             r["name"], r["offered"] / r["secs"], r["decided"], lost, 100.0 * lost / max(1, r["offered"]),
             100.0 * r["nic"] / max(1, r["decided"]), 100 * r["load"],
             r["tier"].get("installs", "—"), r["tier"].get("removals", "—"), live.get("urgent_moves", "—") if p else "—",
-            "%.0f / %.0f" % (det[0], det[1]) if live.get("urgent_moves") else "—"))
+            "%.0f / %.0f" % (det[0], det[1]) if live.get("urgent_moves") else "—", hold))
+    print("\ncosts fitted from the `--nic none` run: %s" % open(costs).read().replace("\n", " "))
+    print("\n`sim` on the same traffic at each run's offered rate, with those costs (`%s --rate R --costs "
+          "COSTS --policy P ...`):\n" % " ".join(SIM_MACHINE))
+    print("| policy | live: lost | sim: lost | live: in the XDP tier | sim: in the NIC | sim: software latency "
+          "p50 / p99 µs |")
+    print("|---|---|---|---|---|---|")
+    for r, (name, _, sim_args) in zip(rows, runs):
+        loss, share, sw = sim_run(a.hyflow, costs, sim_args, r["offered"] / r["secs"])
+        print("| %s | %.2f%% | %.2f%% | %.1f%% | %.1f%% | %s |" % (
+            name, 100.0 * (r["offered"] - r["decided"]) / max(1, r["offered"]), 100 * loss,
+            100.0 * r["nic"] / max(1, r["decided"]), 100 * share,
+            "%.1f / %.1f" % (sw.get("p50", 0), sw.get("p99", 0)) if sw else "—"))
     if a.max_rate:
-        print("\ncosts fitted from the `--nic none` run: %s" % open(costs).read().replace("\n", " "))
         print("\n| switch | live: highest lossless rate, pps | sim (live costs) |")
         print("|---|---|---|")
         for name, args, policy in (("software path (`--nic none`; `psf` in sim)", ["--nic", "none"], ["--policy", "psf"]),

@@ -163,10 +163,15 @@ impl Engine {
         }
     }
 
-    /// Software forwarded a frame of `key`, `bytes` long, on `core`.
-    pub(crate) fn policy_software(&mut self, key: &FlowKey, bytes: u32, core: usize, now_ns: u64) {
+    /// Software forwarded `frames` (key, length) on `core`.
+    pub(crate) fn policy_software<'k>(
+        &mut self,
+        frames: impl Iterator<Item = (&'k FlowKey, u32)>,
+        core: usize,
+        now_ns: u64,
+    ) {
         if let Some(p) = &mut self.policy {
-            p.software(&mut self.switch, Self::hardware(&mut self.nic), (key, bytes, core), now_ns);
+            p.software(&mut self.switch, Self::hardware(&mut self.nic), (frames, core), now_ns);
         }
     }
 

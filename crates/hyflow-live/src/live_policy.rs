@@ -6,8 +6,8 @@
 //! - **time** — the engine's clock: [`OffloadPolicy::tick`] at every batch the cores decide
 //!   and every turn of the main thread, so that periodic work (Elixir's replacement window,
 //!   a rebalance round) runs with or without software traffic;
-//! - **software packets** — every frame the NIC tier missed, after the engine decided it
-//!   ([`OffloadPolicy::on_software`]), and whether an upcall may install
+//! - **software packets** — every frame the NIC tier missed, after the engine decided its
+//!   batch ([`OffloadPolicy::on_software`]), and whether an upcall may install
 //!   ([`OffloadPolicy::install_on_upcall`], within the update budget);
 //! - **ring occupancy** — the AF_XDP receive ring's frames waiting when a core takes a
 //!   batch ([`OffloadPolicy::on_ring`]): Elixir's queue trigger fires on the real ring;
@@ -17,11 +17,13 @@
 //!   ([`hyflow::offload::HardwareCounters`]), within the read budget.
 //!
 //! What it does goes through [`NicControl`] and the update budget into the engine's NIC
-//! scheme, whose journal the NIC tier mirrors into the kernel after every call here. The
+//! scheme, whose journal the NIC tier mirrors into the kernel after every call here. Every
+//! hook queues changes; `tick` and `ring` (once per batch, and per turn of the main thread)
+//! apply them, at most a work slice ([`WORK_SLICE_NS`]) per hold of the engine. The
 //! report's `work_ms` is measured: the wall-clock time the policy's hooks took (with the
 //! installs and counter reads they made), where `sim` gives its cost model's price.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -31,6 +33,7 @@ use hyflow::measure::KeySpec;
 use hyflow::offload::{HardwareCounters, NicBudget, NicControl, NicUpdates, OffloadPolicy, Seen};
 use hyflow::packet::FlowKey;
 use hyflow::switch::Switch;
+use hyflow::timing::WORK_SLICE_NS;
 
 /// The policy's live figures beyond its own report.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -49,6 +52,30 @@ pub struct LivePolicyStats {
     /// From a core's ring reaching the threshold to the move it triggered (µs): p50, p99,
     /// max over the moves.
     pub detection_us: [f64; 3],
+    /// How long one call of the policy (a hook, with the changes it made) held the engine,
+    /// and so stopped every core that needed it (µs): p50, p99, max over the calls.
+    pub hook_us: [f64; 3],
+    /// Calls that held the engine 1 ms or more: at 1 Mpps a millisecond is 1,000 frames
+    /// queued behind the call.
+    pub long_hooks: u64,
+    /// Their time in all (ms).
+    pub long_hooks_ms: f64,
+    /// The longest call of each hook (µs): tick (periodic work), ring, software frame,
+    /// sampled header.
+    pub longest_us: Longest,
+}
+
+/// The longest call of each of the policy's hooks, µs.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Longest {
+    /// `tick`: time passing, the periodic work (replacement, rebalance, bin end).
+    pub tick: f64,
+    /// `on_ring`: a batch taken from a receive ring.
+    pub ring: f64,
+    /// `on_software`: a batch of frames software forwarded.
+    pub software: f64,
+    /// `on_sample`: a sampled header.
+    pub sample: f64,
 }
 
 /// An offload policy, its budgets and what it saw.
@@ -62,6 +89,8 @@ pub struct LivePolicy {
     above_since: Vec<Option<u64>>,
     /// Ring at the threshold → urgent move queued, ns.
     detection: Histogram<u64>,
+    /// Each call's time, ns.
+    hooks: Histogram<u64>,
     hook_ns: u64,
     /// Of which handling sampled headers.
     sample_hook_ns: u64,
@@ -84,6 +113,7 @@ impl LivePolicy {
             costs,
             above_since: vec![None; cores],
             detection: Histogram::new(3).expect("3 significant figures is valid"),
+            hooks: Histogram::new(2).expect("2 significant figures is valid"),
             hook_ns: 0,
             sample_hook_ns: 0,
             stats: LivePolicyStats::default(),
@@ -100,13 +130,17 @@ impl LivePolicy {
         self.policy.sample_rate()
     }
 
-    /// Runs `f` with the policy and its control of the NIC at `now_ns`, then applies the
-    /// changes queued as far as the update budget allows; the time taken is measured.
+    /// Runs `f` with the policy and its control of the NIC at `now_ns`; then, if `apply`,
+    /// applies the changes queued as far as the update budget allows, for at most
+    /// [`WORK_SLICE_NS`] of this hold of the engine (at least one change): a replacement's
+    /// thousands of installs, each a translation, are spread over the batches, as `sim` runs
+    /// the policy's work in slices of that length beside the packets, instead of stopping
+    /// every core until they are done. The time taken is measured.
     fn run<R>(
         &mut self,
         switch: &mut Switch,
         hardware: Option<&mut dyn HardwareCounters>,
-        now_ns: u64,
+        (now_ns, hook, apply): (u64, fn(&mut Longest) -> &mut f64, bool),
         f: impl FnOnce(&mut dyn OffloadPolicy, &mut NicControl) -> R,
     ) -> R {
         let started = Instant::now();
@@ -115,14 +149,25 @@ impl LivePolicy {
             control = control.with_hardware(h);
         }
         let r = f(self.policy.as_mut(), &mut control);
-        control.apply();
-        self.hook_ns += started.elapsed().as_nanos() as u64;
+        if apply {
+            let until = started + Duration::from_nanos(WORK_SLICE_NS);
+            control.apply_while(&mut || Instant::now() < until);
+        }
+        let took = started.elapsed().as_nanos() as u64;
+        self.hook_ns += took;
+        let _ = self.hooks.record(took);
+        if took >= 1_000_000 {
+            self.stats.long_hooks += 1;
+            self.stats.long_hooks_ms += took as f64 / 1e6;
+        }
+        let longest = hook(&mut self.stats.longest_us);
+        *longest = longest.max(took as f64 / 1e3);
         r
     }
 
     /// Time passes.
     pub fn tick(&mut self, switch: &mut Switch, hardware: Option<&mut dyn HardwareCounters>, now_ns: u64) {
-        self.run(switch, hardware, now_ns, |p, nic| p.tick(nic));
+        self.run(switch, hardware, (now_ns, |l| &mut l.tick, true), |p, nic| p.tick(nic));
     }
 
     /// `core` took a batch from a receive ring that held `occupancy` frames.
@@ -146,7 +191,7 @@ impl LivePolicy {
             }
         }
         let urgent = self.budget.queued_urgent();
-        let queued = self.run(switch, hardware, now_ns, |p, nic| {
+        let queued = self.run(switch, hardware, (now_ns, |l| &mut l.ring, true), |p, nic| {
             p.on_ring(core, occupancy, nic);
             nic.queued_urgent()
         });
@@ -170,17 +215,22 @@ impl LivePolicy {
         self.stats.upcalls_capped += capped as u64;
     }
 
-    /// Software forwarded a frame of `key` (`bytes` long) on `core`.
-    pub fn software(
+    /// Software forwarded `frames` (each a key and a length) on `core`: one hold of the
+    /// policy for a batch, not one per frame (a clock read and a control per frame cost a
+    /// tenth of a frame's time).
+    pub fn software<'k>(
         &mut self,
         switch: &mut Switch,
         hardware: Option<&mut dyn HardwareCounters>,
-        (key, bytes, core): (&FlowKey, u32, usize),
+        (frames, core): (impl Iterator<Item = (&'k FlowKey, u32)>, usize),
         now_ns: u64,
     ) {
         let Some(spec) = self.flow_key else { return };
-        let seen = Seen { key, flow: spec.flow_id(key), bytes, core, now_ns };
-        self.run(switch, hardware, now_ns, |p, nic| p.on_software(seen, nic));
+        self.run(switch, hardware, (now_ns, |l| &mut l.software, false), |p, nic| {
+            for (key, bytes) in frames {
+                p.on_software(Seen { key, flow: spec.flow_id(key), bytes, core, now_ns }, nic);
+            }
+        });
     }
 
     /// A sampled header of a frame the NIC tier served.
@@ -195,7 +245,7 @@ impl LivePolicy {
         let Some(spec) = self.flow_key else { return };
         let seen = Seen { key, flow: spec.flow_id(key), bytes, core: 0, now_ns };
         let before = self.hook_ns;
-        self.run(switch, hardware, now_ns, |p, nic| p.on_sample(seen, nic));
+        self.run(switch, hardware, (now_ns, |l| &mut l.sample, false), |p, nic| p.on_sample(seen, nic));
         self.sample_hook_ns += self.hook_ns - before;
     }
 
@@ -208,10 +258,11 @@ impl LivePolicy {
     /// What the policy did, as `sim --json` gives it under `policy`, and its live figures.
     pub fn report(&self) -> serde_json::Value {
         let report = self.policy.report().with_budget(self.budget.stats(), self.hook_ns as f64);
-        let h = &self.detection;
-        let detection_us =
-            [0.5, 0.99, 1.0].map(|q| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 });
-        let live = LivePolicyStats { detection_us, ..self.stats };
+        let us = |h: &Histogram<u64>| {
+            [0.5, 0.99, 1.0].map(|q| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 })
+        };
+        let live =
+            LivePolicyStats { detection_us: us(&self.detection), hook_us: us(&self.hooks), ..self.stats };
         let mut v = serde_json::to_value(&report).expect("a policy report serializes");
         v["name"] = self.name().into();
         v["ring_watch"] = self.ring_watch.into();
@@ -226,7 +277,7 @@ impl LivePolicy {
         format!(
             "policy {}: {} installs ({} refused), {} removals, {} counters read, {} samples, {} ring crossings{}, \
              {} urgent moves (p50 {:.0} µs after the ring reached K), {} upcalls not offloaded (--nic-updates \
-             spent), {:.1} ms in its hooks{own}",
+             spent), {:.1} ms in its hooks (longest {:.0} µs; {} of 1 ms or more){own}",
             self.name(),
             b.installs,
             b.installs_refused,
@@ -239,6 +290,8 @@ impl LivePolicy {
             if self.detection.is_empty() { 0.0 } else { self.detection.value_at_quantile(0.5) as f64 / 1e3 },
             self.stats.upcalls_capped,
             self.hook_ns as f64 / 1e6,
+            self.hooks.max() as f64 / 1e3,
+            self.stats.long_hooks,
         )
     }
 }

@@ -217,7 +217,11 @@ impl Core {
                 p.decided(after - installs, may == Some(false) && layer == Layer::SlowPath);
             }
             installs = after;
-            engine.policy_software(key, bytes as u32, self.id, now);
+        }
+        if missed {
+            let batch = &self.batch;
+            let frames = self.keys[..n].iter().enumerate().map(|(f, key)| (key, batch.frame(f).len() as u32));
+            engine.policy_software(frames, self.id, now);
         }
         // What the batch's upcalls installed (or evicted) reaches the NIC tier before the
         // next batch.

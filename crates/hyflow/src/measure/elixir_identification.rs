@@ -15,7 +15,7 @@
 //! over a short window (1 s in the paper), reset every window; when the software queue
 //! crosses its threshold the policy compares them with the NIC's bursty-area counters.
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
 use super::flow_id::PackedIds;
 use super::heap::TopHeap;
@@ -159,8 +159,11 @@ impl ElixirLarge {
                 self.replacement.offload.push(flow);
             }
         }
+        // A set, not a scan of `large` per offloaded flow: k is the hardware table's size
+        // (tens of thousands), and k² comparisons held a live switch's engine for 100 ms.
+        let chosen: HashSet<FlowId> = large.iter().map(|l| l.0).collect();
         for flow in (0..self.offloaded_len).map(|i| self.offloaded.get(i)) {
-            if !large.iter().any(|l| l.0 == flow) {
+            if !chosen.contains(&flow) {
                 self.replacement.evict.push(flow);
             }
         }
@@ -229,12 +232,30 @@ impl Detector for ElixirLarge {
 /// Exact per-flow packet counters over a short tumbling window (Elixir §3.3), for the
 /// software-forwarded flows that may be bursting. Each flow keeps a representative `R` (the
 /// policy's: a packet to offload the flow with) from its window's first packet.
+///
+/// The window under way is also kept by count (a stream summary: `by_count[n]` lists the
+/// flows with `n` packets, each flow knowing its slot), so that the fastest flow is found from
+/// the top down when a ring fills, as the paper's heap of software counters finds it, not by a
+/// scan of every flow of the window: that scan, under the engine's lock, stopped a live
+/// switch's cores for milliseconds per check while the ring it was meant to drain overflowed.
 #[derive(Clone, Debug)]
 pub struct BurstCounters<R = ()> {
     window_ns: u64,
     started_ns: Option<u64>,
-    counts: HashMap<FlowId, (u32, R)>,
-    last: HashMap<FlowId, (u32, R)>,
+    counts: HashMap<FlowId, Counted<R>>,
+    last: HashMap<FlowId, Counted<R>>,
+    /// The window under way's flows by packet count (index 0 unused).
+    by_count: Vec<Vec<FlowId>>,
+    /// The highest count of the window under way.
+    top_count: usize,
+}
+
+/// A flow's packets in a window, its slot in its count's list, and its representative.
+#[derive(Clone, Copy, Debug)]
+struct Counted<R> {
+    packets: u32,
+    slot: u32,
+    rep: R,
 }
 
 impl<R: Copy> BurstCounters<R> {
@@ -245,6 +266,8 @@ impl<R: Copy> BurstCounters<R> {
             started_ns: None,
             counts: HashMap::new(),
             last: HashMap::new(),
+            by_count: vec![Vec::new()],
+            top_count: 0,
         }
     }
 
@@ -257,6 +280,10 @@ impl<R: Copy> BurstCounters<R> {
                 self.last.clear();
             }
             self.counts.clear();
+            for list in &mut self.by_count[..=self.top_count] {
+                list.clear();
+            }
+            self.top_count = 0;
             self.started_ns = Some(start + windows * self.window_ns);
         }
     }
@@ -266,7 +293,23 @@ impl<R: Copy> BurstCounters<R> {
     #[inline]
     pub fn count(&mut self, flow: FlowId, now_ns: u64, rep: impl FnOnce() -> R) {
         self.roll(now_ns);
-        self.counts.entry(flow).or_insert_with(|| (0, rep())).0 += 1;
+        let c = self.counts.entry(flow).or_insert_with(|| Counted { packets: 0, slot: 0, rep: rep() });
+        let (was, slot) = (c.packets as usize, c.slot as usize);
+        let now = was + 1;
+        if self.by_count.len() <= now {
+            self.by_count.push(Vec::new());
+        }
+        c.packets += 1;
+        c.slot = self.by_count[now].len() as u32;
+        self.by_count[now].push(flow);
+        self.top_count = self.top_count.max(now);
+        if was > 0 {
+            let list = &mut self.by_count[was];
+            list.swap_remove(slot);
+            if let Some(&moved) = list.get(slot) {
+                self.counts.get_mut(&moved).expect("a listed flow is counted").slot = slot as u32;
+            }
+        }
     }
 
     /// Flows counted in the window under way and the last complete one.
@@ -278,7 +321,7 @@ impl<R: Copy> BurstCounters<R> {
     /// the last complete one if that is larger (a burst that just ended still counts).
     pub fn rate(&mut self, flow: FlowId, now_ns: u64) -> f64 {
         self.roll(now_ns);
-        let count = |m: &HashMap<FlowId, (u32, R)>| m.get(&flow).map_or(0, |c| c.0);
+        let count = |m: &HashMap<FlowId, Counted<R>>| m.get(&flow).map_or(0, |c| c.packets);
         count(&self.counts).max(count(&self.last)) as f64 * 1e9 / self.window_ns as f64
     }
 
@@ -286,9 +329,10 @@ impl<R: Copy> BurstCounters<R> {
     /// accepts (ties by flow), with its rate over the window so far (at least `min_span_ns`:
     /// one packet just after a reset is no high rate) and its representative. The paper's
     /// event-driven check (§3.3): counters reset every window, so a burst that ended before
-    /// the reset no longer outranks the one filling the ring now. One pass, no allocation;
-    /// `keep` (a lookup in the NIC's table, live) is asked only of flows that would beat the
-    /// best kept so far.
+    /// the reset no longer outranks the one filling the ring now. Walks the counts from the
+    /// top and stops at the first that has a flow `keep` accepts; no allocation; `keep` (a
+    /// lookup in the NIC's table, live) is asked only of flows that would beat the best kept
+    /// so far.
     pub fn fastest_in_window(
         &mut self,
         now_ns: u64,
@@ -296,28 +340,31 @@ impl<R: Copy> BurstCounters<R> {
         mut keep: impl FnMut(FlowId, &R) -> bool,
     ) -> Option<(FlowId, f64, R)> {
         self.roll(now_ns);
-        // Higher count first, then the lower flow id.
-        let beats = |(f, n): (FlowId, u32), (g, m): (FlowId, u32)| n > m || (n == m && f < g);
-        let mut best: Option<(FlowId, u32, R)> = None;
-        for (&f, &(n, r)) in &self.counts {
-            if best.is_none_or(|(g, m, _)| beats((f, n), (g, m))) && keep(f, &r) {
-                best = Some((f, n, r));
+        let (count, flow) = (1..=self.top_count).rev().find_map(|n| {
+            let mut best: Option<FlowId> = None;
+            for &f in &self.by_count[n] {
+                if best.is_none_or(|g| f < g) && keep(f, &self.counts[&f].rep) {
+                    best = Some(f);
+                }
             }
-        }
-        let (flow, count, rep) = best?;
+            best.map(|f| (n, f))
+        })?;
         let elapsed = now_ns.saturating_sub(self.started_ns.unwrap_or(now_ns)).max(min_span_ns).max(1);
-        Some((flow, count as f64 * 1e9 / elapsed as f64, rep))
+        Some((flow, count as f64 * 1e9 / elapsed as f64, self.counts[&flow].rep))
     }
 
     /// The `n` flows with the highest rates at `now_ns`, highest first (ties by flow), with
     /// their representatives.
     pub fn top(&mut self, n: usize, now_ns: u64) -> Vec<(FlowId, f64, R)> {
         self.roll(now_ns);
-        let last = |f: &FlowId| self.last.get(f).map_or(0, |c| c.0);
+        let last = |f: &FlowId| self.last.get(f).map_or(0, |c| c.packets);
         let mut all: Vec<(FlowId, u32, R)> =
-            self.counts.iter().map(|(f, c)| (*f, c.0.max(last(f)), c.1)).collect();
+            self.counts.iter().map(|(f, c)| (*f, c.packets.max(last(f)), c.rep)).collect();
         all.extend(
-            self.last.iter().filter(|(f, _)| !self.counts.contains_key(*f)).map(|(f, c)| (*f, c.0, c.1)),
+            self.last
+                .iter()
+                .filter(|(f, _)| !self.counts.contains_key(*f))
+                .map(|(f, c)| (*f, c.packets, c.rep)),
         );
         all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         all.truncate(n);

@@ -229,14 +229,36 @@ impl NicBudget {
     /// the entry.
     #[inline]
     pub fn apply(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
+        self.apply_while(switch, costs, now_ns, &mut || true);
+    }
+
+    /// Like [`apply`](Self::apply), but asks `more` before each change after the first and
+    /// stops when it says no: a live switch bounds the translations one hold of its engine
+    /// makes (a policy's replacement may queue thousands), as `sim` runs that work in
+    /// slices beside the packets; what is left waits for the next call.
+    #[inline]
+    pub fn apply_while(
+        &mut self,
+        switch: &mut Switch,
+        costs: &CostModel,
+        now_ns: u64,
+        more: &mut dyn FnMut() -> bool,
+    ) {
         if !self.urgent.is_empty() || !self.queue.is_empty() {
-            self.apply_queued(switch, costs, now_ns);
+            self.apply_queued(switch, costs, now_ns, more);
         }
     }
 
-    fn apply_queued(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
+    fn apply_queued(
+        &mut self,
+        switch: &mut Switch,
+        costs: &CostModel,
+        now_ns: u64,
+        more: &mut dyn FnMut() -> bool,
+    ) {
         let mut tokens = self.updates.available(now_ns);
-        while tokens > 0 {
+        let mut first = true;
+        while tokens > 0 && (std::mem::take(&mut first) || more()) {
             let Some(op) = self.urgent.pop_front().or_else(|| self.queue.pop_front()) else { break };
             match op {
                 Op::Install { key, flow, area } => {

@@ -40,7 +40,7 @@
 //!
 //! A flow that is both large and bursty stays in whichever area took it first (§3.1).
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
 use std::sync::Arc;
 
@@ -429,13 +429,10 @@ impl Elixir {
                 }
             }
         }
-        let mut reps = HashMap::with_capacity(self.config.large_entries);
-        for flow in self.large.large_set() {
-            if let Some(key) = self.reps.remove(&flow) {
-                reps.insert(flow, key);
-            }
-        }
-        self.reps = reps;
+        // Only the large set's representatives are kept, in place: copying tens of thousands
+        // of packet keys into a new map held a live switch's engine for tens of milliseconds.
+        let chosen: HashSet<FlowId> = self.large.large_set().collect();
+        self.reps.retain(|flow, _| chosen.contains(flow));
         let k = self.config.large_entries as f64;
         let rebuild =
             self.config.heap_rebuild_ns.map_or(k * k.log2().max(1.0) * nic.costs().sample_ns, |ns| ns as f64);

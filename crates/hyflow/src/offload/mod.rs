@@ -491,4 +491,10 @@ impl<'a> NicControl<'a> {
     pub fn apply(&mut self) {
         self.budget.apply(self.switch, self.costs, self.now_ns);
     }
+
+    /// Like [`apply`](Self::apply), asking `more` before each change after the first (see
+    /// [`NicBudget::apply_while`]).
+    pub fn apply_while(&mut self, more: &mut dyn FnMut() -> bool) {
+        self.budget.apply_while(self.switch, self.costs, self.now_ns, more);
+    }
 }
