@@ -21,7 +21,11 @@ Elixir runs with windows shortened to the 4 s of traffic (T = 1 s, L = 2 s, as `
 told) and K = --queue-threshold (2,048 of the ring's 4,096 by default); TFO with its 1 s bin;
 OVS rebalance with its 3 s interval; the exact-match table is 50,000 + 100 entries.
 
-Prints a Markdown table for BENCHMARKS.md. Usage: scripts/live_policies.py [--hyflow BIN]
+Then `sim` on the same traffic at each run's offered rate, with the costs `hyflow calibrate
+--live` fitted from the `--nic none` run, beside the live figures: loss, the NIC's share and
+software's latency (live: from the XDP program's hand-off to the transmit ring).
+
+Prints Markdown tables for BENCHMARKS.md. Usage: scripts/live_policies.py [--hyflow BIN]
 [--rate PPS] [--queue-threshold K]
 """
 import argparse
@@ -73,7 +77,7 @@ def run(binary, tmp, name, switch_args, rate, costs=None):
     policy = show.get("policy") or {}
     tier = (show.get("nic_tier") or {}).get("stats") or {}
     return dict(name=name, offered=offered, secs=secs, decided=decided, nic=show.get("nic_hits", 0),
-                load=processing / (secs * 1e9), policy=policy, tier=tier)
+                load=processing / (secs * 1e9), policy=policy, tier=tier, latency=show.get("latency_sw_us") or {})
 
 
 def max_lossless_rate(binary, tmp, switch_args, lo, hi, rel=0.03):
@@ -159,15 +163,15 @@ def main():
     print("\ncosts fitted from the `--nic none` run: %s" % open(costs).read().replace("\n", " "))
     print("\n`sim` on the same traffic at each run's offered rate, with those costs (`%s --rate R --costs "
           "COSTS --policy P ...`):\n" % " ".join(SIM_MACHINE))
-    print("| policy | live: lost | sim: lost | live: in the XDP tier | sim: in the NIC | sim: software latency "
-          "p50 / p99 µs |")
-    print("|---|---|---|---|---|---|")
+    print("| policy | live: lost | sim: lost | live: in the XDP tier | sim: in the NIC | live: software latency "
+          "p50 / p99 µs | sim: software latency p50 / p99 µs |")
+    print("|---|---|---|---|---|---|---|")
     for r, (name, _, sim_args) in zip(rows, runs):
         loss, share, sw = sim_run(a.hyflow, costs, sim_args, r["offered"] / r["secs"])
-        print("| %s | %.2f%% | %.2f%% | %.1f%% | %.1f%% | %s |" % (
+        lat = lambda l: "%.1f / %.1f" % (l["p50"], l["p99"]) if l.get("count") else "—"
+        print("| %s | %.2f%% | %.2f%% | %.1f%% | %.1f%% | %s | %s |" % (
             name, 100.0 * (r["offered"] - r["decided"]) / max(1, r["offered"]), 100 * loss,
-            100.0 * r["nic"] / max(1, r["decided"]), 100 * share,
-            "%.1f / %.1f" % (sw.get("p50", 0), sw.get("p99", 0)) if sw else "—"))
+            100.0 * r["nic"] / max(1, r["decided"]), 100 * share, lat(r["latency"]), lat(sw)))
     if a.max_rate:
         print("\n| switch | live: highest lossless rate, pps | sim (live costs) |")
         print("|---|---|---|")

@@ -563,6 +563,28 @@ static __always_inline int rewrite_l3_l4(void *data, void *end, const struct lay
 	return 0;
 }
 
+/* Stamped in front of every frame handed to software (XDP metadata, which AF_XDP copies into
+ * the UMEM just before the frame): when the program let it go, CLOCK_MONOTONIC, so that the
+ * switch measures each frame's time in its ring and its core, as `sim` gives a software
+ * packet's latency. */
+struct stamp {
+	__u64 magic;
+	__u64 handed_ns;
+};
+#define STAMP_MAGIC 0x6879666c6f777473ULL /* "hyflowts" */
+
+static __always_inline int to_software(struct xdp_md *ctx, __u32 slot)
+{
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct stamp)) == 0) {
+		struct stamp *s = (void *)(long)ctx->data_meta;
+		if ((void *)(s + 1) <= (void *)(long)ctx->data) {
+			s->magic = STAMP_MAGIC;
+			s->handed_ns = bpf_ktime_get_ns();
+		}
+	}
+	return bpf_redirect_map(&xsks, slot, XDP_PASS);
+}
+
 /* Which of `st`'s cores a frame of key `k` goes to: a multiply-xorshift hash of the steered
  * words (any hash that spreads flows evenly serves; the switch never recomputes it). */
 static __always_inline __u32 steer(const struct nic_key *k, const struct steering *st, __u32 cores)
@@ -592,12 +614,12 @@ int hyflow_port(struct xdp_md *ctx)
 	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
 	int nic = cfg && cfg->nic && cfg->n_masks;
 	if (!nic && cores == 1)
-		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+		return to_software(ctx, slot);
 	struct flow_key *fk = bpf_map_lookup_elem(&scratch, &zero);
 	__u32 one = 1;
 	struct flow_key *keyslot = bpf_map_lookup_elem(&scratch, &one);
 	if (!fk || !keyslot)
-		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+		return to_software(ctx, slot);
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 	struct layout l;
 	int parsed;
@@ -610,10 +632,10 @@ int hyflow_port(struct xdp_md *ctx)
 		parsed = parse(data, end, port->number, &keyslot->key, &l);
 	}
 	if (parsed < 0 || !nic || !cfg)
-		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+		return to_software(ctx, slot);
 	struct flow_value *v = lookup(fk, &keyslot->key, cfg->n_masks);
 	if (!v)
-		return bpf_redirect_map(&xsks, slot, XDP_PASS);
+		return to_software(ctx, slot);
 	__u64 bytes = (__u64)((__u8 *)end - (__u8 *)data);
 	struct counters *c = bpf_map_lookup_elem(&counters, &v->counter);
 	if (c) {

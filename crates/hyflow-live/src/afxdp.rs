@@ -47,6 +47,11 @@ static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port.bpf.o"));
 const FRAMES: u32 = 8192;
 /// Ring sizes (descriptors): the receive and fill rings hold every receive buffer.
 const RING: u32 = crate::port_io::RX_RING;
+/// `struct stamp` of the program: the XDP metadata in front of a frame for software, a magic
+/// word and when the program handed the frame over (CLOCK_MONOTONIC ns).
+const STAMP_BYTES: usize = 16;
+/// Its magic word ("hyflowts"): a frame without it carries no stamp.
+const STAMP_MAGIC: u64 = 0x6879_666c_6f77_7473;
 /// Wake-ups of the transmit ring per flush at most: enough to drain a round's frames 32 at a
 /// time, bounded so that a stuck interface cannot hold the loop.
 const MAX_WAKES: u32 = 16;
@@ -475,6 +480,17 @@ impl PortIo for AfXdp {
                 slot[..n].copy_from_slice(&bytes[..n]);
                 n
             });
+            if offset >= STAMP_BYTES {
+                // SAFETY: the stamp's bytes are the buffer's, before the frame (its headroom).
+                let stamp = unsafe {
+                    std::slice::from_raw_parts(q.area.as_ptr().add(addr as usize - STAMP_BYTES), STAMP_BYTES)
+                };
+                let word =
+                    |i: usize| u64::from_ne_bytes(stamp[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                if word(0) == STAMP_MAGIC {
+                    batch.stamp_last(word(1));
+                }
+            }
             q.refill.push(start);
         }
         got.release();

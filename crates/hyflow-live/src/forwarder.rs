@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, RwLock};
 use std::time::Instant;
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use hyflow::cache::dump::dump_text;
@@ -29,6 +30,7 @@ use hyflow::packet::malformed_counts::MalformedCounts;
 use hyflow::packet::FlowKey;
 use hyflow::replay_report::{ports_text, ReplayReport};
 use hyflow::switch::Switch;
+use hyflow::timing::LatencySummary;
 use hyflow_commands::replay::rule_stats;
 
 use crate::control::{Pending, Request};
@@ -213,7 +215,6 @@ pub struct CorePlan {
 }
 
 /// A core's counters, as Open vSwitch's `dpif-netdev/pmd-stats-show` gives them.
-#[derive(Default)]
 pub struct CoreStats {
     /// Frames received.
     pub packets: AtomicU64,
@@ -228,6 +229,23 @@ pub struct CoreStats {
     pub engine_wait_ns: AtomicU64,
     /// Its rounds, for fitting the per-frame costs (`hyflow calibrate --live`).
     pub fit: Mutex<CostFit>,
+    /// Each frame's time from the XDP program's hand-off to its copies on the transmit rings
+    /// (ns): the time in the receive ring and the core, `sim`'s software latency.
+    pub latency: Mutex<Histogram<u64>>,
+}
+
+impl Default for CoreStats {
+    fn default() -> CoreStats {
+        CoreStats {
+            packets: AtomicU64::new(0),
+            processing_ns: AtomicU64::new(0),
+            engine_ns: AtomicU64::new(0),
+            engine_wait_ns: AtomicU64::new(0),
+            fit: Mutex::new(CostFit::default()),
+            // 1 ns to a minute, 3 significant figures: recording never allocates.
+            latency: Mutex::new(Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")),
+        }
+    }
 }
 
 /// What the switch's threads share.
@@ -543,6 +561,7 @@ impl Forwarder {
         let policy = self.shared.engine.lock().expect("engine lock").policy.as_ref().map(LivePolicy::report);
         let extra = serde_json::json!({
             "uptime_seconds": uptime,
+            "latency_sw_us": self.latency(),
             "nic_tier": nic_tier,
             "policy": policy,
             "io": self.io,
@@ -555,6 +574,15 @@ impl Forwarder {
             map.extend(extra);
         }
         v
+    }
+
+    /// Software's latency over every core (frames the XDP program stamped).
+    fn latency(&self) -> LatencySummary {
+        let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+        for c in &self.shared.core_stats {
+            let _ = all.add(&*c.latency.lock().expect("latency lock"));
+        }
+        LatencySummary::of(&all)
     }
 
     /// A core's queues as `port/queue` names (with steering, a core's share of each queue:
@@ -601,8 +629,17 @@ impl Forwarder {
         let steered = self.steering.as_ref().map_or(String::new(), |s| {
             format!(", steered by {} (each queue's frames hashed over the cores)", s.fields.join(","))
         });
+        let l = self.latency();
+        let latency = match l.count {
+            0 => String::new(),
+            n => format!(
+                "  software latency (XDP hand-off to transmit ring, {n} frames): p50 {:.1} µs, p99 {:.1}, \
+                 p99.9 {:.1}, max {:.1}\n",
+                l.p50, l.p99, l.p999, l.max
+            ),
+        };
         format!(
-            "hyflow switch: up {uptime:.3} s, io {}, {} core(s){steered}\n{}{nic_tier}\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
+            "hyflow switch: up {uptime:.3} s, io {}, {} core(s){steered}\n{}{latency}{nic_tier}\n{}\nnot received (dropped by the kernel, receive ring full): {}\n\
              not sent: {} to no such port, {} on a full ring, {} on a port down, {} too long\n",
             self.io,
             self.plans.len(),

@@ -182,7 +182,22 @@ impl Core {
         }
         self.decide(shared, n);
         self.transmit(shared, n);
+        self.record_latency(shared, n);
         n
+    }
+
+    /// Records each stamped frame's time from the XDP program's hand-off to now, its copies
+    /// on the transmit rings: one clock read and one uncontended lock per batch.
+    fn record_latency(&self, shared: &Shared, n: usize) {
+        let mut stamped = (0..n).filter_map(|f| self.batch.handed_ns(f)).peekable();
+        if stamped.peek().is_none() {
+            return;
+        }
+        let now = monotonic_ns();
+        let mut latency = shared.core_stats[self.id].latency.lock().expect("latency lock");
+        for handed in stamped {
+            latency.saturating_record(now.saturating_sub(handed).max(1));
+        }
     }
 
     /// The engine's decision for each of the batch's `n` frames (the copies that leave), under
@@ -280,6 +295,14 @@ impl Core {
             }
         }
     }
+}
+
+/// CLOCK_MONOTONIC, ns: the clock the XDP program stamps frames with (`bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Counts a frame the engine decided in `layer` into a round's frames by layer (microflow,

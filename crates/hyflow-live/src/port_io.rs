@@ -24,13 +24,23 @@ pub struct RxBatch {
     buf: Vec<u8>,
     slot: usize,
     lens: [usize; BATCH],
+    /// When the XDP program handed each frame to software (CLOCK_MONOTONIC ns; 0: not known,
+    /// as on AF_PACKET).
+    handed_ns: [u64; BATCH],
     n: usize,
 }
 
 impl RxBatch {
     /// A batch whose frames are at most `max_frame` bytes.
     pub fn new(max_frame: usize) -> RxBatch {
-        RxBatch { waiting: 0, buf: vec![0; max_frame * BATCH], slot: max_frame, lens: [0; BATCH], n: 0 }
+        RxBatch {
+            waiting: 0,
+            buf: vec![0; max_frame * BATCH],
+            slot: max_frame,
+            lens: [0; BATCH],
+            handed_ns: [0; BATCH],
+            n: 0,
+        }
     }
 
     /// Empties the batch.
@@ -68,8 +78,21 @@ impl RxBatch {
         let at = self.n * self.slot;
         let len = write(&mut self.buf[at..at + self.slot]);
         self.lens[self.n] = len.min(self.slot);
+        self.handed_ns[self.n] = 0;
         self.n += 1;
         true
+    }
+
+    /// Says when the last frame pushed was handed to software (CLOCK_MONOTONIC ns).
+    pub fn stamp_last(&mut self, handed_ns: u64) {
+        if let Some(i) = self.n.checked_sub(1) {
+            self.handed_ns[i] = handed_ns;
+        }
+    }
+
+    /// When frame `i` was handed to software, if the I/O knows (CLOCK_MONOTONIC ns).
+    pub fn handed_ns(&self, i: usize) -> Option<u64> {
+        Some(self.handed_ns[i]).filter(|&t| t != 0)
     }
 }
 

@@ -456,17 +456,7 @@ impl Metrics {
 
     /// The summary: only simulated quantities, nothing from the host machine.
     pub fn summary(&self) -> MetricsSummary {
-        let lat = |h: &Histogram<u64>| {
-            let us = |ns: f64| ns.round() / 1e3;
-            LatencySummary {
-                count: h.len(),
-                mean: us(if h.is_empty() { 0.0 } else { h.mean() }),
-                p50: us(h.value_at_quantile(0.5) as f64),
-                p99: us(h.value_at_quantile(0.99) as f64),
-                p999: us(h.value_at_quantile(0.999) as f64),
-                max: us(h.max() as f64),
-            }
-        };
+        let lat = LatencySummary::of;
         let span = self.end_ns.max(self.last_ns).saturating_sub(self.first_ns).max(1);
         MetricsSummary {
             packets: self.packets,
@@ -521,6 +511,22 @@ pub struct LatencySummary {
     pub p999: f64,
     /// Largest.
     pub max: f64,
+}
+
+impl LatencySummary {
+    /// The percentiles of `h`, a histogram of nanoseconds (the live switch's too, so that
+    /// `show --json` and `sim --json` give latency alike).
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        let us = |ns: f64| ns.round() / 1e3;
+        LatencySummary {
+            count: h.len(),
+            mean: us(if h.is_empty() { 0.0 } else { h.mean() }),
+            p50: us(h.value_at_quantile(0.5) as f64),
+            p99: us(h.value_at_quantile(0.99) as f64),
+            p999: us(h.value_at_quantile(0.999) as f64),
+            max: us(h.max() as f64),
+        }
+    }
 }
 
 /// Packets lost, by cause.
