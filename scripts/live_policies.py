@@ -76,8 +76,11 @@ def run(binary, tmp, name, switch_args, rate, costs=None):
     processing = sum(c["processing_ns"] for c in show["cores"])
     policy = show.get("policy") or {}
     tier = (show.get("nic_tier") or {}).get("stats") or {}
+    holds = [show["main_engine_holds"]] + [c["engine_holds"] for c in show["cores"]]
     return dict(name=name, offered=offered, secs=secs, decided=decided, nic=show.get("nic_hits", 0),
-                load=processing / (secs * 1e9), policy=policy, tier=tier, latency=show.get("latency_sw_us") or {})
+                load=processing / (secs * 1e9), policy=policy, tier=tier, latency=show.get("latency_sw_us") or {},
+                longest_hold_us=max(h["longest_us"] for h in holds), long_holds=sum(h["long"] for h in holds),
+                long_holds_ms=sum(h["long_ms"] for h in holds))
 
 
 def max_lossless_rate(binary, tmp, switch_args, lo, hi, rel=0.03):
@@ -143,8 +146,14 @@ def main():
         ("ovs-rebalance", ["--nic", "xdp", "--policy", "ovs-rebalance"], ["--policy", "ovs-rebalance"]),
     ]
     costs = os.path.join(tmp, "costs.json")
-    rows = [run(a.hyflow, tmp, name, args, a.rate, costs if args == ["--nic", "none"] else None)
-            for name, args, _ in runs]
+    # The layers' costs from the software path's run; the cost of a kernel table write from
+    # offload-all's (the run that writes most per frame software sees).
+    tier_costs = os.path.join(tmp, "tier-costs.json")
+    fitted = {"software path (`--nic none`)": costs, "offload-all (megaflows)": tier_costs}
+    rows = [run(a.hyflow, tmp, name, args, a.rate, fitted.get(name)) for name, args, _ in runs]
+    combined = json.load(open(costs))
+    combined["nic_write_ns"] = json.load(open(tier_costs))["nic_write_ns"]
+    json.dump(combined, open(costs, "w"), indent=2)
     print("gateway traffic (gen:gateway, laptop preset) from CPU 0, the switch on CPU 1; K = %s of 4,096\n" % k)
     print("| policy | offered pps | decided | lost | in the XDP tier | core load | installs | removals | "
           "urgent moves | ring at K → move, p50 / p99 µs | policy's longest hold of the engine, µs "
@@ -160,18 +169,22 @@ def main():
             100.0 * r["nic"] / max(1, r["decided"]), 100 * r["load"],
             r["tier"].get("installs", "—"), r["tier"].get("removals", "—"), live.get("urgent_moves", "—") if p else "—",
             "%.0f / %.0f" % (det[0], det[1]) if live.get("urgent_moves") else "—", hold))
-    print("\ncosts fitted from the `--nic none` run: %s" % open(costs).read().replace("\n", " "))
+    print("\ncosts fitted from the `--nic none` run (`nic_write_ns` from the offload-all run): %s"
+          % open(costs).read().replace("\n", " "))
     print("\n`sim` on the same traffic at each run's offered rate, with those costs (`%s --rate R --costs "
           "COSTS --policy P ...`):\n" % " ".join(SIM_MACHINE))
     print("| policy | live: lost | sim: lost | live: in the XDP tier | sim: in the NIC | live: software latency "
-          "p50 / p99 µs | sim: software latency p50 / p99 µs |")
-    print("|---|---|---|---|---|---|---|")
+          "p50 / p99 µs | sim: software latency p50 / p99 µs | live: longest hold of the engine, µs (holds ≥ 1 ms: "
+          "count, ms) | live: kernel table writes, ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r, (name, _, sim_args) in zip(rows, runs):
         loss, share, sw = sim_run(a.hyflow, costs, sim_args, r["offered"] / r["secs"])
         lat = lambda l: "%.1f / %.1f" % (l["p50"], l["p99"]) if l.get("count") else "—"
-        print("| %s | %.2f%% | %.2f%% | %.1f%% | %.1f%% | %s | %s |" % (
+        print("| %s | %.2f%% | %.2f%% | %.1f%% | %.1f%% | %s | %s | %.0f (%d, %.1f) | %s |" % (
             name, 100.0 * (r["offered"] - r["decided"]) / max(1, r["offered"]), 100 * loss,
-            100.0 * r["nic"] / max(1, r["decided"]), 100 * share, lat(r["latency"]), lat(sw)))
+            100.0 * r["nic"] / max(1, r["decided"]), 100 * share, lat(r["latency"]), lat(sw),
+            r["longest_hold_us"], r["long_holds"], r["long_holds_ms"],
+            "%.1f" % r["tier"]["sync_ms"] if "sync_ms" in r["tier"] else "—"))
     if a.max_rate:
         print("\n| switch | live: highest lossless rate, pps | sim (live costs) |")
         print("|---|---|---|")

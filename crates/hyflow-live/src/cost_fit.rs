@@ -91,9 +91,14 @@ impl CostFit {
         [1, 2, 3].map(|i| self.xx[0][i] as u64)
     }
 
-    /// The fitted costs, with the policy's time per sampled header if there is one; an error
-    /// if no round has been seen or the fit fails.
-    pub fn fit(&self, policy_sample_hook_ns: Option<f64>) -> Result<FittedCosts, String> {
+    /// The fitted costs, with the policy's time per sampled header if there is one and the
+    /// NIC tier's time per table write (measured apart: rounds leave it out); an error if no
+    /// round has been seen or the fit fails.
+    pub fn fit(
+        &self,
+        policy_sample_hook_ns: Option<f64>,
+        nic_write_ns: Option<f64>,
+    ) -> Result<FittedCosts, String> {
         let (rounds, frames) = (self.rounds(), self.frames());
         if rounds == 0 {
             return Err(
@@ -129,7 +134,7 @@ impl CostFit {
             per_frame_ns: per_frame,
             r_squared,
             policy_sample_hook_ns,
-            cost_model: cost_model(at_saturation),
+            cost_model: CostModel { nic_write_ns: nic_write_ns.unwrap_or(0.0), ..cost_model(at_saturation) },
         })
     }
 }
@@ -180,6 +185,7 @@ fn cost_model(per_frame: [Option<f64>; 3]) -> CostModel {
         // A sketch update is engine work alone: scaled as the frames are.
         sample_ns: b.sample_ns * scale,
         gigaflow_install_ns: upcall * b.gigaflow_install_ns / b.upcall_ns,
+        nic_write_ns: 0.0,
     }
 }
 
@@ -202,7 +208,7 @@ mod tests {
             let noise = 1.0 + ((seed >> 20) % 41) as f64 / 1000.0 - 0.02;
             fit.add(frames, (ns * noise) as u64);
         }
-        let f = fit.fit(None).unwrap();
+        let f = fit.fit(None, None).unwrap();
         for (got, want) in f.per_frame_ns.iter().zip(costs) {
             let got = got.unwrap();
             assert!((got - want).abs() / want < 0.03, "{got} for {want}");
@@ -221,12 +227,12 @@ mod tests {
     /// error, not a made-up model.
     #[test]
     fn missing_layers_are_scaled_and_no_rounds_is_an_error() {
-        assert!(CostFit::default().fit(None).is_err());
+        assert!(CostFit::default().fit(None, None).is_err());
         let mut fit = CostFit::default();
         for n in 1..100u32 {
             fit.add([n, 0, 0], 640 + n as u64 * 1_000);
         }
-        let f = fit.fit(Some(50.0)).unwrap();
+        let f = fit.fit(Some(50.0), Some(6_000.0)).unwrap();
         assert_eq!(f.per_frame_ns[1], None);
         let b = CostModel::default();
         let scale = (1_000.0 + 10.0) / (b.rx_ns + b.microflow_hit_ns);
@@ -234,5 +240,6 @@ mod tests {
         assert!((m.rx_ns + m.upcall_ns - (b.rx_ns + b.upcall_ns) * scale).abs() < 1e-6);
         assert!((m.sample_ns - b.sample_ns * scale).abs() < 1e-9);
         assert_eq!(f.policy_sample_hook_ns, Some(50.0));
+        assert_eq!(f.cost_model.nic_write_ns, 6_000.0);
     }
 }

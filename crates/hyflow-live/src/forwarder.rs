@@ -214,6 +214,36 @@ pub struct CorePlan {
     pub cpu: Option<usize>,
 }
 
+/// How long a thread held the engine at a time: every other core waits that long for it, and
+/// its receive ring fills meanwhile (at 1 Mpps a millisecond is 1,000 frames).
+#[derive(Default)]
+pub struct Holds {
+    longest_ns: AtomicU64,
+    /// Holds of 1 ms or more, and their time in all.
+    long: AtomicU64,
+    long_ns: AtomicU64,
+}
+
+impl Holds {
+    /// A hold of `ns`.
+    pub fn record(&self, ns: u64) {
+        self.longest_ns.fetch_max(ns, Ordering::Relaxed);
+        if ns >= 1_000_000 {
+            self.long.fetch_add(1, Ordering::Relaxed);
+            self.long_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// As `show --json` gives it: the longest (µs), and the holds of 1 ms or more (count, ms).
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "longest_us": self.longest_ns.load(Ordering::Relaxed) as f64 / 1e3,
+            "long": self.long.load(Ordering::Relaxed),
+            "long_ms": self.long_ns.load(Ordering::Relaxed) as f64 / 1e6,
+        })
+    }
+}
+
 /// A core's counters, as Open vSwitch's `dpif-netdev/pmd-stats-show` gives them.
 pub struct CoreStats {
     /// Frames received.
@@ -229,6 +259,8 @@ pub struct CoreStats {
     pub engine_wait_ns: AtomicU64,
     /// Its rounds, for fitting the per-frame costs (`hyflow calibrate --live`).
     pub fit: Mutex<CostFit>,
+    /// Its holds of the engine (a batch's decisions).
+    pub holds: Holds,
     /// Each frame's time from the XDP program's hand-off to its copies on the transmit rings
     /// (ns): the time in the receive ring and the core, `sim`'s software latency.
     pub latency: Mutex<Histogram<u64>>,
@@ -242,6 +274,7 @@ impl Default for CoreStats {
             engine_ns: AtomicU64::new(0),
             engine_wait_ns: AtomicU64::new(0),
             fit: Mutex::new(CostFit::default()),
+            holds: Holds::default(),
             // 1 ns to a minute, 3 significant figures: recording never allocates.
             latency: Mutex::new(Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")),
         }
@@ -261,6 +294,9 @@ pub struct Shared {
     pub halt: AtomicBool,
     /// Each core's counters.
     pub core_stats: Vec<CoreStats>,
+    /// The main thread's holds of the engine (timers, counter reads, the policy's periodic
+    /// work and samples, syncs of the NIC tier, control requests aside).
+    pub main_holds: Holds,
     start: Instant,
 }
 
@@ -353,6 +389,7 @@ impl Forwarder {
             ports,
             halt: AtomicBool::new(false),
             core_stats: plans.iter().map(|_| CoreStats::default()).collect(),
+            main_holds: Holds::default(),
             start,
         };
         Forwarder { shared, plans, steering, max_frame, io }
@@ -416,6 +453,7 @@ impl Forwarder {
             let (deadline, work_waiting) = {
                 let mut engine = shared.engine.lock().expect("engine lock");
                 let now = shared.now_ns();
+                let held_from = now;
                 if now >= next_counter_read {
                     engine.read_nic_counters(false);
                     next_counter_read = now + COUNTER_READ_NS;
@@ -431,7 +469,11 @@ impl Forwarder {
                     engine.switch.advance(now);
                     more_installs = engine.sync_nic(now, MAIN_INSTALLS);
                 }
-                (engine.switch.next_deadline_ns().min(next_counter_read), more_samples || more_installs)
+                let answer =
+                    (engine.switch.next_deadline_ns().min(next_counter_read), more_samples || more_installs);
+                drop(engine);
+                shared.main_holds.record(shared.now_ns() - held_from);
+                answer
             };
             let now = shared.now_ns();
             if now >= next_link_check {
@@ -487,7 +529,8 @@ impl Forwarder {
                 }
                 let engine = shared.engine.lock().expect("engine lock");
                 let sample_hook_ns = engine.policy.as_ref().and_then(LivePolicy::sample_ns);
-                let fitted = fit.fit(sample_hook_ns)?;
+                let write_ns = engine.nic.as_ref().and_then(|n| n.write_ns());
+                let fitted = fit.fit(sample_hook_ns, write_ns)?;
                 Ok(serde_json::to_string_pretty(&fitted).expect("serializes"))
             }
             Request::DumpPorts => {
@@ -551,6 +594,7 @@ impl Forwarder {
                     "processing_ns": stats.processing_ns.load(Ordering::Relaxed),
                     "engine_ns": stats.engine_ns.load(Ordering::Relaxed),
                     "engine_wait_ns": stats.engine_wait_ns.load(Ordering::Relaxed),
+                    "engine_holds": stats.holds.json(),
                 })
             })
             .collect();
@@ -567,6 +611,7 @@ impl Forwarder {
             "io": self.io,
             "interfaces": interfaces,
             "cores": cores,
+            "main_engine_holds": self.shared.main_holds.json(),
             "steer": self.steering.as_ref().map(|s| serde_json::json!({"fields": s.fields, "cores": s.cores})),
             "live_drops": drops,
         });

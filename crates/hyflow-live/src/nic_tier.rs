@@ -32,4 +32,7 @@ pub trait NicTier: HardwareCounters + Send {
     fn summary(&self) -> String;
     /// Whether its tables hold an entry matching exactly `m`.
     fn holds(&self, m: &Match) -> bool;
+    /// The host's mean time per entry written into its tables or taken out (ns), if it wrote
+    /// any: `sim`'s `nic_write_ns`.
+    fn write_ns(&self) -> Option<f64>;
 }

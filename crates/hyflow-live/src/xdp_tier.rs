@@ -290,6 +290,9 @@ pub struct XdpTierStats {
     pub counter_reads: u64,
     /// Sampled headers of hits read from the program's ring buffer.
     pub samples: u64,
+    /// Time spent bringing the kernel's tables in line (a system call per entry written or
+    /// taken out), under the engine's lock, ms: host work `sim`'s cost model has no price for.
+    pub sync_ms: f64,
 }
 
 /// How long installs take, per install (µs): from the engine's decision to install (its
@@ -400,6 +403,7 @@ impl XdpTier {
         if self.changed.is_empty() {
             return false;
         }
+        let started = std::time::Instant::now();
         self.changed.sort_unstable();
         self.changed.dedup();
         let changed = std::mem::take(&mut self.changed);
@@ -448,6 +452,7 @@ impl XdpTier {
             }
         }
         self.publish_masks();
+        self.stats.sync_ms += started.elapsed().as_secs_f64() * 1e3;
         !self.changed.is_empty()
     }
 
@@ -634,6 +639,11 @@ impl NicTier for XdpTier {
 
     fn read_counters(&mut self, switch: &mut Switch, all: bool) {
         self.read(switch, all);
+    }
+
+    fn write_ns(&self) -> Option<f64> {
+        let writes = self.stats.installs + self.stats.removals;
+        (writes > 0).then(|| self.stats.sync_ms * 1e6 / writes as f64)
     }
 
     fn report(&self) -> serde_json::Value {

@@ -31,11 +31,17 @@ pub struct CostModel {
     /// What an upcall offered to a Gigaflow NIC adds: walking the traversal through the
     /// stages, partitioning it and generating the sub-traversal entries.
     pub gigaflow_install_ns: f64,
+    /// Writing one entry into the NIC's table, or taking one out: the host's side of the
+    /// driver call (a BPF map update per table for the live XDP tier, a tc flower or rte_flow
+    /// call on a SmartNIC), on top of computing the entry. 0 in the built-in model (the
+    /// engine alone); `hyflow calibrate --live` measures it on the XDP tier.
+    pub nic_write_ns: f64,
 }
 
 /// A costs file as written: `gigaflow_install_ns` may be missing (files from before it was
 /// measured, hand-written ones), and is then scaled from `upcall_ns` by the built-in
-/// calibration's ratio, so a file describing a slower host stays consistent.
+/// calibration's ratio, so a file describing a slower host stays consistent; a missing
+/// `nic_write_ns` is 0, as the built-in model's.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CostsFile {
@@ -45,6 +51,7 @@ struct CostsFile {
     upcall_ns: f64,
     sample_ns: f64,
     gigaflow_install_ns: Option<f64>,
+    nic_write_ns: Option<f64>,
 }
 
 impl From<CostsFile> for CostModel {
@@ -58,6 +65,7 @@ impl From<CostsFile> for CostModel {
             upcall_ns: f.upcall_ns,
             sample_ns: f.sample_ns,
             gigaflow_install_ns: f.gigaflow_install_ns.unwrap_or(scaled),
+            nic_write_ns: f.nic_write_ns.unwrap_or(0.0),
         }
     }
 }
@@ -75,6 +83,7 @@ impl Default for CostModel {
             upcall_ns: 781.4,
             sample_ns: 27.4,
             gigaflow_install_ns: 960.0,
+            nic_write_ns: 0.0,
         }
     }
 }
@@ -92,7 +101,7 @@ pub enum CostsError {
 
 impl CostModel {
     /// The figures with their names.
-    pub fn entries(&self) -> [(&'static str, f64); 6] {
+    pub fn entries(&self) -> [(&'static str, f64); 7] {
         [
             ("rx_ns", self.rx_ns),
             ("microflow_hit_ns", self.microflow_hit_ns),
@@ -100,6 +109,7 @@ impl CostModel {
             ("upcall_ns", self.upcall_ns),
             ("sample_ns", self.sample_ns),
             ("gigaflow_install_ns", self.gigaflow_install_ns),
+            ("nic_write_ns", self.nic_write_ns),
         ]
     }
 

@@ -225,8 +225,8 @@ impl NicBudget {
     }
 
     /// Applies queued changes while update tokens last at `now_ns`. An install costs the host
-    /// a slow-path translation (`upcall_ns`): the policy asks for a flow, software computes
-    /// the entry.
+    /// a slow-path translation (`upcall_ns`: the policy asks for a flow, software computes
+    /// the entry) and the NIC's write (`nic_write_ns`); a removal the write.
     #[inline]
     pub fn apply(&mut self, switch: &mut Switch, costs: &CostModel, now_ns: u64) {
         self.apply_while(switch, costs, now_ns, &mut || true);
@@ -277,7 +277,10 @@ impl NicBudget {
                     }
                     self.charge(costs.upcall_ns);
                     match switch.nic_offload(&key, area, now_ns) {
-                        Ok(_) => self.stats.installs += 1,
+                        Ok(_) => {
+                            self.stats.installs += 1;
+                            self.charge(costs.nic_write_ns);
+                        }
                         Err(_) => {
                             self.stats.installs_refused += 1;
                             continue;
@@ -288,6 +291,7 @@ impl NicBudget {
                     let Some((table, id)) = switch.nic_find(flow) else { continue };
                     switch.nic_remove(table, id, now_ns);
                     self.stats.removals += 1;
+                    self.charge(costs.nic_write_ns);
                 }
             }
             self.updates.spend(1);

@@ -339,9 +339,11 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
         let offload = if wants && !capped { Offload::Allowed } else { Offload::Refused };
         let (before, offers) = (self.switch.nic_installs(), self.switch.stats().nic_offers);
         let layer = self.switch.process_host(&pkt.key, pkt.bytes as u64, t_ns, offload, &mut self.outputs);
-        self.budget.updates.spend(self.switch.nic_installs() - before);
+        let installed = self.switch.nic_installs() - before;
+        self.budget.updates.spend(installed);
         self.record(pkt, t_ns, Some(layer));
-        let mut extra_ns = 0.0;
+        // Each entry the upcall wrote into the NIC costs the host the driver's write.
+        let mut extra_ns = installed as f64 * self.costs.nic_write_ns;
         match layer {
             Layer::Microflow => self.stats.microflow += 1,
             Layer::Megaflow => self.stats.megaflow += 1,
@@ -350,7 +352,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
                 self.stats.installs_capped += capped as u64;
                 // Controller flows never reach the NIC: only an offered upcall pays.
                 if self.switch.stats().nic_offers > offers {
-                    extra_ns = self.policy.install_ns(&self.costs);
+                    extra_ns += self.policy.install_ns(&self.costs);
                 }
             }
             Layer::Nic => {}
@@ -389,6 +391,24 @@ mod tests {
         let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
         let pipeline = Pipeline::from_rules(rules);
         SwitchDatapath::new(pipeline, base, policy, CostModel::default(), Vec::new(), limits).unwrap()
+    }
+
+    /// Each entry an upcall writes into the NIC costs the host `nic_write_ns`; an upcall the
+    /// update cap keeps out of the NIC writes nothing and pays nothing more.
+    #[test]
+    fn nic_writes_are_charged_to_the_upcalls_that_make_them() {
+        let rules = parse_flows("priority=1,ip actions=output:2\n", "t").unwrap();
+        let costs = CostModel { nic_write_ns: 5_000.0, ..CostModel::default() };
+        let upcall = costs.service_ns(Layer::SlowPath);
+        let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
+        let policy =
+            UpcallOffload::OffloadAll(NicConfig::new(MegaflowOffloadConfig { entries: 10, max_masks: 10 }));
+        let limits = NicUpdates { per_second: 1.0, latency_ns: 0, counter_reads_per_second: 0.0 };
+        let mut dp =
+            SwitchDatapath::new(Pipeline::from_rules(rules), base, policy, costs, Vec::new(), limits)
+                .unwrap();
+        assert_eq!(dp.host(0, 0, &packet(1)), upcall + 5_000);
+        assert_eq!(dp.host(1, 0, &packet(2)), upcall, "capped: nothing written");
     }
 
     /// An upcall offered to a Gigaflow NIC costs its install work on top of the upcall; one
