@@ -481,14 +481,21 @@ impl PortIo for AfXdp {
                 n
             });
             if offset >= STAMP_BYTES {
-                // SAFETY: the stamp's bytes are the buffer's, before the frame (its headroom).
+                // SAFETY: the stamp's bytes are the buffer's, before the frame (its headroom),
+                // ours until the buffer goes back to the fill ring.
                 let stamp = unsafe {
-                    std::slice::from_raw_parts(q.area.as_ptr().add(addr as usize - STAMP_BYTES), STAMP_BYTES)
+                    std::slice::from_raw_parts_mut(
+                        q.area.as_ptr().add(addr as usize - STAMP_BYTES),
+                        STAMP_BYTES,
+                    )
                 };
                 let word =
-                    |i: usize| u64::from_ne_bytes(stamp[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-                if word(0) == STAMP_MAGIC {
-                    batch.stamp_last(word(1));
+                    |s: &[u8], i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+                if word(stamp, 0) == STAMP_MAGIC {
+                    batch.stamp_last(word(stamp, 1));
+                    // Rubbed out: a later frame in this buffer that the program could not
+                    // stamp must not read this one's time.
+                    stamp[..8].fill(0);
                 }
             }
             q.refill.push(start);

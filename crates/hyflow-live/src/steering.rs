@@ -38,7 +38,10 @@ impl Steering {
             let def = field.def();
             let words = if def.bits == 128 { [def.word, def.word + 1] } else { [def.word, def.word] };
             let parsed = words.iter().all(|&w| XDP_KEY_WORDS.contains(&(w as usize)));
-            if !parsed || !def.packet || def.prereq == Prereq::Ct {
+            // IPv6's fields share words with IPv4's, but the parser hands IPv6 frames over
+            // whole: they would hash as zeros.
+            let ipv6 = matches!(def.prereq, Prereq::Ipv6 | Prereq::Icmpv6);
+            if !parsed || !def.packet || def.prereq == Prereq::Ct || ipv6 {
                 bail!(
                     "--steer: {name} is not a field the XDP program parses (it hashes Ethernet, VLAN, \
                      IPv4, ARP and TCP/UDP/SCTP/ICMP fields, and in_port)"
@@ -68,7 +71,18 @@ mod tests {
         assert_eq!(s.mask[0], 0);
         let p = Steering::new("in_port", 3).unwrap();
         assert_eq!(p.mask[0], 0xffff_ffff_0000_0000);
-        for bad in ["reg0", "ipv6_dst", "ct_tp_src", "tun_id", "metadata", "nope", "nw_dst,,tp_dst", ""] {
+        for bad in [
+            "reg0",
+            "ipv6_dst",
+            "ipv6_label",
+            "icmpv6_type",
+            "ct_tp_src",
+            "tun_id",
+            "metadata",
+            "nope",
+            "nw_dst,,tp_dst",
+            "",
+        ] {
             assert!(Steering::new(bad, 2).is_err(), "{bad}");
         }
         assert!(Steering::new("nw_dst", 1).is_err());
