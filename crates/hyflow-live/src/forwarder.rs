@@ -196,11 +196,9 @@ impl Engine {
     }
 
     /// Credits the frames the NIC tier served since the last read: read from every entry
-    /// (`all`: for a report), or as the read budget allows.
-    fn read_nic_counters(&mut self, all: bool) {
-        if let Some(nic) = &mut self.nic {
-            nic.read_counters(&mut self.switch, all);
-        }
+    /// (`all`: for a report), or a part of the periodic pass; true if the pass goes on.
+    fn read_nic_counters(&mut self, all: bool) -> bool {
+        self.nic.as_mut().is_some_and(|nic| nic.read_counters(&mut self.switch, all))
     }
 }
 
@@ -432,6 +430,8 @@ impl Forwarder {
         let shared = &self.shared;
         let mut next_link_check = LINK_CHECK_NS;
         let mut next_counter_read = COUNTER_READ_NS;
+        // A periodic read's pass is under way (a part per turn).
+        let mut reading = false;
         let sampling = shared.engine.lock().expect("engine lock").nic.as_ref().is_some_and(|n| n.samples());
         let max_sleep_ms = if sampling { SAMPLE_DRAIN_MS } else { MAX_SLEEP_MS };
         let mut wake_fd = [libc::pollfd { fd: wake.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
@@ -454,9 +454,11 @@ impl Forwarder {
                 let mut engine = shared.engine.lock().expect("engine lock");
                 let now = shared.now_ns();
                 let held_from = now;
-                if now >= next_counter_read {
-                    engine.read_nic_counters(false);
-                    next_counter_read = now + COUNTER_READ_NS;
+                if now >= next_counter_read || reading {
+                    reading = engine.read_nic_counters(false);
+                    if !reading {
+                        next_counter_read = now + COUNTER_READ_NS;
+                    }
                 }
                 // The policy: sampled headers (a bounded number per hold of the lock, so that
                 // the cores never wait long for it), then its periodic work, then what it
@@ -469,8 +471,10 @@ impl Forwarder {
                     engine.switch.advance(now);
                     more_installs = engine.sync_nic(now, MAIN_INSTALLS);
                 }
-                let answer =
-                    (engine.switch.next_deadline_ns().min(next_counter_read), more_samples || more_installs);
+                let answer = (
+                    engine.switch.next_deadline_ns().min(next_counter_read),
+                    more_samples || more_installs || reading,
+                );
                 drop(engine);
                 shared.main_holds.record(shared.now_ns() - held_from);
                 answer

@@ -16,8 +16,9 @@ pub trait NicTier: HardwareCounters + Send {
     /// engine long.
     fn sync(&mut self, switch: &mut Switch, decided_ns: u64, max_installs: usize) -> bool;
     /// Reads the tier's counters and credits the frames it served since the last read: all
-    /// of them (`all`, for a report), or as many as its read budget allows.
-    fn read_counters(&mut self, switch: &mut Switch, all: bool);
+    /// of them (`all`, for a report), or a part of a periodic pass, as its read budget and a
+    /// bound per call allow; true if the pass has entries left.
+    fn read_counters(&mut self, switch: &mut Switch, all: bool) -> bool;
     /// Sends the headers of this share of the frames it serves to software (0: none).
     fn sample(&mut self, rate: f64);
     /// Whether it samples headers: nothing wakes the switch per sample, so the main thread

@@ -72,6 +72,10 @@ pub struct CacheTable<T> {
     pub stats: FlowTableStats,
 }
 
+/// Entries a table reserves room for up front (Open vSwitch's default megaflow limit is
+/// 200,000): larger tables grow past it as they fill.
+const RESERVED_ENTRIES: usize = 1 << 18;
+
 impl<T> CacheTable<T> {
     /// An empty table.
     pub fn new(mut config: TableConfig) -> Result<CacheTable<T>, TableConfigError> {
@@ -81,7 +85,7 @@ impl<T> CacheTable<T> {
         if config.kind == MatchKind::Exact {
             config.max_masks = 1;
         }
-        let mut space = TupleSpace::new();
+        let mut space = TupleSpace::with_capacity(config.capacity.min(RESERVED_ENTRIES));
         space.set_activation_delay(config.update_latency_ns);
         Ok(CacheTable { config, space, stats: FlowTableStats::default() })
     }
