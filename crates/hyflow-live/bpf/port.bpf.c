@@ -2,7 +2,8 @@
 // The XDP program `hyflow switch --io afxdp` attaches to every port: the switch's NIC tier.
 //
 // With the NIC tier off (`--nic none`) it only steers: every frame of port P's receive queue
-// Q goes to the AF_XDP socket the switch registered for (P, Q) in `xsks`. With it on
+// Q goes to the AF_XDP socket the switch registered for (P, Q) in `xsks` (with `--steer`, to
+// one of the queue's sockets, below). With it on
 // (`--nic xdp`) it is a match-action stage in front of that, as FlexNIC's RMT model and
 // Open vSwitch's hardware offload put one in front of the host: the frame is parsed into the
 // key words of hyflow's flow key that the stage can match (`struct nic_key`, word for word
@@ -623,14 +624,12 @@ int hyflow_port(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 	struct layout l;
 	int parsed;
-	if (cores > 1 && st) {
-		/* A frame parsed in part (IPv6, a third tag) hashes by the words it got. */
+	/* A frame parsed in part (IPv6, a third tag) is steered by the words it got. */
+	if (cores > 1)
 		__builtin_memset(&keyslot->key, 0, sizeof(keyslot->key));
-		parsed = parse(data, end, port->number, &keyslot->key, &l);
+	parsed = parse(data, end, port->number, &keyslot->key, &l);
+	if (cores > 1 && st)
 		slot += steer(&keyslot->key, st, cores);
-	} else {
-		parsed = parse(data, end, port->number, &keyslot->key, &l);
-	}
 	if (parsed < 0 || !nic || !cfg)
 		return to_software(ctx, slot);
 	struct flow_value *v = lookup(fk, &keyslot->key, cfg->n_masks);

@@ -41,11 +41,11 @@ use crate::XdpSetup;
 /// The XDP program, compiled from bpf/port.bpf.c by the build.
 static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port.bpf.o"));
 
-/// UMEM buffers per queue: half for receiving (always on the fill ring or being copied
-/// out), half for sending. The receive half absorbs a burst while the loop is busy: what the
-/// kernel counts as "fill ring empty" is the switch that far behind.
-const FRAMES: u32 = 8192;
-/// Ring sizes (descriptors): the receive and fill rings hold every receive buffer.
+/// Ring sizes (descriptors). A queue's UMEM has [`RING`] receive buffers per socket (always
+/// on the fill ring or being copied out: steered sockets share the fill ring, and one core
+/// far behind must not leave the others' frames without buffers) and [`RING`] for sending.
+/// The receive buffers absorb a burst while the loop is busy: what the kernel counts as
+/// "fill ring empty" is the switch that far behind.
 const RING: u32 = crate::port_io::RX_RING;
 /// `struct stamp` of the program: the XDP metadata in front of a frame for software, a magic
 /// word and when the program handed the frame over (CLOCK_MONOTONIC ns).
@@ -109,7 +109,8 @@ impl XskQueue {
     ) -> Result<XskQueue> {
         // Aligned chunks are a power of two, with XDP's 256 bytes of headroom before the frame.
         let frame_size: u32 = if max_frame + 256 <= 2048 { 2048 } else { 4096 };
-        let area_len = (FRAMES * frame_size) as usize;
+        let receiving = RING * sockets;
+        let area_len = ((receiving + RING) * frame_size) as usize;
         // SAFETY: an anonymous private mapping, page-aligned as the UMEM needs.
         let area = unsafe {
             libc::mmap(
@@ -125,18 +126,30 @@ impl XskQueue {
             return Err(io::Error::last_os_error()).context("UMEM mapping");
         }
         let area = NonNull::new(area as *mut u8).expect("mmap gives a non-null mapping");
-        let config = UmemConfig { fill_size: RING, complete_size: RING, frame_size, headroom: 0, flags: 0 };
+        let queue =
+            Self::on_area((area, area_len), (iface, queue), (frame_size, receiving), zero_copy, sockets);
+        if queue.is_err() {
+            // SAFETY: unmaps the area just mapped; the UMEM and sockets that used it are closed.
+            unsafe { libc::munmap(area.as_ptr() as *mut libc::c_void, area_len) };
+        }
+        queue
+    }
+
+    /// The queue's UMEM over `area` (`receiving` receive buffers, then [`RING`] for sending),
+    /// its rings and sockets; on an error, what it made is closed and the caller unmaps the
+    /// area.
+    fn on_area(
+        (area, area_len): (NonNull<u8>, usize),
+        (iface, queue): (&Interface, u32),
+        (frame_size, receiving): (u32, u32),
+        zero_copy: bool,
+        sockets: u32,
+    ) -> Result<XskQueue> {
+        let fill_size = receiving.next_power_of_two();
+        let config = UmemConfig { fill_size, complete_size: RING, frame_size, headroom: 0, flags: 0 };
         // SAFETY: the area is page-aligned, `area_len` long, and lives as long as the queue.
         let umem = unsafe { Umem::new(config, NonNull::slice_from_raw_parts(area, area_len)) }
-            .map_err(errno("AF_XDP socket"));
-        let umem = match umem {
-            Ok(u) => u,
-            Err(e) => {
-                // SAFETY: unmaps the area just mapped, used by nothing.
-                unsafe { libc::munmap(area.as_ptr() as *mut libc::c_void, area_len) };
-                return Err(e);
-            }
-        };
+            .map_err(errno("AF_XDP socket"))?;
         let mut info = IfInfo::invalid();
         info.from_ifindex(iface.ifindex).map_err(errno("interface"))?;
         info.set_queue(queue);
@@ -169,17 +182,16 @@ impl XskQueue {
             let fd = ring.as_raw_fd();
             rx.push((ring, fd));
         }
-        let half = FRAMES / 2;
         let filled = {
-            let mut fill = device.fill(half);
-            let n = fill.insert((0..half).map(|i| i as u64 * frame_size as u64));
+            let mut fill = device.fill(receiving);
+            let n = fill.insert((0..receiving).map(|i| i as u64 * frame_size as u64));
             fill.commit();
             n
         };
-        if filled != half {
-            return Err(anyhow!("the fill ring took {filled} of {half} buffers"));
+        if filled != receiving {
+            return Err(anyhow!("the fill ring took {filled} of {receiving} buffers"));
         }
-        let tx_free = (half..FRAMES).map(|i| i as u64 * frame_size as u64).collect();
+        let tx_free = (receiving..receiving + RING).map(|i| i as u64 * frame_size as u64).collect();
         Ok(XskQueue {
             area,
             area_len,

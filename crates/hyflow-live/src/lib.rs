@@ -223,45 +223,55 @@ fn live_policy(a: &SwitchArgs) -> Result<(NicConfig, Box<dyn OffloadPolicy>)> {
 }
 
 /// Deals the ports' receive queues out to `cores` cores (no more cores than queues: a core
-/// with no queue would have nothing to do), each pinned to its own CPU of the process's
-/// affinity mask when the mask has one for each.
+/// with no queue would have nothing to do), or with `steering` gives each core its socket of
+/// every queue; each core pinned to its own CPU of the process's affinity mask when the mask
+/// has one for each.
 fn plan_cores(ports: &[LivePort], cores: usize, steering: Option<&Steering>) -> Vec<CorePlan> {
-    let cpus = allowed_cpus();
-    let pinned = cpus.len() >= cores;
-    if !pinned {
-        eprintln!("hyflow switch: {} CPU(s) allowed for {cores} cores: cores are not pinned", cpus.len());
-    }
-    let plan = |(i, queues)| CorePlan { queues, cpu: pinned.then(|| cpus[i]) };
-    if let Some(s) = steering {
+    let per_core: Vec<Vec<RxQueue>> = match steering {
         // Each queue has a socket per core, core c's the c-th: core c polls its own of each.
-        let per_core = (0..s.cores as usize).map(|c| {
-            let mine = ports.iter().enumerate().flat_map(|(port, p)| {
-                let sockets = p.io.lock().expect("port lock").rx_fds().len();
-                (c..sockets).step_by(s.cores as usize).map(move |queue| RxQueue { port, queue })
-            });
-            mine.collect()
-        });
-        return per_core.enumerate().map(plan).collect();
-    }
-    let queues: Vec<RxQueue> = ports
-        .iter()
-        .enumerate()
-        .flat_map(|(port, p)| {
-            let n = p.io.lock().expect("port lock").rx_fds().len();
-            (0..n).map(move |queue| RxQueue { port, queue })
-        })
-        .collect();
-    let cores = if cores > queues.len() {
-        eprintln!(
-            "hyflow switch: --cores {cores} but the ports have {} receive queue(s) in all: using {}",
-            queues.len(),
-            queues.len()
-        );
-        queues.len()
-    } else {
-        cores
+        Some(s) => (0..s.cores as usize)
+            .map(|c| {
+                let mine = ports.iter().enumerate().flat_map(|(port, p)| {
+                    let sockets = p.io.lock().expect("port lock").rx_fds().len();
+                    (c..sockets).step_by(s.cores as usize).map(move |queue| RxQueue { port, queue })
+                });
+                mine.collect()
+            })
+            .collect(),
+        None => {
+            let queues: Vec<RxQueue> = ports
+                .iter()
+                .enumerate()
+                .flat_map(|(port, p)| {
+                    let n = p.io.lock().expect("port lock").rx_fds().len();
+                    (0..n).map(move |queue| RxQueue { port, queue })
+                })
+                .collect();
+            if cores > queues.len() {
+                eprintln!(
+                    "hyflow switch: --cores {cores} but the ports have {} receive queue(s) in all: using {} \
+                     (--steer spreads each queue over the cores)",
+                    queues.len(),
+                    queues.len()
+                );
+            }
+            pmd::assign(&queues, cores.min(queues.len()))
+        }
     };
-    pmd::assign(&queues, cores).into_iter().enumerate().map(plan).collect()
+    let cpus = allowed_cpus();
+    let pinned = cpus.len() >= per_core.len();
+    if !pinned {
+        eprintln!(
+            "hyflow switch: {} CPU(s) allowed for {} cores: cores are not pinned",
+            cpus.len(),
+            per_core.len()
+        );
+    }
+    per_core
+        .into_iter()
+        .enumerate()
+        .map(|(i, queues)| CorePlan { queues, cpu: pinned.then(|| cpus[i]) })
+        .collect()
 }
 
 /// Opens every interface's I/O as `--io` asks (`None`: AF_XDP where it attaches, AF_PACKET

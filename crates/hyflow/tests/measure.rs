@@ -285,51 +285,78 @@ fn sliding_detectors_with_room_equal_the_exact_window() {
         .unwrap();
 }
 
+/// Sends `packets` ((flow, gap ns, representative, repeats)) through `BurstCounters` and,
+/// at each of `checks` ((packet index, rejected flows as bits)), holds its fastest flow to
+/// what a scan of every flow of the window under way finds: the most packets among the
+/// flows kept, ties to the lower flow.
+fn burst_counters_agree_with_a_scan(
+    packets: &[(u64, u64, u32, u32)],
+    checks: &[(usize, u64)],
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    use hyflow::measure::elixir_identification::BurstCounters;
+    const WINDOW: u64 = 1_000_000;
+    let mut b: BurstCounters<u32> = BurstCounters::new(WINDOW);
+    // The window under way, scanned: flow → (packets, representative).
+    let mut scan: std::collections::HashMap<FlowId, (u32, u32)> = Default::default();
+    let mut window_start: Option<u64> = None;
+    let mut now = 0;
+    for (i, &(f, gap, rep, repeats)) in packets.iter().enumerate() {
+        now += gap;
+        let start = *window_start.get_or_insert(now);
+        if now >= start + WINDOW {
+            scan.clear();
+            window_start = Some(start + (now - start) / WINDOW * WINDOW);
+        }
+        for _ in 0..repeats {
+            b.count(flow(f), now, || rep);
+            scan.entry(flow(f)).or_insert((0, rep)).0 += 1;
+        }
+        for &(at, rejected) in checks {
+            if at != i {
+                continue;
+            }
+            // Keep the flows whose number is not a bit of `rejected`.
+            let keep = |g: FlowId| (0..12).all(|n| rejected & (1 << n) == 0 || flow(n) != g);
+            let want = scan
+                .iter()
+                .filter(|(g, _)| keep(**g))
+                .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(a.0)))
+                .map(|(g, (n, r))| (*g, *n, *r));
+            let got = b.fastest_in_window(now, 1, |g, _| keep(g));
+            proptest::prop_assert_eq!(got.map(|(g, _, r)| (g, r)), want.map(|(g, _, r)| (g, r)));
+            if let (Some((_, rate, _)), Some((_, n, _))) = (got, want) {
+                let elapsed = (now - window_start.unwrap()).max(1);
+                proptest::prop_assert!((rate - n as f64 * 1e9 / elapsed as f64).abs() < 1e-6);
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
 
-    /// The counters kept by count find the flow a scan of every flow finds: the most packets
-    /// in the window under way among the flows the filter keeps, ties to the lower flow, over
-    /// random streams crossing window boundaries with random filters.
+    /// The counters kept by count find the flow a scan of every flow finds, over random
+    /// streams crossing window boundaries with random filters.
     #[test]
     fn burst_counters_find_what_a_scan_of_every_flow_finds(
-        packets in proptest::collection::vec((0u64..12, 0u64..400_000, 0u32..3), 1..300),
+        packets in proptest::collection::vec((0u64..12, 0u64..400_000, 0u32..3, 1u32..2), 1..300),
         checks in proptest::collection::vec((0usize..300, 0u64..16), 1..12),
     ) {
-        use hyflow::measure::elixir_identification::BurstCounters;
-        const WINDOW: u64 = 1_000_000;
-        let mut b: BurstCounters<u32> = BurstCounters::new(WINDOW);
-        // The window under way, scanned: flow → (packets, representative).
-        let mut scan: std::collections::HashMap<FlowId, (u32, u32)> = Default::default();
-        let mut window_start: Option<u64> = None;
-        let mut now = 0;
-        for (i, &(f, gap, rep)) in packets.iter().enumerate() {
-            now += gap;
-            let start = *window_start.get_or_insert(now);
-            if now >= start + WINDOW {
-                scan.clear();
-                window_start = Some(start + (now - start) / WINDOW * WINDOW);
-            }
-            b.count(flow(f), now, || rep);
-            scan.entry(flow(f)).or_insert((0, rep)).0 += 1;
-            for &(at, rejected) in &checks {
-                if at != i {
-                    continue;
-                }
-                // Keep the flows whose number is not a bit of `rejected`.
-                let keep = |g: FlowId| (0..12).all(|n| rejected & (1 << n) == 0 || flow(n) != g);
-                let want = scan
-                    .iter()
-                    .filter(|(g, _)| keep(**g))
-                    .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(a.0)))
-                    .map(|(g, (n, r))| (*g, *n, *r));
-                let got = b.fastest_in_window(now, 1, |g, _| keep(g));
-                proptest::prop_assert_eq!(got.map(|(g, _, r)| (g, r)), want.map(|(g, _, r)| (g, r)));
-                if let (Some((_, rate, _)), Some((_, n, _))) = (got, want) {
-                    let elapsed = (now - window_start.unwrap()).max(1);
-                    proptest::prop_assert!((rate - n as f64 * 1e9 / elapsed as f64).abs() < 1e-6);
-                }
-            }
-        }
+        burst_counters_agree_with_a_scan(&packets, &checks)?;
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The same with flows sending thousands of packets in a window: past the counts kept as
+    /// lists (4,096), where flows are ranked apart.
+    #[test]
+    fn burst_counters_rank_flows_past_the_lists_as_a_scan_does(
+        packets in proptest::collection::vec((0u64..4, 0u64..50_000, 0u32..3, 1u32..3000), 1..40),
+        checks in proptest::collection::vec((0usize..40, 0u64..16), 1..12),
+    ) {
+        burst_counters_agree_with_a_scan(&packets, &checks)?;
     }
 }

@@ -238,17 +238,25 @@ impl Detector for ElixirLarge {
 /// the top down when a ring fills, as the paper's heap of software counters finds it, not by a
 /// scan of every flow of the window: that scan, under the engine's lock, stopped a live
 /// switch's cores for milliseconds per check while the ring it was meant to drain overflowed.
+/// Counts above [`DENSE_COUNTS`] leave the lists for `above` (few flows can have that many
+/// packets in one window), so the lists' size is bounded whatever the rate.
 #[derive(Clone, Debug)]
 pub struct BurstCounters<R = ()> {
     window_ns: u64,
     started_ns: Option<u64>,
     counts: HashMap<FlowId, Counted<R>>,
     last: HashMap<FlowId, Counted<R>>,
-    /// The window under way's flows by packet count (index 0 unused).
+    /// The window under way's flows by packet count, up to [`DENSE_COUNTS`] (index 0 unused).
     by_count: Vec<Vec<FlowId>>,
-    /// The highest count of the window under way.
+    /// The highest count of `by_count` holding a flow, or that had one in this window.
     top_count: usize,
+    /// Flows with more than [`DENSE_COUNTS`] packets in the window under way.
+    above: Vec<FlowId>,
 }
+
+/// Counts kept as lists, one per count: a flow past this many packets in one window moves to
+/// the unsorted `above`, which holds at most the window's packets ÷ this many flows.
+const DENSE_COUNTS: usize = 4096;
 
 /// A flow's packets in a window, its slot in its count's list, and its representative.
 #[derive(Clone, Copy, Debug)]
@@ -268,6 +276,7 @@ impl<R: Copy> BurstCounters<R> {
             last: HashMap::new(),
             by_count: vec![Vec::new()],
             top_count: 0,
+            above: Vec::new(),
         }
     }
 
@@ -284,6 +293,7 @@ impl<R: Copy> BurstCounters<R> {
                 list.clear();
             }
             self.top_count = 0;
+            self.above.clear();
             self.started_ns = Some(start + windows * self.window_ns);
         }
     }
@@ -295,14 +305,23 @@ impl<R: Copy> BurstCounters<R> {
         self.roll(now_ns);
         let c = self.counts.entry(flow).or_insert_with(|| Counted { packets: 0, slot: 0, rep: rep() });
         let (was, slot) = (c.packets as usize, c.slot as usize);
+        c.packets = c.packets.saturating_add(1);
         let now = was + 1;
-        if self.by_count.len() <= now {
-            self.by_count.push(Vec::new());
+        if now > DENSE_COUNTS + 1 {
+            // Already in `above`, where it stays.
+            return;
         }
-        c.packets += 1;
-        c.slot = self.by_count[now].len() as u32;
-        self.by_count[now].push(flow);
-        self.top_count = self.top_count.max(now);
+        if now == DENSE_COUNTS + 1 {
+            c.slot = self.above.len() as u32;
+            self.above.push(flow);
+        } else {
+            if self.by_count.len() <= now {
+                self.by_count.push(Vec::new());
+            }
+            c.slot = self.by_count[now].len() as u32;
+            self.by_count[now].push(flow);
+            self.top_count = self.top_count.max(now);
+        }
         if was > 0 {
             let list = &mut self.by_count[was];
             list.swap_remove(slot);
@@ -340,14 +359,24 @@ impl<R: Copy> BurstCounters<R> {
         mut keep: impl FnMut(FlowId, &R) -> bool,
     ) -> Option<(FlowId, f64, R)> {
         self.roll(now_ns);
-        let (count, flow) = (1..=self.top_count).rev().find_map(|n| {
-            let mut best: Option<FlowId> = None;
-            for &f in &self.by_count[n] {
-                if best.is_none_or(|g| f < g) && keep(f, &self.counts[&f].rep) {
-                    best = Some(f);
-                }
+        // Any flow above the lists outranks every flow in them.
+        let mut best: Option<(usize, FlowId)> = None;
+        for &f in &self.above {
+            let n = self.counts[&f].packets as usize;
+            if best.is_none_or(|(m, g)| n > m || (n == m && f < g)) && keep(f, &self.counts[&f].rep) {
+                best = Some((n, f));
             }
-            best.map(|f| (n, f))
+        }
+        let (count, flow) = best.or_else(|| {
+            (1..=self.top_count).rev().find_map(|n| {
+                let mut best: Option<FlowId> = None;
+                for &f in &self.by_count[n] {
+                    if best.is_none_or(|g| f < g) && keep(f, &self.counts[&f].rep) {
+                        best = Some(f);
+                    }
+                }
+                best.map(|f| (n, f))
+            })
         })?;
         let elapsed = now_ns.saturating_sub(self.started_ns.unwrap_or(now_ns)).max(min_span_ns).max(1);
         Some((flow, count as f64 * 1e9 / elapsed as f64, self.counts[&flow].rep))

@@ -397,7 +397,9 @@ mod tests {
     /// update cap keeps out of the NIC writes nothing and pays nothing more.
     #[test]
     fn nic_writes_are_charged_to_the_upcalls_that_make_them() {
-        let rules = parse_flows("priority=1,ip actions=output:2\n", "t").unwrap();
+        // A rule per destination: the two packets below need a megaflow each.
+        let text = "priority=1,ip,nw_dst=10.0.0.1 actions=output:2\npriority=1,ip,nw_dst=10.0.0.2 actions=output:2\n";
+        let rules = parse_flows(text, "t").unwrap();
         let costs = CostModel { nic_write_ns: 5_000.0, ..CostModel::default() };
         let upcall = costs.service_ns(Layer::SlowPath);
         let base = SwitchConfig { microflow: None, megaflow: None, ..SwitchConfig::default() };
@@ -409,6 +411,8 @@ mod tests {
                 .unwrap();
         assert_eq!(dp.host(0, 0, &packet(1)), upcall + 5_000);
         assert_eq!(dp.host(1, 0, &packet(2)), upcall, "capped: nothing written");
+        // With the bucket refilled, the second destination's entry is written and paid for.
+        assert_eq!(dp.host(2_000_000_000, 0, &packet(2)), upcall + 5_000);
     }
 
     /// An upcall offered to a Gigaflow NIC costs its install work on top of the upcall; one
