@@ -238,7 +238,7 @@ impl Detector for ElixirLarge {
 /// the top down when a ring fills, as the paper's heap of software counters finds it, not by a
 /// scan of every flow of the window: that scan, under the engine's lock, stopped a live
 /// switch's cores for milliseconds per check while the ring it was meant to drain overflowed.
-/// Counts above [`DENSE_COUNTS`] leave the lists for `above` (few flows can have that many
+/// Counts above 4,096 (`DENSE_COUNTS`) leave the lists for `above` (few flows can have that many
 /// packets in one window), so the lists' size is bounded whatever the rate.
 #[derive(Clone, Debug)]
 pub struct BurstCounters<R = ()> {
