@@ -21,7 +21,7 @@ native XDP, its PMD on CPU 1) runs the same frames, counted the same way: CPU 0 
 sending, plus its PMD's processing cycles.
 
 Prints a Markdown table for BENCHMARKS.md. Usage: scripts/nic_tier_bench.py [--hyflow BIN]
-[--frames N] [--ovs]
+[--frames N] [--ovs] [--steer]
 """
 import argparse
 import json
@@ -116,6 +116,9 @@ def main():
     ap.add_argument("--hyflow", default="target/release/hyflow")
     ap.add_argument("--frames", type=int, default=3000000)
     ap.add_argument("--ovs", action="store_true", help="also Open vSwitch's userspace datapath (type=afxdp ports)")
+    ap.add_argument("--steer", action="store_true",
+                    help="also the software path on two cores steered by the 5-tuple (both on CPU 1, the "
+                         "generator needing CPU 0 of two: the cost of steering per frame, not its scaling)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("nic_tier_bench.py needs root (namespaces, XDP)")
@@ -141,6 +144,10 @@ def main():
             ("XDP tier (`--nic xdp --xdp-mode native`, GRO on the peers)", ["--nic", "xdp", "--xdp-mode", "native"], True)):
         r = run(a.hyflow, tmp, pcap, loops, args, gro)
         rows.append(row(name, r))
+    if a.steer:
+        steered = ["--nic", "none", "--cores", "2", "--steer", "nw_src,nw_dst,nw_proto,tp_src,tp_dst"]
+        r = run(a.hyflow, tmp, pcap, loops, steered)
+        rows.append(row("software path, 2 cores steered by the 5-tuple (both on CPU 1)", r))
     if a.ovs:
         r = run(a.hyflow, tmp, pcap, loops, None, ovs=Ovs(tmp, SW), ghz=ghz)
         rows.append(row("Open vSwitch 3.1 (userspace, type=afxdp, native XDP)", r))
