@@ -72,8 +72,8 @@ struct XskQueue {
     /// Kept alive for the rings and the socket (dropping it closes them).
     _umem: Umem,
     device: DeviceQueue,
-    /// Receive rings, the first socket's first; each with its socket's descriptor.
-    rx: Vec<(RingRx, RawFd)>,
+    /// Receive rings, the first socket's first (each knows its socket's descriptor).
+    rx: Vec<RingRx>,
     tx: RingTx,
     /// UMEM addresses of sending buffers not in the kernel's hands.
     tx_free: Vec<u64>,
@@ -169,18 +169,15 @@ impl XskQueue {
         let first = user.map_rx().map_err(errno("receive ring"))?;
         let tx = user.map_tx().map_err(errno("transmit ring"))?;
         umem.bind(&user).map_err(errno(if zero_copy { "zero-copy bind" } else { "bind" }))?;
-        let fd = first.as_raw_fd();
-        let mut rx = vec![(first, fd)];
+        let mut rx = vec![first];
         for _ in 1..sockets {
             // Bound to the same queue on the same UMEM: it shares the first socket's fill and
             // completion rings, and inherits its mode (the kernel takes no flags for it).
             let socket = Socket::new(&info).map_err(errno("AF_XDP socket"))?;
             let config = SocketConfig { rx_size: NonZeroU32::new(RING), tx_size: None, bind_flags: 0 };
             let user = umem.rx_tx(&socket, &config).map_err(errno("a steered socket's receive ring"))?;
-            let ring = user.map_rx().map_err(errno("receive ring"))?;
+            rx.push(user.map_rx().map_err(errno("receive ring"))?);
             umem.bind(&user).map_err(errno("binding a steered socket to the queue's UMEM"))?;
-            let fd = ring.as_raw_fd();
-            rx.push((ring, fd));
         }
         let filled = {
             let mut fill = device.fill(receiving);
@@ -219,7 +216,7 @@ impl XskQueue {
     /// Frames the kernel dropped for the queue's sockets: a receive ring full, or no buffer
     /// on the fill ring (`XDP_STATISTICS`: `rx_ring_full`, `rx_dropped`).
     fn kernel_drops(&self) -> u64 {
-        self.rx.iter().map(|&(_, fd)| socket_drops(fd)).sum()
+        self.rx.iter().map(|r| socket_drops(r.as_raw_fd())).sum()
     }
 
     /// Puts the receive buffers copied out back on the fill ring, every one: a reservation
@@ -344,7 +341,7 @@ impl XdpProgram {
             DevMap::try_from(self.ebpf.map_mut("out_ports").ok_or_else(|| anyhow!("no out_ports map"))?)?;
         out.set(index, iface.ifindex, None, 0).context("the out_ports map")?;
         let mut xsks = XskMap::try_from(self.ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
-        for (s, &(_, fd)) in queues.iter().flat_map(|q| &q.rx).enumerate() {
+        for (s, fd) in queues.iter().flat_map(|q| q.rx.iter().map(RingRx::as_raw_fd)).enumerate() {
             // SAFETY: the descriptor is open for as long as the port's sockets live, and the
             // switch drops them before the program.
             let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
@@ -473,7 +470,7 @@ impl PortIo for AfXdp {
         let before = batch.len();
         let sockets = self.sockets as usize;
         let q = &mut self.queues[socket / sockets];
-        let rx = &mut q.rx[socket % sockets].0;
+        let rx = &mut q.rx[socket % sockets];
         let room = crate::port_io::BATCH - batch.len();
         batch.waiting = batch.waiting.max(rx.available());
         let mut got = rx.receive(room as u32);
@@ -574,7 +571,7 @@ impl PortIo for AfXdp {
     }
 
     fn rx_fds(&self) -> Vec<RawFd> {
-        self.queues.iter().flat_map(|q| q.rx.iter().map(|&(_, fd)| fd)).collect()
+        self.queues.iter().flat_map(|q| q.rx.iter().map(RingRx::as_raw_fd)).collect()
     }
 }
 

@@ -35,6 +35,7 @@ use hyflow_commands::replay::rule_stats;
 
 use crate::control::{Pending, Request};
 use crate::cost_fit::CostFit;
+use crate::holds::Holds;
 use crate::interfaces::{link_state, LinkState};
 use crate::live_policy::LivePolicy;
 use crate::nic_tier::NicTier;
@@ -210,36 +211,6 @@ pub struct CorePlan {
     pub queues: Vec<RxQueue>,
     /// The CPU it is pinned to (none: wherever the scheduler puts it).
     pub cpu: Option<usize>,
-}
-
-/// How long a thread held the engine at a time: every other core waits that long for it, and
-/// its receive ring fills meanwhile (at 1 Mpps a millisecond is 1,000 frames).
-#[derive(Default)]
-pub struct Holds {
-    longest_ns: AtomicU64,
-    /// Holds of 1 ms or more, and their time in all.
-    long: AtomicU64,
-    long_ns: AtomicU64,
-}
-
-impl Holds {
-    /// A hold of `ns`.
-    pub fn record(&self, ns: u64) {
-        self.longest_ns.fetch_max(ns, Ordering::Relaxed);
-        if ns >= 1_000_000 {
-            self.long.fetch_add(1, Ordering::Relaxed);
-            self.long_ns.fetch_add(ns, Ordering::Relaxed);
-        }
-    }
-
-    /// As `show --json` gives it: the longest (µs), and the holds of 1 ms or more (count, ms).
-    fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "longest_us": self.longest_ns.load(Ordering::Relaxed) as f64 / 1e3,
-            "long": self.long.load(Ordering::Relaxed),
-            "long_ms": self.long_ns.load(Ordering::Relaxed) as f64 / 1e6,
-        })
-    }
 }
 
 /// A core's counters, as Open vSwitch's `dpif-netdev/pmd-stats-show` gives them.

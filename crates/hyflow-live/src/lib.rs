@@ -14,6 +14,7 @@ pub mod args;
 pub mod control;
 pub mod cost_fit;
 pub mod forwarder;
+pub mod holds;
 pub mod interfaces;
 pub mod live_policy;
 pub mod nic_tier;

@@ -35,6 +35,8 @@ use hyflow::packet::FlowKey;
 use hyflow::switch::Switch;
 use hyflow::timing::WORK_SLICE_NS;
 
+use crate::holds::Holds;
+
 /// The policy's live figures beyond its own report.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct LivePolicyStats {
@@ -89,8 +91,9 @@ pub struct LivePolicy {
     above_since: Vec<Option<u64>>,
     /// Ring at the threshold → urgent move queued, ns.
     detection: Histogram<u64>,
-    /// Each call's time, ns.
+    /// Each call's time, ns, and its long ones.
     hooks: Histogram<u64>,
+    holds: Holds,
     hook_ns: u64,
     /// Of which handling sampled headers.
     sample_hook_ns: u64,
@@ -114,6 +117,7 @@ impl LivePolicy {
             above_since: vec![None; cores],
             detection: Histogram::new(3).expect("3 significant figures is valid"),
             hooks: Histogram::new(2).expect("2 significant figures is valid"),
+            holds: Holds::default(),
             hook_ns: 0,
             sample_hook_ns: 0,
             stats: LivePolicyStats::default(),
@@ -156,10 +160,7 @@ impl LivePolicy {
         let took = started.elapsed().as_nanos() as u64;
         self.hook_ns += took;
         let _ = self.hooks.record(took);
-        if took >= 1_000_000 {
-            self.stats.long_hooks += 1;
-            self.stats.long_hooks_ms += took as f64 / 1e6;
-        }
+        self.holds.record(took);
         let longest = hook(&mut self.stats.longest_us);
         *longest = longest.max(took as f64 / 1e3);
         r
@@ -261,8 +262,13 @@ impl LivePolicy {
         let us = |h: &Histogram<u64>| {
             [0.5, 0.99, 1.0].map(|q| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1e3 })
         };
-        let live =
-            LivePolicyStats { detection_us: us(&self.detection), hook_us: us(&self.hooks), ..self.stats };
+        let live = LivePolicyStats {
+            detection_us: us(&self.detection),
+            hook_us: us(&self.hooks),
+            long_hooks: self.holds.long(),
+            long_hooks_ms: self.holds.long_ms(),
+            ..self.stats
+        };
         let mut v = serde_json::to_value(&report).expect("a policy report serializes");
         v["name"] = self.name().into();
         v["ring_watch"] = self.ring_watch.into();
@@ -291,7 +297,7 @@ impl LivePolicy {
             self.stats.upcalls_capped,
             self.hook_ns as f64 / 1e6,
             self.hooks.max() as f64 / 1e3,
-            self.stats.long_hooks,
+            self.holds.long(),
         )
     }
 }
