@@ -86,6 +86,11 @@ enum Command {
     /// Put a capture (or gen:gateway traffic) on an interface at a rate, with AF_XDP or
     /// AF_PACKET, and say what was sent (root): the traffic source for `hyflow switch`.
     Send(hyflow_live::send::SendArgs),
+    /// Serve memcached's UDP protocol from AF_XDP queues (root): FlexNIC's FlexKVS, with the
+    /// XDP program steering each request to a core by its key (or by its flow, the baseline),
+    /// a block-chain hash table and a log-structured store; other traffic goes on to the
+    /// kernel. Prints `ready` once it serves; SIGINT or SIGTERM stop it and print its report.
+    Kvs(hyflow_live::kvs_args::KvsArgs),
 }
 
 #[derive(Subcommand)]
@@ -149,6 +154,7 @@ fn main() -> ExitCode {
         Command::Switch(args) => hyflow_live::run_switch(*args),
         Command::Ctl(args) => hyflow_live::run_ctl(args),
         Command::Send(args) => hyflow_live::send::run(args),
+        Command::Kvs(args) => hyflow_live::run_kvs(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -52,6 +52,9 @@ const RING: u32 = crate::port_io::RX_RING;
 const STAMP_BYTES: usize = 16;
 /// Its magic word ("hyflowts"): a frame without it carries no stamp.
 const STAMP_MAGIC: u64 = 0x6879_666c_6f77_7473;
+/// The magic word of `struct kvs_meta` of `bpf/kvs.bpf.c` ("hyflowkh"), the same size as a
+/// stamp: the key's hash and whether there is one.
+const KEY_MAGIC: u64 = 0x6879_666c_6f77_6b68;
 /// Wake-ups of the transmit ring per flush at most: enough to drain a round's frames 32 at a
 /// time, bounded so that a stuck interface cannot hold the loop.
 const MAX_WAKES: u32 = 16;
@@ -429,6 +432,13 @@ impl AfXdp {
         Ok(AfXdp { queues, sockets, mode: Mode { driver: false, zero_copy }, transmit_only: false })
     }
 
+    /// `sockets` sockets on every receive queue of `iface`, on one UMEM per queue, for a
+    /// program other than the switch's to redirect frames to (`hyflow kvs`): socket `s` of
+    /// [`PortIo::rx_fds`] is socket `s % sockets` of queue `s / sockets`.
+    pub fn open_sockets(iface: &Interface, max_frame: usize, sockets: u32) -> Result<AfXdp> {
+        AfXdp::open(iface, max_frame, sockets)
+    }
+
     /// A socket on queue 0 of `iface` that only sends (`hyflow send`): no program steers
     /// frames to it, so it receives nothing and the interface's traffic is left alone.
     pub fn open_tx(iface: &Interface, max_frame: usize) -> Result<AfXdp> {
@@ -500,12 +510,16 @@ impl PortIo for AfXdp {
                 };
                 let word =
                     |s: &[u8], i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-                if word(stamp, 0) == STAMP_MAGIC {
-                    batch.stamp_last(word(stamp, 1));
-                    // Rubbed out: a later frame in this buffer that the program could not
-                    // stamp must not read this one's time.
-                    stamp[..8].fill(0);
+                match word(stamp, 0) {
+                    STAMP_MAGIC => batch.stamp_last(word(stamp, 1)),
+                    KEY_MAGIC if stamp[12..16] != [0; 4] => {
+                        batch.key_hash_last(u32::from_ne_bytes(stamp[8..12].try_into().expect("4 bytes")))
+                    }
+                    _ => {}
                 }
+                // Rubbed out: a later frame in this buffer that the program could not stamp
+                // must not read this one's.
+                stamp[..8].fill(0);
             }
             q.refill.push(start);
         }

@@ -689,7 +689,7 @@ fn say_ready() {
 
 /// Pins the calling thread to `cpu` (a PMD thread stays on its core: its caches stay warm
 /// and nothing else's work lands between two batches).
-fn pin_to(cpu: usize) {
+pub(crate) fn pin_to(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET adds `cpu` (below CPU_SETSIZE,
     // as every CPU of the affinity mask it came from is).
     unsafe {

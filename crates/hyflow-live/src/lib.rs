@@ -16,12 +16,16 @@ pub mod cost_fit;
 pub mod forwarder;
 pub mod holds;
 pub mod interfaces;
+pub mod kvs_args;
+#[cfg(feature = "afxdp")]
+pub mod kvs_server;
 pub mod live_policy;
 pub mod nic_tier;
 pub mod pmd;
 pub mod port_io;
 pub mod send;
 pub mod steering;
+pub mod udp_reply;
 #[cfg(feature = "afxdp")]
 pub mod xdp_tier;
 
@@ -46,6 +50,17 @@ use crate::interfaces::Interface;
 use crate::live_policy::LivePolicy;
 use crate::pmd::RxQueue;
 use crate::steering::Steering;
+
+/// Runs `hyflow kvs` until SIGINT or SIGTERM, then prints its report.
+pub fn run_kvs(a: kvs_args::KvsArgs) -> Result<()> {
+    #[cfg(feature = "afxdp")]
+    return kvs_server::run(a);
+    #[cfg(not(feature = "afxdp"))]
+    {
+        let _ = a;
+        bail!("hyflow kvs serves from AF_XDP queues: this hyflow was built without feature afxdp (build with --features hyflow-cli/afxdp; it needs clang and libbpf-dev)")
+    }
+}
 
 /// Runs `hyflow switch` until SIGINT, SIGTERM or `ctl stop`, then prints its report.
 pub fn run_switch(a: SwitchArgs) -> Result<()> {

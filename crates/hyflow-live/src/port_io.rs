@@ -27,6 +27,8 @@ pub struct RxBatch {
     /// When the XDP program handed each frame to software (CLOCK_MONOTONIC ns; 0: not known,
     /// as on AF_PACKET).
     handed_ns: [u64; BATCH],
+    /// The key hash the XDP program of `hyflow kvs` wrote in front of each frame, if any.
+    key_hash: [Option<u32>; BATCH],
     n: usize,
 }
 
@@ -39,6 +41,7 @@ impl RxBatch {
             slot: max_frame,
             lens: [0; BATCH],
             handed_ns: [0; BATCH],
+            key_hash: [None; BATCH],
             n: 0,
         }
     }
@@ -79,6 +82,7 @@ impl RxBatch {
         let len = write(&mut self.buf[at..at + self.slot]);
         self.lens[self.n] = len.min(self.slot);
         self.handed_ns[self.n] = 0;
+        self.key_hash[self.n] = None;
         self.n += 1;
         true
     }
@@ -88,6 +92,18 @@ impl RxBatch {
         if let Some(i) = self.n.checked_sub(1) {
             self.handed_ns[i] = handed_ns;
         }
+    }
+
+    /// Says which key hash the XDP program computed for the last frame pushed.
+    pub fn key_hash_last(&mut self, hash: u32) {
+        if let Some(i) = self.n.checked_sub(1) {
+            self.key_hash[i] = Some(hash);
+        }
+    }
+
+    /// The key hash the XDP program computed for frame `i`, if it did.
+    pub fn key_hash(&self, i: usize) -> Option<u32> {
+        self.key_hash[i]
     }
 
     /// When frame `i` was handed to software, if the I/O knows (CLOCK_MONOTONIC ns).

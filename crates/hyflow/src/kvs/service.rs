@@ -40,6 +40,9 @@ impl ServeTime {
 /// Counters of requests served, by kind and outcome.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ServiceStats {
+    /// Datagrams too short for a frame header: dropped unanswered, as memcached does (there
+    /// is no request id to answer).
+    pub short_datagrams: u64,
     /// Requests (datagrams with a frame header).
     pub requests: u64,
     /// Keys asked for by gets.
@@ -66,6 +69,7 @@ pub struct ServiceStats {
 impl ServiceStats {
     /// Adds `other`'s counts.
     pub fn add(&mut self, other: &ServiceStats) {
+        self.short_datagrams += other.short_datagrams;
         self.requests += other.requests;
         self.get_keys += other.get_keys;
         self.get_hits += other.get_hits;
@@ -88,6 +92,35 @@ impl ServiceStats {
 
 /// One request in this many with a NIC hash has it checked against software's.
 pub const NIC_HASH_CHECK_EVERY: u64 = 64;
+
+/// Serves one UDP datagram: its frame header, then its request ([`serve`]); a request in
+/// several datagrams is refused as memcached refuses it. Returns the request id the reply's
+/// datagrams carry, or `None` (and no reply) for a datagram without a frame header.
+pub fn serve_datagram(
+    partitions: &[Store],
+    writer: usize,
+    datagram: &[u8],
+    nic_hash: Option<u32>,
+    time: ServeTime,
+    out: &mut Vec<u8>,
+    stats: &mut ServiceStats,
+) -> Option<u16> {
+    out.clear();
+    let Some((header, request)) = memcached::FrameHeader::split(datagram) else {
+        stats.short_datagrams += 1;
+        return None;
+    };
+    if header.datagrams != 1 || header.sequence != 0 {
+        stats.requests += 1;
+        stats.malformed
+            [Malformed::ALL.iter().position(|&m| m == Malformed::MultiDatagram).expect("listed")] += 1;
+        let (protocol, _) = memcached::parse(request);
+        ReplyWriter { out, protocol }.malformed(Malformed::MultiDatagram);
+        return Some(header.request_id);
+    }
+    serve(partitions, writer, request, nic_hash, time, out, stats);
+    Some(header.request_id)
+}
 
 /// Serves `request` (a datagram's bytes after the frame header) on `partitions` as writer
 /// `writer`, writing the reply into `out` (cleared first; empty when nothing is to be sent).
@@ -250,6 +283,22 @@ mod tests {
         );
         assert_eq!(s.get_keys, 5);
         assert_eq!(s.get_hits, 4);
+    }
+
+    #[test]
+    fn datagrams_need_one_frame_header() {
+        let p = stores(1);
+        let mut s = ServiceStats::default();
+        let mut out = Vec::new();
+        assert_eq!(serve_datagram(&p, 0, b"\0\x01\0", None, T, &mut out, &mut s), None);
+        assert!(out.is_empty());
+        let id = serve_datagram(&p, 0, b"\0\x07\0\0\0\x01\0\0version\r\n", None, T, &mut out, &mut s);
+        assert_eq!(id, Some(7));
+        assert!(out.starts_with(b"VERSION "));
+        let id = serve_datagram(&p, 0, b"\0\x08\0\0\0\x02\0\0get a\r\n", None, T, &mut out, &mut s);
+        assert_eq!(id, Some(8));
+        assert_eq!(out, b"SERVER_ERROR multi-packet request not supported\r\n");
+        assert_eq!((s.short_datagrams, s.requests, s.malformed_total()), (1, 2, 1));
     }
 
     #[test]

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: (Apache-2.0 OR GPL-2.0-only)
+// The XDP program of `hyflow kvs`: FlexNIC's receive path for FlexKVS (FlexNIC §3.2, Figure 3).
+//
+// Every frame that is a UDP datagram to the server's address and memcached's port goes to the
+// AF_XDP socket of one of the server's cores; everything else (ARP, other traffic) goes on to
+// the kernel. Which core:
+//   - key steering: the request's key is parsed out of the memcached payload (the ASCII
+//     protocol's first key, the binary protocol's key) and hashed (FNV-1a, hyflow's
+//     `kvs::key_hash`, bit for bit); the hash's low bits index the steering table (FlexNIC's
+//     match table from hash ranges to queues), whose entry is the core owning those keys;
+//   - flow steering (the paper's baseline, RSS): a hash of the addresses and ports.
+// A request without a key the program can read (too long, no key, cut short) is steered by
+// its flow. When keys are hashed, the hash goes in front of the frame as XDP metadata
+// (FlexNIC's "special packet header"), which AF_XDP copies into the UMEM with the frame, so
+// that the server can reuse it instead of hashing again (`--nic-hash`).
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define MAX_SOCKETS 4096
+#define STEER_SLOTS 128
+#define MAX_KEY 250
+#define FRAME_HEADER 8
+#define BINARY_HEADER 24
+/* Payload bytes looked at: the frame header, a binary header with 255 bytes of extras, a key. */
+#define PEEK 544
+#define SCRATCH 1024
+
+struct kvs_config {
+	/* The server's IPv4 address (network order) and UDP port (host order). */
+	__u32 addr;
+	__u32 port;
+	/* Cores, each with a socket per receive queue: `xsks[queue * cores + core]`. */
+	__u32 cores;
+	/* 1: steer by key; 0: by flow. */
+	__u32 steer_key;
+	/* 1: hash keys (key steering, or the server reuses the hash). */
+	__u32 hash_keys;
+	__u32 pad;
+};
+
+/* In front of the frame (XDP metadata): `KEY_MAGIC`, then the key's hash if one was taken. */
+struct kvs_meta {
+	__u64 magic;
+	__u32 hash;
+	__u32 has_hash;
+};
+#define KEY_MAGIC 0x6879666c6f776b68ULL /* "hyflowkh" */
+
+/* What the program did, per CPU: requests steered by key, by flow, frames passed on. */
+#define STAT_BY_KEY 0
+#define STAT_BY_FLOW 1
+#define STAT_PASSED 2
+#define STATS 3
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, MAX_SOCKETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kvs_config);
+} config SEC(".maps");
+
+/* Steering table: a key hash's low 7 bits → the core owning those keys. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STEER_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} steer_table SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+/* The payload's first bytes, copied out of the frame (the key's offset varies too much for
+ * direct packet reads the verifier can follow). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u8[SCRATCH]);
+} scratch SEC(".maps");
+
+static __always_inline void count(__u32 what)
+{
+	__u64 *c = bpf_map_lookup_elem(&stats, &what);
+	if (c)
+		*c += 1;
+}
+
+/* FNV-1a over the key at `start` (up to `len` bytes of `buf` hold the payload): the key ends
+ * at a space, CR, LF or the payload's end (ASCII), or after `fixed` bytes (binary, `fixed`
+ * nonzero). Returns 0 and the hash, or -1 for no key (empty, or longer than memcached takes). */
+static __always_inline int hash_key(const __u8 *buf, __u32 start, __u64 len, __u32 fixed, __u32 *hash)
+{
+	__u32 h = 0x811c9dc5;
+	__u32 n = 0;
+	for (__u32 i = 0; i <= MAX_KEY; i++) {
+		__u32 j = start + i;
+		if (fixed && i == fixed)
+			break;
+		if (j >= len)
+			break;
+		__u8 c = buf[j & (SCRATCH - 1)];
+		if (!fixed && (c == ' ' || c == '\r' || c == '\n'))
+			break;
+		if (i == MAX_KEY)
+			return -1;
+		h ^= c;
+		h *= 0x01000193;
+		n++;
+	}
+	if (n == 0 || (fixed && n != fixed))
+		return -1;
+	*hash = h;
+	return 0;
+}
+
+SEC("xdp")
+int hyflow_kvs(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct kvs_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u8 *p = data;
+	if (!cfg || cfg->cores == 0 || (void *)(p + 14 + 20 + 8) > end)
+		goto pass;
+	if (p[12] != 0x08 || p[13] != 0x00)
+		goto pass;
+	__u8 *ip = p + 14;
+	__u32 ihl = (ip[0] & 0x0f) * 4;
+	if ((ip[0] >> 4) != 4 || ihl < 20 || ip[9] != 17)
+		goto pass;
+	/* Fragments: the kernel's (a memcached request is one datagram). */
+	if (((__u16)ip[6] << 8 | ip[7]) & 0x3fff)
+		goto pass;
+	__u32 daddr;
+	__builtin_memcpy(&daddr, ip + 16, 4);
+	if (daddr != cfg->addr)
+		goto pass;
+	__u8 *udp = ip + (ihl & 0x3c);
+	if ((void *)(udp + 8) > end)
+		goto pass;
+	__u16 dport = (__u16)udp[2] << 8 | udp[3];
+	if (dport != cfg->port)
+		goto pass;
+	__u32 payload_at = 14 + (ihl & 0x3c) + 8;
+	__u32 payload = (__u32)((__u8 *)end - (__u8 *)data) - payload_at;
+	__u32 hash = 0;
+	int has_hash = 0;
+	if (cfg->hash_keys && payload > FRAME_HEADER) {
+		__u8 *buf = bpf_map_lookup_elem(&scratch, &zero);
+		__u64 n = payload < PEEK ? payload : PEEK;
+		/* Bounded where the verifier sees it (the compiler would otherwise pass the
+		 * unclamped register): the scratch buffer holds SCRATCH bytes. */
+		asm volatile("%0 &= 1023" : "+r"(n));
+		if (buf && n > 0 && bpf_xdp_load_bytes(ctx, payload_at, buf, n) == 0) {
+			if (buf[FRAME_HEADER] == 0x80) {
+				/* Binary: the key after the header and the extras. */
+				if (n >= FRAME_HEADER + BINARY_HEADER) {
+					__u32 key_len = (__u32)buf[FRAME_HEADER + 2] << 8 | buf[FRAME_HEADER + 3];
+					__u32 extras = buf[FRAME_HEADER + 4];
+					if (key_len > 0 && key_len <= MAX_KEY)
+						has_hash = hash_key(buf, FRAME_HEADER + BINARY_HEADER + extras, n, key_len,
+								    &hash) == 0;
+				}
+			} else {
+				/* ASCII: the word after the command (a space within its first 8 bytes). */
+				__u32 space = 0;
+#pragma unroll
+				for (__u32 i = 0; i < 8; i++) {
+					if (!space && FRAME_HEADER + i < n && buf[FRAME_HEADER + i] == ' ')
+						space = i + 1;
+				}
+				if (space)
+					has_hash = hash_key(buf, FRAME_HEADER + space, n, 0, &hash) == 0;
+			}
+		}
+	}
+	__u32 core;
+	if (cfg->steer_key && has_hash) {
+		__u32 slot = hash & (STEER_SLOTS - 1);
+		__u32 *c = bpf_map_lookup_elem(&steer_table, &slot);
+		core = c ? *c : 0;
+		count(STAT_BY_KEY);
+	} else {
+		/* RSS-like: the addresses and ports. */
+		__u32 saddr;
+		__builtin_memcpy(&saddr, ip + 12, 4);
+		__u64 x = ((__u64)saddr << 32 | daddr) ^ ((__u64)udp[0] << 24 | (__u64)udp[1] << 16 | dport);
+		x *= 0x9e3779b97f4a7c15ULL;
+		x ^= x >> 29;
+		x *= 0xbf58476d1ce4e5b9ULL;
+		core = (__u32)(x >> 32);
+		count(STAT_BY_FLOW);
+	}
+	core %= cfg->cores;
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct kvs_meta)) == 0) {
+		struct kvs_meta *m = (void *)(long)ctx->data_meta;
+		if ((void *)(m + 1) <= (void *)(long)ctx->data) {
+			m->magic = KEY_MAGIC;
+			m->hash = hash;
+			m->has_hash = has_hash;
+		}
+	}
+	return bpf_redirect_map(&xsks, ctx->rx_queue_index * cfg->cores + core, XDP_PASS);
+pass:
+	count(STAT_PASSED);
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

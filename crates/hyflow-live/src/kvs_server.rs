@@ -1,0 +1,424 @@
+//! `hyflow kvs` (feature `afxdp`): FlexKVS (FlexNIC §3) served from AF_XDP queues. The XDP
+//! program `bpf/kvs.bpf.c` takes the memcached datagrams sent to the interface's address and
+//! steers each to a core's socket — by key (FlexNIC's key-based steering: the core owning the
+//! key's partition) or by flow (the paper's RSS baseline, one shared store) — and passes every
+//! other frame to the kernel; each core answers its requests from the engine's store
+//! (`hyflow::kvs`) in frames it writes straight into the transmit ring.
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use aya::maps::{Array, PerCpuArray, XskMap};
+use aya::programs::{Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+use serde::Serialize;
+
+use hyflow::kvs::memcached::{FrameHeader, Malformed, MAX_REPLY_CHUNK};
+use hyflow::kvs::service::{serve_datagram, ServeTime, ServiceStats};
+use hyflow::kvs::store::{Store, StoreConfig, StoreStats};
+use hyflow::kvs::{owner, STEER_SLOTS};
+
+use crate::afxdp::AfXdp;
+use crate::args::XdpModeArg;
+use crate::interfaces::Interface;
+use crate::kvs_args::{KvsArgs, SteerMode};
+use crate::port_io::{PortIo, RxBatch};
+use crate::udp_reply::{self, FrameDrop};
+
+/// The program, compiled from bpf/kvs.bpf.c by the build.
+static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kvs.bpf.o"));
+
+/// How long an idle core sleeps on its sockets before looking at the stop flag again.
+const IDLE_POLL_MS: i32 = 20;
+
+/// `struct kvs_config` of the program.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct BpfKvsConfig {
+    addr: u32,
+    port: u32,
+    cores: u32,
+    steer_key: u32,
+    hash_keys: u32,
+    pad: u32,
+}
+
+// SAFETY: six u32, no padding.
+unsafe impl aya::Pod for BpfKvsConfig {}
+
+/// What one core did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CoreReport {
+    /// Requests it served, by outcome.
+    pub service: ServiceStats,
+    /// Frames it could not read as UDP/IPv4 datagrams, by [`FrameDrop::ALL`]'s order.
+    pub frame_drops: [u64; 4],
+    /// Reply datagrams sent.
+    pub replies: u64,
+    /// Reply datagrams the transmit ring had no room for (dropped, as a full NIC queue drops).
+    pub replies_dropped: u64,
+}
+
+/// What the server did, printed when it stops.
+#[derive(Debug, Serialize)]
+pub struct KvsReport {
+    /// Seconds it served.
+    pub seconds: f64,
+    /// `flow` or `key`.
+    pub steer: &'static str,
+    /// Whether cores reused the NIC's key hash.
+    pub nic_hash: bool,
+    /// All cores' requests, by outcome.
+    pub service: ServiceStats,
+    /// Malformed requests by reason (names as [`Malformed::name`]).
+    pub malformed: Vec<(&'static str, u64)>,
+    /// Each core's figures.
+    pub cores: Vec<CoreReport>,
+    /// What the XDP program did: requests steered by key, by flow, frames passed to the kernel.
+    pub xdp: XdpCounts,
+    /// Frames the kernel dropped before a core took them (a receive ring full).
+    pub rx_dropped: u64,
+    /// The store's partitions (one with flow steering, one per core with key steering).
+    pub partitions: Vec<StoreStats>,
+}
+
+/// The XDP program's counters.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct XdpCounts {
+    /// Requests steered by their key's hash.
+    pub by_key: u64,
+    /// Requests steered by their flow (flow steering, or no key the program could read).
+    pub by_flow: u64,
+    /// Frames passed to the kernel (not memcached requests to this server).
+    pub passed: u64,
+}
+
+/// The interface's first IPv4 address.
+fn ipv4_of(name: &str) -> Result<Ipv4Addr> {
+    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `addrs` with a list freed below.
+    if unsafe { libc::getifaddrs(&mut addrs) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("listing addresses");
+    }
+    let mut found = None;
+    let mut at = addrs;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs made.
+        let a = unsafe { &*at };
+        // SAFETY: ifa_name is a C string; ifa_addr, when set, a sockaddr of its family.
+        let matches = unsafe { std::ffi::CStr::from_ptr(a.ifa_name) }.to_bytes() == name.as_bytes();
+        if matches && !a.ifa_addr.is_null() && unsafe { (*a.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*(a.ifa_addr as *const libc::sockaddr_in) };
+            found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            break;
+        }
+        at = a.ifa_next;
+    }
+    // SAFETY: the list from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(addrs) };
+    found.ok_or_else(|| anyhow!("{name} has no IPv4 address: the server answers on the interface's address"))
+}
+
+/// The interface's MAC address.
+fn mac_of(name: &str) -> Result<[u8; 6]> {
+    let path = format!("/sys/class/net/{name}/address");
+    let text = std::fs::read_to_string(&path).with_context(|| path.clone())?;
+    let bytes: Vec<u8> =
+        text.trim().split(':').map(|b| u8::from_str_radix(b, 16)).collect::<Result<_, _>>().context("MAC")?;
+    bytes.try_into().map_err(|_| anyhow!("{path}: not a MAC address"))
+}
+
+/// Runs `hyflow kvs` until SIGINT or SIGTERM, then prints its report.
+pub fn run(a: KvsArgs) -> Result<()> {
+    let may_load_bpf = crate::interfaces::check_privileges()?;
+    if !may_load_bpf {
+        bail!("hyflow kvs loads an XDP program: it needs CAP_BPF (or CAP_SYS_ADMIN)");
+    }
+    if a.cores == 0 || a.cores > 64 {
+        bail!("--cores must be 1 to 64, not {}", a.cores);
+    }
+    if a.memory_mib == 0 {
+        bail!("--memory must be at least 1 MiB");
+    }
+    let iface = Interface::lookup(&a.iface, 1)?;
+    let addr = ipv4_of(&a.iface)?;
+    let mac = mac_of(&a.iface)?;
+    let cores = a.cores as usize;
+    let partitions = match a.steer {
+        SteerMode::Flow => 1,
+        SteerMode::Key => cores,
+    };
+    let bytes = a.memory_mib << 20;
+    let stores: Arc<Vec<Store>> = Arc::new(
+        (0..partitions)
+            .map(|_| Store::new(StoreConfig::new(bytes / partitions, cores)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow!("--{}", e))?,
+    );
+    let _claim = iface.claim()?;
+    let mut ebpf = EbpfLoader::new().load(PROGRAM).context("loading the XDP program")?;
+    let config = BpfKvsConfig {
+        addr: u32::from_ne_bytes(addr.octets()),
+        port: a.port as u32,
+        cores: a.cores,
+        steer_key: (a.steer == SteerMode::Key) as u32,
+        hash_keys: (a.steer == SteerMode::Key || a.nic_hash) as u32,
+        pad: 0,
+    };
+    Array::try_from(ebpf.map_mut("config").ok_or_else(|| anyhow!("no config map"))?)?
+        .set(0, config, 0)
+        .context("the config map")?;
+    {
+        let mut table: Array<_, u32> =
+            Array::try_from(ebpf.map_mut("steer_table").ok_or_else(|| anyhow!("no steer_table map"))?)?;
+        for slot in 0..STEER_SLOTS as u32 {
+            // The slot's keys live in partition `owner`: its core gets them.
+            table.set(slot, owner(slot, cores) as u32, 0).context("the steering table")?;
+        }
+    }
+    let io = AfXdp::open_sockets(&iface, iface.max_frame(), a.cores).context(iface.name.clone())?;
+    let fds = io.rx_fds();
+    {
+        let mut xsks = XskMap::try_from(ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
+        for (slot, fd) in fds.iter().enumerate() {
+            // SAFETY: the sockets live until after the program is dropped (below).
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(*fd) };
+            xsks.set(slot as u32, fd, 0).context("registering a socket")?;
+        }
+    }
+    let native = attach(&mut ebpf, &iface, a.xdp_mode)?;
+    let io = Arc::new(Mutex::new(io));
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let start = Instant::now();
+    let cpus = crate::forwarder::allowed_cpus();
+    let queues = fds.len() / cores;
+    let max_frame = iface.max_frame();
+    let threads: Vec<_> = (0..cores)
+        .map(|c| {
+            let (io, stores, stop) = (Arc::clone(&io), Arc::clone(&stores), Arc::clone(&stop));
+            let sockets: Vec<usize> = (0..queues).map(|q| q * cores + c).collect();
+            let my_fds: Vec<i32> = sockets.iter().map(|&s| fds[s]).collect();
+            let cpu = (!cpus.is_empty()).then(|| cpus[c % cpus.len()]);
+            let core = Core { index: c, sockets, fds: my_fds, mac, nic_hash: a.nic_hash, start };
+            std::thread::Builder::new()
+                .name(format!("kvs-core{c}"))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        crate::forwarder::pin_to(cpu);
+                    }
+                    core.run(&io, &stores, &stop, max_frame)
+                })
+                .context("starting a core")
+        })
+        .collect::<Result<_>>()?;
+    println!(
+        "hyflow kvs: memcached on {addr}:{} ({}, {} XDP), {cores} core(s), {} steering{}; ready",
+        a.port,
+        a.iface,
+        if native { "native" } else { "generic" },
+        a.steer.name(),
+        if a.nic_hash { " with the NIC's key hash" } else { "" }
+    );
+    use std::io::Write;
+    std::io::stdout().flush().ok();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let reports: Vec<CoreReport> = threads
+        .into_iter()
+        .map(|t| t.join().map_err(|_| anyhow!("a core panicked")))
+        .collect::<Result<_>>()?;
+    let xdp = xdp_counts(&ebpf)?;
+    let rx_dropped = io.lock().map_err(|_| anyhow!("port lock"))?.rx_dropped();
+    drop(ebpf);
+    let mut service = ServiceStats::default();
+    for r in &reports {
+        service.add(&r.service);
+    }
+    let report = KvsReport {
+        seconds: start.elapsed().as_secs_f64(),
+        steer: a.steer.name(),
+        nic_hash: a.nic_hash,
+        service,
+        malformed: Malformed::ALL.iter().zip(service.malformed).map(|(m, n)| (m.name(), n)).collect(),
+        cores: reports,
+        xdp,
+        rx_dropped,
+        partitions: stores.iter().map(Store::stats).collect(),
+    };
+    eprintln!("hyflow kvs: stopped by a signal; detached");
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", text_report(&report));
+    }
+    Ok(())
+}
+
+/// Attaches the program: native XDP unless generic is asked for (or the driver refuses it,
+/// with `auto`); returns whether native.
+fn attach(ebpf: &mut Ebpf, iface: &Interface, mode: XdpModeArg) -> Result<bool> {
+    let program: &mut Xdp = ebpf
+        .program_mut("hyflow_kvs")
+        .ok_or_else(|| anyhow!("the XDP program has no hyflow_kvs"))?
+        .try_into()?;
+    program.load().context("the kernel refused the XDP program (CAP_BPF and CAP_NET_ADMIN needed)")?;
+    if mode != XdpModeArg::Generic {
+        match program.attach_to_if_index(iface.ifindex, XdpMode::Driver) {
+            Ok(_) => return Ok(true),
+            Err(e) if mode == XdpModeArg::Native => return Err(anyhow!("attaching native XDP: {e}")),
+            Err(_) => {}
+        }
+    }
+    program.attach_to_if_index(iface.ifindex, XdpMode::Skb).map_err(|e| anyhow!("attaching XDP: {e}"))?;
+    Ok(false)
+}
+
+fn xdp_counts(ebpf: &Ebpf) -> Result<XdpCounts> {
+    let stats: PerCpuArray<_, u64> =
+        PerCpuArray::try_from(ebpf.map("stats").ok_or_else(|| anyhow!("no stats map"))?)?;
+    let sum = |i: u32| stats.get(&i, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0);
+    Ok(XdpCounts { by_key: sum(0), by_flow: sum(1), passed: sum(2) })
+}
+
+/// One serving core: the sockets it polls (one per receive queue) and what it answers with.
+struct Core {
+    index: usize,
+    sockets: Vec<usize>,
+    fds: Vec<i32>,
+    mac: [u8; 6],
+    nic_hash: bool,
+    start: Instant,
+}
+
+impl Core {
+    fn run(self, io: &Mutex<AfXdp>, stores: &[Store], stop: &AtomicBool, max_frame: usize) -> CoreReport {
+        let mut report = CoreReport::default();
+        let mut batch = RxBatch::new(max_frame);
+        let mut reply = Vec::with_capacity(2048);
+        let mut ip_id: u16 = (self.index as u16) << 12;
+        let mut pollfds: Vec<libc::pollfd> =
+            self.fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        while !stop.load(Ordering::Relaxed) {
+            batch.clear();
+            {
+                let Ok(mut port) = io.lock() else { break };
+                for &s in &self.sockets {
+                    if port.receive(s, &mut batch).is_err() {
+                        return report;
+                    }
+                }
+            }
+            if batch.is_empty() {
+                // SAFETY: `pollfds` holds this core's open sockets.
+                unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, IDLE_POLL_MS) };
+                continue;
+            }
+            let time = self.now();
+            let Ok(mut port) = io.lock() else { break };
+            for i in 0..batch.len() {
+                let request = match udp_reply::parse(batch.frame(i)) {
+                    Ok(r) => r,
+                    Err(why) => {
+                        report.frame_drops[FrameDrop::ALL.iter().position(|&d| d == why).expect("listed")] +=
+                            1;
+                        continue;
+                    }
+                };
+                let hash = if self.nic_hash { batch.key_hash(i) } else { None };
+                let Some(id) = serve_datagram(
+                    stores,
+                    self.index,
+                    request.payload,
+                    hash,
+                    time,
+                    &mut reply,
+                    &mut report.service,
+                ) else {
+                    continue;
+                };
+                if reply.is_empty() {
+                    continue;
+                }
+                let datagrams = reply.len().div_ceil(MAX_REPLY_CHUNK);
+                for (seq, chunk) in reply.chunks(MAX_REPLY_CHUNK).enumerate() {
+                    let mut header = [0u8; 8];
+                    FrameHeader::write(&mut header, id, seq as u16, datagrams as u16);
+                    ip_id = ip_id.wrapping_add(1);
+                    let sent = port.send_with(&mut |buf: &mut [u8]| {
+                        udp_reply::write_reply(buf, &request, self.mac, ip_id, &[&header, chunk])
+                            .map(|n| 0..n)
+                    });
+                    match sent {
+                        Ok(()) => report.replies += 1,
+                        Err(_) => report.replies_dropped += 1,
+                    }
+                }
+            }
+            port.flush();
+        }
+        report
+    }
+
+    fn now(&self) -> ServeTime {
+        ServeTime {
+            server_s: self.start.elapsed().as_secs() as u32 + 1,
+            unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        }
+    }
+}
+
+fn text_report(r: &KvsReport) -> String {
+    let s = &r.service;
+    let mut out = format!(
+        "kvs: {:.1} s, {} steering{}: {} requests ({:.0}/s), {} get keys ({} hits), {} stores ({} stored), {} deletes ({} found), {} malformed, {} short datagrams\n",
+        r.seconds,
+        r.steer,
+        if r.nic_hash { " with the NIC's hash" } else { "" },
+        s.requests,
+        s.requests as f64 / r.seconds.max(1e-9),
+        s.get_keys,
+        s.get_hits,
+        s.stores,
+        s.stored,
+        s.deletes,
+        s.deleted,
+        s.malformed_total(),
+        s.short_datagrams,
+    );
+    let malformed: Vec<String> =
+        r.malformed.iter().filter(|(_, n)| *n > 0).map(|(m, n)| format!("{m} {n}")).collect();
+    if !malformed.is_empty() {
+        out += &format!("  malformed: {}\n", malformed.join(", "));
+    }
+    for (i, c) in r.cores.iter().enumerate() {
+        out += &format!(
+            "  core {i}: {} requests, {} replies ({} dropped), {} frames not UDP/IPv4\n",
+            c.service.requests,
+            c.replies,
+            c.replies_dropped,
+            c.frame_drops.iter().sum::<u64>()
+        );
+    }
+    out += &format!(
+        "  xdp: {} steered by key, {} by flow, {} passed to the kernel; {} dropped by the kernel (rings full)\n",
+        r.xdp.by_key, r.xdp.by_flow, r.xdp.passed, r.rx_dropped
+    );
+    if s.nic_hash_checked > 0 {
+        out += &format!("  NIC hash: {} checked, {} different\n", s.nic_hash_checked, s.nic_hash_mismatched);
+    }
+    for (i, p) in r.partitions.iter().enumerate() {
+        out += &format!(
+            "  partition {i}: {} evicted, {} segments reclaimed, {} expired, {} overflow buckets\n",
+            p.evicted, p.reclaimed, p.expired, p.overflow_buckets
+        );
+    }
+    out
+}

@@ -1,0 +1,206 @@
+//! The UDP/IPv4 frames of a datagram server on a raw port (`hyflow kvs`): a request frame
+//! read back to its addresses and payload, and a reply frame written to the sender in place,
+//! with the IPv4 and UDP checksums a kernel's stack would compute.
+
+use serde::Serialize;
+
+/// Bytes of the Ethernet, IPv4 (no options) and UDP headers of a reply.
+pub const REPLY_HEADERS: usize = 14 + 20 + 8;
+
+/// A UDP datagram over IPv4 in an Ethernet frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Udp4<'a> {
+    /// The sender's MAC address.
+    pub src_mac: [u8; 6],
+    /// The sender's IPv4 address (network order bytes).
+    pub src_ip: [u8; 4],
+    /// The address it was sent to.
+    pub dst_ip: [u8; 4],
+    /// The sender's port.
+    pub src_port: u16,
+    /// The port it was sent to.
+    pub dst_port: u16,
+    /// The datagram's payload.
+    pub payload: &'a [u8],
+}
+
+/// Why a frame the XDP program handed over is not a datagram the server answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameDrop {
+    /// Shorter than its headers say.
+    Truncated,
+    /// Not IPv4 over Ethernet (the program takes nothing else: a frame here is a bug).
+    NotIpv4,
+    /// Not UDP, or a fragment.
+    NotUdp,
+    /// A UDP length that disagrees with the IP packet's.
+    BadLength,
+}
+
+impl FrameDrop {
+    /// Every reason, in report order.
+    pub const ALL: [FrameDrop; 4] =
+        [FrameDrop::Truncated, FrameDrop::NotIpv4, FrameDrop::NotUdp, FrameDrop::BadLength];
+}
+
+/// Reads `frame` as a UDP datagram over IPv4.
+pub fn parse(frame: &[u8]) -> Result<Udp4<'_>, FrameDrop> {
+    if frame.len() < 14 + 20 {
+        return Err(FrameDrop::Truncated);
+    }
+    if frame[12..14] != [0x08, 0x00] || frame[14] >> 4 != 4 {
+        return Err(FrameDrop::NotIpv4);
+    }
+    let ip = &frame[14..];
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    if ihl < 20 || total < ihl + 8 || total > ip.len() {
+        return Err(FrameDrop::Truncated);
+    }
+    if ip[9] != 17 || u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+        return Err(FrameDrop::NotUdp);
+    }
+    let udp = &ip[ihl..total];
+    let len = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+    if len < 8 || len > udp.len() {
+        return Err(FrameDrop::BadLength);
+    }
+    Ok(Udp4 {
+        src_mac: frame[6..12].try_into().expect("6 bytes"),
+        src_ip: ip[12..16].try_into().expect("4 bytes"),
+        dst_ip: ip[16..20].try_into().expect("4 bytes"),
+        src_port: u16::from_be_bytes([udp[0], udp[1]]),
+        dst_port: u16::from_be_bytes([udp[2], udp[3]]),
+        payload: &udp[8..len],
+    })
+}
+
+/// One's-complement sum of `bytes` (as 16-bit big-endian words) added to `sum`.
+fn ones_sum(mut sum: u32, bytes: &[u8]) -> u32 {
+    let mut chunks = bytes.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
+    }
+    if let [last] = chunks.remainder() {
+        sum += (*last as u32) << 8;
+    }
+    sum
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Writes into `buf` the reply to `request` from `our_mac`, carrying `parts` (concatenated)
+/// as its payload, with IP identification `ip_id`; returns the frame's length, or `None` if
+/// `buf` is too small.
+pub fn write_reply(
+    buf: &mut [u8],
+    request: &Udp4<'_>,
+    our_mac: [u8; 6],
+    ip_id: u16,
+    parts: &[&[u8]],
+) -> Option<usize> {
+    let payload: usize = parts.iter().map(|p| p.len()).sum();
+    let frame_len = REPLY_HEADERS + payload;
+    let udp_len = 8 + payload;
+    if frame_len > buf.len() || 20 + udp_len > u16::MAX as usize {
+        return None;
+    }
+    let f = &mut buf[..frame_len];
+    f[0..6].copy_from_slice(&request.src_mac);
+    f[6..12].copy_from_slice(&our_mac);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[1] = 0;
+    ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+    ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
+    ip[6..8].copy_from_slice(&[0, 0]);
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[10..12].copy_from_slice(&[0, 0]);
+    ip[12..16].copy_from_slice(&request.dst_ip);
+    ip[16..20].copy_from_slice(&request.src_ip);
+    let ip_sum = fold(ones_sum(0, ip));
+    ip[10..12].copy_from_slice(&ip_sum.to_be_bytes());
+    let mut at = REPLY_HEADERS;
+    for p in parts {
+        f[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+    let udp = &mut f[34..];
+    udp[0..2].copy_from_slice(&request.dst_port.to_be_bytes());
+    udp[2..4].copy_from_slice(&request.src_port.to_be_bytes());
+    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    udp[6..8].copy_from_slice(&[0, 0]);
+    // The pseudo-header: addresses, protocol, UDP length.
+    let mut sum = ones_sum(0, &request.dst_ip);
+    sum = ones_sum(sum, &request.src_ip);
+    sum += 17 + udp_len as u32;
+    let udp_sum = match fold(ones_sum(sum, udp)) {
+        0 => 0xffff,
+        s => s,
+    };
+    udp[6..8].copy_from_slice(&udp_sum.to_be_bytes());
+    Some(frame_len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 8 + 5];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[12..14].copy_from_slice(&[8, 0]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&(20u16 + 8 + 5).to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 99, 0, 2]);
+        f[30..34].copy_from_slice(&[10, 99, 0, 1]);
+        f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&11211u16.to_be_bytes());
+        f[38..40].copy_from_slice(&13u16.to_be_bytes());
+        f[42..].copy_from_slice(b"hello");
+        f
+    }
+
+    #[test]
+    fn a_reply_goes_back_with_valid_checksums() {
+        let req = request();
+        let udp = parse(&req).unwrap();
+        assert_eq!((udp.src_port, udp.dst_port, udp.payload), (40000, 11211, b"hello".as_slice()));
+        let mut buf = [0u8; 128];
+        let n = write_reply(&mut buf, &udp, [2, 0, 0, 0, 0, 1], 7, &[b"ab", b"cde"]).unwrap();
+        let back = parse(&buf[..n]).unwrap();
+        assert_eq!((back.src_ip, back.dst_ip), ([10, 99, 0, 1], [10, 99, 0, 2]));
+        assert_eq!((back.src_port, back.dst_port, back.payload), (11211, 40000, b"abcde".as_slice()));
+        // Checksums verify: the one's-complement sum over each with its checksum is all ones.
+        assert_eq!(fold(ones_sum(0, &buf[14..34])), 0);
+        let mut pseudo = ones_sum(0, &buf[26..34]);
+        pseudo += 17 + (n - 34) as u32;
+        assert_eq!(fold(ones_sum(pseudo, &buf[34..n])), 0);
+    }
+
+    #[test]
+    fn bad_frames_are_named() {
+        let req = request();
+        assert_eq!(parse(&req[..20]), Err(FrameDrop::Truncated));
+        let mut tcp = req.clone();
+        tcp[23] = 6;
+        assert_eq!(parse(&tcp), Err(FrameDrop::NotUdp));
+        let mut long = req.clone();
+        long[38..40].copy_from_slice(&200u16.to_be_bytes());
+        assert_eq!(parse(&long), Err(FrameDrop::BadLength));
+        let mut arp = req;
+        arp[12..14].copy_from_slice(&[8, 6]);
+        assert_eq!(parse(&arp), Err(FrameDrop::NotIpv4));
+    }
+}
