@@ -89,3 +89,12 @@ if [ -f ../shared/tools/livecheck.py ] && [ -f ../shared/ovs-vectors/sample.json
     echo "test.sh: livecheck skipped (6 runs): it needs root"
   fi
 fi
+# FlexKVS on a real interface, from an independent memcached UDP client (root, AF_XDP).
+if [ -f ../shared/tools/kvscheck.py ] && [ ${#LIVE_FEATURES[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    python3 ../shared/tools/kvscheck.py --keys 500 target/release/hyflow kvs --cores 2 --steer flow
+    python3 ../shared/tools/kvscheck.py --keys 500 target/release/hyflow kvs --cores 2 --steer key --nic-hash
+  else
+    echo "test.sh: kvscheck skipped (2 runs): it needs root"
+  fi
+fi
