@@ -91,6 +91,10 @@ enum Command {
     /// a block-chain hash table and a log-structured store; other traffic goes on to the
     /// kernel. Prints `ready` once it serves; SIGINT or SIGTERM stop it and print its report.
     Kvs(hyflow_live::kvs_args::KvsArgs),
+    /// Load a memcached UDP server (`hyflow kvs`, or memcached itself) with FlexKVS's workload:
+    /// 100,000 keys of 32 bytes, values of 64, Zipf 0.9, 90% GET — from many client ports,
+    /// open loop at a rate or closed loop; reports throughput, loss, hits and latency.
+    KvsLoad(hyflow_live::kvs_load::KvsLoadArgs),
 }
 
 #[derive(Subcommand)]
@@ -155,6 +159,7 @@ fn main() -> ExitCode {
         Command::Ctl(args) => hyflow_live::run_ctl(args),
         Command::Send(args) => hyflow_live::send::run(args),
         Command::Kvs(args) => hyflow_live::run_kvs(args),
+        Command::KvsLoad(args) => hyflow_live::kvs_load::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

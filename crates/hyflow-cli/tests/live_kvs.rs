@@ -61,7 +61,16 @@ impl Setup {
     /// Starts `hyflow kvs --iface kv0 ARGS --json` and waits for its `ready`.
     fn start(&mut self, args: &[&str]) {
         let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.ns, env!("CARGO_BIN_EXE_hyflow"), "kvs", "--iface", "kv0", "--json"])
+            .args([
+                "netns",
+                "exec",
+                &self.ns,
+                env!("CARGO_BIN_EXE_hyflow"),
+                "kvs",
+                "--iface",
+                "kv0",
+                "--json",
+            ])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -181,8 +190,11 @@ fn reference_traffic(setup: &Setup) {
                             }
                             5 => {
                                 let got = client.call(format!("delete {key}\r\n").as_bytes());
-                                let want: &[u8] =
-                                    if reference.remove(&key).is_some() { b"DELETED\r\n" } else { b"NOT_FOUND\r\n" };
+                                let want: &[u8] = if reference.remove(&key).is_some() {
+                                    b"DELETED\r\n"
+                                } else {
+                                    b"NOT_FOUND\r\n"
+                                };
                                 assert_eq!(got.as_deref(), Some(want), "client {c} op {op}: delete {key}");
                             }
                             _ => {
@@ -190,9 +202,14 @@ fn reference_traffic(setup: &Setup) {
                                 // server takes no IP fragments), a reply may not (several
                                 // datagrams).
                                 let len = (x >> 20) as usize % 1400;
-                                let value: Vec<u8> = (0..len).map(|i| b'a' + ((i as u64 + x) % 26) as u8).collect();
+                                let value: Vec<u8> =
+                                    (0..len).map(|i| b'a' + ((i as u64 + x) % 26) as u8).collect();
                                 let got = client.call(&set(&key, &value));
-                                assert_eq!(got.as_deref(), Some(b"STORED\r\n".as_slice()), "client {c} op {op}: set {key}");
+                                assert_eq!(
+                                    got.as_deref(),
+                                    Some(b"STORED\r\n".as_slice()),
+                                    "client {c} op {op}: set {key}"
+                                );
                                 reference.insert(key, value);
                             }
                         }
@@ -323,8 +340,8 @@ fn check_common(report: &serde_json::Value) {
     }
     let xdp = &report["xdp"];
     let steered = xdp["by_key"].as_u64().unwrap() + xdp["by_flow"].as_u64().unwrap();
-    let served =
-        report["service"]["requests"].as_u64().unwrap() + report["service"]["short_datagrams"].as_u64().unwrap();
+    let served = report["service"]["requests"].as_u64().unwrap()
+        + report["service"]["short_datagrams"].as_u64().unwrap();
     assert_eq!(steered, served, "every datagram to the port reached a core");
 }
 

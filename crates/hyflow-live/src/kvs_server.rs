@@ -14,6 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, PerCpuArray, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use hyflow::kvs::memcached::{FrameHeader, Malformed, MAX_REPLY_CHUNK};
@@ -60,6 +61,57 @@ pub struct CoreReport {
     pub replies: u64,
     /// Reply datagrams the transmit ring had no room for (dropped, as a full NIC queue drops).
     pub replies_dropped: u64,
+    /// Processing cycles per request (see [`Cycles`]).
+    pub cycles: Cycles,
+}
+
+/// Cycles a core spent per request, as FlexNIC's Table 2 measures them: from the request's
+/// frame in the core's hands to its reply in the transmit ring (the frame's parse, the
+/// request's, the store, the reply's frames). Time-stamp counter ticks on x86-64 (elsewhere
+/// nanoseconds); the batch's receive, shared by its frames, is not in it.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Cycles {
+    /// Requests measured.
+    pub requests: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Cycles {
+    fn of(h: &Histogram<u64>) -> Cycles {
+        Cycles {
+            requests: h.len(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            mean: h.mean(),
+        }
+    }
+}
+
+/// The time-stamp counter (x86-64), or nanoseconds of a monotonic clock elsewhere.
+#[inline]
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC reads a counter; it has no preconditions.
+        #[allow(unused_unsafe)]
+        unsafe {
+            std::arch::x86_64::_rdtsc()
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        use std::sync::OnceLock;
+        static START: OnceLock<Instant> = OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
 }
 
 /// What the server did, printed when it stops.
@@ -77,6 +129,8 @@ pub struct KvsReport {
     pub malformed: Vec<(&'static str, u64)>,
     /// Each core's figures.
     pub cores: Vec<CoreReport>,
+    /// Cycles per request over all cores.
+    pub cycles: Cycles,
     /// What the XDP program did: requests steered by key, by flow, frames passed to the kernel.
     pub xdp: XdpCounts,
     /// Frames the kernel dropped before a core took them (a receive ring full).
@@ -231,10 +285,15 @@ pub fn run(a: KvsArgs) -> Result<()> {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let reports: Vec<CoreReport> = threads
+    let joined: Vec<(CoreReport, Histogram<u64>)> = threads
         .into_iter()
         .map(|t| t.join().map_err(|_| anyhow!("a core panicked")))
         .collect::<Result<_>>()?;
+    let mut all_cycles = Histogram::<u64>::new(3).expect("3 significant digits");
+    for (_, h) in &joined {
+        all_cycles.add(h).expect("same bounds");
+    }
+    let reports: Vec<CoreReport> = joined.into_iter().map(|(r, _)| r).collect();
     let xdp = xdp_counts(&ebpf)?;
     let rx_dropped = io.lock().map_err(|_| anyhow!("port lock"))?.rx_dropped();
     drop(ebpf);
@@ -249,6 +308,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         service,
         malformed: Malformed::ALL.iter().zip(service.malformed).map(|(m, n)| (m.name(), n)).collect(),
         cores: reports,
+        cycles: Cycles::of(&all_cycles),
         xdp,
         rx_dropped,
         partitions: stores.iter().map(Store::stats).collect(),
@@ -299,8 +359,15 @@ struct Core {
 }
 
 impl Core {
-    fn run(self, io: &Mutex<AfXdp>, stores: &[Store], stop: &AtomicBool, max_frame: usize) -> CoreReport {
+    fn run(
+        self,
+        io: &Mutex<AfXdp>,
+        stores: &[Store],
+        stop: &AtomicBool,
+        max_frame: usize,
+    ) -> (CoreReport, Histogram<u64>) {
         let mut report = CoreReport::default();
+        let mut cycles = Histogram::<u64>::new(3).expect("3 significant digits");
         let mut batch = RxBatch::new(max_frame);
         let mut reply = Vec::with_capacity(2048);
         let mut ip_id: u16 = (self.index as u16) << 12;
@@ -312,7 +379,8 @@ impl Core {
                 let Ok(mut port) = io.lock() else { break };
                 for &s in &self.sockets {
                     if port.receive(s, &mut batch).is_err() {
-                        return report;
+                        report.cycles = Cycles::of(&cycles);
+                        return (report, cycles);
                     }
                 }
             }
@@ -324,6 +392,7 @@ impl Core {
             let time = self.now();
             let Ok(mut port) = io.lock() else { break };
             for i in 0..batch.len() {
+                let t0 = ticks();
                 let request = match udp_reply::parse(batch.frame(i)) {
                     Ok(r) => r,
                     Err(why) => {
@@ -361,10 +430,12 @@ impl Core {
                         Err(_) => report.replies_dropped += 1,
                     }
                 }
+                cycles.record(ticks().wrapping_sub(t0).max(1)).ok();
             }
             port.flush();
         }
-        report
+        report.cycles = Cycles::of(&cycles);
+        (report, cycles)
     }
 
     fn now(&self) -> ServeTime {
@@ -398,13 +469,19 @@ fn text_report(r: &KvsReport) -> String {
     if !malformed.is_empty() {
         out += &format!("  malformed: {}\n", malformed.join(", "));
     }
+    out += &format!(
+        "  cycles per request: median {}, p90 {}, p99 {}, mean {:.0} ({} requests)\n",
+        r.cycles.p50, r.cycles.p90, r.cycles.p99, r.cycles.mean, r.cycles.requests
+    );
     for (i, c) in r.cores.iter().enumerate() {
         out += &format!(
-            "  core {i}: {} requests, {} replies ({} dropped), {} frames not UDP/IPv4\n",
+            "  core {i}: {} requests, {} replies ({} dropped), {} frames not UDP/IPv4, cycles median {} p90 {}\n",
             c.service.requests,
             c.replies,
             c.replies_dropped,
-            c.frame_drops.iter().sum::<u64>()
+            c.frame_drops.iter().sum::<u64>(),
+            c.cycles.p50,
+            c.cycles.p90
         );
     }
     out += &format!(

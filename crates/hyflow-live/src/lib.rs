@@ -17,6 +17,7 @@ pub mod forwarder;
 pub mod holds;
 pub mod interfaces;
 pub mod kvs_args;
+pub mod kvs_load;
 #[cfg(feature = "afxdp")]
 pub mod kvs_server;
 pub mod live_policy;

@@ -6,7 +6,7 @@
 //! [`service`] (a request against the store, counted by outcome and by malformed reason),
 //! [`store`] (§3.1: a block-chain hash table of cache-line buckets, each with its lock and
 //! five item hashes, and a log-structured item allocator with one active segment per
-//! writer). I/O-free and clock-free like the rest of the engine: the live server
+//! writer), [`workload`] (the paper's request mix, deterministic for a seed). I/O-free and clock-free like the rest of the engine: the live server
 //! (`hyflow kvs`, crate `hyflow-live`) brings frames, cores and time.
 //!
 //! **Steering.** A key's hash ([`key_hash`]) is what the XDP program computes on the NIC
@@ -20,6 +20,7 @@
 pub mod memcached;
 pub mod service;
 pub mod store;
+pub mod workload;
 
 /// Bits of a key's hash that pick its steering-table slot (FlexNIC's prototype: up to 128
 /// queue-table entries).
