@@ -83,7 +83,7 @@ impl KvsWorkload {
             None
         };
         // An odd multiplier coprime with the key count permutes the ranks over the keys.
-        let mut stride = 0x9e37_79b9_7f4a_7c15u64 % self.keys.max(2) | 1;
+        let mut stride = (0x9e37_79b9_7f4a_7c15u64 % self.keys.max(2)) | 1;
         while gcd(stride, self.keys) != 1 {
             stride += 2;
         }
