@@ -87,7 +87,7 @@ impl Setup {
 
     /// Stops the server with SIGTERM; its JSON report.
     fn stop(&mut self) -> serde_json::Value {
-        let mut child = self.server.take().expect("started");
+        let child = self.server.take().expect("started");
         ok(&["kill", "-TERM", &child.id().to_string()]);
         let out = child.wait_with_output().expect("it ends");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
