@@ -1,11 +1,12 @@
 //! With feature `afxdp`, compiles the XDP programs (bpf/port.bpf.c, the switch's; bpf/kvs.bpf.c,
-//! `hyflow kvs`'s) with clang into OUT_DIR, where `afxdp.rs` and `kvs_server.rs` embed them.
+//! `hyflow kvs`'s; bpf/storm.bpf.c, `hyflow storm`'s) with clang into OUT_DIR, where
+//! `afxdp.rs`, `kvs_server.rs` and `storm_server.rs` embed them.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 /// The programs, by source name.
-const PROGRAMS: [&str; 2] = ["port", "kvs"];
+const PROGRAMS: [&str; 3] = ["port", "kvs", "storm"];
 
 fn main() {
     for p in PROGRAMS {

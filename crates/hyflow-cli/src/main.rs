@@ -95,6 +95,15 @@ enum Command {
     /// 100,000 keys of 32 bytes, values of 64, Zipf 0.9, 90% GET — from many client ports,
     /// open loop at a rate or closed loop; reports throughput, loss, hits and latency.
     KvsLoad(hyflow_live::kvs_load::KvsLoadArgs),
+    /// FlexNIC's FlexStorm counting node on an interface (root): tuples (DCCP-Data packets)
+    /// demultiplexed to counting workers and acknowledged by the XDP program (`--demux nic`)
+    /// or by a demultiplexer thread (`--demux software`, the baseline); workers count user
+    /// names over a sliding window, the ranker reports the top n. Prints `ready` once it
+    /// serves; SIGINT or SIGTERM stop it and print its report.
+    Storm(hyflow_live::storm_args::StormArgs),
+    /// Write a tweet-like stream of FlexStorm tuples (Zipf user names, dealt to workers by
+    /// name, sequence numbers per connection) as frames for `hyflow send`.
+    StormLoad(hyflow_live::storm_args::StormLoadArgs),
 }
 
 #[derive(Subcommand)]
@@ -160,6 +169,8 @@ fn main() -> ExitCode {
         Command::Send(args) => hyflow_live::send::run(args),
         Command::Kvs(args) => hyflow_live::run_kvs(args),
         Command::KvsLoad(args) => hyflow_live::kvs_load::run(args),
+        Command::Storm(args) => hyflow_live::run_storm(args),
+        Command::StormLoad(args) => hyflow_live::storm_load::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,7 +5,6 @@
 //! other frame to the kernel; each core answers its requests from the engine's store
 //! (`hyflow::kvs`) in frames it writes straight into the transmit ring.
 
-use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -150,42 +149,6 @@ pub struct XdpCounts {
     pub passed: u64,
 }
 
-/// The interface's first IPv4 address.
-fn ipv4_of(name: &str) -> Result<Ipv4Addr> {
-    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `addrs` with a list freed below.
-    if unsafe { libc::getifaddrs(&mut addrs) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("listing addresses");
-    }
-    let mut found = None;
-    let mut at = addrs;
-    while !at.is_null() {
-        // SAFETY: `at` is a node of the list getifaddrs made.
-        let a = unsafe { &*at };
-        // SAFETY: ifa_name is a C string; ifa_addr, when set, a sockaddr of its family.
-        let matches = unsafe { std::ffi::CStr::from_ptr(a.ifa_name) }.to_bytes() == name.as_bytes();
-        if matches && !a.ifa_addr.is_null() && unsafe { (*a.ifa_addr).sa_family } as i32 == libc::AF_INET {
-            // SAFETY: an AF_INET address is a sockaddr_in.
-            let sin = unsafe { &*(a.ifa_addr as *const libc::sockaddr_in) };
-            found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-            break;
-        }
-        at = a.ifa_next;
-    }
-    // SAFETY: the list from getifaddrs, freed once.
-    unsafe { libc::freeifaddrs(addrs) };
-    found.ok_or_else(|| anyhow!("{name} has no IPv4 address: the server answers on the interface's address"))
-}
-
-/// The interface's MAC address.
-fn mac_of(name: &str) -> Result<[u8; 6]> {
-    let path = format!("/sys/class/net/{name}/address");
-    let text = std::fs::read_to_string(&path).with_context(|| path.clone())?;
-    let bytes: Vec<u8> =
-        text.trim().split(':').map(|b| u8::from_str_radix(b, 16)).collect::<Result<_, _>>().context("MAC")?;
-    bytes.try_into().map_err(|_| anyhow!("{path}: not a MAC address"))
-}
-
 /// Runs `hyflow kvs` until SIGINT or SIGTERM, then prints its report.
 pub fn run(a: KvsArgs) -> Result<()> {
     let may_load_bpf = crate::interfaces::check_privileges()?;
@@ -199,8 +162,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
         bail!("--memory must be at least 1 MiB");
     }
     let iface = Interface::lookup(&a.iface, 1)?;
-    let addr = ipv4_of(&a.iface)?;
-    let mac = mac_of(&a.iface)?;
+    let addr = crate::interfaces::ipv4_of(&a.iface)?;
+    let mac = crate::interfaces::mac_of(&a.iface)?;
     let cores = a.cores as usize;
     let partitions = match a.steer {
         SteerMode::Flow => 1,

@@ -26,6 +26,11 @@ pub mod pmd;
 pub mod port_io;
 pub mod send;
 pub mod steering;
+pub mod storm_args;
+pub mod storm_load;
+#[cfg(feature = "afxdp")]
+pub mod storm_server;
+pub mod tuple_queue;
 pub mod udp_reply;
 #[cfg(feature = "afxdp")]
 pub mod xdp_tier;
@@ -60,6 +65,17 @@ pub fn run_kvs(a: kvs_args::KvsArgs) -> Result<()> {
     {
         let _ = a;
         bail!("hyflow kvs serves from AF_XDP queues: this hyflow was built without feature afxdp (build with --features hyflow-cli/afxdp; it needs clang and libbpf-dev)")
+    }
+}
+
+/// Runs `hyflow storm` until SIGINT or SIGTERM, then prints its report.
+pub fn run_storm(a: storm_args::StormArgs) -> Result<()> {
+    #[cfg(feature = "afxdp")]
+    return storm_server::run(a);
+    #[cfg(not(feature = "afxdp"))]
+    {
+        let _ = a;
+        bail!("hyflow storm runs an XDP program: this hyflow was built without feature afxdp (build with --features hyflow-cli/afxdp; it needs clang and libbpf-dev)")
     }
 }
 

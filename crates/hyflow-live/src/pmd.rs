@@ -308,7 +308,7 @@ impl Core {
 }
 
 /// CLOCK_MONOTONIC, ns: the clock the XDP program stamps frames with (`bpf_ktime_get_ns`).
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `t` is a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };

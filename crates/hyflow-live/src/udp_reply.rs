@@ -1,6 +1,7 @@
-//! The UDP/IPv4 frames of a datagram server on a raw port (`hyflow kvs`): a request frame
-//! read back to its addresses and payload, and a reply frame written to the sender in place,
-//! with the IPv4 and UDP checksums a kernel's stack would compute.
+//! The UDP/IPv4 frames of a datagram server on a raw port (`hyflow kvs`, `hyflow storm`): a
+//! request frame read back to its addresses and payload, and a reply frame written to the
+//! sender in place, with the IPv4 and UDP checksums a kernel's stack would compute (or any
+//! IPv4 packet around a transport segment the caller built, as `storm`'s acknowledgements).
 
 use serde::Serialize;
 
@@ -95,6 +96,45 @@ fn fold(mut sum: u32) -> u16 {
     !(sum as u16)
 }
 
+/// Writes into `buf` an IPv4 packet of protocol `protocol` carrying `segment` (its checksum
+/// already in place) from `from` to `to` in an Ethernet frame, with IP identification
+/// `ip_id`; returns the frame's length, or `None` if `buf` is too small.
+pub fn write_ipv4(
+    buf: &mut [u8],
+    (to_mac, from_mac): ([u8; 6], [u8; 6]),
+    (from, to): ([u8; 4], [u8; 4]),
+    protocol: u8,
+    ip_id: u16,
+    segment: &[u8],
+) -> Option<usize> {
+    let frame_len = 14 + 20 + segment.len();
+    if frame_len > buf.len() || 20 + segment.len() > u16::MAX as usize {
+        return None;
+    }
+    let f = &mut buf[..frame_len];
+    f[0..6].copy_from_slice(&to_mac);
+    f[6..12].copy_from_slice(&from_mac);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    write_ipv4_header(&mut f[14..34], (from, to), protocol, ip_id, 20 + segment.len());
+    f[34..].copy_from_slice(segment);
+    Some(frame_len)
+}
+
+fn write_ipv4_header(ip: &mut [u8], (from, to): ([u8; 4], [u8; 4]), protocol: u8, ip_id: u16, total: usize) {
+    ip[0] = 0x45;
+    ip[1] = 0;
+    ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
+    ip[6..8].copy_from_slice(&[0, 0]);
+    ip[8] = 64;
+    ip[9] = protocol;
+    ip[10..12].copy_from_slice(&[0, 0]);
+    ip[12..16].copy_from_slice(&from);
+    ip[16..20].copy_from_slice(&to);
+    let sum = fold(ones_sum(0, ip));
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+}
+
 /// Writes into `buf` the reply to `request` from `our_mac`, carrying `parts` (concatenated)
 /// as its payload, with IP identification `ip_id`; returns the frame's length, or `None` if
 /// `buf` is too small.
@@ -115,19 +155,7 @@ pub fn write_reply(
     f[0..6].copy_from_slice(&request.src_mac);
     f[6..12].copy_from_slice(&our_mac);
     f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[1] = 0;
-    ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-    ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
-    ip[6..8].copy_from_slice(&[0, 0]);
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[10..12].copy_from_slice(&[0, 0]);
-    ip[12..16].copy_from_slice(&request.dst_ip);
-    ip[16..20].copy_from_slice(&request.src_ip);
-    let ip_sum = fold(ones_sum(0, ip));
-    ip[10..12].copy_from_slice(&ip_sum.to_be_bytes());
+    write_ipv4_header(&mut f[14..34], (request.dst_ip, request.src_ip), 17, ip_id, 20 + udp_len);
     let mut at = REPLY_HEADERS;
     for p in parts {
         f[at..at + p.len()].copy_from_slice(p);

@@ -34,6 +34,7 @@ pub mod packet;
 pub mod replay_report;
 pub mod revalidation;
 pub mod revalidator;
+pub mod storm;
 pub mod switch;
 pub mod timing;
 pub mod tuple_space;
