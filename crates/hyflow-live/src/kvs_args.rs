@@ -57,6 +57,11 @@ pub struct KvsArgs {
     /// the driver has it).
     #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
     pub xdp_mode: XdpModeArg,
+    /// Measure the XDP program's run time per frame (the kernel's BPF statistics, on while
+    /// the server runs: two clock reads per frame) — the NIC's share of the work, which on a
+    /// veth runs on the sending CPU.
+    #[arg(long)]
+    pub xdp_stats: bool,
     /// The report at exit as one JSON object instead of text.
     #[arg(long)]
     pub json: bool,

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
-use aya::maps::{Array, PerCpuArray, XskMap};
-use aya::programs::{Xdp, XdpMode};
+use aya::maps::{Array, XskMap};
 use aya::{Ebpf, EbpfLoader};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -22,7 +21,6 @@ use hyflow::kvs::store::{Store, StoreConfig, StoreStats};
 use hyflow::kvs::{owner, STEER_SLOTS};
 
 use crate::afxdp::AfXdp;
-use crate::args::XdpModeArg;
 use crate::interfaces::Interface;
 use crate::kvs_args::{KvsArgs, SteerMode};
 use crate::port_io::{PortIo, RxBatch};
@@ -147,6 +145,8 @@ pub struct XdpCounts {
     pub by_flow: u64,
     /// Frames passed to the kernel (not memcached requests to this server).
     pub passed: u64,
+    /// The program's runs and mean time per run (`--xdp-stats`).
+    pub runs: Option<crate::app_program::ProgramRuns>,
 }
 
 /// Runs `hyflow kvs` until SIGINT or SIGTERM, then prints its report.
@@ -207,7 +207,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
             xsks.set(slot as u32, fd, 0).context("registering a socket")?;
         }
     }
-    let native = attach(&mut ebpf, &iface, a.xdp_mode)?;
+    let native = crate::app_program::attach(&mut ebpf, "hyflow_kvs", &iface, a.xdp_mode)?;
+    let run_stats = if a.xdp_stats { Some(crate::app_program::RunStats::enable()?) } else { None };
     let io = Arc::new(Mutex::new(io));
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -257,7 +258,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         all_cycles.add(h).expect("same bounds");
     }
     let reports: Vec<CoreReport> = joined.into_iter().map(|(r, _)| r).collect();
-    let xdp = xdp_counts(&ebpf)?;
+    let xdp = xdp_counts(&ebpf, run_stats.is_some())?;
     let rx_dropped = io.lock().map_err(|_| anyhow!("port lock"))?.rx_dropped();
     drop(ebpf);
     let mut service = ServiceStats::default();
@@ -285,30 +286,11 @@ pub fn run(a: KvsArgs) -> Result<()> {
     Ok(())
 }
 
-/// Attaches the program: native XDP unless generic is asked for (or the driver refuses it,
-/// with `auto`); returns whether native.
-fn attach(ebpf: &mut Ebpf, iface: &Interface, mode: XdpModeArg) -> Result<bool> {
-    let program: &mut Xdp = ebpf
-        .program_mut("hyflow_kvs")
-        .ok_or_else(|| anyhow!("the XDP program has no hyflow_kvs"))?
-        .try_into()?;
-    program.load().context("the kernel refused the XDP program (CAP_BPF and CAP_NET_ADMIN needed)")?;
-    if mode != XdpModeArg::Generic {
-        match program.attach_to_if_index(iface.ifindex, XdpMode::Driver) {
-            Ok(_) => return Ok(true),
-            Err(e) if mode == XdpModeArg::Native => return Err(anyhow!("attaching native XDP: {e}")),
-            Err(_) => {}
-        }
-    }
-    program.attach_to_if_index(iface.ifindex, XdpMode::Skb).map_err(|e| anyhow!("attaching XDP: {e}"))?;
-    Ok(false)
-}
 
-fn xdp_counts(ebpf: &Ebpf) -> Result<XdpCounts> {
-    let stats: PerCpuArray<_, u64> =
-        PerCpuArray::try_from(ebpf.map("stats").ok_or_else(|| anyhow!("no stats map"))?)?;
-    let sum = |i: u32| stats.get(&i, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0);
-    Ok(XdpCounts { by_key: sum(0), by_flow: sum(1), passed: sum(2) })
+fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpCounts> {
+    let sums = crate::app_program::per_cpu_sums(ebpf, "stats", 3)?;
+    let runs = if run_stats { Some(crate::app_program::runs(ebpf, "hyflow_kvs")?) } else { None };
+    Ok(XdpCounts { by_key: sums[0], by_flow: sums[1], passed: sums[2], runs })
 }
 
 /// One serving core: the sockets it polls (one per receive queue) and what it answers with.
@@ -451,6 +433,9 @@ fn text_report(r: &KvsReport) -> String {
         "  xdp: {} steered by key, {} by flow, {} passed to the kernel; {} dropped by the kernel (rings full)\n",
         r.xdp.by_key, r.xdp.by_flow, r.xdp.passed, r.rx_dropped
     );
+    if let Some(runs) = r.xdp.runs {
+        out += &format!("  xdp program: {} runs, {:.0} ns each\n", runs.runs, runs.ns_per_run);
+    }
     if s.nic_hash_checked > 0 {
         out += &format!("  NIC hash: {} checked, {} different\n", s.nic_hash_checked, s.nic_hash_mismatched);
     }

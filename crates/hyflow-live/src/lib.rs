@@ -10,6 +10,8 @@
 pub mod afpacket;
 #[cfg(feature = "afxdp")]
 pub mod afxdp;
+#[cfg(feature = "afxdp")]
+pub mod app_program;
 pub mod args;
 pub mod control;
 pub mod cost_fit;

@@ -11,8 +11,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use aya::maps::{Array, MapData, PerCpuArray, RingBuf, XskMap};
-use aya::programs::{Xdp, XdpMode};
+use aya::maps::{Array, MapData, RingBuf, XskMap};
 use aya::{Ebpf, EbpfLoader};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -135,6 +134,10 @@ pub struct DemuxReport {
     pub no_worker: u64,
     /// Tuples dropped for a full worker queue.
     pub queue_full: u64,
+    /// Mean nanoseconds the thread spent per frame it was handed (receiving its batch,
+    /// parsing, acknowledging, queueing): what a core pays per tuple to demultiplex in
+    /// software.
+    pub ns_per_frame: f64,
 }
 
 /// The XDP program's counters.
@@ -152,6 +155,8 @@ pub struct XdpStormCounts {
     pub passed: u64,
     /// Frames for the software demultiplexer the kernel dropped (its receive ring full).
     pub rx_dropped: u64,
+    /// The program's runs and mean time per run (`--xdp-stats`).
+    pub runs: Option<crate::app_program::ProgramRuns>,
 }
 
 /// What `hyflow storm` did, printed when it stops.
@@ -225,7 +230,8 @@ pub fn run(a: StormArgs) -> Result<()> {
         XdpModeArg::Auto if a.demux == Demux::Nic && iface.veth => XdpModeArg::Generic,
         m => m,
     };
-    let native = attach(&mut ebpf, &iface, mode)?;
+    let native = crate::app_program::attach(&mut ebpf, "hyflow_storm", &iface, mode)?;
+    let run_stats = if a.xdp_stats { Some(crate::app_program::RunStats::enable()?) } else { None };
     let queues: Arc<Vec<TupleQueue>> =
         Arc::new((0..a.workers).map(|_| TupleQueue::new(QUEUE_SLOTS)).collect());
     let stop = Arc::new(AtomicBool::new(false));
@@ -298,7 +304,7 @@ pub fn run(a: StormArgs) -> Result<()> {
         .into_iter()
         .map(|(n, c)| (String::from_utf8_lossy(&n).into_owned(), c))
         .collect();
-    let mut xdp = xdp_counts(&ebpf)?;
+    let mut xdp = xdp_counts(&ebpf, run_stats.is_some())?;
     xdp.rx_dropped = io.lock().map_err(|_| anyhow!("port lock"))?.rx_dropped();
     drop(ebpf);
     let mut input = Histogram::<u64>::new(3).expect("3 significant digits");
@@ -330,34 +336,18 @@ pub fn run(a: StormArgs) -> Result<()> {
     Ok(())
 }
 
-fn attach(ebpf: &mut Ebpf, iface: &Interface, mode: XdpModeArg) -> Result<bool> {
-    let program: &mut Xdp = ebpf
-        .program_mut("hyflow_storm")
-        .ok_or_else(|| anyhow!("the XDP program has no hyflow_storm"))?
-        .try_into()?;
-    program.load().context("the kernel refused the XDP program (CAP_BPF and CAP_NET_ADMIN needed)")?;
-    if mode != XdpModeArg::Generic {
-        match program.attach_to_if_index(iface.ifindex, XdpMode::Driver) {
-            Ok(_) => return Ok(true),
-            Err(e) if mode == XdpModeArg::Native => return Err(anyhow!("attaching native XDP: {e}")),
-            Err(_) => {}
-        }
-    }
-    program.attach_to_if_index(iface.ifindex, XdpMode::Skb).map_err(|e| anyhow!("attaching XDP: {e}"))?;
-    Ok(false)
-}
 
-fn xdp_counts(ebpf: &Ebpf) -> Result<XdpStormCounts> {
-    let stats: PerCpuArray<_, u64> =
-        PerCpuArray::try_from(ebpf.map("stats").ok_or_else(|| anyhow!("no stats map"))?)?;
-    let sum = |i: u32| stats.get(&i, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0);
+fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpStormCounts> {
+    let s = crate::app_program::per_cpu_sums(ebpf, "stats", 5)?;
+    let runs = if run_stats { Some(crate::app_program::runs(ebpf, "hyflow_storm")?) } else { None };
     Ok(XdpStormCounts {
-        to_worker: sum(0),
-        acked: sum(1),
-        to_software: sum(2),
-        queue_full: sum(3),
-        passed: sum(4),
+        to_worker: s[0],
+        acked: s[1],
+        to_software: s[2],
+        queue_full: s[3],
+        passed: s[4],
         rx_dropped: 0,
+        runs,
     })
 }
 
@@ -433,6 +423,8 @@ fn worker(
             if stop.load(Ordering::Relaxed) {
                 break;
             }
+            // Sleeping, not spinning: on a host with fewer CPUs than threads (this one), a
+            // spinning worker takes the CPU the sender or the demultiplexer needs.
             std::thread::sleep(Duration::from_micros(50));
         }
     }
@@ -459,7 +451,9 @@ fn demultiplex(
     let mut pollfds: Vec<libc::pollfd> =
         fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     let mut ip_id = 0u16;
+    let (mut busy_ns, mut frames) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
+        let started = monotonic_ns();
         batch.clear();
         {
             let Ok(mut port) = io.lock() else { break };
@@ -512,7 +506,10 @@ fn demultiplex(
             }
         }
         port.flush();
+        busy_ns += monotonic_ns() - started;
+        frames += batch.len() as u64;
     }
+    r.ns_per_frame = if frames > 0 { busy_ns as f64 / frames as f64 } else { 0.0 };
     r
 }
 
@@ -555,6 +552,12 @@ fn text_report(r: &StormReport) -> String {
         d.no_worker,
         d.queue_full
     );
+    if d.ns_per_frame > 0.0 {
+        out += &format!("  demultiplexer thread: {:.0} ns per frame\n", d.ns_per_frame);
+    }
+    if let Some(runs) = r.xdp.runs {
+        out += &format!("  xdp program: {} runs, {:.0} ns each\n", runs.runs, runs.ns_per_run);
+    }
     out += &format!(
         "  xdp: {} tuples to workers, {} acked, {} to software ({} for a full queue; {} dropped by the kernel, ring full), {} passed to the kernel\n",
         r.xdp.to_worker, r.xdp.acked, r.xdp.to_software, r.xdp.queue_full, r.xdp.rx_dropped, r.xdp.passed
