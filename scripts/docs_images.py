@@ -7,6 +7,9 @@ Usage: scripts/docs_images.py [--check]
   answering runs of BENCHMARKS' timing table (scripts/sim_bench.py's trace; min cores at 20 Mpps).
 - docs/plots/elixir-fig12-{elixir,tfo}-rate.png: Fig. 12's runs of scripts/elixir_bench.py
   --quick at its fixed rate on 5 cores (its table's answer).
+- docs/plots/kvs-fig4.png: FlexKVS's throughput against cores (FlexNIC's Figure 4): `hyflow
+  kvs-sim` with this host's costs (docs/data/kvs-costs.json, `calibrate --kvs`) and the live
+  points of scripts/kvs_bench.py --save (docs/data/kvs-live-points.json).
 - docs/report.png: headless Chromium's screenshot of `hyflow report` comparing the two
   timing runs (not with --check: a browser's rendering varies between versions).
 
@@ -75,6 +78,12 @@ def elixir_plots(out: str, tmp: str) -> None:
         shutil.copyfile(os.path.join(plots, "rate.png"), os.path.join(out, f"elixir-fig12-{policy}-rate.png"))
 
 
+def kvs_plot(out: str) -> None:
+    data = os.path.join(ROOT, "docs", "data")
+    sh(["kvs-sim", "--costs", os.path.join(data, "kvs-costs.json"), "--live", os.path.join(data, "kvs-live-points.json"),
+        "--plot", os.path.join(out, "kvs-fig4.png")])
+
+
 def screenshot(records: list[str], tmp: str) -> None:
     page = os.path.join(tmp, "report.html")
     sh(["report", *records, "--out", page])
@@ -98,6 +107,7 @@ def main() -> int:
             os.makedirs(drawn)
             timing_plots(drawn, tmp)
             elixir_plots(drawn, tmp)
+            kvs_plot(drawn)
             stale = [f for f in sorted(os.listdir(drawn))
                      if not os.path.exists(os.path.join(PLOTS, f)) or not filecmp.cmp(os.path.join(drawn, f), os.path.join(PLOTS, f), shallow=False)]
             if stale:
@@ -108,6 +118,7 @@ def main() -> int:
         os.makedirs(PLOTS, exist_ok=True)
         records = timing_plots(PLOTS, tmp)
         elixir_plots(PLOTS, tmp)
+        kvs_plot(PLOTS)
         screenshot(records, tmp)
     print("redrew docs/plots and docs/report.png")
     return 0

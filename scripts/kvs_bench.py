@@ -17,8 +17,14 @@ generator. Throughput does: this host has 2 CPUs, which the generator, the veth'
 path (where the XDP program runs: on the sending CPU) and the server's cores share; the
 sender is pinned to CPU 1, the server's cores to CPUs 0 and 1.
 
+With --save DIR, each saturated run's server report is kept there (STEERING-CORES.json, the
+last run's), and DIR/live_points.json lists the live points `hyflow kvs-sim --live` draws:
+per configuration, the requests answered per second, and the capacity the cores' busy time
+implies (the sum over cores of requests over busy time: what they would answer fully busy).
+`hyflow calibrate --kvs DIR/key-1.json` takes its costs from the one-core run.
+
 Prints a Markdown table for BENCHMARKS.md. Usage: scripts/kvs_bench.py [--hyflow BIN]
-[--seconds S] [--loops N] [--runs R]
+[--seconds S] [--loops N] [--runs R] [--save DIR]
 """
 import argparse
 import json
@@ -108,7 +114,9 @@ def main():
     ap.add_argument("--loops", type=int, default=10)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--keys", type=int, default=100000)
+    ap.add_argument("--save", help="directory for the server reports and live points")
     a = ap.parse_args()
+    live_points = []
     if os.geteuid() != 0:
         sys.exit("kvs_bench.py needs root (namespaces, XDP)")
     rows = []
@@ -130,6 +138,17 @@ def main():
                                                            served / secs, sat["rx_dropped"], sat["cycles"]["p50"],
                                                            sat["cycles"]["p90"]), file=sys.stderr)
                     med = lambda f: statistics.median(f(r) for r in runs)
+                    steer = name.replace(" + NIC hash", "+nic")
+                    capacity = lambda r: sum(c["service"]["requests"] / c["busy_ns"] * 1e9
+                                             for c in r[5]["cores"] if c["busy_ns"] > 0)
+                    live_points.append({"steering": name, "cores": cores, "kind": "answered",
+                                        "throughput": med(lambda r: r[4] / r[3])})
+                    live_points.append({"steering": name, "cores": cores, "kind": "capacity from busy time",
+                                        "throughput": med(capacity)})
+                    if a.save:
+                        os.makedirs(a.save, exist_ok=True)
+                        with open(os.path.join(a.save, "%s-%d.json" % (steer, cores)), "w") as f:
+                            json.dump(runs[-1][5], f)
                     rows.append((name, cores,
                                  med(lambda r: r[0]["throughput"]), med(lambda r: r[0]["latency_us"][0]),
                                  med(lambda r: r[0]["latency_us"][2]),
@@ -139,6 +158,9 @@ def main():
                                  med(lambda r: r[5]["cycles"]["p50"]), med(lambda r: r[5]["cycles"]["p90"])))
         finally:
             teardown()
+    if a.save:
+        with open(os.path.join(a.save, "live_points.json"), "w") as f:
+            json.dump(live_points, f, indent=1)
     print("| steering | cores | closed loop req/s | p50 / p99 µs | cycles/request p50 / p90 (closed loop) "
           "| offered frames/s | answered req/s | dropped | cycles/request p50 / p90 (saturated) |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -19,6 +19,7 @@ use hyflow_commands::replay::ReplayArgs;
 use hyflow_commands::trace::TraceArgs;
 use hyflow_commands::{negative_numbers_are_values, topk as topk_options};
 
+mod kvs_sim;
 mod parse_pcap;
 mod progress;
 mod replay;
@@ -95,6 +96,12 @@ enum Command {
     /// 100,000 keys of 32 bytes, values of 64, Zipf 0.9, 90% GET — from many client ports,
     /// open loop at a rate or closed loop; reports throughput, loss, hits and latency.
     KvsLoad(hyflow_live::kvs_load::KvsLoadArgs),
+    /// The simulator's application stage for FlexKVS: the paper's workload steered to 1–6
+    /// cores by flow, by key and by key with the NIC's hash, each request priced with this
+    /// host's measured costs (`calibrate --kvs`), cache-line transfers and lock waits where the
+    /// shared store causes them; prints throughput and cycles per request, draws them against
+    /// cores with live points (FlexNIC's Figure 4).
+    KvsSim(kvs_sim::KvsSimArgs),
     /// FlexNIC's FlexStorm counting node on an interface (root): tuples (DCCP-Data packets)
     /// demultiplexed to counting workers and acknowledged by the XDP program (`--demux nic`)
     /// or by a demultiplexer thread (`--demux software`, the baseline); workers count user
@@ -169,6 +176,7 @@ fn main() -> ExitCode {
         Command::Send(args) => hyflow_live::send::run(args),
         Command::Kvs(args) => hyflow_live::run_kvs(args),
         Command::KvsLoad(args) => hyflow_live::kvs_load::run(args),
+        Command::KvsSim(args) => kvs_sim::run(args),
         Command::Storm(args) => hyflow_live::run_storm(args),
         Command::StormLoad(args) => hyflow_live::storm_load::run(args),
     };

@@ -33,9 +33,18 @@ pub struct CalibrateArgs {
     /// through the switch first.
     #[arg(long, value_name = "SOCKET")]
     pub live: Option<PathBuf>,
+    /// Instead: FlexKVS's costs for `hyflow kvs-sim` — the store and the hash timed on this
+    /// machine with the paper's workload, a line moved between cores timed with two threads
+    /// on one store against two on partitions, and the rest of a request (its frames) from
+    /// REPORT, the `hyflow kvs --cores 1 --json` report of a loaded run.
+    #[arg(long, value_name = "REPORT", conflicts_with = "live")]
+    pub kvs: Option<PathBuf>,
 }
 
 pub fn run_calibrate(a: CalibrateArgs) -> Result<()> {
+    if let Some(report) = &a.kvs {
+        return crate::kvs_sim::calibrate(report, &a.out);
+    }
     let costs = match &a.live {
         None => calibrate(),
         Some(socket) => {

@@ -12,6 +12,7 @@ pub mod plot;
 pub mod replay;
 pub mod report;
 pub mod run_record;
+pub mod scaling_plot;
 pub mod sim;
 pub mod switch;
 pub mod topk;

@@ -47,7 +47,8 @@ pub struct RunStats {
 impl RunStats {
     /// Turns the statistics on.
     pub fn enable() -> Result<RunStats> {
-        let fd = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| anyhow!("BPF_ENABLE_STATS: {e}"))?;
+        let fd =
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| anyhow!("BPF_ENABLE_STATS: {e}"))?;
         Ok(RunStats { _enabled: fd })
     }
 }

@@ -60,12 +60,17 @@ pub struct CoreReport {
     pub replies_dropped: u64,
     /// Processing cycles per request (see [`Cycles`]).
     pub cycles: Cycles,
+    /// Nanoseconds of the core spent in rounds that received requests (the batch's receive,
+    /// every request, the flush; idle polls left out): the core's whole time per request,
+    /// which `calibrate --kvs --kvs-report` takes.
+    pub busy_ns: u64,
 }
 
 /// Cycles a core spent per request, as FlexNIC's Table 2 measures them: from the request's
-/// frame in the core's hands to its reply in the transmit ring (the frame's parse, the
-/// request's, the store, the reply's frames). Time-stamp counter ticks on x86-64 (elsewhere
-/// nanoseconds); the batch's receive, shared by its frames, is not in it.
+/// frame in the core's hands to its reply's frames written (the frame's parse, the
+/// request's, the store, the reply's frames and checksums). Time-stamp counter ticks on
+/// x86-64 (elsewhere nanoseconds). Shared by a batch's requests and not in it: the batch's
+/// receive, and its replies' copy into the transmit ring (under the port's lock) and flush.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Cycles {
     /// Requests measured.
@@ -89,25 +94,6 @@ impl Cycles {
             p99: h.value_at_quantile(0.99),
             mean: h.mean(),
         }
-    }
-}
-
-/// The time-stamp counter (x86-64), or nanoseconds of a monotonic clock elsewhere.
-#[inline]
-fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: RDTSC reads a counter; it has no preconditions.
-        #[allow(unused_unsafe)]
-        unsafe {
-            std::arch::x86_64::_rdtsc()
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        use std::sync::OnceLock;
-        static START: OnceLock<Instant> = OnceLock::new();
-        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
     }
 }
 
@@ -286,7 +272,6 @@ pub fn run(a: KvsArgs) -> Result<()> {
     Ok(())
 }
 
-
 fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpCounts> {
     let sums = crate::app_program::per_cpu_sums(ebpf, "stats", 3)?;
     let runs = if run_stats { Some(crate::app_program::runs(ebpf, "hyflow_kvs")?) } else { None };
@@ -315,10 +300,12 @@ impl Core {
         let mut cycles = Histogram::<u64>::new(3).expect("3 significant digits");
         let mut batch = RxBatch::new(max_frame);
         let mut reply = Vec::with_capacity(2048);
+        let (mut staged, mut staged_lens) = (Vec::with_capacity(64 * 256), Vec::with_capacity(64));
         let mut ip_id: u16 = (self.index as u16) << 12;
         let mut pollfds: Vec<libc::pollfd> =
             self.fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
         while !stop.load(Ordering::Relaxed) {
+            let started = Instant::now();
             batch.clear();
             {
                 let Ok(mut port) = io.lock() else { break };
@@ -335,9 +322,12 @@ impl Core {
                 continue;
             }
             let time = self.now();
-            let Ok(mut port) = io.lock() else { break };
+            // Requests are served with the port unlocked (the cores serve in parallel); their
+            // replies' frames wait in `staged` and go to the transmit ring together.
+            staged.clear();
+            staged_lens.clear();
             for i in 0..batch.len() {
-                let t0 = ticks();
+                let t0 = crate::tsc::ticks();
                 let request = match udp_reply::parse(batch.frame(i)) {
                     Ok(r) => r,
                     Err(why) => {
@@ -358,26 +348,42 @@ impl Core {
                 ) else {
                     continue;
                 };
-                if reply.is_empty() {
-                    continue;
-                }
                 let datagrams = reply.len().div_ceil(MAX_REPLY_CHUNK);
                 for (seq, chunk) in reply.chunks(MAX_REPLY_CHUNK).enumerate() {
                     let mut header = [0u8; 8];
                     FrameHeader::write(&mut header, id, seq as u16, datagrams as u16);
                     ip_id = ip_id.wrapping_add(1);
-                    let sent = port.send_with(&mut |buf: &mut [u8]| {
-                        udp_reply::write_reply(buf, &request, self.mac, ip_id, &[&header, chunk])
-                            .map(|n| 0..n)
-                    });
-                    match sent {
-                        Ok(()) => report.replies += 1,
-                        Err(_) => report.replies_dropped += 1,
-                    }
+                    let at = staged.len();
+                    staged.resize(at + udp_reply::REPLY_HEADERS + header.len() + chunk.len(), 0);
+                    let n = udp_reply::write_reply(
+                        &mut staged[at..],
+                        &request,
+                        self.mac,
+                        ip_id,
+                        &[&header, chunk],
+                    )
+                    .expect("staged to fit");
+                    staged_lens.push(n);
                 }
-                cycles.record(ticks().wrapping_sub(t0).max(1)).ok();
+                cycles.record(crate::tsc::ticks().wrapping_sub(t0).max(1)).ok();
+            }
+            let Ok(mut port) = io.lock() else { break };
+            let mut at = 0;
+            for &n in &staged_lens {
+                let frame = &staged[at..at + n];
+                at += n;
+                let sent = port.send_with(&mut |buf: &mut [u8]| {
+                    let room = frame.len().min(buf.len());
+                    buf[..room].copy_from_slice(&frame[..room]);
+                    (room == frame.len()).then_some(0..room)
+                });
+                match sent {
+                    Ok(()) => report.replies += 1,
+                    Err(_) => report.replies_dropped += 1,
+                }
             }
             port.flush();
+            report.busy_ns += started.elapsed().as_nanos() as u64;
         }
         report.cycles = Cycles::of(&cycles);
         (report, cycles)

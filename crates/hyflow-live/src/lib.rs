@@ -32,6 +32,7 @@ pub mod storm_args;
 pub mod storm_load;
 #[cfg(feature = "afxdp")]
 pub mod storm_server;
+pub mod tsc;
 pub mod tuple_queue;
 pub mod udp_reply;
 #[cfg(feature = "afxdp")]

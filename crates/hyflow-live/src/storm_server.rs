@@ -336,7 +336,6 @@ pub fn run(a: StormArgs) -> Result<()> {
     Ok(())
 }
 
-
 fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpStormCounts> {
     let s = crate::app_program::per_cpu_sums(ebpf, "stats", 5)?;
     let runs = if run_stats { Some(crate::app_program::runs(ebpf, "hyflow_storm")?) } else { None };

@@ -10,6 +10,7 @@
 
 pub mod bursts;
 pub mod calibrate;
+pub mod kvs_calibrate;
 pub mod replay;
 pub mod sim;
 pub mod topk;

@@ -18,6 +18,7 @@
 //! above them, so that a partition's keys spread over all of its buckets.
 
 pub mod memcached;
+pub mod model;
 pub mod service;
 pub mod store;
 pub mod workload;

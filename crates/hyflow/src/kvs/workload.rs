@@ -99,7 +99,7 @@ impl KvsWorkload {
     }
 
     /// Writes memcached's ASCII request for `op` (key index after the rank's permutation is
-    /// applied by [`Requests::next`]): `get KEY` or `set KEY 0 0 N` and a value of `version`.
+    /// applied by [`Requests::next_op`]): `get KEY` or `set KEY 0 0 N` and a value of `version`.
     pub fn request(&self, op: Op, version: u64, out: &mut Vec<u8>) {
         match op {
             Op::Get(key) => {
