@@ -35,27 +35,18 @@ import sys
 import tempfile
 import time
 
+from live_netns import make_app, remove_app, sh
+
 NS, HOST_IF, SERVER, CLIENT = "hykb-s", "hykbc", "10.95.0.1", "10.95.0.2"
 CONFIGS = [("flow", []), ("key", []), ("key + NIC hash", ["--nic-hash"])]
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True).stdout
-
-
 def setup():
-    teardown()
-    sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "kv0", "netns", NS)
-    sh("ip", "addr", "add", CLIENT + "/24", "dev", HOST_IF)
-    sh("ip", "link", "set", HOST_IF, "up")
-    sh("ip", "-n", NS, "addr", "add", SERVER + "/24", "dev", "kv0")
-    sh("ip", "-n", NS, "link", "set", "kv0", "up")
+    make_app(NS, HOST_IF, "kv0", SERVER + "/24", CLIENT + "/24")
 
 
 def teardown():
-    sh("ip", "link", "del", HOST_IF, check=False)
-    sh("ip", "netns", "del", NS, check=False)
+    remove_app(NS, HOST_IF)
 
 
 class Server:

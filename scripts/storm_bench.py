@@ -30,25 +30,17 @@ import sys
 import tempfile
 import time
 
+from live_netns import make_app, remove_app, sh
+
 NS, HOST_IF, SERVER = "hysb-s", "hysbc", "10.93.0.1"
 
 
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, check=check, capture_output=True, text=True).stdout
-
-
 def setup():
-    teardown()
-    sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "st0", "netns", NS)
-    sh("ip", "link", "set", HOST_IF, "up")
-    sh("ip", "-n", NS, "addr", "add", SERVER + "/24", "dev", "st0")
-    sh("ip", "-n", NS, "link", "set", "st0", "up")
+    make_app(NS, HOST_IF, "st0", SERVER + "/24")
 
 
 def teardown():
-    sh("ip", "link", "del", HOST_IF, check=False)
-    sh("ip", "netns", "del", NS, check=False)
+    remove_app(NS, HOST_IF)
 
 
 def run(binary, demux, workers, frames, loops, rate=None):

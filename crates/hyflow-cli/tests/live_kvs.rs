@@ -8,91 +8,39 @@
 #![cfg(feature = "afxdp")]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod live_support;
-use live_support::{ok, root_or_skip};
+use live_support::{ok, root_or_skip, AppHost};
 
-/// A namespace holding the server's end of a veth whose other end (the clients') stays
-/// here; removed when dropped, with the server.
+/// The server's namespace and the clients' addresses.
 struct Setup {
-    ns: String,
-    host_if: String,
-    server: Option<Child>,
+    host: AppHost,
     server_ip: String,
     client_ip: String,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.server {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = Command::new("ip").args(["link", "del", &self.host_if]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-    }
 }
 
 impl Setup {
     fn new(subnet: u8) -> Setup {
         let id = std::process::id() % 100_000;
-        let s = Setup {
-            ns: format!("hykv{id}n{subnet}"),
-            host_if: format!("hykv{id}c{subnet}"),
-            server: None,
-            server_ip: format!("10.96.{subnet}.1"),
-            client_ip: format!("10.96.{subnet}.2"),
-        };
-        let _ = Command::new("ip").args(["link", "del", &s.host_if]).output();
-        let _ = Command::new("ip").args(["netns", "del", &s.ns]).output();
-        ok(&["ip", "netns", "add", &s.ns]);
-        ok(&["ip", "link", "add", &s.host_if, "type", "veth", "peer", "name", "kv0", "netns", &s.ns]);
-        ok(&["ip", "addr", "add", &format!("{}/24", s.client_ip), "dev", &s.host_if]);
-        ok(&["ip", "link", "set", &s.host_if, "up"]);
-        ok(&["ip", "-n", &s.ns, "addr", "add", &format!("{}/24", s.server_ip), "dev", "kv0"]);
-        ok(&["ip", "-n", &s.ns, "link", "set", "kv0", "up"]);
-        s
+        let (server_ip, client_ip) = (format!("10.96.{subnet}.1"), format!("10.96.{subnet}.2"));
+        let host = AppHost::new(
+            format!("hykv{id}n{subnet}"),
+            format!("hykv{id}c{subnet}"),
+            "kv0",
+            &format!("{server_ip}/24"),
+        );
+        ok(&["ip", "addr", "add", &format!("{client_ip}/24"), "dev", &host.host_if]);
+        Setup { host, server_ip, client_ip }
     }
 
-    /// Starts `hyflow kvs --iface kv0 ARGS --json` and waits for its `ready`.
     fn start(&mut self, args: &[&str]) {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns,
-                env!("CARGO_BIN_EXE_hyflow"),
-                "kvs",
-                "--iface",
-                "kv0",
-                "--json",
-            ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("hyflow runs");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("a line");
-        assert!(line.contains("ready"), "no ready line: {line:?}");
-        // The rest of its output (the report) is read at the end.
-        child.stdout = Some(out.into_inner());
-        self.server = Some(child);
+        self.host.start(&[&["kvs", "--iface", "kv0"], args].concat());
     }
 
-    /// Stops the server with SIGTERM; its JSON report.
     fn stop(&mut self) -> serde_json::Value {
-        let child = self.server.take().expect("started");
-        ok(&["kill", "-TERM", &child.id().to_string()]);
-        let out = child.wait_with_output().expect("it ends");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8_lossy(&out.stdout);
-        serde_json::from_str(text.lines().last().expect("a report")).expect("a JSON report")
+        self.host.stop()
     }
 
     /// A client on UDP port `port` (0: any): fixed ports make flow steering's spread of the
@@ -106,7 +54,7 @@ impl Setup {
 
     /// Whether an XDP program is attached to kv0.
     fn xdp_attached(&self) -> bool {
-        ok(&["ip", "-n", &self.ns, "-d", "link", "show", "kv0"]).contains("xdp")
+        ok(&["ip", "-n", &self.host.ns, "-d", "link", "show", "kv0"]).contains("xdp")
     }
 }
 

@@ -9,88 +9,27 @@
 #![cfg(feature = "afxdp")]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hyflow::storm::dccp;
 use hyflow::storm::workload::TweetStream;
 
 mod live_support;
-use live_support::{ok, root_or_skip};
+use live_support::{ok, root_or_skip, AppHost};
 
 const SERVER: [u8; 4] = [10, 93, 0, 1];
 const SOURCE: [u8; 4] = [10, 254, 0, 2];
 const TUPLES: u64 = 3000;
 const CONNECTIONS: u16 = 4;
 
-struct Setup {
-    ns: String,
-    host_if: String,
-    server: Option<Child>,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.server {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = Command::new("ip").args(["link", "del", &self.host_if]).output();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
-    }
-}
-
-impl Setup {
-    fn new(tag: &str) -> Setup {
-        let id = std::process::id() % 100_000;
-        let s = Setup { ns: format!("hyst{id}{tag}"), host_if: format!("hyst{id}{tag}c"), server: None };
-        let _ = Command::new("ip").args(["link", "del", &s.host_if]).output();
-        let _ = Command::new("ip").args(["netns", "del", &s.ns]).output();
-        ok(&["ip", "netns", "add", &s.ns]);
-        ok(&["ip", "link", "add", &s.host_if, "type", "veth", "peer", "name", "st0", "netns", &s.ns]);
-        // The acknowledgements go to the tuples' source MAC, which is no interface's: the
-        // packet socket below sees them only in promiscuous mode.
-        ok(&["ip", "link", "set", &s.host_if, "up", "promisc", "on"]);
-        ok(&["ip", "-n", &s.ns, "addr", "add", "10.93.0.1/24", "dev", "st0"]);
-        ok(&["ip", "-n", &s.ns, "link", "set", "st0", "up"]);
-        s
-    }
-
-    fn start(&mut self, demux: &str) {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns,
-                env!("CARGO_BIN_EXE_hyflow"),
-                "storm",
-                "--iface",
-                "st0",
-                "--json",
-            ])
-            .args(["--workers", "2", "--demux", demux, "--top", "10"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("hyflow runs");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("a line");
-        assert!(line.contains("ready"), "no ready line: {line:?}");
-        child.stdout = Some(out.into_inner());
-        self.server = Some(child);
-    }
-
-    fn stop(&mut self) -> serde_json::Value {
-        let child = self.server.take().expect("started");
-        ok(&["kill", "-TERM", &child.id().to_string()]);
-        let out = child.wait_with_output().expect("it ends");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().expect("a report"))
-            .expect("JSON")
-    }
+fn setup(tag: &str) -> AppHost {
+    let id = std::process::id() % 100_000;
+    let host = AppHost::new(format!("hyst{id}{tag}"), format!("hyst{id}{tag}c"), "st0", "10.93.0.1/24");
+    // The acknowledgements go to the tuples' source MAC, which is no interface's: the packet
+    // socket below sees them only in promiscuous mode.
+    ok(&["ip", "link", "set", &host.host_if, "promisc", "on"]);
+    host
 }
 
 /// A packet socket on `iface` reading every frame (root).
@@ -196,7 +135,7 @@ fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
 }
 
 fn run(demux: &str, tag: &str) {
-    let mut setup = Setup::new(tag);
+    let mut setup = setup(tag);
     let dir = std::env::temp_dir().join(format!("hyflow-storm-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let tuples = dir.join("tuples.pcap");
@@ -227,7 +166,7 @@ fn run(demux: &str, tag: &str) {
     short[8] &= !1;
     let odd = dir.join("odd.pcap");
     write_pcap(&odd, &[frame(&no_worker), frame(&short)]);
-    setup.start(demux);
+    setup.start(&["storm", "--iface", "st0", "--workers", "2", "--demux", demux, "--top", "10"]);
     let capture = Capture::open(&setup.host_if);
     ok(&[hyflow, "send", "--iface", &setup.host_if, "--trace", tuples.to_str().unwrap(), "--rate", "20000"]);
     ok(&[hyflow, "send", "--iface", &setup.host_if, "--trace", odd.to_str().unwrap()]);

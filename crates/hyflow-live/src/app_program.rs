@@ -70,3 +70,13 @@ pub fn runs(ebpf: &Ebpf, name: &str) -> Result<ProgramRuns> {
     let ns = info.run_time().as_nanos() as f64;
     Ok(ProgramRuns { runs, ns_per_run: if runs > 0 { ns / runs as f64 } else { 0.0 } })
 }
+
+/// Prints a server's report at exit: as one JSON object, or as `text` writes it.
+pub fn print_report<R: Serialize>(json: bool, report: &R, text: impl Fn(&R) -> String) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        print!("{}", text(report));
+    }
+    Ok(())
+}

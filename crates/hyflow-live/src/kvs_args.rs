@@ -25,6 +25,25 @@ impl SteerMode {
     }
 }
 
+/// What `hyflow kvs` and `hyflow storm` take alike.
+#[derive(Args, Debug)]
+pub struct AppOptions {
+    /// How the XDP program attaches: native (in the driver), generic, or auto — native when
+    /// the driver has it, except where the program sends frames back out of a veth
+    /// (`hyflow storm --demux nic`'s acknowledgements): a frame sent back out of a veth in
+    /// native mode reaches the peer only if the peer has an XDP program or GRO on.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
+    pub xdp_mode: XdpModeArg,
+    /// Measure the XDP program's run time per frame (the kernel's BPF statistics, on while
+    /// the server runs: two clock reads per frame) — the NIC's share of the work, which on a
+    /// veth runs on the sending CPU.
+    #[arg(long)]
+    pub xdp_stats: bool,
+    /// The report at exit as one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Options of `hyflow kvs`.
 #[derive(Args, Debug)]
 pub struct KvsArgs {
@@ -53,16 +72,7 @@ pub struct KvsArgs {
     /// UDP port to serve.
     #[arg(long, default_value_t = hyflow::kvs::memcached::PORT)]
     pub port: u16,
-    /// How the XDP program attaches: native (in the driver), generic, or auto (native when
-    /// the driver has it).
-    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
-    pub xdp_mode: XdpModeArg,
-    /// Measure the XDP program's run time per frame (the kernel's BPF statistics, on while
-    /// the server runs: two clock reads per frame) — the NIC's share of the work, which on a
-    /// veth runs on the sending CPU.
-    #[arg(long)]
-    pub xdp_stats: bool,
-    /// The report at exit as one JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
+    /// Options every application server has.
+    #[command(flatten)]
+    pub app: AppOptions,
 }

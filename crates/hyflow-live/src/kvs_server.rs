@@ -193,8 +193,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
             xsks.set(slot as u32, fd, 0).context("registering a socket")?;
         }
     }
-    let native = crate::app_program::attach(&mut ebpf, "hyflow_kvs", &iface, a.xdp_mode)?;
-    let run_stats = if a.xdp_stats { Some(crate::app_program::RunStats::enable()?) } else { None };
+    let native = crate::app_program::attach(&mut ebpf, "hyflow_kvs", &iface, a.app.xdp_mode)?;
+    let run_stats = if a.app.xdp_stats { Some(crate::app_program::RunStats::enable()?) } else { None };
     let io = Arc::new(Mutex::new(io));
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -264,12 +264,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         partitions: stores.iter().map(Store::stats).collect(),
     };
     eprintln!("hyflow kvs: stopped by a signal; detached");
-    if a.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{}", text_report(&report));
-    }
-    Ok(())
+    crate::app_program::print_report(a.app.json, &report, text_report)
 }
 
 fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpCounts> {

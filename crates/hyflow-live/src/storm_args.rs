@@ -2,8 +2,6 @@
 
 use clap::{Args, ValueEnum};
 
-use crate::args::XdpModeArg;
-
 /// FlexStorm's default DCCP port for tuples.
 pub const PORT: u16 = 4444;
 
@@ -53,20 +51,9 @@ pub struct StormArgs {
     /// Users in the ranking reported.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
-    /// How the XDP program attaches: native, generic, or auto — native when the driver has
-    /// it, except with `--demux nic` on a veth: an acknowledgement the program sends back out
-    /// of a veth in native mode reaches the peer only if the peer has an XDP program or GRO
-    /// on.
-    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
-    pub xdp_mode: XdpModeArg,
-    /// Measure the XDP program's run time per frame (the kernel's BPF statistics, on while
-    /// the server runs: two clock reads per frame) — the NIC's share of the work, which on a
-    /// veth runs on the sending CPU.
-    #[arg(long)]
-    pub xdp_stats: bool,
-    /// The report at exit as one JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
+    /// Options every application server has.
+    #[command(flatten)]
+    pub app: crate::kvs_args::AppOptions,
 }
 
 /// Options of `hyflow storm-load`.

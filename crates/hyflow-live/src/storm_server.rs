@@ -226,12 +226,12 @@ pub fn run(a: StormArgs) -> Result<()> {
     // A frame sent back out of a veth in native mode (XDP_TX: the NIC's acknowledgements)
     // reaches the peer only if the peer has an XDP program or GRO on, which the server
     // cannot see to: auto takes generic mode there, as the switch does.
-    let mode = match a.xdp_mode {
+    let mode = match a.app.xdp_mode {
         XdpModeArg::Auto if a.demux == Demux::Nic && iface.veth => XdpModeArg::Generic,
         m => m,
     };
     let native = crate::app_program::attach(&mut ebpf, "hyflow_storm", &iface, mode)?;
-    let run_stats = if a.xdp_stats { Some(crate::app_program::RunStats::enable()?) } else { None };
+    let run_stats = if a.app.xdp_stats { Some(crate::app_program::RunStats::enable()?) } else { None };
     let queues: Arc<Vec<TupleQueue>> =
         Arc::new((0..a.workers).map(|_| TupleQueue::new(QUEUE_SLOTS)).collect());
     let stop = Arc::new(AtomicBool::new(false));
@@ -328,12 +328,7 @@ pub fn run(a: StormArgs) -> Result<()> {
         top,
     };
     eprintln!("hyflow storm: stopped by a signal; detached");
-    if a.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{}", text_report(&report));
-    }
-    Ok(())
+    crate::app_program::print_report(a.app.json, &report, text_report)
 }
 
 fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpStormCounts> {

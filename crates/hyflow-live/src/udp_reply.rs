@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use hyflow::packet::checksum::{fold, ones_sum};
+
 /// Bytes of the Ethernet, IPv4 (no options) and UDP headers of a reply.
 pub const REPLY_HEADERS: usize = 14 + 20 + 8;
 
@@ -75,25 +77,6 @@ pub fn parse(frame: &[u8]) -> Result<Udp4<'_>, FrameDrop> {
         dst_port: u16::from_be_bytes([udp[2], udp[3]]),
         payload: &udp[8..len],
     })
-}
-
-/// One's-complement sum of `bytes` (as 16-bit big-endian words) added to `sum`.
-fn ones_sum(mut sum: u32, bytes: &[u8]) -> u32 {
-    let mut chunks = bytes.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-    }
-    if let [last] = chunks.remainder() {
-        sum += (*last as u32) << 8;
-    }
-    sum
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// Writes into `buf` an IPv4 packet of protocol `protocol` carrying `segment` (its checksum

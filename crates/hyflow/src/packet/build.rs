@@ -18,11 +18,7 @@ fn mac_bytes(v: u64) -> [u8; 6] {
 }
 
 fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    super::checksum::fold(super::checksum::ones_sum(0, header))
 }
 
 /// The L4 header for `key` (empty for later fragments and other protocols).

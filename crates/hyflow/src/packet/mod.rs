@@ -2,6 +2,7 @@
 //! ovs-ofctl notation.
 
 pub mod build;
+pub mod checksum;
 pub mod ct_state;
 pub mod field;
 pub mod format;

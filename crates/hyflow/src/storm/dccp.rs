@@ -6,6 +6,8 @@
 //! A tuple's payload is FlexStorm's header — the destination worker (2 bytes) and the data's
 //! length (2 bytes) — then the data (a tweet's user name, for the top-n topology).
 
+use crate::packet::checksum::{fold, ones_sum};
+
 /// IP protocol number of DCCP.
 pub const IP_DCCP: u8 = 33;
 /// DCCP's generic header with extended sequence numbers.
@@ -90,25 +92,6 @@ pub fn parse(segment: &[u8]) -> Result<TuplePacket<'_>, NotATuple> {
         worker,
         data,
     })
-}
-
-/// One's-complement sum of 16-bit big-endian words.
-fn ones_sum(mut sum: u32, bytes: &[u8]) -> u32 {
-    let mut chunks = bytes.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-    }
-    if let [last] = chunks.remainder() {
-        sum += (*last as u32) << 8;
-    }
-    sum
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// DCCP's checksum of `segment` (checksum field zero or not: it is skipped) between IPv4
