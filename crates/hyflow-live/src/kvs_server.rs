@@ -3,7 +3,9 @@
 //! steers each to a core's socket — by key (FlexNIC's key-based steering: the core owning the
 //! key's partition) or by flow (the paper's RSS baseline, one shared store) — and passes every
 //! other frame to the kernel; each core answers its requests from the engine's store
-//! (`hyflow::kvs`) in frames it writes straight into the transmit ring.
+//! (`hyflow::kvs`): it takes a batch from its sockets under the port's lock, serves it and
+//! builds the replies' frames unlocked (so that cores serve in parallel), then copies them into
+//! the transmit ring under the lock.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
