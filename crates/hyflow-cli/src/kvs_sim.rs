@@ -34,8 +34,8 @@ pub struct KvsSimArgs {
     /// Seed of the request stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Live points to draw with the model (JSON from `scripts/kvs_bench.py --json`: a list of
-    /// {steering, cores, throughput, kind}).
+    /// Live points to draw with the model: `live_points.json` of `scripts/kvs_bench.py --save
+    /// DIR` (a list of {steering, cores, throughput, kind}).
     #[arg(long, value_name = "FILE")]
     pub live: Option<PathBuf>,
     /// Draw throughput against cores, a line per steering mode (FlexNIC's Figure 4), to this
@@ -76,7 +76,7 @@ pub fn run(a: KvsSimArgs) -> Result<()> {
                 ring: if a.rate.is_some() { hyflow_live::port_io::RX_RING as usize } else { usize::MAX },
                 seed: a.seed,
             };
-            let report = simulate(&config, &costs).map_err(|e| anyhow::anyhow!("--{e}"))?;
+            let report = simulate(&config, &costs)?;
             rows.push(Row { steering: steering.name(), cores, report });
         }
     }
@@ -161,7 +161,7 @@ pub fn calibrate(report: &std::path::Path, out: &std::path::Path) -> Result<()> 
     }
     let live =
         LiveKvs { ns_per_request: busy / requests, nic_hash: r["nic_hash"].as_bool().unwrap_or(false) };
-    let c = calibrate_kvs(live, hyflow_live::tsc::tsc_ghz()).map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let c = calibrate_kvs(live, hyflow_live::tsc::tsc_ghz())?;
     println!(
         "kvs costs: io {:.0} ns, hash {:.1} ns, store {:.0} ns, line transfer {:.0} ns ({:.0} ns/request shared by two threads against {:.0} partitioned, {:.0}% of requests moved a line); TSC {:.2} GHz; live {:.0} ns/request",
         c.costs.io_ns,

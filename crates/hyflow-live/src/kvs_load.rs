@@ -136,7 +136,7 @@ pub fn run(a: KvsLoadArgs) -> Result<()> {
         zipf: a.zipf,
         get_share: a.get_share,
     };
-    workload.check().map_err(|e| anyhow::anyhow!("--{e}"))?;
+    workload.check()?;
     if a.clients == 0 || a.threads == 0 || a.threads > a.clients {
         bail!("--clients and --threads must be at least 1, with no more threads than clients");
     }
@@ -213,7 +213,7 @@ pub fn run(a: KvsLoadArgs) -> Result<()> {
 /// Writes `a.count` requests of the workload as Ethernet frames to `path`.
 fn write_frames(workload: &KvsWorkload, a: &KvsLoadArgs, path: &std::path::Path) -> Result<()> {
     use hyflow::capture::{LinkType, PcapWriter};
-    let mut requests = workload.requests(a.seed).map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let mut requests = workload.requests(a.seed)?;
     let mut out = PcapWriter::create(path, LinkType::Ethernet, true)?;
     let (mut body, mut frame) = (Vec::new(), Vec::new());
     for i in 0..a.count {
@@ -355,7 +355,7 @@ fn load_thread(
     start: Instant,
 ) -> Result<(LoadReport, Histogram<u64>)> {
     let mut requests =
-        workload.requests(a.seed.wrapping_add(thread as u64)).map_err(|e| anyhow::anyhow!("--{e}"))?;
+        workload.requests(a.seed.wrapping_add(thread as u64))?;
     let mut cs: Vec<Client> = (0..clients).map(|_| open_client(server)).collect::<Result<_>>()?;
     let mut latency = Histogram::<u64>::new(3).expect("3 significant digits");
     let mut r = LoadReport::default();

@@ -162,7 +162,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         (0..partitions)
             .map(|_| Store::new(StoreConfig::new(bytes / partitions, cores)))
             .collect::<Result<_, _>>()
-            .map_err(|e| anyhow!("--{}", e))?,
+            ?,
     );
     let _claim = iface.claim()?;
     let mut ebpf = EbpfLoader::new().load(PROGRAM).context("loading the XDP program")?;

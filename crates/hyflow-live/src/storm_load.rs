@@ -17,7 +17,7 @@ pub fn run(a: StormLoadArgs) -> Result<()> {
         anyhow::bail!("--connections must be at least 1");
     }
     let stream = TweetStream { users: a.users, zipf: a.zipf, workers: a.workers };
-    let mut tweets = stream.tweets(a.seed).map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let mut tweets = stream.tweets(a.seed)?;
     let mut out = PcapWriter::create(&a.frames, LinkType::Ethernet, true)?;
     let (src, dst) = (a.source.octets(), a.server.octets());
     let (mut name, mut segment, mut frame) = (Vec::new(), Vec::new(), vec![0u8; 1600]);
