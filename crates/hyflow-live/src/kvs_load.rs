@@ -354,8 +354,7 @@ fn load_thread(
     clients: usize,
     start: Instant,
 ) -> Result<(LoadReport, Histogram<u64>)> {
-    let mut requests =
-        workload.requests(a.seed.wrapping_add(thread as u64))?;
+    let mut requests = workload.requests(a.seed.wrapping_add(thread as u64))?;
     let mut cs: Vec<Client> = (0..clients).map(|_| open_client(server)).collect::<Result<_>>()?;
     let mut latency = Histogram::<u64>::new(3).expect("3 significant digits");
     let mut r = LoadReport::default();

@@ -161,8 +161,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
     let stores: Arc<Vec<Store>> = Arc::new(
         (0..partitions)
             .map(|_| Store::new(StoreConfig::new(bytes / partitions, cores)))
-            .collect::<Result<_, _>>()
-            ?,
+            .collect::<Result<_, _>>()?,
     );
     let _claim = iface.claim()?;
     let mut ebpf = EbpfLoader::new().load(PROGRAM).context("loading the XDP program")?;
