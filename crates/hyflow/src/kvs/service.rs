@@ -331,6 +331,58 @@ mod tests {
         assert_eq!(s.nic_hash_mismatched, 1);
     }
 
+    /// Answers that are whole: memcached's error lines, or what the request asked for.
+    fn well_formed(out: &[u8]) -> bool {
+        out.is_empty() || out.ends_with(b"\r\n") || out.first() == Some(&0x81)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        /// Random bytes, and valid requests of both protocols cut or bit-flipped anywhere,
+        /// never panic, and every answer is whole; the steering key is always a prefix-free
+        /// piece of the request no longer than memcached takes.
+        #[test]
+        fn arbitrary_datagrams_never_panic(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            which in 0usize..6,
+            cut in 0usize..120,
+            flip in (0usize..120, 0u8..8),
+        ) {
+            // One store for every case (a store per case would be most of the test's time).
+            static STORES: std::sync::OnceLock<Vec<Store>> = std::sync::OnceLock::new();
+            let p = STORES.get_or_init(|| stores(2));
+            let mut s = ServiceStats::default();
+            let mut out = Vec::new();
+            let header = [0u8, 1, 0, 0, 0, 1, 0, 0];
+            let mut bin = vec![0x80, 0x01, 0, 1, 8, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0];
+            bin.extend_from_slice(&[0, 0, 0, 7, 0, 0, 0, 0, b'k', b'a', b'b']);
+            let requests: [&[u8]; 6] = [
+                b"set k 5 0 3\r\nabc\r\n",
+                b"get k other\r\n",
+                b"gets k\r\n",
+                b"cas k 0 0 1 9\r\nx\r\n",
+                b"delete k noreply\r\n",
+                &bin,
+            ];
+            for datagram in [junk.clone(), [&header[..], &junk].concat()] {
+                serve_datagram(p, 0, &datagram, None, T, &mut out, &mut s);
+                proptest::prop_assert!(well_formed(&out), "{:?}", out);
+            }
+            let mut request = [&header[..], requests[which]].concat();
+            let cut_at = cut.min(request.len());
+            serve_datagram(p, 0, &request[..cut_at], None, T, &mut out, &mut s);
+            proptest::prop_assert!(well_formed(&out));
+            let i = flip.0 % request.len();
+            request[i] ^= 1 << flip.1;
+            serve_datagram(p, 1, &request, Some(flip.0 as u32), T, &mut out, &mut s);
+            proptest::prop_assert!(well_formed(&out));
+            if let Some(k) = memcached::steering_key(&request[8..]) {
+                proptest::prop_assert!(!k.is_empty() && k.len() <= crate::kvs::store::MAX_KEY);
+            }
+        }
+    }
+
     /// Random ASCII traffic over two partitions against a reference map.
     #[test]
     fn random_requests_agree_with_a_map() {

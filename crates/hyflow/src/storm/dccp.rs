@@ -195,6 +195,30 @@ mod tests {
         assert_eq!(parse_ack(B, A, &bad).map(|a| a.2), Some(false));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        /// Random bytes, and tuples cut or bit-flipped anywhere, never panic; a segment that
+        /// parses yields data inside it.
+        #[test]
+        fn arbitrary_segments_never_panic(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..120),
+            cut in 0usize..60,
+            flip in (0usize..60, 0u8..8),
+        ) {
+            let _ = parse(&junk);
+            let _ = parse_ack(A, B, &junk);
+            let mut seg = Vec::new();
+            write_data(&mut seg, (A, B), (1, 2), 77, 1, b"someone");
+            let _ = parse(&seg[..cut.min(seg.len())]);
+            let i = flip.0 % seg.len();
+            seg[i] ^= 1 << flip.1;
+            if let Ok(t) = parse(&seg) {
+                proptest::prop_assert!(t.data.len() <= seg.len());
+            }
+        }
+    }
+
     #[test]
     fn bad_segments_are_named() {
         let mut seg = Vec::new();
