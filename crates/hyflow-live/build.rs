@@ -12,6 +12,7 @@ fn main() {
     for p in PROGRAMS {
         println!("cargo:rerun-if-changed=bpf/{p}.bpf.c");
     }
+    println!("cargo:rerun-if-changed=bpf/memcached_key.h");
     if std::env::var_os("CARGO_FEATURE_AFXDP").is_none() {
         return;
     }

@@ -1652,6 +1652,68 @@ fn l2l3acl_steered_over_two_cores() {
     assert_eq!(c.nic_hits, 0, "{c:?}");
 }
 
+/// A UDP datagram over IPv4 from 10.0.0.1:`sport` to 10.0.0.2:`dport` carrying `payload`
+/// (checksum 0: none, as UDP over IPv4 allows).
+fn udp_datagram(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0];
+    f.extend_from_slice(&((20 + 8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    let mut sum: u32 = f[14..34].chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// `--steer memcached.key` (FlexNIC's key-based steering in the switch's XDP program): every
+/// memcached request for a key reaches one core whichever client port sent it, in the ASCII
+/// and the binary protocol alike; requests for many keys, and other traffic (by addresses and
+/// ports), spread over both cores; every frame still the engine's.
+#[test]
+fn memcached_requests_steered_by_their_key() {
+    if !is_root() {
+        return;
+    }
+    let flows = examples().join("l2l3acl.flows");
+    let files = PipelineFiles { flows: &flows, tables: None, groups: None };
+    let extra = ["--cores", "2", "--steer", "memcached.key"];
+    let mut live = Live::start("memcached-steer", &numbered_ports(4), files, &extra, false);
+    let get = |sport: u16, key: &str| {
+        (1, udp_datagram(sport, 11211, format!("\0\x01\0\0\0\x01\0\0get {key}\r\n").as_bytes()))
+    };
+    // One key from 40 client ports: one core.
+    live.send_frames(&(0..40).map(|i| get(40_000 + i, "alpha")).collect::<Vec<_>>());
+    let cores = core_packets(&live.switch.show());
+    assert!(cores.iter().filter(|&&n| n == 40).count() == 1 && cores.iter().sum::<u64>() == 40, "{cores:?}");
+    let alpha = cores.iter().position(|&n| n == 40).expect("one core");
+    // The binary protocol's GET of the same key: the same core.
+    let mut bin = vec![0u8, 2, 0, 0, 0, 1, 0, 0, 0x80, 0x00, 0, 5, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0];
+    bin.extend_from_slice(&[0; 8]);
+    bin.extend_from_slice(b"alpha");
+    live.send_frames(&(0..20).map(|i| (1, udp_datagram(41_000 + i, 11211, &bin))).collect::<Vec<_>>());
+    let cores = core_packets(&live.switch.show());
+    assert_eq!(cores[alpha], 60, "{cores:?}");
+    // Many keys from one port, and other traffic from many ports: both cores.
+    live.send_frames(&(0..60).map(|i| get(42_000, &format!("key{i}"))).collect::<Vec<_>>());
+    let after_keys = core_packets(&live.switch.show());
+    assert!(after_keys.iter().zip(&cores).all(|(a, b)| a - b >= 10), "{cores:?} -> {after_keys:?}");
+    live.send_frames(
+        &(0..60).map(|i| (1, udp_datagram(43_000 + i, 53, b"not memcached"))).collect::<Vec<_>>(),
+    );
+    let after_other = core_packets(&live.switch.show());
+    assert!(
+        after_other.iter().zip(&after_keys).all(|(a, b)| a - b >= 10),
+        "{after_keys:?} -> {after_other:?}"
+    );
+    live.finish();
+}
+
 /// The same through the XDP tier (native XDP; the peers' GRO on for the redirect): the
 /// frames of cached flows are forwarded by the XDP program, rewritten in the kernel, and
 /// must be byte for byte what the engine sends; every update takes the entries it outdates

@@ -17,14 +17,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "memcached_key.h"
+
 #define MAX_SOCKETS 4096
 #define STEER_SLOTS 128
-#define MAX_KEY 250
-#define FRAME_HEADER 8
-#define BINARY_HEADER 24
-/* Payload bytes looked at: the frame header, a binary header with 255 bytes of extras, a key. */
-#define PEEK 544
-#define SCRATCH 1024
 
 struct kvs_config {
 	/* The server's IPv4 address (network order) and UDP port (host order). */
@@ -82,48 +78,12 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
-/* The payload's first bytes, copied out of the frame (the key's offset varies too much for
- * direct packet reads the verifier can follow). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u8[SCRATCH]);
-} scratch SEC(".maps");
 
 static __always_inline void count(__u32 what)
 {
 	__u64 *c = bpf_map_lookup_elem(&stats, &what);
 	if (c)
 		*c += 1;
-}
-
-/* FNV-1a over the key at `start` (up to `len` bytes of `buf` hold the payload): the key ends
- * at a space, CR, LF or the payload's end (ASCII), or after `fixed` bytes (binary, `fixed`
- * nonzero). Returns 0 and the hash, or -1 for no key (empty, or longer than memcached takes). */
-static __always_inline int hash_key(const __u8 *buf, __u32 start, __u64 len, __u32 fixed, __u32 *hash)
-{
-	__u32 h = 0x811c9dc5;
-	__u32 n = 0;
-	for (__u32 i = 0; i <= MAX_KEY; i++) {
-		__u32 j = start + i;
-		if (fixed && i == fixed)
-			break;
-		if (j >= len)
-			break;
-		__u8 c = buf[j & (SCRATCH - 1)];
-		if (!fixed && (c == ' ' || c == '\r' || c == '\n'))
-			break;
-		if (i == MAX_KEY)
-			return -1;
-		h ^= c;
-		h *= 0x01000193;
-		n++;
-	}
-	if (n == 0 || (fixed && n != fixed))
-		return -1;
-	*hash = h;
-	return 0;
 }
 
 SEC("xdp")
@@ -158,35 +118,8 @@ int hyflow_kvs(struct xdp_md *ctx)
 	__u32 payload = (__u32)((__u8 *)end - (__u8 *)data) - payload_at;
 	__u32 hash = 0;
 	int has_hash = 0;
-	if (cfg->hash_keys && payload > FRAME_HEADER) {
-		__u8 *buf = bpf_map_lookup_elem(&scratch, &zero);
-		__u64 n = payload < PEEK ? payload : PEEK;
-		/* Bounded where the verifier sees it (the compiler would otherwise pass the
-		 * unclamped register): the scratch buffer holds SCRATCH bytes. */
-		asm volatile("%0 &= 1023" : "+r"(n));
-		if (buf && n > 0 && bpf_xdp_load_bytes(ctx, payload_at, buf, n) == 0) {
-			if (buf[FRAME_HEADER] == 0x80) {
-				/* Binary: the key after the header and the extras. */
-				if (n >= FRAME_HEADER + BINARY_HEADER) {
-					__u32 key_len = (__u32)buf[FRAME_HEADER + 2] << 8 | buf[FRAME_HEADER + 3];
-					__u32 extras = buf[FRAME_HEADER + 4];
-					if (key_len > 0 && key_len <= MAX_KEY)
-						has_hash = hash_key(buf, FRAME_HEADER + BINARY_HEADER + extras, n, key_len,
-								    &hash) == 0;
-				}
-			} else {
-				/* ASCII: the word after the command (a space within its first 8 bytes). */
-				__u32 space = 0;
-#pragma unroll
-				for (__u32 i = 0; i < 8; i++) {
-					if (!space && FRAME_HEADER + i < n && buf[FRAME_HEADER + i] == ' ')
-						space = i + 1;
-				}
-				if (space)
-					has_hash = hash_key(buf, FRAME_HEADER + space, n, 0, &hash) == 0;
-			}
-		}
-	}
+	if (cfg->hash_keys)
+		has_hash = mc_request_hash(ctx, payload_at, payload, &hash) == 0;
 	__u32 core;
 	if (cfg->steer_key && has_hash) {
 		__u32 slot = hash & (STEER_SLOTS - 1);

@@ -27,6 +27,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "memcached_key.h"
+
 #define MAX_PORTS 64
 #define MAX_QUEUES 64
 #define MAX_MASKS 64
@@ -125,10 +127,13 @@ struct config {
 };
 
 /* Which core's socket gets a frame for userspace: with `cores` above 1, the hash of the key
- * words under `mask` picks one of the receive queue's `cores` sockets. */
+ * words under `mask` picks one of the receive queue's `cores` sockets — or, for a memcached
+ * request (a UDP datagram to port `memcached_port`, when not 0), the hash of its key
+ * (`--steer memcached.key`: FlexNIC's key-based steering, so that every request for a key
+ * reaches the same core whichever client sent it). */
 struct steering {
 	__u32 cores;
-	__u32 pad;
+	__u32 memcached_port;
 	struct nic_key mask;
 };
 
@@ -587,7 +592,8 @@ static __always_inline int to_software(struct xdp_md *ctx, __u32 slot)
 }
 
 /* Which of `st`'s cores a frame of key `k` goes to: a multiply-xorshift hash of the steered
- * words (any hash that spreads flows evenly serves; the switch never recomputes it). */
+ * words, mixed once more at the end (any hash that spreads flows evenly serves; the switch
+ * never recomputes it). */
 static __always_inline __u32 steer(const struct nic_key *k, const struct steering *st, __u32 cores)
 {
 	__u64 h = 0x9e3779b97f4a7c15ULL;
@@ -596,6 +602,12 @@ static __always_inline __u32 steer(const struct nic_key *k, const struct steerin
 		h = (h ^ (k->w[w] & st->mask.w[w])) * 0xff51afd7ed558ccdULL;
 		h ^= h >> 33;
 	}
+	/* A last mix (splitmix64's): a product's low bits depend only on its operands' low bits,
+	 * so without it the high half of the last word (tp_src, tp_dst) never reached the bits
+	 * the core is taken from, and flows differing only in their ports shared a core. */
+	h ^= h >> 31;
+	h *= 0x94d049bb133111ebULL;
+	h ^= h >> 29;
 	return (__u32)(h >> 32) % cores;
 }
 
@@ -628,8 +640,15 @@ int hyflow_port(struct xdp_md *ctx)
 	if (cores > 1)
 		__builtin_memset(&keyslot->key, 0, sizeof(keyslot->key));
 	parsed = parse(data, end, port->number, &keyslot->key, &l);
-	if (cores > 1 && st)
-		slot += steer(&keyslot->key, st, cores);
+	if (cores > 1 && st) {
+		__u32 hash;
+		if (st->memcached_port && parsed == 0 && l.ipv4 && l.nw_proto == IP_UDP && !l.later_fragment &&
+		    l.l4 && ((keyslot->key.w[8] >> 32) & 0xffff) == st->memcached_port && l.l4_len >= 8 &&
+		    mc_request_hash(ctx, l.l4 + 8, l.l4_len - 8, &hash) == 0)
+			slot += hash % cores;
+		else
+			slot += steer(&keyslot->key, st, cores);
+	}
 	if (parsed < 0 || !nic || !cfg)
 		return to_software(ctx, slot);
 	struct flow_value *v = lookup(fk, &keyslot->key, cfg->n_masks);

@@ -325,7 +325,9 @@ impl XdpProgram {
     fn steer(&mut self, s: &Steering) -> Result<()> {
         let mut map: Array<_, BpfSteering> =
             Array::try_from(self.ebpf.map_mut("steering").ok_or_else(|| anyhow!("no steering map"))?)?;
-        map.set(0, BpfSteering { cores: s.cores, pad: 0, mask: s.mask }, 0).context("the steering map")
+        let memcached_port = s.memcached_port.map_or(0, u32::from);
+        map.set(0, BpfSteering { cores: s.cores, memcached_port, mask: s.mask }, 0)
+            .context("the steering map")
     }
 
     /// Makes `iface` port `index` of the program: its sockets, its number, where its outputs go.
@@ -392,7 +394,7 @@ unsafe impl aya::Pod for PortInfo {}
 #[derive(Clone, Copy, Debug)]
 struct BpfSteering {
     cores: u32,
-    pad: u32,
+    memcached_port: u32,
     mask: [u64; 9],
 }
 

@@ -41,8 +41,12 @@ pub struct SwitchArgs {
     /// one AF_XDP socket per core (sharing the queue's UMEM), every core polls its socket of
     /// every queue, and all frames of a flow go to one core. Fields the program parses:
     /// Ethernet, VLAN, IPv4, ARP, transport, in_port; a frame it parses in part (IPv6) is
-    /// steered by the fields it got. Needs AF_XDP and --cores 2 or more; `show` gives each
-    /// core's load.
+    /// steered by the fields it got. `memcached.key` among them steers memcached requests
+    /// (UDP to port 11211) by their key instead — the ASCII command's first key or the binary
+    /// request's, hashed as `hyflow kvs` hashes it, FlexNIC's key-based steering: every request
+    /// for a key reaches one core, whichever client sent it — and other frames by the other
+    /// fields (addresses and ports if none). Needs AF_XDP and --cores 2 or more; `show` gives
+    /// each core's load.
     #[arg(long, value_name = "FIELDS")]
     pub steer: Option<String>,
     /// The NIC tier in front of the software switch: none (every frame decided in

@@ -11,6 +11,12 @@ use hyflow::packet::field::Prereq;
 use hyflow::packet::key::FlowMask;
 use hyflow::packet::FieldId;
 
+/// The name `--steer` takes for FlexNIC's key-based steering of memcached requests.
+pub const MEMCACHED_KEY: &str = "memcached.key";
+/// What frames other than memcached requests are steered by when `memcached.key` is the only
+/// name given: the addresses and ports (RSS's fields).
+const DEFAULT_WITH_KEY: &str = "nw_src,nw_dst,tp_src,tp_dst";
+
 /// The fields frames are steered by, and over how many cores.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Steering {
@@ -20,16 +26,34 @@ pub struct Steering {
     pub cores: u32,
     /// The bits hashed, as the program's key words ([`XDP_KEY_WORDS`]' order).
     pub mask: [u64; XDP_KEY_WORDS.len()],
+    /// With `memcached.key`: memcached's UDP port, whose requests are steered by the hash of
+    /// their key (the program parses the ASCII and binary protocols) instead of `mask`.
+    pub memcached_port: Option<u16>,
 }
 
 impl Steering {
     /// Steering by `fields` (`nw_dst,tp_dst`) over `cores` cores. Only fields the XDP
     /// program's parser computes can be hashed: the Ethernet, VLAN, IPv4, ARP and transport
     /// fields and `in_port` (not metadata, registers, connection tracking or IPv6 fields).
+    ///
+    /// `memcached.key` among them steers memcached requests (UDP datagrams to port 11211) by
+    /// their key, as FlexKVS's NIC does (the request's first key, hashed as `hyflow kvs` hashes
+    /// it), and every other frame by the other fields (by addresses and ports if none).
     pub fn new(fields: &str, cores: u32) -> Result<Steering> {
         let mut mask = FlowMask::default();
         let mut names = Vec::new();
-        for name in fields.split(',').map(str::trim) {
+        let by_key = fields.split(',').any(|n| n.trim() == MEMCACHED_KEY);
+        let others: Vec<&str> =
+            fields.split(',').map(str::trim).filter(|n| !by_key || *n != MEMCACHED_KEY).collect();
+        let others = if by_key && others.iter().all(|n| n.is_empty()) {
+            DEFAULT_WITH_KEY.split(',').collect()
+        } else {
+            others
+        };
+        if by_key {
+            names.push(MEMCACHED_KEY.to_string());
+        }
+        for name in others {
             if name.is_empty() {
                 bail!("--steer {fields}: a comma-separated list of fields, e.g. nw_dst,tp_dst");
             }
@@ -53,7 +77,12 @@ impl Steering {
         if cores < 2 {
             bail!("--steer spreads frames over cores: it needs --cores 2 or more");
         }
-        Ok(Steering { fields: names, cores, mask: XDP_KEY_WORDS.map(|w| mask.words[w]) })
+        Ok(Steering {
+            fields: names,
+            cores,
+            mask: XDP_KEY_WORDS.map(|w| mask.words[w]),
+            memcached_port: by_key.then_some(hyflow::kvs::memcached::PORT),
+        })
     }
 }
 
@@ -86,5 +115,18 @@ mod tests {
             assert!(Steering::new(bad, 2).is_err(), "{bad}");
         }
         assert!(Steering::new("nw_dst", 1).is_err());
+    }
+
+    #[test]
+    fn memcached_keys_steer_requests_and_the_rest_by_fields() {
+        let k = Steering::new("memcached.key", 2).unwrap();
+        assert_eq!(k.memcached_port, Some(11211));
+        // Other frames by addresses and ports.
+        assert_eq!((k.mask[4], k.mask[8]), (u64::MAX, 0xffff_ffff_0000_0000));
+        assert_eq!(k.fields, ["memcached.key", "nw_src", "nw_dst", "tp_src", "tp_dst"]);
+        let d = Steering::new("nw_dst,memcached.key", 2).unwrap();
+        assert_eq!((d.mask[4], d.mask[8]), (0xffff_ffff, 0));
+        assert_eq!(Steering::new("nw_dst", 2).unwrap().memcached_port, None);
+        assert!(Steering::new("memcached.key,,nw_dst", 2).is_err());
     }
 }
