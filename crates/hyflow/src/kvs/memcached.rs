@@ -122,6 +122,7 @@ pub enum Request<'a> {
 /// Why a request cannot be served, each answered with memcached's reply for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[repr(u8)]
 pub enum Malformed {
     /// More than one datagram (memcached takes single-datagram requests only).
     MultiDatagram,
@@ -147,6 +148,11 @@ impl Malformed {
         Malformed::KeyTooLong,
         Malformed::BadDataChunk,
     ];
+
+    /// Its place in [`Malformed::ALL`] (and in counters kept in that order).
+    pub fn index(self) -> usize {
+        self as usize
+    }
 
     /// Its name in reports.
     pub fn name(self) -> &'static str {
@@ -511,7 +517,8 @@ impl ReplyWriter<'_> {
     }
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+/// Appends `n` in decimal (no allocation: replies and requests are written per request).
+pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -595,6 +602,13 @@ mod tests {
         assert_eq!(parse(&req[..20]).1, Err(Malformed::Truncated));
         req[1] = 0x30;
         assert_eq!(parse(&req).1, Err(Malformed::UnknownCommand));
+    }
+
+    #[test]
+    fn reasons_index_their_place_in_all() {
+        for (i, m) in Malformed::ALL.iter().enumerate() {
+            assert_eq!(m.index(), i, "{m:?}");
+        }
     }
 
     #[test]

@@ -172,11 +172,13 @@ pub fn simulate(config: &KvsSimConfig, costs: &KvsCosts) -> Result<KvsSimReport,
             Steering::Flow => (key_hash(&client.to_be_bytes()) as usize) % n,
             Steering::Key | Steering::KeyNicHash => owner(hash, n),
         };
+        // A ring is only tracked when it can fill (not for a capacity run's unbounded one).
+        let bounded = config.ring != usize::MAX;
         let q = &mut pending[core];
-        while q.front().is_some_and(|&done| done <= t) {
+        while bounded && q.front().is_some_and(|&done| done <= t) {
             q.pop_front();
         }
-        if q.len() >= config.ring {
+        if bounded && q.len() >= config.ring {
             dropped += 1;
             continue;
         }
@@ -204,7 +206,9 @@ pub fn simulate(config: &KvsSimConfig, costs: &KvsCosts) -> Result<KvsSimReport,
         }
         let done = begin + cost;
         free_at[core] = done;
-        q.push_back(done);
+        if bounded {
+            q.push_back(done);
+        }
         served[core] += 1;
         service_ns += done - start;
         end = end.max(done);

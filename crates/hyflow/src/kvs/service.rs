@@ -112,8 +112,7 @@ pub fn serve_datagram(
     };
     if header.datagrams != 1 || header.sequence != 0 {
         stats.requests += 1;
-        stats.malformed
-            [Malformed::ALL.iter().position(|&m| m == Malformed::MultiDatagram).expect("listed")] += 1;
+        stats.malformed[Malformed::MultiDatagram.index()] += 1;
         let (protocol, _) = memcached::parse(request);
         ReplyWriter { out, protocol }.malformed(Malformed::MultiDatagram);
         return Some(header.request_id);
@@ -142,7 +141,7 @@ pub fn serve(
     let request = match parsed {
         Ok(r) => r,
         Err(why) => {
-            stats.malformed[Malformed::ALL.iter().position(|&m| m == why).expect("listed")] += 1;
+            stats.malformed[why.index()] += 1;
             w.malformed(why);
             return;
         }

@@ -6,6 +6,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
+use super::memcached::push_decimal;
 use crate::invalid_param::InvalidParam;
 
 /// The paper's workload: 100,000 pairs of 32-byte keys and 64-byte values, Zipf s = 0.9,
@@ -93,9 +94,12 @@ impl KvsWorkload {
     /// Writes key number `index`'s bytes: `k` and its number, zero-padded to the key size.
     pub fn key(&self, index: u64, out: &mut Vec<u8>) {
         out.push(b'k');
-        let digits = index.to_string();
-        out.extend(std::iter::repeat_n(b'0', self.key_bytes - 1 - digits.len()));
-        out.extend_from_slice(digits.as_bytes());
+        // The number written, then shifted right behind its zeros: no allocation per key.
+        let at = out.len();
+        push_decimal(out, index);
+        let digits = out.len() - at;
+        let pad = self.key_bytes - 1 - digits;
+        out.splice(at..at, std::iter::repeat_n(b'0', pad));
     }
 
     /// Writes memcached's ASCII request for `op` (key index after the rank's permutation is
@@ -110,7 +114,9 @@ impl KvsWorkload {
             Op::Set(key) => {
                 out.extend_from_slice(b"set ");
                 self.key(key, out);
-                out.extend_from_slice(format!(" 0 0 {}\r\n", self.value_bytes).as_bytes());
+                out.extend_from_slice(b" 0 0 ");
+                push_decimal(out, self.value_bytes as u64);
+                out.extend_from_slice(b"\r\n");
                 let start = out.len();
                 out.resize(start + self.value_bytes, 0);
                 for (i, b) in out[start..].iter_mut().enumerate() {
