@@ -12,7 +12,7 @@ Namespace `hykb-s` holds the server's veth end `kv0` (10.95.0.1); its peer `hykb
     server answered per second of sending, the frames the kernel dropped because the server's
     rings were full, and its cycles per request under that load.
 Cycles per request are the server's own (`rdtsc` from the request's frame in a core's hands
-to its reply's frames written: FlexNIC's Table 2 span, less the batch's copy into the
+to its reply's frames written: FlexNIC's Table 2 span, less the batch's hand-off to the
 transmit ring), so they do not depend on the generator. Throughput does: this host has 2 CPUs, which the generator, the veth's receive
 path (where the XDP program runs: on the sending CPU) and the server's cores share; the
 sender is pinned to CPU 1, the server's cores to CPUs 0 and 1.

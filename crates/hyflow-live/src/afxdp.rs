@@ -66,11 +66,181 @@ struct Mode {
     zero_copy: bool,
 }
 
+/// An anonymous mapping a UMEM lives on, unmapped when dropped (after the sockets using it:
+/// holders declare it last).
+pub(crate) struct UmemArea {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// The area's bytes are only reached through buffers their holder owns at the time (received
+// and not given back, or free): never by two threads at once.
+unsafe impl Send for UmemArea {}
+unsafe impl Sync for UmemArea {}
+
+impl UmemArea {
+    /// Maps `len` bytes, page-aligned and populated.
+    pub(crate) fn map(len: usize) -> Result<UmemArea> {
+        // SAFETY: an anonymous private mapping, page-aligned as the UMEM needs.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if area == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error()).context("UMEM mapping");
+        }
+        let ptr = NonNull::new(area as *mut u8).expect("mmap gives a non-null mapping");
+        Ok(UmemArea { ptr, len })
+    }
+
+    /// The first byte.
+    pub(crate) fn ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+}
+
+impl Drop for UmemArea {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `UmemArea::map`; the kernel keeps its own reference to
+        // pages a socket still uses.
+        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+/// A queue's UMEM and the sockets bound to it: the fill and completion rings, and per socket a
+/// receive ring and, where asked, a transmit ring.
+pub(crate) struct BoundQueue {
+    /// Kept alive for the rings and the sockets (dropping it closes them).
+    pub umem: Umem,
+    pub device: DeviceQueue,
+    /// Receive rings, the first socket's first (each knows its socket's descriptor).
+    pub rx: Vec<RingRx>,
+    /// Transmit rings: the first socket's only, or every socket's.
+    pub tx: Vec<RingTx>,
+}
+
+/// Ring sizes of a queue's UMEM (descriptors) and its buffers' size.
+pub(crate) struct QueueShape {
+    pub frame_size: u32,
+    pub fill: u32,
+    pub complete: u32,
+    /// Whether every socket has a transmit ring (or the first one only).
+    pub tx_per_socket: bool,
+}
+
+/// Makes `sockets` sockets (at least one) on queue `queue` of `iface` over `area`, all bound
+/// to one UMEM (`XDP_SHARED_UMEM`: one fill and one completion ring, a receive ring each),
+/// zero-copy or copy mode. The fill ring is left empty.
+pub(crate) fn bind_queue(
+    area: &UmemArea,
+    (iface, queue): (&Interface, u32),
+    shape: &QueueShape,
+    zero_copy: bool,
+    sockets: u32,
+) -> Result<BoundQueue> {
+    let config = UmemConfig {
+        fill_size: shape.fill,
+        complete_size: shape.complete,
+        frame_size: shape.frame_size,
+        headroom: 0,
+        flags: 0,
+    };
+    // SAFETY: the area is page-aligned and outlives the UMEM (its holders declare it last).
+    let umem = unsafe { Umem::new(config, NonNull::slice_from_raw_parts(area.ptr, area.len)) }
+        .map_err(errno("AF_XDP socket"))?;
+    let mut info = IfInfo::invalid();
+    info.from_ifindex(iface.ifindex).map_err(errno("interface"))?;
+    info.set_queue(queue);
+    let socket = Socket::with_shared(&info, &umem).map_err(errno("AF_XDP socket"))?;
+    let device = umem.fq_cq(&socket).map_err(errno("fill and completion rings"))?;
+    let copy_flag = if zero_copy { SocketConfig::XDP_BIND_ZEROCOPY } else { SocketConfig::XDP_BIND_COPY };
+    let user = umem
+        .rx_tx(
+            &socket,
+            &SocketConfig {
+                rx_size: NonZeroU32::new(RING),
+                tx_size: NonZeroU32::new(RING),
+                bind_flags: SocketConfig::XDP_BIND_NEED_WAKEUP | copy_flag,
+            },
+        )
+        .map_err(errno("receive and transmit rings"))?;
+    let mut rx = vec![user.map_rx().map_err(errno("receive ring"))?];
+    let mut tx = vec![user.map_tx().map_err(errno("transmit ring"))?];
+    umem.bind(&user).map_err(errno(if zero_copy { "zero-copy bind" } else { "bind" }))?;
+    for _ in 1..sockets {
+        // Bound to the same queue on the same UMEM: it shares the first socket's fill and
+        // completion rings, and inherits its mode (the kernel takes no flags for it).
+        let socket = Socket::new(&info).map_err(errno("AF_XDP socket"))?;
+        let tx_size = if shape.tx_per_socket { NonZeroU32::new(RING) } else { None };
+        let config = SocketConfig { rx_size: NonZeroU32::new(RING), tx_size, bind_flags: 0 };
+        let user = umem.rx_tx(&socket, &config).map_err(errno("a steered socket's rings"))?;
+        rx.push(user.map_rx().map_err(errno("receive ring"))?);
+        if shape.tx_per_socket {
+            tx.push(user.map_tx().map_err(errno("transmit ring"))?);
+        }
+        umem.bind(&user).map_err(errno("binding a steered socket to the queue's UMEM"))?;
+    }
+    Ok(BoundQueue { umem, device, rx, tx })
+}
+
+/// Buffers of `max_frame`-byte frames: aligned chunks are a power of two, with XDP's 256
+/// bytes of headroom before the frame.
+pub(crate) fn frame_size_for(max_frame: usize) -> u32 {
+    if max_frame + 256 <= 2048 {
+        2048
+    } else {
+        4096
+    }
+}
+
+/// What an XDP program left in front of a frame for software (its metadata, which AF_XDP
+/// copies before the frame).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FrameMeta {
+    /// Nothing, or nothing of ours.
+    None,
+    /// When the switch's program handed the frame over (CLOCK_MONOTONIC ns).
+    Stamp(u64),
+    /// The key hash `hyflow kvs`'s program computed.
+    KeyHash(u32),
+}
+
+/// Reads the metadata in front of the frame at `addr` (`offset` bytes into its buffer) and
+/// rubs it out: a later frame in this buffer that the program could not stamp must not read
+/// this one's.
+///
+/// # Safety
+/// The buffer holding `addr` is the caller's (received and not given back).
+pub(crate) unsafe fn take_meta(area: &UmemArea, addr: u64, offset: usize) -> FrameMeta {
+    if offset < STAMP_BYTES {
+        return FrameMeta::None;
+    }
+    // SAFETY: the stamp's bytes are the buffer's, before the frame (its headroom), the
+    // caller's until the buffer goes back.
+    let stamp = unsafe {
+        std::slice::from_raw_parts_mut(area.ptr().as_ptr().add(addr as usize - STAMP_BYTES), STAMP_BYTES)
+    };
+    let word = |s: &[u8], i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let meta = match word(stamp, 0) {
+        STAMP_MAGIC => FrameMeta::Stamp(word(stamp, 1)),
+        KEY_MAGIC if stamp[12..16] != [0; 4] => {
+            FrameMeta::KeyHash(u32::from_ne_bytes(stamp[8..12].try_into().expect("4 bytes")))
+        }
+        _ => FrameMeta::None,
+    };
+    stamp[..8].fill(0);
+    meta
+}
+
 /// One receive queue's sockets: its UMEM, its fill and completion rings, the first socket's
 /// transmit ring, and a receive ring per socket (one, or one per steered core).
 struct XskQueue {
-    area: NonNull<u8>,
-    area_len: usize,
     frame_size: u64,
     /// Kept alive for the rings and the socket (dropping it closes them).
     _umem: Umem,
@@ -84,20 +254,14 @@ struct XskQueue {
     tx_queued: u32,
     /// Receive buffers to give back to the fill ring (those of the last batch).
     refill: Vec<u64>,
+    /// Declared last: unmapped after the sockets close.
+    area: UmemArea,
 }
 
 // The UMEM area and rings are only touched through `&mut self`.
 unsafe impl Send for XskQueue {}
 
-impl Drop for XskQueue {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `XskQueue::open`; the rings using it are dropped with
-        // the socket, which the kernel stops using when it closes.
-        unsafe { libc::munmap(self.area.as_ptr() as *mut libc::c_void, self.area_len) };
-    }
-}
-
-fn errno(what: &str) -> impl Fn(xdpilone::Errno) -> anyhow::Error + '_ {
+pub(crate) fn errno(what: &str) -> impl Fn(xdpilone::Errno) -> anyhow::Error + '_ {
     move |e| anyhow!("{what}: {e}")
 }
 
@@ -110,78 +274,17 @@ impl XskQueue {
         zero_copy: bool,
         sockets: u32,
     ) -> Result<XskQueue> {
-        // Aligned chunks are a power of two, with XDP's 256 bytes of headroom before the frame.
-        let frame_size: u32 = if max_frame + 256 <= 2048 { 2048 } else { 4096 };
+        let frame_size = frame_size_for(max_frame);
         let receiving = RING * sockets;
-        let area_len = ((receiving + RING) * frame_size) as usize;
-        // SAFETY: an anonymous private mapping, page-aligned as the UMEM needs.
-        let area = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                area_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
+        let area = UmemArea::map(((receiving + RING) * frame_size) as usize)?;
+        let shape = QueueShape {
+            frame_size,
+            fill: receiving.next_power_of_two(),
+            complete: RING,
+            tx_per_socket: false,
         };
-        if area == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error()).context("UMEM mapping");
-        }
-        let area = NonNull::new(area as *mut u8).expect("mmap gives a non-null mapping");
-        let queue =
-            Self::on_area((area, area_len), (iface, queue), (frame_size, receiving), zero_copy, sockets);
-        if queue.is_err() {
-            // SAFETY: unmaps the area just mapped; the UMEM and sockets that used it are closed.
-            unsafe { libc::munmap(area.as_ptr() as *mut libc::c_void, area_len) };
-        }
-        queue
-    }
-
-    /// The queue's UMEM over `area` (`receiving` receive buffers, then [`RING`] for sending),
-    /// its rings and sockets; on an error, what it made is closed and the caller unmaps the
-    /// area.
-    fn on_area(
-        (area, area_len): (NonNull<u8>, usize),
-        (iface, queue): (&Interface, u32),
-        (frame_size, receiving): (u32, u32),
-        zero_copy: bool,
-        sockets: u32,
-    ) -> Result<XskQueue> {
-        let fill_size = receiving.next_power_of_two();
-        let config = UmemConfig { fill_size, complete_size: RING, frame_size, headroom: 0, flags: 0 };
-        // SAFETY: the area is page-aligned, `area_len` long, and lives as long as the queue.
-        let umem = unsafe { Umem::new(config, NonNull::slice_from_raw_parts(area, area_len)) }
-            .map_err(errno("AF_XDP socket"))?;
-        let mut info = IfInfo::invalid();
-        info.from_ifindex(iface.ifindex).map_err(errno("interface"))?;
-        info.set_queue(queue);
-        let socket = Socket::with_shared(&info, &umem).map_err(errno("AF_XDP socket"))?;
-        let mut device = umem.fq_cq(&socket).map_err(errno("fill and completion rings"))?;
-        let copy_flag = if zero_copy { SocketConfig::XDP_BIND_ZEROCOPY } else { SocketConfig::XDP_BIND_COPY };
-        let user = umem
-            .rx_tx(
-                &socket,
-                &SocketConfig {
-                    rx_size: NonZeroU32::new(RING),
-                    tx_size: NonZeroU32::new(RING),
-                    bind_flags: SocketConfig::XDP_BIND_NEED_WAKEUP | copy_flag,
-                },
-            )
-            .map_err(errno("receive and transmit rings"))?;
-        let first = user.map_rx().map_err(errno("receive ring"))?;
-        let tx = user.map_tx().map_err(errno("transmit ring"))?;
-        umem.bind(&user).map_err(errno(if zero_copy { "zero-copy bind" } else { "bind" }))?;
-        let mut rx = vec![first];
-        for _ in 1..sockets {
-            // Bound to the same queue on the same UMEM: it shares the first socket's fill and
-            // completion rings, and inherits its mode (the kernel takes no flags for it).
-            let socket = Socket::new(&info).map_err(errno("AF_XDP socket"))?;
-            let config = SocketConfig { rx_size: NonZeroU32::new(RING), tx_size: None, bind_flags: 0 };
-            let user = umem.rx_tx(&socket, &config).map_err(errno("a steered socket's receive ring"))?;
-            rx.push(user.map_rx().map_err(errno("receive ring"))?);
-            umem.bind(&user).map_err(errno("binding a steered socket to the queue's UMEM"))?;
-        }
+        let BoundQueue { umem, mut device, rx, tx } =
+            bind_queue(&area, (iface, queue), &shape, zero_copy, sockets)?;
         let filled = {
             let mut fill = device.fill(receiving);
             let n = fill.insert((0..receiving).map(|i| i as u64 * frame_size as u64));
@@ -193,16 +296,15 @@ impl XskQueue {
         }
         let tx_free = (receiving..receiving + RING).map(|i| i as u64 * frame_size as u64).collect();
         Ok(XskQueue {
-            area,
-            area_len,
             frame_size: frame_size as u64,
             _umem: umem,
             device,
             rx,
-            tx,
+            tx: tx.into_iter().next().expect("the first socket's"),
             tx_free,
             tx_queued: 0,
             refill: Vec::with_capacity(2 * crate::port_io::BATCH),
+            area,
         })
     }
 
@@ -212,7 +314,10 @@ impl XskQueue {
         // SAFETY: `start` is a buffer of the area, `frame_size` long; the kernel does not
         // touch a buffer while it is in our hands (received and not refilled, or free).
         unsafe {
-            std::slice::from_raw_parts_mut(self.area.as_ptr().add(start as usize), self.frame_size as usize)
+            std::slice::from_raw_parts_mut(
+                self.area.ptr().as_ptr().add(start as usize),
+                self.frame_size as usize,
+            )
         }
     }
 
@@ -253,7 +358,7 @@ impl XskQueue {
 
 /// Frames the kernel dropped for socket `fd` (`XDP_STATISTICS`: `rx_ring_full`, and
 /// `rx_dropped`, which counts the frames that found the fill ring empty).
-fn socket_drops(fd: RawFd) -> u64 {
+pub(crate) fn socket_drops(fd: RawFd) -> u64 {
     /// `struct xdp_statistics` (linux/if_xdp.h).
     #[repr(C)]
     #[derive(Default)]
@@ -492,7 +597,7 @@ impl PortIo for AfXdp {
             // SAFETY: as `XskQueue::buffer`: the buffer is ours until refilled.
             let bytes = unsafe {
                 std::slice::from_raw_parts(
-                    q.area.as_ptr().add(addr as usize),
+                    q.area.ptr().as_ptr().add(addr as usize),
                     (len as usize).min(q.frame_size as usize - offset),
                 )
             };
@@ -501,27 +606,11 @@ impl PortIo for AfXdp {
                 slot[..n].copy_from_slice(&bytes[..n]);
                 n
             });
-            if offset >= STAMP_BYTES {
-                // SAFETY: the stamp's bytes are the buffer's, before the frame (its headroom),
-                // ours until the buffer goes back to the fill ring.
-                let stamp = unsafe {
-                    std::slice::from_raw_parts_mut(
-                        q.area.as_ptr().add(addr as usize - STAMP_BYTES),
-                        STAMP_BYTES,
-                    )
-                };
-                let word =
-                    |s: &[u8], i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-                match word(stamp, 0) {
-                    STAMP_MAGIC => batch.stamp_last(word(stamp, 1)),
-                    KEY_MAGIC if stamp[12..16] != [0; 4] => {
-                        batch.key_hash_last(u32::from_ne_bytes(stamp[8..12].try_into().expect("4 bytes")))
-                    }
-                    _ => {}
-                }
-                // Rubbed out: a later frame in this buffer that the program could not stamp
-                // must not read this one's.
-                stamp[..8].fill(0);
+            // SAFETY: the buffer is ours until refilled.
+            match unsafe { take_meta(&q.area, addr, offset) } {
+                FrameMeta::Stamp(handed_ns) => batch.stamp_last(handed_ns),
+                FrameMeta::KeyHash(hash) => batch.key_hash_last(hash),
+                FrameMeta::None => {}
             }
             q.refill.push(start);
         }

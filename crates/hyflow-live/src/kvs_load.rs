@@ -241,13 +241,12 @@ fn udp_frame(
     dport: u16,
     payload: &[u8],
 ) {
-    let request = crate::udp_reply::Udp4 {
+    let request = crate::udp_reply::Peer {
         src_mac: [0xff; 6],
         src_ip: dst.octets(),
         dst_ip: src.octets(),
         src_port: dport,
         dst_port: sport,
-        payload: &[],
     };
     // A reply to a request from the server is the request from the client: the same writer.
     out.clear();

@@ -3,12 +3,12 @@
 //! steers each to a core's socket — by key (FlexNIC's key-based steering: the core owning the
 //! key's partition) or by flow (the paper's RSS baseline, one shared store) — and passes every
 //! other frame to the kernel; each core answers its requests from the engine's store
-//! (`hyflow::kvs`): it takes a batch from its sockets under the port's lock, serves it and
-//! builds the replies' frames unlocked (so that cores serve in parallel), then copies them into
-//! the transmit ring under the lock.
+//! (`hyflow::kvs`) on sockets of its own (`app_sockets`: a receive and a transmit ring per
+//! core, replies written over the request's buffer), so that cores share nothing on the way
+//! but the store — and, once per round, the queue's buffer recycling.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -22,10 +22,9 @@ use hyflow::kvs::service::{serve_datagram, ServeTime, ServiceStats};
 use hyflow::kvs::store::{Store, StoreConfig, StoreStats};
 use hyflow::kvs::{owner, STEER_SLOTS};
 
-use crate::afxdp::AfXdp;
+use crate::app_sockets::{AppSockets, CoreSockets, Request};
 use crate::interfaces::Interface;
 use crate::kvs_args::{KvsArgs, SteerMode};
-use crate::port_io::{PortIo, RxBatch};
 use crate::udp_reply::{self, FrameDrop};
 
 /// The program, compiled from bpf/kvs.bpf.c by the build.
@@ -58,8 +57,12 @@ pub struct CoreReport {
     pub frame_drops: [u64; 4],
     /// Reply datagrams sent.
     pub replies: u64,
-    /// Reply datagrams the transmit ring had no room for (dropped, as a full NIC queue drops).
+    /// Reply datagrams the transmit ring had no room for, or no buffer (dropped, as a full
+    /// NIC queue drops).
     pub replies_dropped: u64,
+    /// Frames the kernel dropped before this core took them (its receive ring full, or no
+    /// buffer on the queue's fill ring).
+    pub rx_dropped: u64,
     /// Processing cycles per request (see [`Cycles`]).
     pub cycles: Cycles,
     /// Nanoseconds of the core spent in rounds that received requests (the batch's receive,
@@ -72,7 +75,8 @@ pub struct CoreReport {
 /// frame in the core's hands to its reply's frames written (the frame's parse, the
 /// request's, the store, the reply's frames and checksums). Time-stamp counter ticks on
 /// x86-64 (elsewhere nanoseconds). Shared by a batch's requests and not in it: the batch's
-/// receive, and its replies' copy into the transmit ring (under the port's lock) and flush.
+/// receive, handing its replies to the transmit ring and waking the kernel, recycling
+/// buffers.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Cycles {
     /// Requests measured.
@@ -184,8 +188,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
             table.set(slot, owner(slot, cores) as u32, 0).context("the steering table")?;
         }
     }
-    let io = AfXdp::open_sockets(&iface, iface.max_frame(), a.cores).context(iface.name.clone())?;
-    let fds = io.rx_fds();
+    let mut io = AppSockets::open(&iface, iface.max_frame(), a.cores).context(iface.name.clone())?;
+    let fds = io.fds().to_vec();
     {
         let mut xsks = XskMap::try_from(ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
         for (slot, fd) in fds.iter().enumerate() {
@@ -196,29 +200,27 @@ pub fn run(a: KvsArgs) -> Result<()> {
     }
     let native = crate::app_program::attach(&mut ebpf, "hyflow_kvs", &iface, a.app.xdp_mode)?;
     let run_stats = if a.app.xdp_stats { Some(crate::app_program::RunStats::enable()?) } else { None };
-    let io = Arc::new(Mutex::new(io));
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
     let start = Instant::now();
     let cpus = crate::forwarder::allowed_cpus();
-    let queues = fds.len() / cores;
-    let max_frame = iface.max_frame();
-    let threads: Vec<_> = (0..cores)
-        .map(|c| {
-            let (io, stores, stop) = (Arc::clone(&io), Arc::clone(&stores), Arc::clone(&stop));
-            let sockets: Vec<usize> = (0..queues).map(|q| q * cores + c).collect();
-            let my_fds: Vec<i32> = sockets.iter().map(|&s| fds[s]).collect();
+    let threads: Vec<_> = io
+        .take_cores()
+        .into_iter()
+        .enumerate()
+        .map(|(c, sockets)| {
+            let (stores, stop) = (Arc::clone(&stores), Arc::clone(&stop));
             let cpu = (!cpus.is_empty()).then(|| cpus[c % cpus.len()]);
-            let core = Core { index: c, sockets, fds: my_fds, mac, nic_hash: a.nic_hash, start };
+            let core = Core { index: c, mac, nic_hash: a.nic_hash, start };
             std::thread::Builder::new()
                 .name(format!("kvs-core{c}"))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
                         crate::forwarder::pin_to(cpu);
                     }
-                    core.run(&io, &stores, &stop, max_frame)
+                    core.run(sockets, &stores, &stop)
                 })
                 .context("starting a core")
         })
@@ -246,8 +248,9 @@ pub fn run(a: KvsArgs) -> Result<()> {
     }
     let reports: Vec<CoreReport> = joined.into_iter().map(|(r, _)| r).collect();
     let xdp = xdp_counts(&ebpf, run_stats.is_some())?;
-    let rx_dropped = io.lock().map_err(|_| anyhow!("port lock"))?.rx_dropped();
+    let rx_dropped = reports.iter().map(|r| r.rx_dropped).sum();
     drop(ebpf);
+    drop(io);
     let mut service = ServiceStats::default();
     for r in &reports {
         service.add(&r.service);
@@ -274,115 +277,106 @@ fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpCounts> {
     Ok(XdpCounts { by_key: sums[0], by_flow: sums[1], passed: sums[2], runs })
 }
 
-/// One serving core: the sockets it polls (one per receive queue) and what it answers with.
+/// One serving core: what it answers with.
 struct Core {
     index: usize,
-    sockets: Vec<usize>,
-    fds: Vec<i32>,
     mac: [u8; 6],
     nic_hash: bool,
     start: Instant,
 }
 
+/// What a core keeps while it serves a round: its report, its cycles, its reply buffer.
+struct Serving<'a> {
+    core: &'a Core,
+    stores: &'a [Store],
+    time: ServeTime,
+    report: CoreReport,
+    cycles: Histogram<u64>,
+    reply: Vec<u8>,
+    ip_id: u16,
+}
+
+impl Serving<'_> {
+    /// Answers one request: parsed and served from the frame, the reply's datagrams written
+    /// over it (and into free buffers past the first).
+    fn answer(&mut self, request: &mut Request<'_>) {
+        let t0 = crate::tsc::ticks();
+        let (peer, id) = {
+            let frame = match udp_reply::parse(request.frame()) {
+                Ok(f) => f,
+                Err(why) => {
+                    self.report.frame_drops
+                        [FrameDrop::ALL.iter().position(|&d| d == why).expect("listed")] += 1;
+                    return;
+                }
+            };
+            let hash = if self.core.nic_hash { request.key_hash() } else { None };
+            let served = serve_datagram(
+                self.stores,
+                self.core.index,
+                frame.payload,
+                hash,
+                self.time,
+                &mut self.reply,
+                &mut self.report.service,
+            );
+            let Some(id) = served else { return };
+            (frame.peer, id)
+        };
+        let datagrams = self.reply.len().div_ceil(MAX_REPLY_CHUNK);
+        for (seq, chunk) in self.reply.chunks(MAX_REPLY_CHUNK).enumerate() {
+            let mut header = [0u8; 8];
+            FrameHeader::write(&mut header, id, seq as u16, datagrams as u16);
+            self.ip_id = self.ip_id.wrapping_add(1);
+            let (mac, ip_id) = (self.core.mac, self.ip_id);
+            match request.reply(|buf| udp_reply::write_reply(buf, &peer, mac, ip_id, &[&header, chunk])) {
+                true => self.report.replies += 1,
+                false => self.report.replies_dropped += 1,
+            }
+        }
+        self.cycles.record(crate::tsc::ticks().wrapping_sub(t0).max(1)).ok();
+    }
+}
+
 impl Core {
     fn run(
         self,
-        io: &Mutex<AfXdp>,
+        mut sockets: CoreSockets,
         stores: &[Store],
         stop: &AtomicBool,
-        max_frame: usize,
     ) -> (CoreReport, Histogram<u64>) {
-        let mut report = CoreReport::default();
-        let mut cycles = Histogram::<u64>::new(3).expect("3 significant digits");
-        let mut batch = RxBatch::new(max_frame);
-        let mut reply = Vec::with_capacity(2048);
-        let (mut staged, mut staged_lens) = (Vec::with_capacity(64 * 256), Vec::with_capacity(64));
-        let mut ip_id: u16 = (self.index as u16) << 12;
-        let mut pollfds: Vec<libc::pollfd> =
-            self.fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+        let mut s = Serving {
+            core: &self,
+            stores,
+            time: self.now(),
+            report: CoreReport::default(),
+            cycles: Histogram::<u64>::new(3).expect("3 significant digits"),
+            reply: Vec::with_capacity(2048),
+            ip_id: (self.index as u16) << 12,
+        };
+        let mut pollfds: Vec<libc::pollfd> = sockets
+            .fds()
+            .into_iter()
+            .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+            .collect();
         while !stop.load(Ordering::Relaxed) {
             let started = Instant::now();
-            batch.clear();
-            {
-                let Ok(mut port) = io.lock() else { break };
-                for &s in &self.sockets {
-                    if port.receive(s, &mut batch).is_err() {
-                        report.cycles = Cycles::of(&cycles);
-                        return (report, cycles);
-                    }
-                }
-            }
-            if batch.is_empty() {
+            s.time = self.now();
+            let served = sockets.serve(&mut |request| s.answer(request));
+            if served == 0 {
+                sockets.recycle_all();
                 // SAFETY: `pollfds` holds this core's open sockets.
                 unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, IDLE_POLL_MS) };
                 continue;
             }
-            let time = self.now();
-            // Requests are served with the port unlocked (the cores serve in parallel); their
-            // replies' frames wait in `staged` and go to the transmit ring together.
-            staged.clear();
-            staged_lens.clear();
-            for i in 0..batch.len() {
-                let t0 = crate::tsc::ticks();
-                let request = match udp_reply::parse(batch.frame(i)) {
-                    Ok(r) => r,
-                    Err(why) => {
-                        report.frame_drops[FrameDrop::ALL.iter().position(|&d| d == why).expect("listed")] +=
-                            1;
-                        continue;
-                    }
-                };
-                let hash = if self.nic_hash { batch.key_hash(i) } else { None };
-                let Some(id) = serve_datagram(
-                    stores,
-                    self.index,
-                    request.payload,
-                    hash,
-                    time,
-                    &mut reply,
-                    &mut report.service,
-                ) else {
-                    continue;
-                };
-                let datagrams = reply.len().div_ceil(MAX_REPLY_CHUNK);
-                for (seq, chunk) in reply.chunks(MAX_REPLY_CHUNK).enumerate() {
-                    let mut header = [0u8; 8];
-                    FrameHeader::write(&mut header, id, seq as u16, datagrams as u16);
-                    ip_id = ip_id.wrapping_add(1);
-                    let at = staged.len();
-                    staged.resize(at + udp_reply::REPLY_HEADERS + header.len() + chunk.len(), 0);
-                    let n = udp_reply::write_reply(
-                        &mut staged[at..],
-                        &request,
-                        self.mac,
-                        ip_id,
-                        &[&header, chunk],
-                    )
-                    .expect("staged to fit");
-                    staged_lens.push(n);
-                }
-                cycles.record(crate::tsc::ticks().wrapping_sub(t0).max(1)).ok();
-            }
-            let Ok(mut port) = io.lock() else { break };
-            let mut at = 0;
-            for &n in &staged_lens {
-                let frame = &staged[at..at + n];
-                at += n;
-                let sent = port.send_with(&mut |buf: &mut [u8]| {
-                    let room = frame.len().min(buf.len());
-                    buf[..room].copy_from_slice(&frame[..room]);
-                    (room == frame.len()).then_some(0..room)
-                });
-                match sent {
-                    Ok(()) => report.replies += 1,
-                    Err(_) => report.replies_dropped += 1,
-                }
-            }
-            port.flush();
-            report.busy_ns += started.elapsed().as_nanos() as u64;
+            let refused = sockets.flush();
+            s.report.replies -= refused;
+            s.report.replies_dropped += refused;
+            s.report.busy_ns += started.elapsed().as_nanos() as u64;
         }
-        report.cycles = Cycles::of(&cycles);
-        (report, cycles)
+        s.report.rx_dropped = sockets.kernel_drops();
+        s.report.cycles = Cycles::of(&s.cycles);
+        (s.report, s.cycles)
     }
 
     fn now(&self) -> ServeTime {

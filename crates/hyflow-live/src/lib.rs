@@ -12,6 +12,8 @@ pub mod afpacket;
 pub mod afxdp;
 #[cfg(feature = "afxdp")]
 pub mod app_program;
+#[cfg(feature = "afxdp")]
+pub mod app_sockets;
 pub mod args;
 pub mod control;
 pub mod cost_fit;

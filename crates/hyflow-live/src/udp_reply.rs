@@ -13,6 +13,16 @@ pub const REPLY_HEADERS: usize = 14 + 20 + 8;
 /// A UDP datagram over IPv4 in an Ethernet frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Udp4<'a> {
+    /// Who sent it, to which address: what a reply needs.
+    pub peer: Peer,
+    /// The datagram's payload.
+    pub payload: &'a [u8],
+}
+
+/// A datagram's sender and the address it was sent to, owned: a reply written over the
+/// request's own buffer needs them after the request is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
     /// The sender's MAC address.
     pub src_mac: [u8; 6],
     /// The sender's IPv4 address (network order bytes).
@@ -23,8 +33,6 @@ pub struct Udp4<'a> {
     pub src_port: u16,
     /// The port it was sent to.
     pub dst_port: u16,
-    /// The datagram's payload.
-    pub payload: &'a [u8],
 }
 
 /// Why a frame the XDP program handed over is not a datagram the server answers.
@@ -70,11 +78,13 @@ pub fn parse(frame: &[u8]) -> Result<Udp4<'_>, FrameDrop> {
         return Err(FrameDrop::BadLength);
     }
     Ok(Udp4 {
-        src_mac: frame[6..12].try_into().expect("6 bytes"),
-        src_ip: ip[12..16].try_into().expect("4 bytes"),
-        dst_ip: ip[16..20].try_into().expect("4 bytes"),
-        src_port: u16::from_be_bytes([udp[0], udp[1]]),
-        dst_port: u16::from_be_bytes([udp[2], udp[3]]),
+        peer: Peer {
+            src_mac: frame[6..12].try_into().expect("6 bytes"),
+            src_ip: ip[12..16].try_into().expect("4 bytes"),
+            dst_ip: ip[16..20].try_into().expect("4 bytes"),
+            src_port: u16::from_be_bytes([udp[0], udp[1]]),
+            dst_port: u16::from_be_bytes([udp[2], udp[3]]),
+        },
         payload: &udp[8..len],
     })
 }
@@ -118,12 +128,12 @@ fn write_ipv4_header(ip: &mut [u8], (from, to): ([u8; 4], [u8; 4]), protocol: u8
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
 }
 
-/// Writes into `buf` the reply to `request` from `our_mac`, carrying `parts` (concatenated)
-/// as its payload, with IP identification `ip_id`; returns the frame's length, or `None` if
-/// `buf` is too small.
+/// Writes into `buf` the reply to a datagram from `request` from `our_mac`, carrying `parts`
+/// (concatenated) as its payload, with IP identification `ip_id`; returns the frame's length,
+/// or `None` if `buf` is too small.
 pub fn write_reply(
     buf: &mut [u8],
-    request: &Udp4<'_>,
+    request: &Peer,
     our_mac: [u8; 6],
     ip_id: u16,
     parts: &[&[u8]],
@@ -187,12 +197,15 @@ mod tests {
     fn a_reply_goes_back_with_valid_checksums() {
         let req = request();
         let udp = parse(&req).unwrap();
-        assert_eq!((udp.src_port, udp.dst_port, udp.payload), (40000, 11211, b"hello".as_slice()));
+        assert_eq!((udp.peer.src_port, udp.peer.dst_port, udp.payload), (40000, 11211, b"hello".as_slice()));
         let mut buf = [0u8; 128];
-        let n = write_reply(&mut buf, &udp, [2, 0, 0, 0, 0, 1], 7, &[b"ab", b"cde"]).unwrap();
+        let n = write_reply(&mut buf, &udp.peer, [2, 0, 0, 0, 0, 1], 7, &[b"ab", b"cde"]).unwrap();
         let back = parse(&buf[..n]).unwrap();
-        assert_eq!((back.src_ip, back.dst_ip), ([10, 99, 0, 1], [10, 99, 0, 2]));
-        assert_eq!((back.src_port, back.dst_port, back.payload), (11211, 40000, b"abcde".as_slice()));
+        assert_eq!((back.peer.src_ip, back.peer.dst_ip), ([10, 99, 0, 1], [10, 99, 0, 2]));
+        assert_eq!(
+            (back.peer.src_port, back.peer.dst_port, back.payload),
+            (11211, 40000, b"abcde".as_slice())
+        );
         // Checksums verify: the one's-complement sum over each with its checksum is all ones.
         assert_eq!(fold(ones_sum(0, &buf[14..34])), 0);
         let mut pseudo = ones_sum(0, &buf[26..34]);
