@@ -13,6 +13,7 @@ fn main() {
         println!("cargo:rerun-if-changed=bpf/{p}.bpf.c");
     }
     println!("cargo:rerun-if-changed=bpf/memcached_key.h");
+    println!("cargo:rerun-if-changed=bpf/storm_tuple.h");
     if std::env::var_os("CARGO_FEATURE_AFXDP").is_none() {
         return;
     }

@@ -1714,6 +1714,62 @@ fn memcached_requests_steered_by_their_key() {
     live.finish();
 }
 
+/// A FlexStorm tuple for `worker` from DCCP port `sport` (10.0.0.1 to 10.0.0.2, port 4444).
+fn storm_tuple(sport: u16, worker: u16) -> Vec<u8> {
+    let (src, dst) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+    let mut segment = Vec::new();
+    hyflow::storm::dccp::write_data(&mut segment, (src, dst), (sport, 4444), 1, worker, b"@user");
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0];
+    f.extend_from_slice(&((20 + segment.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0, 64, hyflow::storm::dccp::IP_DCCP, 0, 0]);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&dst);
+    let sum = hyflow::packet::checksum::fold(hyflow::packet::checksum::ones_sum(0, &f[14..34]));
+    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    f.extend_from_slice(&segment);
+    f
+}
+
+/// `--steer storm.worker` (FlexStorm's demultiplexing in the switch's XDP program): every
+/// tuple for worker w reaches core w mod 2 whichever connection carried it; other frames go
+/// by the default fields (addresses and ports).
+#[test]
+fn storm_tuples_steered_by_their_worker() {
+    if !is_root() {
+        return;
+    }
+    let flows = examples().join("l2l3acl.flows");
+    let files = PipelineFiles { flows: &flows, tables: None, groups: None };
+    let extra = ["--cores", "2", "--steer", "storm.worker"];
+    let mut live = Live::start("storm-steer", &numbered_ports(4), files, &extra, false);
+    let mut expected = [0u64; 2];
+    for worker in [0u16, 1, 2, 5] {
+        live.send_frames(&(0..30).map(|i| (1, storm_tuple(50_000 + i, worker))).collect::<Vec<_>>());
+        expected[worker as usize % 2] += 30;
+        assert_eq!(core_packets(&live.switch.show()), expected, "worker {worker}");
+    }
+    // Not a tuple (DCCP-Acks for worker 1's connection, tuples to another port): by the
+    // other fields — which for DCCP are the addresses alone (Open vSwitch extracts no DCCP
+    // ports), so all on one core, whatever their worker field says.
+    let mut ack = storm_tuple(50_000, 1);
+    ack[34 + 8] = hyflow::storm::dccp::packet_type::ACK << 1 | 1;
+    let mut other_port = storm_tuple(50_000, 1);
+    other_port[36..38].copy_from_slice(&4445u16.to_be_bytes());
+    live.send_frames(
+        &(0..40).map(|i| (1, if i % 2 == 0 { ack.clone() } else { other_port.clone() })).collect::<Vec<_>>(),
+    );
+    let after = core_packets(&live.switch.show());
+    let grown: Vec<u64> = after.iter().zip(&expected).map(|(a, b)| a - b).collect();
+    assert!(grown.contains(&40) && grown.contains(&0), "{expected:?} -> {after:?}");
+    // UDP to port 4444 from many ports: by addresses and ports, both cores.
+    live.send_frames(
+        &(0..60).map(|i| (1, udp_datagram(52_000 + i, 4444, b"not a tuple"))).collect::<Vec<_>>(),
+    );
+    let last = core_packets(&live.switch.show());
+    assert!(last.iter().zip(&after).all(|(a, b)| a - b >= 10), "{after:?} -> {last:?}");
+    live.finish();
+}
+
 /// The same through the XDP tier (native XDP; the peers' GRO on for the redirect): the
 /// frames of cached flows are forwarded by the XDP program, rewritten in the kernel, and
 /// must be byte for byte what the engine sends; every update takes the entries it outdates

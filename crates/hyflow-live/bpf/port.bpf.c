@@ -28,6 +28,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "memcached_key.h"
+#include "storm_tuple.h"
 
 #define MAX_PORTS 64
 #define MAX_QUEUES 64
@@ -130,11 +131,15 @@ struct config {
  * words under `mask` picks one of the receive queue's `cores` sockets — or, for a memcached
  * request (a UDP datagram to port `memcached_port`, when not 0), the hash of its key
  * (`--steer memcached.key`: FlexNIC's key-based steering, so that every request for a key
- * reaches the same core whichever client sent it). */
+ * reaches the same core whichever client sent it) — or, for a FlexStorm tuple (a DCCP-Data
+ * packet to port `storm_port`, when not 0), its worker number modulo `cores`
+ * (`--steer storm.worker`: FlexStorm's demultiplexing, each worker's tuples on one core). */
 struct steering {
 	__u32 cores;
 	__u32 memcached_port;
 	struct nic_key mask;
+	__u32 storm_port;
+	__u32 pad;
 };
 
 /* A sampled hit's headers (never the frame): its key words as received, and its length. */
@@ -642,10 +647,14 @@ int hyflow_port(struct xdp_md *ctx)
 	parsed = parse(data, end, port->number, &keyslot->key, &l);
 	if (cores > 1 && st) {
 		__u32 hash;
+		__u32 worker;
 		if (st->memcached_port && parsed == 0 && l.ipv4 && l.nw_proto == IP_UDP && !l.later_fragment &&
 		    l.l4 && ((keyslot->key.w[8] >> 32) & 0xffff) == st->memcached_port && l.l4_len >= 8 &&
 		    mc_request_hash(ctx, l.l4 + 8, l.l4_len - 8, &hash) == 0)
 			slot += hash % cores;
+		else if (st->storm_port && parsed == 0 && l.ipv4 && l.nw_proto == IP_DCCP && !l.later_fragment &&
+			 l.l4 && storm_worker(ctx, l.l4, l.l4_len, st->storm_port, &worker) == 0)
+			slot += worker % cores;
 		else
 			slot += steer(&keyslot->key, st, cores);
 	}

@@ -16,16 +16,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "storm_tuple.h"
+
 #define MAX_QUEUES 64
 #define MAX_WORKERS 8
 #define MAX_DATA 240
-#define IP_DCCP 33
-#define DCCP_DATA 2
-#define DCCP_ACK 3
-#define DCCP_DATA_ACK 4
-#define DATA_HEADER 16
-#define ACK_HEADER 24
-#define TUPLE_HEADER 4
 #define ACK_FRAME (14 + 20 + ACK_HEADER)
 
 struct storm_config {

@@ -431,7 +431,8 @@ impl XdpProgram {
         let mut map: Array<_, BpfSteering> =
             Array::try_from(self.ebpf.map_mut("steering").ok_or_else(|| anyhow!("no steering map"))?)?;
         let memcached_port = s.memcached_port.map_or(0, u32::from);
-        map.set(0, BpfSteering { cores: s.cores, memcached_port, mask: s.mask }, 0)
+        let storm_port = s.storm_port.map_or(0, u32::from);
+        map.set(0, BpfSteering { cores: s.cores, memcached_port, mask: s.mask, storm_port, pad: 0 }, 0)
             .context("the steering map")
     }
 
@@ -501,9 +502,11 @@ struct BpfSteering {
     cores: u32,
     memcached_port: u32,
     mask: [u64; 9],
+    storm_port: u32,
+    pad: u32,
 }
 
-// SAFETY: two u32 and nine u64, no padding.
+// SAFETY: two u32, nine u64, two u32: no padding.
 unsafe impl aya::Pod for BpfSteering {}
 
 /// Interface indexes below this are found in the program's `ports` array, the others in a

@@ -44,7 +44,9 @@ pub struct SwitchArgs {
     /// steered by the fields it got. `memcached.key` among them steers memcached requests
     /// (UDP to port 11211) by their key instead — the ASCII command's first key or the binary
     /// request's, hashed as `hyflow kvs` hashes it, FlexNIC's key-based steering: every request
-    /// for a key reaches one core, whichever client sent it — and other frames by the other
+    /// for a key reaches one core, whichever client sent it; `storm.worker` steers FlexStorm
+    /// tuples (DCCP-Data to port 4444) by the worker number in their tuple header, worker w to
+    /// core w mod cores, as FlexStorm's NIC demultiplexes them. Other frames go by the other
     /// fields (addresses and ports if none). Needs AF_XDP and --cores 2 or more; `show` gives
     /// each core's load.
     #[arg(long, value_name = "FIELDS")]

@@ -13,8 +13,10 @@ use hyflow::packet::FieldId;
 
 /// The name `--steer` takes for FlexNIC's key-based steering of memcached requests.
 pub const MEMCACHED_KEY: &str = "memcached.key";
-/// What frames other than memcached requests are steered by when `memcached.key` is the only
-/// name given: the addresses and ports (RSS's fields).
+/// The name `--steer` takes for FlexStorm's demultiplexing of tuples by worker.
+pub const STORM_WORKER: &str = "storm.worker";
+/// What frames other than memcached requests and tuples are steered by when application
+/// names are the only ones given: the addresses and ports (RSS's fields).
 const DEFAULT_WITH_KEY: &str = "nw_src,nw_dst,tp_src,tp_dst";
 
 /// The fields frames are steered by, and over how many cores.
@@ -29,6 +31,9 @@ pub struct Steering {
     /// With `memcached.key`: memcached's UDP port, whose requests are steered by the hash of
     /// their key (the program parses the ASCII and binary protocols) instead of `mask`.
     pub memcached_port: Option<u16>,
+    /// With `storm.worker`: FlexStorm's DCCP port, whose tuples go to core `worker % cores`
+    /// instead of by `mask`.
+    pub storm_port: Option<u16>,
 }
 
 impl Steering {
@@ -38,20 +43,24 @@ impl Steering {
     ///
     /// `memcached.key` among them steers memcached requests (UDP datagrams to port 11211) by
     /// their key, as FlexKVS's NIC does (the request's first key, hashed as `hyflow kvs` hashes
-    /// it), and every other frame by the other fields (by addresses and ports if none).
+    /// it); `storm.worker` steers FlexStorm tuples (DCCP-Data to port 4444) by their worker;
+    /// every other frame goes by the other fields (by addresses and ports if none).
     pub fn new(fields: &str, cores: u32) -> Result<Steering> {
         let mut mask = FlowMask::default();
         let mut names = Vec::new();
-        let by_key = fields.split(',').any(|n| n.trim() == MEMCACHED_KEY);
+        let named = |app: &str| fields.split(',').any(|n| n.trim() == app);
+        let (by_key, by_worker) = (named(MEMCACHED_KEY), named(STORM_WORKER));
         let others: Vec<&str> =
-            fields.split(',').map(str::trim).filter(|n| !by_key || *n != MEMCACHED_KEY).collect();
-        let others = if by_key && others.iter().all(|n| n.is_empty()) {
+            fields.split(',').map(str::trim).filter(|n| *n != MEMCACHED_KEY && *n != STORM_WORKER).collect();
+        let others = if (by_key || by_worker) && others.iter().all(|n| n.is_empty()) {
             DEFAULT_WITH_KEY.split(',').collect()
         } else {
             others
         };
-        if by_key {
-            names.push(MEMCACHED_KEY.to_string());
+        for (app, on) in [(MEMCACHED_KEY, by_key), (STORM_WORKER, by_worker)] {
+            if on {
+                names.push(app.to_string());
+            }
         }
         for name in others {
             if name.is_empty() {
@@ -82,6 +91,7 @@ impl Steering {
             cores,
             mask: XDP_KEY_WORDS.map(|w| mask.words[w]),
             memcached_port: by_key.then_some(hyflow::kvs::memcached::PORT),
+            storm_port: by_worker.then_some(crate::storm_args::PORT),
         })
     }
 }
@@ -128,5 +138,17 @@ mod tests {
         assert_eq!((d.mask[4], d.mask[8]), (0xffff_ffff, 0));
         assert_eq!(Steering::new("nw_dst", 2).unwrap().memcached_port, None);
         assert!(Steering::new("memcached.key,,nw_dst", 2).is_err());
+    }
+
+    #[test]
+    fn storm_workers_steer_tuples_alone_or_beside_keys() {
+        let w = Steering::new("storm.worker", 2).unwrap();
+        assert_eq!((w.storm_port, w.memcached_port), (Some(4444), None));
+        assert_eq!(w.fields, ["storm.worker", "nw_src", "nw_dst", "tp_src", "tp_dst"]);
+        let both = Steering::new("storm.worker,memcached.key,nw_dst", 3).unwrap();
+        assert_eq!((both.storm_port, both.memcached_port), (Some(4444), Some(11211)));
+        assert_eq!(both.fields, ["memcached.key", "storm.worker", "nw_dst"]);
+        assert!(Steering::new("storm.worker", 1).is_err());
+        assert!(Steering::new("storm.worker,,nw_dst", 2).is_err());
     }
 }
