@@ -13,6 +13,12 @@
 // its flow. When keys are hashed, the hash goes in front of the frame as XDP metadata
 // (FlexNIC's "special packet header"), which AF_XDP copies into the UMEM with the frame, so
 // that the server can reuse it instead of hashing again (`--nic-hash`).
+//
+// A request too long for one frame comes as IP fragments, of which only the first has the
+// UDP header: every fragment of a UDP datagram to the server's address goes to the core a
+// hash of its source and IP identification picks (all of one datagram's to one core), which
+// puts them together. A frame longer than the sockets' buffers hold (`max_frame`) is dropped
+// here and counted, rather than lost in the kernel as a full ring.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -32,7 +38,8 @@ struct kvs_config {
 	__u32 steer_key;
 	/* 1: hash keys (key steering, or the server reuses the hash). */
 	__u32 hash_keys;
-	__u32 pad;
+	/* The longest frame the sockets' buffers hold. */
+	__u32 max_frame;
 };
 
 /* In front of the frame (XDP metadata): `KEY_MAGIC`, then the key's hash if one was taken. */
@@ -43,11 +50,14 @@ struct kvs_meta {
 };
 #define KEY_MAGIC 0x6879666c6f776b68ULL /* "hyflowkh" */
 
-/* What the program did, per CPU: requests steered by key, by flow, frames passed on. */
+/* What the program did, per CPU: requests steered by key, by flow, frames passed on,
+ * fragments steered, frames too long for the sockets. */
 #define STAT_BY_KEY 0
 #define STAT_BY_FLOW 1
 #define STAT_PASSED 2
-#define STATS 3
+#define STAT_FRAGMENTS 3
+#define STAT_TOO_LONG 4
+#define STATS 5
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -93,7 +103,7 @@ int hyflow_kvs(struct xdp_md *ctx)
 	struct kvs_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
 	__u8 *p = data;
-	if (!cfg || cfg->cores == 0 || (void *)(p + 14 + 20 + 8) > end)
+	if (!cfg || cfg->cores == 0 || (void *)(p + 14 + 20) > end)
 		goto pass;
 	if (p[12] != 0x08 || p[13] != 0x00)
 		goto pass;
@@ -101,13 +111,22 @@ int hyflow_kvs(struct xdp_md *ctx)
 	__u32 ihl = (ip[0] & 0x0f) * 4;
 	if ((ip[0] >> 4) != 4 || ihl < 20 || ip[9] != 17)
 		goto pass;
-	/* Fragments: the kernel's (a memcached request is one datagram). */
-	if (((__u16)ip[6] << 8 | ip[7]) & 0x3fff)
-		goto pass;
-	__u32 daddr;
+	__u32 daddr, saddr;
 	__builtin_memcpy(&daddr, ip + 16, 4);
+	__builtin_memcpy(&saddr, ip + 12, 4);
 	if (daddr != cfg->addr)
 		goto pass;
+	if ((__u32)((__u8 *)end - (__u8 *)data) > cfg->max_frame) {
+		count(STAT_TOO_LONG);
+		return XDP_DROP;
+	}
+	if (((__u16)ip[6] << 8 | ip[7]) & 0x3fff) {
+		/* A fragment: to the core of its datagram (source and identification). */
+		__u64 f = ((__u64)saddr << 16 | (__u16)ip[4] << 8 | ip[5]) * 0x9e3779b97f4a7c15ULL;
+		count(STAT_FRAGMENTS);
+		return bpf_redirect_map(&xsks, ctx->rx_queue_index * cfg->cores + (__u32)(f >> 32) % cfg->cores,
+					XDP_PASS);
+	}
 	__u8 *udp = ip + (ihl & 0x3c);
 	if ((void *)(udp + 8) > end)
 		goto pass;
@@ -128,8 +147,6 @@ int hyflow_kvs(struct xdp_md *ctx)
 		count(STAT_BY_KEY);
 	} else {
 		/* RSS-like: the addresses and ports. */
-		__u32 saddr;
-		__builtin_memcpy(&saddr, ip + 12, 4);
 		__u64 x = ((__u64)saddr << 32 | daddr) ^ ((__u64)udp[0] << 24 | (__u64)udp[1] << 16 | dport);
 		x *= 0x9e3779b97f4a7c15ULL;
 		x ^= x >> 29;

@@ -25,6 +25,8 @@ use crate::afxdp::{
 use crate::interfaces::Interface;
 use crate::port_io::{BATCH, RX_RING};
 
+/// Bytes the kernel leaves in front of a received frame in its buffer (`XDP_PACKET_HEADROOM`).
+const XDP_PACKET_HEADROOM: usize = 256;
 /// Buffers per socket beyond what its receive ring holds: room for replies in flight.
 const IN_FLIGHT_PER_SOCKET: u32 = RX_RING;
 /// Buffers the queue's free list keeps for replies of more than one datagram.
@@ -66,6 +68,7 @@ pub struct AppSockets {
     /// The descriptors the XDP program's `xsks[queue * cores + core]` holds.
     fds: Vec<RawFd>,
     zero_copy: bool,
+    max_frame: usize,
 }
 
 impl AppSockets {
@@ -89,12 +92,18 @@ impl AppSockets {
             }
         }
         let cores = per_core.into_iter().map(|sockets| CoreSockets { sockets }).collect();
-        Ok(AppSockets { cores, fds, zero_copy })
+        let max_frame = frame_size_for(max_frame) as usize - XDP_PACKET_HEADROOM;
+        Ok(AppSockets { cores, fds, zero_copy, max_frame })
     }
 
     /// The sockets' descriptors, `queue * cores + core`.
     pub fn fds(&self) -> &[RawFd] {
         &self.fds
+    }
+
+    /// The longest frame a socket's buffer holds (the rest of it is XDP's headroom).
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
     }
 
     /// Whether the sockets run zero-copy.

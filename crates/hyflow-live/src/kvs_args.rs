@@ -49,7 +49,10 @@ pub struct AppOptions {
 pub struct KvsArgs {
     /// The interface to serve on (root: an XDP program attaches to it). The server answers
     /// memcached's UDP requests sent to the interface's IPv4 address and --port; every other
-    /// frame goes on to the kernel.
+    /// frame goes on to the kernel — except IP fragments of UDP datagrams to the address,
+    /// which the cores put together (a request longer than a frame comes so; a datagram for
+    /// another port is then dropped and counted), and frames longer than an AF_XDP buffer
+    /// holds (3,840 bytes past MTU 1,774), dropped and counted.
     #[arg(long, value_name = "IF")]
     pub iface: String,
     /// Serving cores (threads pinned to the CPUs the process may use), each with an AF_XDP

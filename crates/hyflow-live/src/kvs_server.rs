@@ -21,15 +21,22 @@ use hyflow::kvs::memcached::{FrameHeader, Malformed, MAX_REPLY_CHUNK};
 use hyflow::kvs::service::{serve_datagram, ServeTime, ServiceStats};
 use hyflow::kvs::store::{Store, StoreConfig, StoreStats};
 use hyflow::kvs::{owner, STEER_SLOTS};
+use hyflow::packet::reassembly::{FragmentDrop, Reassembler, ReassemblyStats};
 
 use crate::app_sockets::{AppSockets, CoreSockets, Request};
 use crate::interfaces::Interface;
 use crate::kvs_args::{KvsArgs, SteerMode};
-use crate::udp_reply::{self, FrameDrop};
+use crate::udp_reply::{self, FrameDrop, Received};
 
 /// The program, compiled from bpf/kvs.bpf.c by the build.
 static PROGRAM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kvs.bpf.o"));
 
+/// Datagrams each core puts together from fragments at a time (64 KiB each, allocated at
+/// start).
+const REASSEMBLY_SLOTS: usize = 16;
+/// How long a core waits for a datagram's fragments (a request's fragments come back to back;
+/// Linux waits 30 s, which under load would only hold slots for datagrams that never finish).
+const REASSEMBLY_TIMEOUT_NS: u64 = 1_000_000_000;
 /// How long an idle core sleeps on its sockets before looking at the stop flag again.
 const IDLE_POLL_MS: i32 = 20;
 
@@ -42,7 +49,7 @@ struct BpfKvsConfig {
     cores: u32,
     steer_key: u32,
     hash_keys: u32,
-    pad: u32,
+    max_frame: u32,
 }
 
 // SAFETY: six u32, no padding.
@@ -54,7 +61,9 @@ pub struct CoreReport {
     /// Requests it served, by outcome.
     pub service: ServiceStats,
     /// Frames it could not read as UDP/IPv4 datagrams, by [`FrameDrop::ALL`]'s order.
-    pub frame_drops: [u64; 4],
+    pub frame_drops: [u64; 5],
+    /// Requests that came as IP fragments: fragments, datagrams put together, drops.
+    pub reassembly: ReassemblyStats,
     /// Reply datagrams sent.
     pub replies: u64,
     /// Reply datagrams the transmit ring had no room for, or no buffer (dropped, as a full
@@ -91,6 +100,12 @@ pub struct Cycles {
     pub mean: f64,
 }
 
+impl CoreReport {
+    fn drop_frame(&mut self, why: FrameDrop) {
+        self.frame_drops[why.index()] += 1;
+    }
+}
+
 impl Cycles {
     fn of(h: &Histogram<u64>) -> Cycles {
         Cycles {
@@ -122,8 +137,13 @@ pub struct KvsReport {
     pub cycles: Cycles,
     /// What the XDP program did: requests steered by key, by flow, frames passed to the kernel.
     pub xdp: XdpCounts,
-    /// Frames the kernel dropped before a core took them (a receive ring full).
+    /// Frames the kernel dropped before a core took them (a receive ring full, or no buffer
+    /// on a fill ring).
     pub rx_dropped: u64,
+    /// Requests that came as IP fragments, all cores': fragments, datagrams put together.
+    pub fragments: ReassemblyStats,
+    /// Fragments dropped and datagrams given up, by reason (names as [`FragmentDrop::name`]).
+    pub fragment_drops: Vec<(&'static str, u64)>,
     /// The store's partitions (one with flow steering, one per core with key steering).
     pub partitions: Vec<StoreStats>,
 }
@@ -137,6 +157,10 @@ pub struct XdpCounts {
     pub by_flow: u64,
     /// Frames passed to the kernel (not memcached requests to this server).
     pub passed: u64,
+    /// IP fragments of UDP datagrams to the server's address, steered by datagram.
+    pub fragments: u64,
+    /// Frames dropped as longer than the sockets' buffers hold.
+    pub too_long: u64,
     /// The program's runs and mean time per run (`--xdp-stats`).
     pub runs: Option<crate::app_program::ProgramRuns>,
 }
@@ -169,13 +193,14 @@ pub fn run(a: KvsArgs) -> Result<()> {
     );
     let _claim = iface.claim()?;
     let mut ebpf = EbpfLoader::new().load(PROGRAM).context("loading the XDP program")?;
+    let mut io = AppSockets::open(&iface, iface.max_frame(), a.cores).context(iface.name.clone())?;
     let config = BpfKvsConfig {
         addr: u32::from_ne_bytes(addr.octets()),
         port: a.port as u32,
         cores: a.cores,
         steer_key: (a.steer == SteerMode::Key) as u32,
         hash_keys: (a.steer == SteerMode::Key || a.nic_hash) as u32,
-        pad: 0,
+        max_frame: io.max_frame() as u32,
     };
     Array::try_from(ebpf.map_mut("config").ok_or_else(|| anyhow!("no config map"))?)?
         .set(0, config, 0)
@@ -188,7 +213,6 @@ pub fn run(a: KvsArgs) -> Result<()> {
             table.set(slot, owner(slot, cores) as u32, 0).context("the steering table")?;
         }
     }
-    let mut io = AppSockets::open(&iface, iface.max_frame(), a.cores).context(iface.name.clone())?;
     let fds = io.fds().to_vec();
     {
         let mut xsks = XskMap::try_from(ebpf.map_mut("xsks").ok_or_else(|| anyhow!("no xsks map"))?)?;
@@ -213,7 +237,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
         .map(|(c, sockets)| {
             let (stores, stop) = (Arc::clone(&stores), Arc::clone(&stop));
             let cpu = (!cpus.is_empty()).then(|| cpus[c % cpus.len()]);
-            let core = Core { index: c, mac, nic_hash: a.nic_hash, start };
+            let core = Core { index: c, mac, port: a.port, nic_hash: a.nic_hash, start };
             std::thread::Builder::new()
                 .name(format!("kvs-core{c}"))
                 .spawn(move || {
@@ -238,22 +262,31 @@ pub fn run(a: KvsArgs) -> Result<()> {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let joined: Vec<(CoreReport, Histogram<u64>)> = threads
+    let joined: Vec<(CoreReport, Histogram<u64>, CoreSockets)> = threads
         .into_iter()
         .map(|t| t.join().map_err(|_| anyhow!("a core panicked")))
         .collect::<Result<_>>()?;
     let mut all_cycles = Histogram::<u64>::new(3).expect("3 significant digits");
-    for (_, h) in &joined {
+    for (_, h, _) in &joined {
         all_cycles.add(h).expect("same bounds");
     }
-    let reports: Vec<CoreReport> = joined.into_iter().map(|(r, _)| r).collect();
+    let (reports, sockets): (Vec<CoreReport>, Vec<CoreSockets>) =
+        joined.into_iter().map(|(r, _, s)| (r, s)).unzip();
     let xdp = xdp_counts(&ebpf, run_stats.is_some())?;
     let rx_dropped = reports.iter().map(|r| r.rx_dropped).sum();
     drop(ebpf);
+    // The sockets close after the program that redirects to them is gone.
+    drop(sockets);
     drop(io);
     let mut service = ServiceStats::default();
+    let mut fragments = ReassemblyStats::default();
     for r in &reports {
         service.add(&r.service);
+        fragments.fragments += r.reassembly.fragments;
+        fragments.datagrams += r.reassembly.datagrams;
+        for (all, one) in fragments.dropped.iter_mut().zip(r.reassembly.dropped) {
+            *all += one;
+        }
     }
     let report = KvsReport {
         seconds: start.elapsed().as_secs_f64(),
@@ -265,6 +298,8 @@ pub fn run(a: KvsArgs) -> Result<()> {
         cycles: Cycles::of(&all_cycles),
         xdp,
         rx_dropped,
+        fragment_drops: FragmentDrop::ALL.iter().zip(fragments.dropped).map(|(d, n)| (d.name(), n)).collect(),
+        fragments,
         partitions: stores.iter().map(Store::stats).collect(),
     };
     eprintln!("hyflow kvs: stopped by a signal; detached");
@@ -272,15 +307,24 @@ pub fn run(a: KvsArgs) -> Result<()> {
 }
 
 fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpCounts> {
-    let sums = crate::app_program::per_cpu_sums(ebpf, "stats", 3)?;
+    let sums = crate::app_program::per_cpu_sums(ebpf, "stats", 5)?;
     let runs = if run_stats { Some(crate::app_program::runs(ebpf, "hyflow_kvs")?) } else { None };
-    Ok(XdpCounts { by_key: sums[0], by_flow: sums[1], passed: sums[2], runs })
+    Ok(XdpCounts {
+        by_key: sums[0],
+        by_flow: sums[1],
+        passed: sums[2],
+        fragments: sums[3],
+        too_long: sums[4],
+        runs,
+    })
 }
 
 /// One serving core: what it answers with.
 struct Core {
     index: usize,
     mac: [u8; 6],
+    /// The server's UDP port (a reassembled datagram may be for another).
+    port: u16,
     nic_hash: bool,
     start: Instant,
 }
@@ -294,6 +338,10 @@ struct Serving<'a> {
     cycles: Histogram<u64>,
     reply: Vec<u8>,
     ip_id: u16,
+    /// Requests that came as IP fragments, put together.
+    reassembly: Reassembler,
+    /// The round's time for the reassembler (ns since the server started).
+    now_ns: u64,
 }
 
 impl Serving<'_> {
@@ -302,26 +350,34 @@ impl Serving<'_> {
     fn answer(&mut self, request: &mut Request<'_>) {
         let t0 = crate::tsc::ticks();
         let (peer, id) = {
-            let frame = match udp_reply::parse(request.frame()) {
-                Ok(f) => f,
-                Err(why) => {
-                    self.report.frame_drops
-                        [FrameDrop::ALL.iter().position(|&d| d == why).expect("listed")] += 1;
-                    return;
-                }
+            let udp = match udp_reply::parse(request.frame()) {
+                Ok(Received::Datagram(d)) => Ok(d),
+                Ok(Received::Fragment(fragment, mac)) => match self.reassembly.add(self.now_ns, fragment) {
+                    Ok(Some(segment)) => {
+                        udp_reply::udp_of(mac, (fragment.key.src, fragment.key.dst), segment)
+                    }
+                    // Counted by the reassembler.
+                    Ok(None) | Err(_) => return,
+                },
+                Err(why) => Err(why),
+            };
+            let udp = match udp {
+                Ok(d) if d.peer.dst_port == self.core.port => d,
+                Ok(_) => return self.report.drop_frame(FrameDrop::OtherPort),
+                Err(why) => return self.report.drop_frame(why),
             };
             let hash = if self.core.nic_hash { request.key_hash() } else { None };
             let served = serve_datagram(
                 self.stores,
                 self.core.index,
-                frame.payload,
+                udp.payload,
                 hash,
                 self.time,
                 &mut self.reply,
                 &mut self.report.service,
             );
             let Some(id) = served else { return };
-            (frame.peer, id)
+            (udp.peer, id)
         };
         let datagrams = self.reply.len().div_ceil(MAX_REPLY_CHUNK);
         for (seq, chunk) in self.reply.chunks(MAX_REPLY_CHUNK).enumerate() {
@@ -344,7 +400,7 @@ impl Core {
         mut sockets: CoreSockets,
         stores: &[Store],
         stop: &AtomicBool,
-    ) -> (CoreReport, Histogram<u64>) {
+    ) -> (CoreReport, Histogram<u64>, CoreSockets) {
         let mut s = Serving {
             core: &self,
             stores,
@@ -353,6 +409,8 @@ impl Core {
             cycles: Histogram::<u64>::new(3).expect("3 significant digits"),
             reply: Vec::with_capacity(2048),
             ip_id: (self.index as u16) << 12,
+            reassembly: Reassembler::new(REASSEMBLY_SLOTS, REASSEMBLY_TIMEOUT_NS),
+            now_ns: 0,
         };
         let mut pollfds: Vec<libc::pollfd> = sockets
             .fds()
@@ -362,6 +420,7 @@ impl Core {
         while !stop.load(Ordering::Relaxed) {
             let started = Instant::now();
             s.time = self.now();
+            s.now_ns = self.start.elapsed().as_nanos() as u64;
             let served = sockets.serve(&mut |request| s.answer(request));
             if served == 0 {
                 sockets.recycle_all();
@@ -375,8 +434,9 @@ impl Core {
             s.report.busy_ns += started.elapsed().as_nanos() as u64;
         }
         s.report.rx_dropped = sockets.kernel_drops();
+        s.report.reassembly = s.reassembly.stats();
         s.report.cycles = Cycles::of(&s.cycles);
-        (s.report, s.cycles)
+        (s.report, s.cycles, sockets)
     }
 
     fn now(&self) -> ServeTime {
@@ -416,7 +476,7 @@ fn text_report(r: &KvsReport) -> String {
     );
     for (i, c) in r.cores.iter().enumerate() {
         out += &format!(
-            "  core {i}: {} requests, {} replies ({} dropped), {} frames not UDP/IPv4, cycles median {} p90 {}\n",
+            "  core {i}: {} requests, {} replies ({} dropped), {} frames not served (not UDP/IPv4, another port), cycles median {} p90 {}\n",
             c.service.requests,
             c.replies,
             c.replies_dropped,
@@ -426,9 +486,19 @@ fn text_report(r: &KvsReport) -> String {
         );
     }
     out += &format!(
-        "  xdp: {} steered by key, {} by flow, {} passed to the kernel; {} dropped by the kernel (rings full)\n",
-        r.xdp.by_key, r.xdp.by_flow, r.xdp.passed, r.rx_dropped
+        "  xdp: {} steered by key, {} by flow, {} fragments by datagram, {} passed to the kernel, {} too long for the sockets' buffers; {} dropped by the kernel (rings full)\n",
+        r.xdp.by_key, r.xdp.by_flow, r.xdp.fragments, r.xdp.passed, r.xdp.too_long, r.rx_dropped
     );
+    if r.fragments.fragments > 0 {
+        let dropped: Vec<String> =
+            r.fragment_drops.iter().filter(|(_, n)| *n > 0).map(|(m, n)| format!("{m} {n}")).collect();
+        out += &format!(
+            "  fragments: {} received, {} requests put together{}\n",
+            r.fragments.fragments,
+            r.fragments.datagrams,
+            if dropped.is_empty() { String::new() } else { format!("; dropped: {}", dropped.join(", ")) }
+        );
+    }
     if let Some(runs) = r.xdp.runs {
         out += &format!("  xdp program: {} runs, {:.0} ns each\n", runs.runs, runs.ns_per_run);
     }

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use hyflow::packet::checksum::{fold, ones_sum};
+use hyflow::packet::reassembly::{Fragment, FragmentKey};
 
 /// Bytes of the Ethernet, IPv4 (no options) and UDP headers of a reply.
 pub const REPLY_HEADERS: usize = 14 + 20 + 8;
@@ -43,20 +44,43 @@ pub enum FrameDrop {
     Truncated,
     /// Not IPv4 over Ethernet (the program takes nothing else: a frame here is a bug).
     NotIpv4,
-    /// Not UDP, or a fragment.
+    /// Not UDP.
     NotUdp,
     /// A UDP length that disagrees with the IP packet's.
     BadLength,
+    /// A datagram put together from fragments that is for another port (the XDP program takes
+    /// every UDP fragment to the address: only the first names the port).
+    OtherPort,
 }
 
 impl FrameDrop {
     /// Every reason, in report order.
-    pub const ALL: [FrameDrop; 4] =
-        [FrameDrop::Truncated, FrameDrop::NotIpv4, FrameDrop::NotUdp, FrameDrop::BadLength];
+    pub const ALL: [FrameDrop; 5] = [
+        FrameDrop::Truncated,
+        FrameDrop::NotIpv4,
+        FrameDrop::NotUdp,
+        FrameDrop::BadLength,
+        FrameDrop::OtherPort,
+    ];
+
+    /// Its place in [`FrameDrop::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
-/// Reads `frame` as a UDP datagram over IPv4.
-pub fn parse(frame: &[u8]) -> Result<Udp4<'_>, FrameDrop> {
+/// A frame a datagram server takes: a whole UDP datagram, or a fragment of one (to put
+/// together with [`hyflow::packet::reassembly`], then read with [`udp_of`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Received<'a> {
+    /// A whole datagram.
+    Datagram(Udp4<'a>),
+    /// A fragment of a UDP datagram, and its sender's MAC address.
+    Fragment(Fragment<'a>, [u8; 6]),
+}
+
+/// Reads `frame` as a UDP datagram over IPv4, or a fragment of one.
+pub fn parse(frame: &[u8]) -> Result<Received<'_>, FrameDrop> {
     if frame.len() < 14 + 20 {
         return Err(FrameDrop::Truncated);
     }
@@ -66,26 +90,52 @@ pub fn parse(frame: &[u8]) -> Result<Udp4<'_>, FrameDrop> {
     let ip = &frame[14..];
     let ihl = (ip[0] & 0x0f) as usize * 4;
     let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-    if ihl < 20 || total < ihl + 8 || total > ip.len() {
+    if ihl < 20 || total < ihl || total > ip.len() {
         return Err(FrameDrop::Truncated);
     }
-    if ip[9] != 17 || u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+    if ip[9] != 17 {
         return Err(FrameDrop::NotUdp);
     }
-    let udp = &ip[ihl..total];
-    let len = u16::from_be_bytes([udp[4], udp[5]]) as usize;
-    if len < 8 || len > udp.len() {
+    let src_mac: [u8; 6] = frame[6..12].try_into().expect("6 bytes");
+    let (src_ip, dst_ip) = (ip[12..16].try_into().expect("4 bytes"), ip[16..20].try_into().expect("4 bytes"));
+    let flags = u16::from_be_bytes([ip[6], ip[7]]);
+    if flags & 0x3fff != 0 {
+        let key =
+            FragmentKey { src: src_ip, dst: dst_ip, protocol: 17, id: u16::from_be_bytes([ip[4], ip[5]]) };
+        let fragment = Fragment {
+            key,
+            offset: (flags & 0x1fff) as usize * 8,
+            more: flags & 0x2000 != 0,
+            data: &ip[ihl..total],
+        };
+        return Ok(Received::Fragment(fragment, src_mac));
+    }
+    udp_of(src_mac, (src_ip, dst_ip), &ip[ihl..total]).map(Received::Datagram)
+}
+
+/// Reads the UDP datagram `segment` (its header and payload) from `src_ip` to `dst_ip`, sent
+/// by `src_mac`.
+pub fn udp_of(
+    src_mac: [u8; 6],
+    (src_ip, dst_ip): ([u8; 4], [u8; 4]),
+    segment: &[u8],
+) -> Result<Udp4<'_>, FrameDrop> {
+    if segment.len() < 8 {
+        return Err(FrameDrop::Truncated);
+    }
+    let len = u16::from_be_bytes([segment[4], segment[5]]) as usize;
+    if len < 8 || len > segment.len() {
         return Err(FrameDrop::BadLength);
     }
     Ok(Udp4 {
         peer: Peer {
-            src_mac: frame[6..12].try_into().expect("6 bytes"),
-            src_ip: ip[12..16].try_into().expect("4 bytes"),
-            dst_ip: ip[16..20].try_into().expect("4 bytes"),
-            src_port: u16::from_be_bytes([udp[0], udp[1]]),
-            dst_port: u16::from_be_bytes([udp[2], udp[3]]),
+            src_mac,
+            src_ip,
+            dst_ip,
+            src_port: u16::from_be_bytes([segment[0], segment[1]]),
+            dst_port: u16::from_be_bytes([segment[2], segment[3]]),
         },
-        payload: &udp[8..len],
+        payload: &segment[8..len],
     })
 }
 
@@ -175,6 +225,13 @@ pub fn write_reply(
 mod tests {
     use super::*;
 
+    fn datagram(frame: &[u8]) -> Result<Udp4<'_>, FrameDrop> {
+        match parse(frame)? {
+            Received::Datagram(d) => Ok(d),
+            Received::Fragment(..) => panic!("a fragment"),
+        }
+    }
+
     fn request() -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + 8 + 5];
         f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
@@ -196,11 +253,11 @@ mod tests {
     #[test]
     fn a_reply_goes_back_with_valid_checksums() {
         let req = request();
-        let udp = parse(&req).unwrap();
+        let udp = datagram(&req).unwrap();
         assert_eq!((udp.peer.src_port, udp.peer.dst_port, udp.payload), (40000, 11211, b"hello".as_slice()));
         let mut buf = [0u8; 128];
         let n = write_reply(&mut buf, &udp.peer, [2, 0, 0, 0, 0, 1], 7, &[b"ab", b"cde"]).unwrap();
-        let back = parse(&buf[..n]).unwrap();
+        let back = datagram(&buf[..n]).unwrap();
         assert_eq!((back.peer.src_ip, back.peer.dst_ip), ([10, 99, 0, 1], [10, 99, 0, 2]));
         assert_eq!(
             (back.peer.src_port, back.peer.dst_port, back.payload),
@@ -214,17 +271,59 @@ mod tests {
     }
 
     #[test]
+    fn reasons_index_their_counters() {
+        for (i, why) in FrameDrop::ALL.iter().enumerate() {
+            assert_eq!(why.index(), i);
+        }
+    }
+
+    #[test]
     fn bad_frames_are_named() {
         let req = request();
-        assert_eq!(parse(&req[..20]), Err(FrameDrop::Truncated));
+        assert_eq!(datagram(&req[..20]), Err(FrameDrop::Truncated));
         let mut tcp = req.clone();
         tcp[23] = 6;
-        assert_eq!(parse(&tcp), Err(FrameDrop::NotUdp));
+        assert_eq!(datagram(&tcp), Err(FrameDrop::NotUdp));
         let mut long = req.clone();
         long[38..40].copy_from_slice(&200u16.to_be_bytes());
-        assert_eq!(parse(&long), Err(FrameDrop::BadLength));
+        assert_eq!(datagram(&long), Err(FrameDrop::BadLength));
         let mut arp = req;
         arp[12..14].copy_from_slice(&[8, 6]);
-        assert_eq!(parse(&arp), Err(FrameDrop::NotIpv4));
+        assert_eq!(datagram(&arp), Err(FrameDrop::NotIpv4));
+    }
+
+    #[test]
+    fn fragments_are_read_and_put_together() {
+        // A 3,000-byte datagram from the request's sender, cut as a kernel cuts it at MTU 1500.
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let mut whole = request();
+        whole.truncate(34);
+        whole[16..18].copy_from_slice(&(20u16 + 8 + 3000).to_be_bytes());
+        let mut udp = vec![0x9c, 0x40, 0x2b, 0xcb];
+        udp.extend_from_slice(&(8u16 + 3000).to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(&payload);
+        let mut r = hyflow::packet::reassembly::Reassembler::new(2, 1_000_000_000);
+        let mut got = None;
+        for (i, piece) in udp.chunks(1480).enumerate() {
+            let mut f = whole.clone();
+            f[16..18].copy_from_slice(&(20 + piece.len() as u16).to_be_bytes());
+            f[18..20].copy_from_slice(&99u16.to_be_bytes());
+            let more = if (i + 1) * 1480 < udp.len() { 0x2000 } else { 0 };
+            f[20..22].copy_from_slice(&(more | (i * 1480 / 8) as u16).to_be_bytes());
+            f.extend_from_slice(piece);
+            let Ok(Received::Fragment(frag, mac)) = parse(&f) else { panic!("fragment {i}") };
+            assert_eq!(
+                (frag.offset, frag.more, frag.key.id, mac),
+                (i * 1480, more != 0, 99, [2, 0, 0, 0, 0, 2])
+            );
+            if let Some(seg) = r.add(0, frag).unwrap() {
+                let d = udp_of(mac, (frag.key.src, frag.key.dst), seg).unwrap();
+                got = Some((d.peer, d.payload.to_vec()));
+            }
+        }
+        let (peer, data) = got.expect("put together");
+        assert_eq!((peer.src_port, peer.dst_port, peer.src_ip), (40000, 11211, [10, 99, 0, 2]));
+        assert_eq!(data, payload);
     }
 }

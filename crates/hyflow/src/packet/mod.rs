@@ -11,6 +11,7 @@ pub mod hash;
 pub mod key;
 pub mod malformed_counts;
 pub mod parse;
+pub mod reassembly;
 
 pub use field::{FieldId, KEY_WORDS};
 pub use key::{FlowKey, FlowMask};
