@@ -98,3 +98,14 @@ if [ -f ../shared/tools/kvscheck.py ] && [ ${#LIVE_FEATURES[@]} -gt 0 ]; then
     echo "test.sh: kvscheck skipped (2 runs): it needs root"
   fi
 fi
+# FlexKVS from memcached's own UDP clients (libmemcached-tools: memcaslap verifies every get,
+# memcslap's sets come in IP fragments), both steering modes (root, AF_XDP).
+if [ ${#LIVE_FEATURES[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    command -v memcaslap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libmemcached-tools >/dev/null; }
+    (cd scripts && python3 memcached_tools_check.py --hyflow ../target/release/hyflow -- --cores 2 --steer flow)
+    (cd scripts && python3 memcached_tools_check.py --hyflow ../target/release/hyflow -- --cores 2 --steer key --nic-hash)
+  else
+    echo "test.sh: memcached tools check skipped (2 runs): it needs root"
+  fi
+fi
