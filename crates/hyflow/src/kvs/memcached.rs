@@ -203,6 +203,21 @@ pub mod status {
     pub const NOT_STORED: u16 = 0x0005;
     /// Unknown command.
     pub const UNKNOWN_COMMAND: u16 = 0x0081;
+
+    /// The message memcached puts in an error response's body for `status` (its
+    /// `write_bin_error`), so that clients that show it show memcached's words.
+    pub fn text(status: u16) -> &'static [u8] {
+        match status {
+            OK => b"",
+            NOT_FOUND => b"Not found",
+            EXISTS => b"Data exists for key.",
+            TOO_LARGE => b"Too large.",
+            INVALID_ARGUMENTS => b"Invalid arguments",
+            NOT_STORED => b"Not stored.",
+            UNKNOWN_COMMAND => b"Unknown command",
+            _ => b"UNHANDLED ERROR",
+        }
+    }
 }
 
 /// Parses one request (after the frame header) and says which protocol answers it.
@@ -424,7 +439,10 @@ impl ReplyWriter<'_> {
     pub fn malformed(&mut self, why: Malformed) {
         match self.protocol {
             Protocol::Ascii => self.out.extend_from_slice(why.ascii_reply()),
-            Protocol::Binary { .. } => self.binary(why.binary_status(), 0, &[], &[], b"Invalid arguments"),
+            Protocol::Binary { .. } => {
+                let code = why.binary_status();
+                self.binary(code, 0, &[], &[], status::text(code))
+            }
         }
     }
 
@@ -458,7 +476,7 @@ impl ReplyWriter<'_> {
         if let Protocol::Binary { .. } = self.protocol {
             if !quiet {
                 let key = if with_key { key } else { &[] };
-                self.binary(status::NOT_FOUND, 0, &[], key, b"Not found");
+                self.binary(status::NOT_FOUND, 0, &[], key, status::text(status::NOT_FOUND));
             }
         }
     }
@@ -471,14 +489,11 @@ impl ReplyWriter<'_> {
     }
 
     /// A storage or delete command's answer: `ascii` as the text protocol says it, `status`
-    /// (and `cas`) as the binary one does.
+    /// (and `cas`) as the binary one does, with memcached's message for an error.
     pub fn answer(&mut self, ascii: &[u8], status: u16, cas: u64) {
         match self.protocol {
             Protocol::Ascii => self.out.extend_from_slice(ascii),
-            Protocol::Binary { .. } => {
-                let text: &[u8] = if status == self::status::OK { &[] } else { ascii.trim_ascii_end() };
-                self.binary(status, cas, &[], &[], text)
-            }
+            Protocol::Binary { .. } => self.binary(status, cas, &[], &[], self::status::text(status)),
         }
     }
 
@@ -602,6 +617,18 @@ mod tests {
         assert_eq!(parse(&req[..20]).1, Err(Malformed::Truncated));
         req[1] = 0x30;
         assert_eq!(parse(&req).1, Err(Malformed::UnknownCommand));
+        // Errors carry memcached's own messages (its `write_bin_error`; an ADD of a present
+        // key compared with a real memcached's answer to memccp --binary).
+        let body = |out: &[u8]| out[24..].to_vec();
+        let mut out = Vec::new();
+        ReplyWriter { out: &mut out, protocol: p }.answer(b"NOT_STORED\r\n", status::EXISTS, 0);
+        assert_eq!((&out[6..8], body(&out)), (&[0, 2][..], b"Data exists for key.".to_vec()));
+        out.clear();
+        ReplyWriter { out: &mut out, protocol: p }.malformed(Malformed::UnknownCommand);
+        assert_eq!((&out[6..8], body(&out)), (&[0, 0x81][..], b"Unknown command".to_vec()));
+        out.clear();
+        ReplyWriter { out: &mut out, protocol: p }.malformed(Malformed::Truncated);
+        assert_eq!((&out[6..8], body(&out)), (&[0, 4][..], b"Invalid arguments".to_vec()));
     }
 
     #[test]

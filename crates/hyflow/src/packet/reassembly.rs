@@ -169,7 +169,10 @@ impl Reassembler {
         let end = f.offset + f.data.len();
         let checked = if end > MAX_PAYLOAD {
             Err(FragmentDrop::TooLong)
-        } else if f.data.is_empty() || (f.more && !f.data.len().is_multiple_of(BLOCK)) || !f.offset.is_multiple_of(BLOCK) {
+        } else if f.data.is_empty()
+            || (f.more && !f.data.len().is_multiple_of(BLOCK))
+            || !f.offset.is_multiple_of(BLOCK)
+        {
             Err(FragmentDrop::BadLength)
         } else {
             Ok(())
