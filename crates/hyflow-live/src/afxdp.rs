@@ -199,6 +199,24 @@ pub(crate) fn frame_size_for(max_frame: usize) -> u32 {
     }
 }
 
+/// Hands the kernel what transmit ring `tx` holds: in copy mode each wake-up sends at most a
+/// small batch (the kernel's TX_BATCH_SIZE, 32), so it wakes the ring until it is drained or
+/// stops draining, at most [`MAX_WAKES`] times.
+pub(crate) fn drain_tx(tx: &RingTx) {
+    let mut pending = tx.pending();
+    for _ in 0..MAX_WAKES {
+        if pending == 0 || !tx.needs_wakeup() {
+            break;
+        }
+        tx.wake();
+        let now = tx.pending();
+        if now == pending {
+            break;
+        }
+        pending = now;
+    }
+}
+
 /// What an XDP program left in front of a frame for software (its metadata, which AF_XDP
 /// copies before the frame).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -654,20 +672,7 @@ impl PortIo for AfXdp {
     fn flush(&mut self) {
         for q in &mut self.queues {
             if q.tx_queued > 0 {
-                // In copy mode each wake-up sends at most a small batch (the kernel's
-                // TX_BATCH_SIZE, 32): wake until the ring is drained or stops draining.
-                let mut pending = q.tx.pending();
-                for _ in 0..MAX_WAKES {
-                    if pending == 0 || !q.tx.needs_wakeup() {
-                        break;
-                    }
-                    q.tx.wake();
-                    let now = q.tx.pending();
-                    if now == pending {
-                        break;
-                    }
-                    pending = now;
-                }
+                drain_tx(&q.tx);
             }
             q.tx_queued = 0;
             q.reclaim();

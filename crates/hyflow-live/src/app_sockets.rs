@@ -20,7 +20,8 @@ use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, RingRx, RingTx, Umem};
 
 use crate::afxdp::{
-    bind_queue, frame_size_for, socket_drops, take_meta, BoundQueue, FrameMeta, QueueShape, UmemArea,
+    bind_queue, drain_tx, frame_size_for, socket_drops, take_meta, BoundQueue, FrameMeta, QueueShape,
+    UmemArea,
 };
 use crate::interfaces::Interface;
 use crate::port_io::{BATCH, RX_RING};
@@ -35,8 +36,6 @@ const FREE_TARGET: usize = 256;
 const SPARE_TAKE: usize = 16;
 /// Buffers a core may hold back from the fill ring before it waits for the lock.
 const BACKLOG: usize = 4 * BATCH;
-/// Wake-ups of a transmit ring per flush at most (copy mode sends 32 frames per wake-up).
-const MAX_WAKES: u32 = 16;
 
 /// What a queue's sockets share, under its lock.
 struct Shared {
@@ -279,20 +278,7 @@ impl CoreSocket {
             state.to_fill.push(d.addr - d.addr % state.queue.frame_size);
         }
         state.sending.clear();
-        // In copy mode each wake-up sends at most a small batch (the kernel's TX_BATCH_SIZE,
-        // 32): wake until the ring is drained or stops draining.
-        let mut pending = self.tx.pending();
-        for _ in 0..MAX_WAKES {
-            if pending == 0 || !self.tx.needs_wakeup() {
-                break;
-            }
-            self.tx.wake();
-            let now = self.tx.pending();
-            if now == pending {
-                break;
-            }
-            pending = now;
-        }
+        drain_tx(&self.tx);
         self.state.recycle(false);
         refused as u64
     }
