@@ -611,8 +611,26 @@ fn sim_is_deterministic_and_reports_the_summary_keys() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string();
     let v: serde_json::Value = serde_json::from_str(&last).unwrap();
-    assert!(v["min_cores"].as_u64().unwrap() > 1, "{v}");
+    let min = v["min_cores"].as_u64().unwrap();
+    assert!(min > 1, "{v}");
     assert_eq!(v["lost"], 0);
+    // Every count to the bound was run; the answer is the fewest from which all are lossless
+    // (and the one below it loses or falls behind), the tolerant answer never above it.
+    let table = v["loss_by_cores"].as_array().unwrap();
+    assert_eq!(table.len(), 32);
+    let lossless = |row: &serde_json::Value| row["lost"] == 0 && row["steady"] == true;
+    assert!(table[min as usize - 1..].iter().all(lossless), "{v}");
+    assert!(!lossless(&table[min as usize - 2]), "{v}");
+    assert!(v["min_cores_within_tolerance"].as_u64().unwrap() <= min);
+    // A max-rate search answers a whole rate, the rate of the run it reports, lossless.
+    let out = hyflow(&["sim", "--policy", "psf", "--cores", "2", "--find", "max-rate", "--json", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string();
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    let rate = v["max_rate_pps"].as_f64().unwrap();
+    assert_eq!(rate.fract(), 0.0, "{v}");
+    assert_eq!(v["rate_target_pps"].as_f64(), Some(rate));
+    assert_eq!((v["lost"].as_u64(), v["steady"].as_bool()), (Some(0), Some(true)), "{v}");
 }
 
 #[test]

@@ -166,13 +166,21 @@ pub struct SimArgs {
     /// `hyflow report` draws beside others.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// Search instead of one run: min-cores (fewest cores with no loss at the rate) or
-    /// max-rate (highest rate with no loss on --cores, bisection to 1%).
+    /// Search instead of one run: min-cores (runs every core count up to --max-cores at the
+    /// rate — fewer cores do not always lose more, flows being hashed onto cores — and
+    /// answers the fewest from which every larger count is lossless, and the fewest within
+    /// --loss-tolerance; the loss of each count is reported, as Elixir's Figure 13 plots it)
+    /// or max-rate (the highest whole rate with no loss on --cores, bisection to 1%; the
+    /// answer is a rate that was run).
     #[arg(long, value_enum, value_name = "WHAT")]
     pub find: Option<FindArg>,
-    /// Upper bound of the searches: cores for min-cores.
-    #[arg(long, default_value_t = 64, value_name = "N")]
+    /// Upper bound of the searches: cores for min-cores (every count up to it is run).
+    #[arg(long, default_value_t = 32, value_name = "N")]
     pub max_cores: usize,
+    /// Loss min-cores tolerates for its second answer, a fraction of the packets offered
+    /// (0.001: one packet in a thousand).
+    #[arg(long, default_value_t = 0.001, value_name = "FRACTION")]
+    pub loss_tolerance: f64,
     /// Threads the searches run probes on: the probes the search would make next under each
     /// outcome run at once; the answer is the same for any number [default: the machine's
     /// cores].
@@ -312,7 +320,23 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
         }
     }
     if let Some(c) = s.min_cores {
-        writeln!(out, "min cores without loss: {c}")?;
+        let tolerated = match (s.min_cores_within_tolerance, s.loss_tolerance) {
+            (Some(t), Some(f)) => format!("; within {}% loss: {t}", f * 100.0),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "min cores without loss: {c} (every count from it up to the bound is lossless){tolerated}"
+        )?;
+        let table: Vec<String> = s
+            .loss_by_cores
+            .iter()
+            .map(|l| {
+                let behind = if l.steady { "" } else { ", behind" };
+                format!("{} {:.4}%{behind}", l.cores, l.loss_rate * 100.0)
+            })
+            .collect();
+        writeln!(out, "loss by cores: {}", table.join(", "))?;
     }
     if let Some(r) = s.max_rate_pps {
         writeln!(out, "max rate without loss: {r} pkt/s")?;
@@ -349,7 +373,9 @@ impl SimArgs {
     /// The search the options ask for, if any.
     pub fn search(&self) -> Option<Search> {
         self.find.map(|f| match f {
-            FindArg::MinCores => Search::MinCores { max_cores: self.max_cores },
+            FindArg::MinCores => {
+                Search::MinCores { max_cores: self.max_cores, tolerance: self.loss_tolerance }
+            }
             FindArg::MaxRate => Search::MaxRate,
         })
     }

@@ -109,7 +109,8 @@ class SimResult:
     """What ``hyflow.sim`` measured.
 
     ``summary`` has the CLI's ``--json`` keys (with ``find``, the search's answer in
-    ``min_cores`` or ``max_rate_pps``, and the figures of the run that gave it). ``series`` is
+    ``min_cores`` — with ``min_cores_within_tolerance`` and every count's loss in
+    ``loss_by_cores`` — or ``max_rate_pps``, and the figures of the run that gave it). ``series`` is
     the time series of complete intervals (the CLI's ``--timeseries`` columns), ``latency`` the
     latency histograms per path with their CDF, ``decisions`` every packet's fate when asked
     for. ``str()`` is the CLI's summary.

@@ -12,7 +12,7 @@ use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport, RunSpan};
 use crate::switch::{PortStats, Switch, SwitchConfig};
-use crate::timing::search::{search as bisect, MaxRate, MinCores};
+use crate::timing::search::{fewest_cores_from, search as bisect, sweep, CoreLoss, MaxRate};
 use crate::timing::switch_datapath::{SimDecision, SwitchDatapath};
 use crate::timing::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator, MAX_SERIES_POINTS};
 
@@ -103,12 +103,16 @@ impl SimExperiment {
 /// overflowing rings, which says nothing about the rate it sustains.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Search {
-    /// The fewest cores (up to `max_cores`) with no loss at the experiment's rate.
+    /// The fewest cores (up to `max_cores`) from which every count to the bound is lossless at
+    /// the experiment's rate, found by running every count (fewer cores do not always lose
+    /// more); also the fewest within `tolerance` (a fraction of the packets offered).
     MinCores {
         /// Upper bound.
         max_cores: usize,
+        /// Loss tolerated for the second answer.
+        tolerance: f64,
     },
-    /// The highest rate with no loss on the experiment's cores (bisection to 1%).
+    /// The highest whole rate with no loss on the experiment's cores (bisection to 1%).
     MaxRate,
 }
 
@@ -188,9 +192,20 @@ pub struct SimSummary {
     pub ports: Vec<PortStats>,
     /// The cost model used.
     pub costs_ns: CostModel,
-    /// The answer of a min-cores search.
+    /// The answer of a min-cores search: the fewest cores from which every count up to the
+    /// search's bound lost nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_cores: Option<usize>,
+    /// The fewest cores from which every count up to the bound lost at most `loss_tolerance`
+    /// of its packets (a min-cores search).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_cores_within_tolerance: Option<usize>,
+    /// The tolerance of `min_cores_within_tolerance`, a fraction of the packets offered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_tolerance: Option<f64>,
+    /// Every core count a min-cores search ran, with what it lost (Elixir's Figure 13).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub loss_by_cores: Vec<CoreLoss>,
     /// The answer of a max-rate search, packets/s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_rate_pps: Option<f64>,
@@ -424,6 +439,9 @@ fn simulate_at(
         ports: counts.ports,
         costs_ns: exp.costs,
         min_cores: None,
+        min_cores_within_tolerance: None,
+        loss_tolerance: None,
+        loss_by_cores: Vec::new(),
         max_rate_pps: None,
         bursts: burst_summary,
         warnings: Vec::new(),
@@ -484,6 +502,17 @@ pub fn search(
         }
     };
     exp.check()?;
+    if let Search::MinCores { max_cores, tolerance } = what {
+        if !(0.0..=1.0).contains(&tolerance) {
+            return Err(ExperimentError::Param(InvalidParam::new(
+                "loss-tolerance",
+                format!("must be a fraction of the packets offered, from 0 to 1, not {tolerance}"),
+            )));
+        }
+        if max_cores == 0 {
+            return Err(ExperimentError::Param(InvalidParam::new("max-cores", "must be at least 1")));
+        }
+    }
     let natural = match (what, exp.rate_pps) {
         (Search::MaxRate, _) | (_, Some(_)) => Some(natural_rate(workload, &mut watch())?),
         _ => None,
@@ -491,39 +520,66 @@ pub fn search(
     let prepared = prepare(workload, exp, &mut watch())?;
     // A probe is lossless only if it lost nothing and the host kept up: a run that lost
     // nothing only because the input ended before the rings filled was falling behind.
-    let lossless = |cores: usize, rate: Option<f64>| -> Result<bool, ExperimentError> {
+    let probe = |cores: usize, rate: Option<f64>| -> Result<CoreLoss, ExperimentError> {
         let at = rate.zip(natural).map(|(r, n)| (n, r));
         let run = simulate_at(workload, exp, cores, at, &mut watch(), None, &prepared)?;
-        Ok(run.metrics.lost() == 0 && run.metrics.steady())
+        Ok(CoreLoss::new(cores, run.metrics.lost(), run.metrics.packets, run.metrics.steady()))
     };
     let threads = exp.search_threads.max(1);
-    let answer = match what {
-        Search::MinCores { max_cores } => {
-            let found = bisect(MinCores::new(max_cores), threads, |c| lossless(c, exp.rate_pps))?;
-            found.map(|c| (c, exp.rate_pps)).ok_or_else(|| {
+    let mut swept = Vec::new();
+    let (cores, rate) = match what {
+        Search::MinCores { max_cores, .. } => {
+            let counts: Vec<usize> = (1..=max_cores.max(1)).collect();
+            swept = sweep(&counts, threads, |&c| probe(c, exp.rate_pps))?;
+            let found = fewest_cores_from(&swept, CoreLoss::lossless).ok_or_else(|| {
                 ExperimentError::Unanswerable(format!(
-                    "loses packets, or falls behind until the input ends, even on {max_cores} cores (the search's most)"
+                    "loses packets, or falls behind until the input ends, on {max_cores} cores (the search's most)"
                 ))
-            })
+            })?;
+            (found, exp.rate_pps)
         }
         Search::MaxRate => {
             let ceiling = (natural.unwrap_or(0.0) * 10.0).max(MAX_RATE_CEILING_PPS);
-            let found = bisect(MaxRate::new(ceiling, 0.01), threads, |bits| {
-                lossless(exp.machine.cores, Some(f64::from_bits(bits)))
+            let found = bisect(MaxRate::new(ceiling as u64, 0.01), threads, |r| {
+                probe(exp.machine.cores, Some(r as f64)).map(|l| l.lossless())
             })?;
-            found.map(|r| (exp.machine.cores, Some(r.round()))).ok_or_else(|| {
+            let found = found.ok_or_else(|| {
                 ExperimentError::Unanswerable(format!(
                     "loses packets, or falls behind until the input ends, at every rate tried on {} cores",
                     exp.machine.cores
                 ))
-            })
+            })?;
+            (exp.machine.cores, Some(found as f64))
         }
     };
-    let (cores, rate) = answer?;
+    // The answer's own run again (runs are deterministic: it is the probe that answered).
     let at = rate.zip(natural).map(|(r, n)| (n, r));
     let mut run = simulate_at(workload, exp, cores, at, &mut watch(), None, &prepared)?;
     match what {
-        Search::MinCores { .. } => run.summary.min_cores = Some(cores),
+        Search::MinCores { tolerance, .. } => {
+            let s = &mut run.summary;
+            s.min_cores = Some(cores);
+            s.min_cores_within_tolerance = fewest_cores_from(&swept, |l| l.within(tolerance));
+            s.loss_tolerance = Some(tolerance);
+            let lossless_below: Vec<String> = swept
+                .iter()
+                .filter(|l| l.cores < cores && l.lossless())
+                .map(|l| l.cores.to_string())
+                .collect();
+            if let Some(last_bad) = swept.iter().filter(|l| !l.lossless()).last() {
+                if !lossless_below.is_empty() {
+                    s.warnings.push(format!(
+                        "loss is not monotone in cores: lossless on {} cores, yet {} cores lose {} packets; {cores} \
+                         is the fewest from which every count up to {} is lossless (the loss by cores has each count)",
+                        lossless_below.join(", "),
+                        last_bad.cores,
+                        last_bad.lost,
+                        swept.last().map_or(cores, |l| l.cores)
+                    ));
+                }
+            }
+            s.loss_by_cores = swept;
+        }
         Search::MaxRate => run.summary.max_rate_pps = rate,
     }
     Ok(run)
