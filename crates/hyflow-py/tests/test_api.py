@@ -90,6 +90,10 @@ def test_sim_search_matches_cli(inputs):
                         "2000000", "--find", "min-cores", "--max-cores", "8")
     assert s.summary == expected
     assert s.summary["min_cores"] >= 1
+    # Every count to the bound, as rows a DataFrame takes (Elixir's Fig. 13).
+    losses = pd.DataFrame(s.summary["loss_by_cores"])
+    assert list(losses["cores"]) == list(range(1, 9))
+    assert (losses[losses["cores"] >= s.summary["min_cores"]]["lost"] == 0).all()
 
 
 def test_topk_matches_cli(inputs):
