@@ -93,9 +93,9 @@ pub fn policy_names() -> PossibleValuesParser {
 /// A capacity search.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FindArg {
-    /// The fewest cores with no loss at the rate.
+    /// The fewest cores from which every count to --max-cores loses nothing at the rate.
     MinCores,
-    /// The highest rate with no loss on --cores (bisection to 1%).
+    /// The highest whole rate with no loss on --cores (bisection to 1%).
     MaxRate,
 }
 
@@ -166,12 +166,11 @@ pub struct SimArgs {
     /// `hyflow report` draws beside others.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// Search instead of one run: min-cores (runs every core count up to --max-cores at the
-    /// rate — fewer cores do not always lose more, flows being hashed onto cores — and
-    /// answers the fewest from which every larger count is lossless, and the fewest within
-    /// --loss-tolerance; the loss of each count is reported, as Elixir's Figure 13 plots it)
-    /// or max-rate (the highest whole rate with no loss on --cores, bisection to 1%; the
-    /// answer is a rate that was run).
+    /// Search instead of one run. min-cores runs every core count up to --max-cores at the
+    /// rate (fewer cores do not always lose more: flows are hashed onto cores) and answers the
+    /// fewest from which every larger count is lossless, and the fewest within
+    /// --loss-tolerance; each count's loss is reported, as Elixir's Figure 13 plots it.
+    /// max-rate's answer is a rate that was run.
     #[arg(long, value_enum, value_name = "WHAT")]
     pub find: Option<FindArg>,
     /// Upper bound of the searches: cores for min-cores (every count up to it is run).
