@@ -250,10 +250,11 @@ pub fn run(a: KvsArgs) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     println!(
-        "hyflow kvs: memcached on {addr}:{} ({}, {} XDP), {cores} core(s), {} steering{}; ready",
+        "hyflow kvs: memcached on {addr}:{} ({}, {} XDP, {}), {cores} core(s), {} steering{}; ready",
         a.port,
         a.iface,
         if native { "native" } else { "generic" },
+        if io.zero_copy() { "zero-copy" } else { "copy mode" },
         a.steer.name(),
         if a.nic_hash { " with the NIC's key hash" } else { "" }
     );

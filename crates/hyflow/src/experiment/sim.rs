@@ -568,12 +568,15 @@ pub fn search(
                 .collect();
             if let Some(last_bad) = swept.iter().filter(|l| !l.lossless()).last() {
                 if !lossless_below.is_empty() {
+                    let fate = match last_bad.lost {
+                        0 => "fall behind".to_string(),
+                        n => format!("lose {n} packets"),
+                    };
                     s.warnings.push(format!(
-                        "loss is not monotone in cores: lossless on {} cores, yet {} cores lose {} packets; {cores} \
-                         is the fewest from which every count up to {} is lossless (the loss by cores has each count)",
+                        "loss is not monotone in cores: lossless on {} cores, yet {} cores {fate}; {cores} is the \
+                         fewest from which every count up to {} is lossless (the loss by cores has each count)",
                         lossless_below.join(", "),
                         last_bad.cores,
-                        last_bad.lost,
                         swept.last().map_or(cores, |l| l.cores)
                     ));
                 }
