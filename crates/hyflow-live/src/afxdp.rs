@@ -217,6 +217,26 @@ pub(crate) fn drain_tx(tx: &RingTx) {
     }
 }
 
+/// Puts `buffers` back on `device`'s fill ring, every one: a reservation on the ring can come
+/// back shorter than asked (it trusts a stale view of the kernel's progress until that view
+/// says the ring is full), and a buffer not put back is one fewer the kernel can receive
+/// into, for good. What the ring cannot take now (it always can when it holds every buffer
+/// the kernel may have: the kernel took as many as are given back) stays in `buffers` for the
+/// next call.
+pub(crate) fn give_back(device: &mut DeviceQueue, buffers: &mut Vec<u64>) {
+    let mut done = 0;
+    while done < buffers.len() {
+        let mut fill = device.fill((buffers.len() - done) as u32);
+        let n = fill.insert(buffers[done..].iter().copied()) as usize;
+        fill.commit();
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    buffers.drain(..done);
+}
+
 /// What an XDP program left in front of a frame for software (its metadata, which AF_XDP
 /// copies before the frame).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,23 +365,9 @@ impl XskQueue {
         self.rx.iter().map(|r| socket_drops(r.as_raw_fd())).sum()
     }
 
-    /// Puts the receive buffers copied out back on the fill ring, every one: a reservation
-    /// on the ring can come back shorter than asked (it trusts a stale view of the kernel's
-    /// progress until that view says the ring is full), and a buffer not put back is one
-    /// fewer the kernel can receive into, for good. What the ring cannot take now (it always
-    /// can: the kernel took as many as are given back) waits for the next call.
+    /// Puts the receive buffers copied out back on the fill ring ([`give_back`]).
     fn give_back(&mut self) {
-        let mut done = 0;
-        while done < self.refill.len() {
-            let mut fill = self.device.fill((self.refill.len() - done) as u32);
-            let n = fill.insert(self.refill[done..].iter().copied()) as usize;
-            fill.commit();
-            if n == 0 {
-                break;
-            }
-            done += n;
-        }
-        self.refill.drain(..done);
+        give_back(&mut self.device, &mut self.refill);
     }
 
     /// Takes back the sending buffers the kernel is done with.

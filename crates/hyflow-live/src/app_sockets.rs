@@ -20,8 +20,8 @@ use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, RingRx, RingTx, Umem};
 
 use crate::afxdp::{
-    bind_queue, drain_tx, frame_size_for, socket_drops, take_meta, BoundQueue, FrameMeta, QueueShape,
-    UmemArea,
+    bind_queue, drain_tx, frame_size_for, give_back, socket_drops, take_meta, BoundQueue, FrameMeta,
+    QueueShape, UmemArea,
 };
 use crate::interfaces::Interface;
 use crate::port_io::{BATCH, RX_RING};
@@ -308,17 +308,7 @@ impl CoreState {
         }
         done.release();
         drop(done);
-        let mut given = 0;
-        while given < self.to_fill.len() {
-            let mut fill = shared.device.fill((self.to_fill.len() - given) as u32);
-            let n = fill.insert(self.to_fill[given..].iter().copied()) as usize;
-            fill.commit();
-            if n == 0 {
-                break;
-            }
-            given += n;
-        }
-        self.to_fill.drain(..given);
+        give_back(&mut shared.device, &mut self.to_fill);
         if self.spare.len() < SPARE_TAKE / 2 {
             let take = SPARE_TAKE.min(shared.free.len());
             let from = shared.free.len() - take;

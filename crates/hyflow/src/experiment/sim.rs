@@ -566,7 +566,7 @@ pub fn search(
                 .filter(|l| l.cores < cores && l.lossless())
                 .map(|l| l.cores.to_string())
                 .collect();
-            if let Some(last_bad) = swept.iter().filter(|l| !l.lossless()).last() {
+            if let Some(last_bad) = swept.iter().rfind(|l| !l.lossless()) {
                 if !lossless_below.is_empty() {
                     let fate = match last_bad.lost {
                         0 => "fall behind".to_string(),
