@@ -283,11 +283,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
     let mut fragments = ReassemblyStats::default();
     for r in &reports {
         service.add(&r.service);
-        fragments.fragments += r.reassembly.fragments;
-        fragments.datagrams += r.reassembly.datagrams;
-        for (all, one) in fragments.dropped.iter_mut().zip(r.reassembly.dropped) {
-            *all += one;
-        }
+        fragments.add(&r.reassembly);
     }
     let report = KvsReport {
         seconds: start.elapsed().as_secs_f64(),
@@ -405,7 +401,7 @@ impl Core {
         let mut s = Serving {
             core: &self,
             stores,
-            time: self.now(),
+            time: Core::serve_time(Duration::ZERO),
             report: CoreReport::default(),
             cycles: Histogram::<u64>::new(3).expect("3 significant digits"),
             reply: Vec::with_capacity(2048),
@@ -420,8 +416,9 @@ impl Core {
             .collect();
         while !stop.load(Ordering::Relaxed) {
             let started = Instant::now();
-            s.time = self.now();
-            s.now_ns = self.start.elapsed().as_nanos() as u64;
+            let since_start = self.start.elapsed();
+            s.time = Core::serve_time(since_start);
+            s.now_ns = since_start.as_nanos() as u64;
             let served = sockets.serve(&mut |request| s.answer(request));
             if served == 0 {
                 sockets.recycle_all();
@@ -440,9 +437,11 @@ impl Core {
         (s.report, s.cycles, sockets)
     }
 
-    fn now(&self) -> ServeTime {
+    /// The store's clock `since_start` after the server started (one clock read per round
+    /// serves both it and the reassembler).
+    fn serve_time(since_start: Duration) -> ServeTime {
         ServeTime {
-            server_s: self.start.elapsed().as_secs() as u32 + 1,
+            server_s: since_start.as_secs() as u32 + 1,
             unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         }
     }

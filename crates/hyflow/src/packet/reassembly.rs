@@ -103,6 +103,17 @@ pub struct ReassemblyStats {
     pub dropped: [u64; 6],
 }
 
+impl ReassemblyStats {
+    /// Adds `other`'s counts (several reassemblers' totals).
+    pub fn add(&mut self, other: &ReassemblyStats) {
+        self.fragments += other.fragments;
+        self.datagrams += other.datagrams;
+        for (all, one) in self.dropped.iter_mut().zip(other.dropped) {
+            *all += one;
+        }
+    }
+}
+
 /// A datagram being put together.
 struct Slot {
     key: Option<FragmentKey>,
