@@ -52,7 +52,7 @@ pub struct KvsArgs {
     /// frame goes on to the kernel — except IP fragments of UDP datagrams to the address,
     /// which the cores put together (a request longer than a frame comes so; a datagram for
     /// another port is then dropped and counted), and frames longer than an AF_XDP buffer
-    /// holds (3,840 bytes past MTU 1,774), dropped and counted.
+    /// holds (3,840 bytes: only past an MTU of 3,822), dropped and counted.
     #[arg(long, value_name = "IF")]
     pub iface: String,
     /// Serving cores (threads pinned to the CPUs the process may use), each with an AF_XDP
