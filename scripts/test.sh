@@ -30,9 +30,6 @@ cargo fmt --all -- --check
 # each row's imports as the table says.
 python3 scripts/layer_graph.py --check
 cargo clippy --workspace --all-targets --release "${LIVE_FEATURES[@]}" -- -D warnings
-# The engine builds without its default-on `lfp` feature (the LFP policy and the linfa/ndarray
-# stack only it needs).
-cargo clippy -p hyflow --no-default-features --lib --release -- -D warnings
 # The engine's documentation builds without broken links.
 RUSTDOCFLAGS="-D warnings" cargo doc -p hyflow --no-deps --quiet
 cargo test --workspace --release "${LIVE_FEATURES[@]}"

@@ -209,6 +209,8 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
     let report = forwarder.final_report();
     // Detach from every interface before saying anything more: the sockets, then the program.
     drop(forwarder);
+    // Without `afxdp` there is no program: the value is an `Option` of nothing.
+    #[cfg_attr(not(feature = "afxdp"), allow(dropping_copy_types))]
     drop(program);
     print!("{report}");
     Ok(())
@@ -251,7 +253,10 @@ fn live_policy(a: &SwitchArgs) -> Result<(NicConfig, Box<dyn OffloadPolicy>)> {
             a.policy
         );
     }
-    let machine = PolicyMachine { ring: port_io::RX_RING as usize, limits: limits(a) };
+    // The host's work is real here: the built-in costs stand for it where a policy needs an
+    // estimate (Elixir's identification time, in K).
+    let machine =
+        PolicyMachine { ring: port_io::RX_RING as usize, limits: limits(a), costs: CostModel::default() };
     let built = factory.check(&machine).and_then(|()| factory.build(&machine));
     let policy = built.map_err(|e| anyhow!("--policy {}: {e}", a.policy))?;
     let nic = policy.nic().ok_or_else(|| {

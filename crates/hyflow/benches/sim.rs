@@ -10,7 +10,7 @@ use std::hint::black_box;
 use criterion::{BatchSize, Criterion, Throughput};
 use hyflow::cost_model::CostModel;
 use hyflow::offload::upcall::UpcallOffload;
-use hyflow::offload::NicUpdates;
+use hyflow::offload::{NicUpdates, PolicyMachine};
 use hyflow::openflow::Pipeline;
 use hyflow::packet::{parse_frame, FlowKey, LinkKind};
 use hyflow::switch::{Switch, SwitchConfig};
@@ -121,7 +121,9 @@ fn gateway(c: &mut Criterion) {
     // Metrics count the timed second only.
     let machine = SimConfig { sample_hw: config.sample_rate, warmup_ns: WARMUP_NS, ..SimConfig::default() };
     let warmed = || {
-        let policy = Elixir::new(config, machine.ring, limits.latency_ns, limits.per_second).expect("valid");
+        let policy =
+            Elixir::new(config, &PolicyMachine { ring: machine.ring, limits, costs: CostModel::default() })
+                .expect("valid");
         let pipeline = Pipeline::from_rules(rules.clone());
         let base = SwitchConfig { nic: None, ..SwitchConfig::default() };
         let dp = SwitchDatapath::new(pipeline, base, policy, CostModel::default(), Vec::new(), limits)

@@ -6,7 +6,7 @@ use hyflow::cost_model::CostModel;
 use hyflow::measure::{Detector, FlowId, KeySpec};
 use hyflow::nic::exact_match::ExactMatch;
 use hyflow::offload::elixir::{Elixir, ElixirConfig, BURSTY_AREA, LARGE_AREA};
-use hyflow::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy};
+use hyflow::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy, PolicyMachine};
 use hyflow::openflow::{parse_flows, parse_packet, Pipeline};
 use hyflow::packet::FlowKey;
 use hyflow::switch::{Switch, SwitchConfig};
@@ -41,8 +41,17 @@ fn pkt(i: u32) -> SimPacket {
 
 type Sim = Simulator<SwitchDatapath<Elixir>>;
 
+/// Rings of `ring` packets, a NIC applying `per_second` updates (0: unlimited) at once.
+fn machine(ring: usize, per_second: f64) -> PolicyMachine {
+    PolicyMachine {
+        ring,
+        limits: NicUpdates { per_second, latency_ns: 0, ..NicUpdates::default() },
+        costs: CostModel::default(),
+    }
+}
+
 fn simulator(config: ElixirConfig, ring: usize, limits: NicUpdates) -> Sim {
-    let policy = Elixir::new(config, ring, limits.latency_ns, limits.per_second).unwrap();
+    let policy = Elixir::new(config, &PolicyMachine { ring, limits, costs: CostModel::default() }).unwrap();
     let base = SwitchConfig { nic: None, ..SwitchConfig::default() };
     let dp = SwitchDatapath::new(rules(), base, policy, CostModel::default(), Vec::new(), limits).unwrap();
     let machine = SimConfig { cores: 1, ring, nic_latency_ns: 0, ..SimConfig::default() };
@@ -63,6 +72,16 @@ fn queue_threshold_follows_the_headroom_rule() {
     let c = ElixirConfig { nic_rate_pps: 10e6, ..ElixirConfig::default() };
     assert_eq!(c.threshold(65_536, 1_000_000).unwrap(), 55_536);
     assert!(c.threshold(10_000, 1_000_000).unwrap_err().to_string().contains("is not positive"));
+    // The identification time is part of the headroom: 100 bursty counters and a 16-level
+    // heap at the built-in 27.4 ns each, 3,178.4 ns, with 67 µs of update latency.
+    let machine = PolicyMachine { ring: 65_536, ..PolicyMachine::default() };
+    let c = ElixirConfig::default();
+    assert!((c.identification_ns(&machine.costs) - 116.0 * 27.4).abs() < 1e-6);
+    assert_eq!(c.headroom_ns(&machine), 70_179);
+    assert_eq!(
+        Elixir::new(c, &machine).unwrap().report().figures.0.last(),
+        Some(&("queue_threshold", 65_536 - 10_444))
+    );
     // Given: checked against the ring.
     let c = ElixirConfig { queue_threshold: Some(51_000), ..ElixirConfig::default() };
     assert_eq!(c.threshold(65_536, 67_000).unwrap(), 51_000);
@@ -88,7 +107,7 @@ fn identification_and_replacement_windows_are_decoupled() {
     assert_eq!(cfg(5, 10).arrays(), 1, "L ≤ T: one array, the window grows to T");
 
     // N = 3: each T fills one array; at each boundary only the oldest is cleared.
-    let mut e = Elixir::new(cfg(30, 10), 65_536, 0, 0.0).unwrap();
+    let mut e = Elixir::new(cfg(30, 10), &machine(65_536, 0.0)).unwrap();
     let large = |e: &Elixir| (0..3).map(|a| e.large().array_load(a)).collect::<Vec<_>>();
     let mut switch = Switch::new(rules(), SwitchConfig { nic: e.nic(), ..SwitchConfig::default() }).unwrap();
     let mut budget = NicBudget::new(NicUpdates { per_second: 0.0, ..NicUpdates::default() });
@@ -118,7 +137,7 @@ fn identification_and_replacement_windows_are_decoupled() {
         assert_eq!(filled, (w + 1).min(3), "window {w}: {loads:?}");
     }
     // One array when L ≤ T: it is cleared at every boundary.
-    let mut e = Elixir::new(cfg(5, 10), 65_536, 0, 0.0).unwrap();
+    let mut e = Elixir::new(cfg(5, 10), &machine(65_536, 0.0)).unwrap();
     assert_eq!(e.large().arrays(), 1);
     let mut nic = NicControl::new(&mut switch, &mut budget, &costs, 1);
     e.tick(&mut nic);
@@ -323,7 +342,7 @@ fn a_crossing_moves_its_own_cores_flow_ahead_of_queued_replacements() {
         sketch_width: 1024,
         ..ElixirConfig::default()
     };
-    let mut e = Elixir::new(config, 1_000, 0, 1_000.0).unwrap();
+    let mut e = Elixir::new(config, &machine(1_000, 1_000.0)).unwrap();
     let mut switch = Switch::new(rules(), SwitchConfig { nic: e.nic(), ..SwitchConfig::default() }).unwrap();
     // One update per ms.
     let mut budget =

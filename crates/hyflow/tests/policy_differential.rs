@@ -15,6 +15,7 @@ use hyflow::cost_model::CostModel;
 use hyflow::measure::KeySpec;
 use hyflow::nic::gigaflow::GigaflowConfig;
 use hyflow::nic::{MegaflowOffloadConfig, NicConfig};
+use hyflow::offload::c45::C45Params;
 use hyflow::offload::elixir::ElixirConfig;
 use hyflow::offload::lfp::LfpConfig;
 use hyflow::offload::rebalance::OvsRebalanceConfig;
@@ -82,7 +83,12 @@ fn policies() -> Vec<PolicyConfig> {
             max_changes: 2,
             ..TfoConfig::default()
         }),
-        Arc::new(LfpConfig { entries: 4, large_share: 0.5, min_leaf: 1, ..LfpConfig::default() }),
+        Arc::new(LfpConfig {
+            entries: 4,
+            large_share: 0.5,
+            tree: C45Params { min_leaf: 1, ..C45Params::default() },
+            ..LfpConfig::default()
+        }),
         Arc::new(OvsRebalanceConfig {
             entries: 3,
             interval_ns: 150_000,
@@ -137,7 +143,7 @@ fn simulate(
     let dp = SwitchDatapath::new(
         pipeline,
         base,
-        policy.build(&PolicyMachine { ring: RING, limits }).unwrap(),
+        policy.build(&PolicyMachine { ring: RING, limits, costs: CostModel::default() }).unwrap(),
         CostModel::default(),
         ups,
         limits,

@@ -60,7 +60,7 @@ impl Default for SimExperiment {
 impl SimExperiment {
     /// What the policy knows of the machine.
     pub(crate) fn policy_machine(&self) -> PolicyMachine {
-        PolicyMachine { ring: self.machine.ring, limits: self.limits }
+        PolicyMachine { ring: self.machine.ring, limits: self.limits, costs: self.costs }
     }
 
     /// Checks every parameter, naming the first one out of range.

@@ -6,8 +6,10 @@
 //! same rate, so both sides are ranked on equal terms. Samples feed [`ElixirLarge`]: N = ⌈L/T⌉
 //! count-min arrays over sub-windows of the replacement window T (the oldest cleared at each
 //! T; one array when L ≤ T), a min-heap of the largest flows and a Bloom filter of the
-//! offloaded set. Every T the heap's flows become the large set: those not offloaded are
-//! installed in the large-flow area, those that left it are evicted, and rebuilding the heap
+//! offloaded set. Every T the heap's flows become the large set: those the Bloom filter says
+//! were not in the last set are installed in the large-flow area (a false positive leaves a
+//! flow out until it drops from the set and comes back, as in the paper, which compares the
+//! identified flows with the filter, §3.2), those that left it are evicted, and rebuilding the heap
 //! costs the host k·log2(k) sketch-update costs for the k flows (22 ms for 50,000 with the
 //! built-in costs; Elixir's implementation took about 10 ms, §4), or `heap_rebuild_ns`.
 //!
@@ -32,11 +34,14 @@
 //! lookup (log2 of the flows counted), not a sort.
 //!
 //! **K** = ring capacity − (t_identification + t_offloading) × NIC rate (the PFC-headroom
-//! rule of §3.3): t_identification is reading the bursty area's counters, immediate while the
-//! read budget lasts (it holds a second's worth); t_offloading is the NIC's update latency;
-//! the NIC rate is the packet rate the NIC can deliver into a ring (100 GbE of 64-byte
-//! frames by default). With Elixir's 65,536-packet ring and 67 µs this gives 55,565, close to
-//! the 51k the paper set on its ConnectX-5.
+//! rule of §3.3). t_identification is the host work of one check as it is charged: comparing
+//! each of the bursty area's counters (their reading is immediate while the read budget
+//! lasts; it holds a second's worth) and a lookup in software's heap of counters, sized as
+//! the large area, one `sample_ns` per counter and per heap level — 3.2 µs with the built-in
+//! costs for 100 + 50,000 entries; t_offloading is the NIC's update latency; the NIC rate is
+//! the packet rate the NIC can deliver into a ring (100 GbE of 64-byte frames by default).
+//! With Elixir's 65,536-packet ring and 67 µs this gives 55,089, close to the 51k the paper
+//! set on its ConnectX-5.
 //!
 //! A flow that is both large and bursty stays in whichever area took it first (§3.1).
 
@@ -46,12 +51,13 @@ use std::sync::Arc;
 
 use super::params::{
     check_sample_rate, Param, ParamKind, PolicyParams, PolicyRegistration, DEFAULT_BURSTY_ENTRIES,
-    DEFAULT_LARGE_ENTRIES, EXACT_TABLE,
+    DEFAULT_LARGE_ENTRIES, EXACT_TABLE, REPLACEMENT_WINDOW,
 };
 use super::{
     Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyFigures,
     PolicyMachine, PolicyReport, RunSpan, Seen,
 };
+use crate::cost_model::CostModel;
 use crate::measure::elixir_identification::{BurstCounters, ElixirLarge};
 use crate::measure::{Detector, DetectorConfig, FlowId, KeySpec, Sampler};
 use crate::nic::exact_match::ExactMatchConfig;
@@ -134,13 +140,7 @@ pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
             help: "Identification window L, seconds: large flows are ranked over it [default: 30]",
             kind: ParamKind::Number,
         },
-        Param {
-            name: "replacement-window",
-            value_name: "SECONDS",
-            help: "Replacement window T, seconds: the large set is replaced every T; L is cut into ⌈L/T⌉ \
-                   sub-window arrays [default: 10]",
-            kind: ParamKind::Number,
-        },
+        REPLACEMENT_WINDOW,
         Param {
             name: "burst-window",
             value_name: "SECONDS",
@@ -151,7 +151,8 @@ pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
             name: "queue-threshold",
             value_name: "PACKETS",
             help: "Queue threshold K, packets: a ring this full triggers a bursty-flow check [default: ring − \
-                   NIC update latency × nic-rate]",
+                   (identification time + NIC update latency) × nic-rate; the identification time is a \
+                   check's host work, a sketch-update cost per bursty counter and per heap level]",
             kind: ParamKind::Count,
         },
         Param {
@@ -189,7 +190,7 @@ fn configure(p: &PolicyParams) -> Result<PolicyConfig, PolicyConfigError> {
         key: p.flow_key()?,
         sample_rate: p.sample_rate.unwrap_or(d.sample_rate),
         identification_window_ns: p.seconds_ns("identification-window", d.identification_window_ns)?,
-        replacement_window_ns: p.seconds_ns("replacement-window", d.replacement_window_ns)?,
+        replacement_window_ns: p.seconds_ns(REPLACEMENT_WINDOW.name, d.replacement_window_ns)?,
         burst_window_ns: p.seconds_ns("burst-window", d.burst_window_ns)?,
         queue_threshold: p.count("queue-threshold"),
         nic_rate_pps: p.number("nic-rate").unwrap_or(NIC_LINE_RATE_PPS),
@@ -209,7 +210,7 @@ impl PolicyFactory for ElixirConfig {
 
     fn check(&self, machine: &PolicyMachine) -> Result<(), PolicyConfigError> {
         self.check()?;
-        self.threshold(machine.ring, machine.limits.latency_ns).map(|_| ())
+        self.threshold(machine.ring, self.headroom_ns(machine)).map(|_| ())
     }
 
     fn caveats(&self, run: &RunSpan) -> Vec<String> {
@@ -234,8 +235,7 @@ impl PolicyFactory for ElixirConfig {
     }
 
     fn build(&self, machine: &PolicyMachine) -> Result<Box<dyn OffloadPolicy>, PolicyConfigError> {
-        let m = machine;
-        Ok(Box::new(Elixir::new(*self, m.ring, m.limits.latency_ns, m.limits.per_second)?))
+        Ok(Box::new(Elixir::new(*self, machine)?))
     }
 }
 
@@ -245,10 +245,24 @@ impl ElixirConfig {
         self.identification_window_ns.div_ceil(self.replacement_window_ns.max(1)).max(1) as usize
     }
 
-    /// K for a ring of `ring` packets whose changes reach hardware `t_offloading_ns` after
-    /// they are made: ring − (t_identification + t_offloading) × NIC rate, or the threshold
-    /// given. Checked: in 1..=ring.
-    pub fn threshold(&self, ring: usize, t_offloading_ns: u64) -> Result<u64, PolicyConfigError> {
+    /// t_identification: the host work of one bursty-flow check, ns — a `sample_ns` per
+    /// bursty-area counter compared and per level of software's heap (sized as the large
+    /// area).
+    pub fn identification_ns(&self, costs: &CostModel) -> f64 {
+        let heap_levels = (self.large_entries.max(2) as f64).log2().ceil();
+        (self.bursty_entries as f64 + heap_levels) * costs.sample_ns
+    }
+
+    /// t_identification + t_offloading on `machine`, ns: from a ring's crossing of K to the
+    /// moved flow's first packet forwarded by the NIC.
+    pub fn headroom_ns(&self, machine: &PolicyMachine) -> u64 {
+        (self.identification_ns(&machine.costs) + machine.limits.latency_ns as f64).ceil() as u64
+    }
+
+    /// K for a ring of `ring` packets when a move reaches hardware `headroom_ns` after the
+    /// ring crosses K (t_identification + t_offloading): ring − headroom × NIC rate, or the
+    /// threshold given. Checked: in 1..=ring.
+    pub fn threshold(&self, ring: usize, headroom_ns: u64) -> Result<u64, PolicyConfigError> {
         if let Some(k) = self.queue_threshold {
             if k == 0 || k > ring as u64 {
                 return Err(PolicyConfigError::param(
@@ -258,13 +272,13 @@ impl ElixirConfig {
             }
             return Ok(k);
         }
-        let headroom = (t_offloading_ns as f64 / 1e9 * self.nic_rate_pps).ceil();
+        let headroom = (headroom_ns as f64 / 1e9 * self.nic_rate_pps).ceil();
         let k = ring as f64 - headroom;
         if k < 1.0 {
             return Err(PolicyConfigError::param(
                 "queue-threshold",
                 format!(
-                    "is needed: the queue threshold K = ring {ring} − {t_offloading_ns} ns × {:.0} pkt/s = {k:.0} \
+                    "is needed: the queue threshold K = ring {ring} − {headroom_ns} ns × {:.0} pkt/s = {k:.0} \
                      is not positive; give a larger `ring`, a lower `nic-rate`, or K itself",
                     self.nic_rate_pps
                 ),
@@ -324,7 +338,8 @@ pub struct ElixirStats {
     pub replacements: u64,
     /// Flows the Bloom filter said were new to the large set.
     pub large_new: u64,
-    /// Flows of the large set offloaded (new, or lost by the NIC to revalidation).
+    /// Flows of the large set offloaded (new to it, and not already held by the bursty
+    /// process).
     pub large_offloads: u64,
     /// Flows that left the large set, evicted.
     pub large_evictions: u64,
@@ -341,6 +356,8 @@ pub struct Elixir {
     config: ElixirConfig,
     k: u64,
     t_offloading_ns: u64,
+    /// t_identification, charged at each bursty-flow check, ns.
+    identification_ns: f64,
     update_gap_ns: f64,
     large: ElixirLarge,
     /// Software's own sampling of the packets it forwards.
@@ -360,20 +377,17 @@ pub struct Elixir {
 }
 
 impl Elixir {
-    /// Elixir for rings of `ring` packets, with a NIC applying updates `latency_ns` after they
-    /// are made at up to `updates_per_second` (0: unlimited).
-    pub fn new(
-        config: ElixirConfig,
-        ring: usize,
-        latency_ns: u64,
-        updates_per_second: f64,
-    ) -> Result<Elixir, PolicyConfigError> {
+    /// Elixir on `machine`: its rings, its NIC's update latency and rate (0: unlimited), and
+    /// its host's costs.
+    pub fn new(config: ElixirConfig, machine: &PolicyMachine) -> Result<Elixir, PolicyConfigError> {
         config.check()?;
-        let k = config.threshold(ring, latency_ns)?;
+        let k = config.threshold(machine.ring, config.headroom_ns(machine))?;
         let large = ElixirLarge::new(&config.detector())?;
+        let updates_per_second = machine.limits.per_second;
         Ok(Elixir {
             k,
-            t_offloading_ns: latency_ns,
+            t_offloading_ns: machine.limits.latency_ns,
+            identification_ns: config.identification_ns(&machine.costs),
             update_gap_ns: if updates_per_second > 0.0 { 1e9 / updates_per_second } else { 0.0 },
             large,
             sampler: Sampler::new(config.sample_rate, config.seed ^ 0x5eed_e11c),
@@ -421,8 +435,8 @@ impl Elixir {
                 self.stats.large_evictions += 1;
             }
         }
-        for flow in self.large.large_set() {
-            // New to the set (the Bloom filter says so), or lost by the NIC to revalidation.
+        for &flow in &self.large.replacement().offload {
+            // New to the set, as the Bloom filter says.
             if let Some(key) = self.reps.get(&flow) {
                 if nic.offload(key, flow, LARGE_AREA) {
                     self.stats.large_offloads += 1;
@@ -467,10 +481,9 @@ impl Elixir {
     /// Algorithm 2, lines 2–8: `core`'s fastest software flow into the bursty area, in place
     /// of its slowest entry if the area is full and that entry is slower.
     fn move_fastest(&mut self, core: usize, nic: &mut NicControl, now: u64) {
-        // Finding the fastest software flow: software keeps its counters in a heap, so a
-        // lookup costs a heap operation, not a sort.
-        let flows = self.bursts.flows().max(2) as f64;
-        nic.charge(nic.costs().sample_ns * flows.log2());
+        // Comparing the bursty area's counters and finding the fastest software flow (software
+        // keeps its counters in a heap): t_identification, as K allowed for.
+        nic.charge(self.identification_ns);
         let fastest = self.bursts.fastest_in_window(now, RECHECK_NS, |f, r| r.1 == core && !nic.holds(f));
         let Some((flow, rate, (key, _))) = fastest else { return };
         let room = nic.has_room(BURSTY_AREA);

@@ -1,31 +1,42 @@
 //! LFP, the Large Flow Predictor Elixir compares against (§5.1, its reference \[15\]): a
-//! decision tree predicts from a flow's first packet whether the flow will be large, and a
-//! flow predicted large is offloaded at once, while the table has room.
+//! decision tree predicts from a flow's first packet whether the flow will be large, and the
+//! table is periodically filled with the flows predicted large (Elixir §5.1: both baselines
+//! "periodically replace large flows"; LFP "uses a learning method to predict and replace
+//! large flows", with J48 on the first packet of each flow, its best setting).
 //!
 //! **Training** (offline, before the run, as Elixir used Weka's J48): every flow seen in a
-//! prefix of the input (`train_ns`) is one example — the features of its first packet
+//! prefix of the input (`lfp-train`) is one example — the features of its first packet
 //! (source and destination address, protocol, ports, length, TCP flags, input port) labelled
-//! *large* if the flow ends the prefix among the top `large_share` (10%) of flows by bytes. The
-//! tree is grown with entropy splits (C4.5's criterion; `linfa-trees`, the rust-ml project's
-//! CART with information gain — C4.5's gain ratio and its pruning are not available there),
-//! bounded in depth and leaf size, then copied into flat arrays so that prediction costs no
-//! allocation.
+//! *large* if the flow ends the prefix among the top `large_share` (10%: Elixir's trace has
+//! its top 10% of flows carry 91% of the bytes) of flows by bytes. The tree is C4.5's as J48
+//! grows it ([`super::c45`]: gain ratio, at least 2 examples per leaf) but left unpruned
+//! and read as a Laplace-corrected class distribution — J48's `-U -A`, the C4.4 setting
+//! (Provost and Domingos, "Tree Induction for Probability-Based Ranking", 2003) — because LFP
+//! *ranks* flows for a table of fixed size: with large flows a tenth of the examples, a
+//! pruned tree keeps only leaves whose majority is large, and on traffic whose first packets
+//! carry weak evidence (hyflow's gateway model: a bulk-transfer port makes a flow about
+//! 2.6 times likelier to be large, still a minority) it collapses to one leaf that ranks
+//! every flow alike. `lfp-prune` grows J48's pruned tree instead (confidence 0.25).
 //!
 //! **Running**: at a flow's first software packet the tree is consulted (costing the host one
-//! `sample_ns`); a flow predicted large is queued for the table while it has room. Entries
-//! leave when idle for `max-idle` (the table's room comes back), or by revalidation.
+//! `sample_ns`) and the flow remembered with the tree's probability that it is large; a flow
+//! predicted large (probability above one half) is installed at once while the table has
+//! room. Every replacement window (`replacement-window`, default 10 s: the baselines'
+//! period is not published, so Elixir's own T), the flows software saw in the last window
+//! and the NIC does not hold are ranked by that probability: they fill the free entries,
+//! then replace held flows the tree gave a lower probability, one for one. Held entries
+//! leave when idle for `max-idle` (their room comes back at the next replacement), or by
+//! revalidation. Ranking is charged to the host (one `sample_ns` per flow remembered).
 
-use hashbrown::HashSet;
-use linfa::prelude::*;
-use linfa_trees::{DecisionTree, SplitQuality};
-use ndarray::{Array1, Array2};
+use hashbrown::{HashMap, HashSet};
 
 use std::sync::Arc;
 
-use super::params::{Param, ParamKind, PolicyRegistration, EXACT_TABLE};
+use super::c45::{C45Params, C45Tree};
+use super::params::{Param, ParamKind, PolicyRegistration, EXACT_TABLE, REPLACEMENT_WINDOW};
 use super::{
-    NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyMachine, PolicyTrainer,
-    RunSpan, Seen,
+    Every, NicControl, OffloadPolicy, PolicyConfig, PolicyConfigError, PolicyFactory, PolicyFigures,
+    PolicyMachine, PolicyReport, PolicyTrainer, RunSpan, Seen,
 };
 use crate::measure::{FlowId, KeySpec};
 use crate::nic::exact_match::ExactMatchConfig;
@@ -61,10 +72,10 @@ pub struct LfpConfig {
     pub train_ns: u64,
     /// Share of the prefix's flows (by bytes) labelled large.
     pub large_share: f64,
-    /// Deepest the tree grows.
-    pub max_depth: usize,
-    /// Fewest examples in a leaf.
-    pub min_leaf: usize,
+    /// How the tree is grown.
+    pub tree: C45Params,
+    /// Replacement window, ns.
+    pub replacement_window_ns: u64,
 }
 
 impl Default for LfpConfig {
@@ -74,8 +85,8 @@ impl Default for LfpConfig {
             key: KeySpec::five_tuple(),
             train_ns: 10_000_000_000,
             large_share: 0.1,
-            max_depth: 16,
-            min_leaf: 5,
+            tree: C45Params { prune: false, ..C45Params::default() },
+            replacement_window_ns: 10_000_000_000,
         }
     }
 }
@@ -83,12 +94,21 @@ impl Default for LfpConfig {
 /// `lfp`.
 pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
     name: "lfp",
-    about: "LFP: first-packet prediction by a decision tree trained on the first lfp-train seconds, on an \
-            exact-match table of large-entries + bursty-entries",
+    about: "LFP: first-packet prediction by a C4.5 tree (J48) trained on the first lfp-train seconds, the \
+            predicted-large flows replaced every replacement-window, on an exact-match table of large-entries + \
+            bursty-entries",
     params: &[
         EXACT_TABLE[0],
         EXACT_TABLE[1],
         EXACT_TABLE[2],
+        REPLACEMENT_WINDOW,
+        Param {
+            name: "lfp-prune",
+            value_name: "BOOL",
+            help: "Whether lfp prunes its tree as J48 does by default (confidence 0.25); unpruned, its leaves \
+                   rank flows by their probability of being large [default: false]",
+            kind: ParamKind::Text,
+        },
         Param {
             name: "lfp-train",
             value_name: "SECONDS",
@@ -109,7 +129,22 @@ pub(crate) const REGISTRATION: PolicyRegistration = PolicyRegistration {
                 ))
             }
         };
-        Ok(Arc::new(LfpConfig { entries: p.exact_table(), key: p.flow_key()?, train_ns, ..d }))
+        let prune = match p.text("lfp-prune") {
+            None => d.tree.prune,
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(PolicyConfigError::param("lfp-prune", format!("must be true or false, not {other}")))
+            }
+        };
+        Ok(Arc::new(LfpConfig {
+            tree: C45Params { prune, ..d.tree },
+            entries: p.exact_table(),
+            key: p.flow_key()?,
+            train_ns,
+            replacement_window_ns: p.seconds_ns(REPLACEMENT_WINDOW.name, d.replacement_window_ns)?,
+            ..d
+        }))
     },
 };
 
@@ -126,6 +161,9 @@ impl PolicyFactory for LfpConfig {
         }
         if self.train_ns == 0 {
             return Err(PolicyConfigError::param("lfp-train", "must be a positive time"));
+        }
+        if self.replacement_window_ns == 0 {
+            return Err(PolicyConfigError::param(REPLACEMENT_WINDOW.name, "must be a positive time"));
         }
         Ok(())
     }
@@ -205,19 +243,11 @@ impl PolicyFactory for TrainedLfp {
     }
 }
 
-/// One node of the flattened tree: a leaf's label, or a split (`feature < threshold` goes
-/// left, as `linfa-trees` predicts).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Node {
-    Leaf(bool),
-    Split { feature: usize, threshold: f64, left: u32, right: u32 },
-}
-
 /// A trained first-packet classifier.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LfpModel {
-    nodes: Vec<Node>,
-    /// Examples it was trained on, and how many were large.
+    tree: C45Tree<FEATURES>,
+    /// Examples it was trained on.
     pub examples: usize,
     /// Of those, labelled large.
     pub large: usize,
@@ -227,50 +257,18 @@ impl LfpModel {
     /// Whether a flow whose first packet has `x` will be large.
     #[inline]
     pub(crate) fn predict(&self, x: &[f64; FEATURES]) -> bool {
-        matches!(self.nodes[self.leaf(x)], Node::Leaf(true))
+        self.tree.predict(x)
     }
 
-    /// The index of the leaf `x` falls in.
+    /// How confident the tree is that a flow whose first packet has `x` will be large.
     #[inline]
-    fn leaf(&self, x: &[f64; FEATURES]) -> usize {
-        let mut i = 0;
-        loop {
-            match self.nodes[i] {
-                Node::Leaf(_) => return i,
-                Node::Split { feature, threshold, left, right } => {
-                    i = if x[feature] < threshold { left } else { right } as usize;
-                }
-            }
-        }
+    pub(crate) fn confidence(&self, x: &[f64; FEATURES]) -> f64 {
+        self.tree.probability(x)
     }
 
-    /// Labels every leaf by the majority of the training examples that fall in it, a tie
-    /// (or no example) meaning small. `linfa-trees` breaks a tie by the iteration order of a
-    /// randomly seeded hash map, so the same prefix could give different trees from run to
-    /// run; recounted here, a run is deterministic, and a leaf with no evidence offloads
-    /// nothing.
-    /// `examples`: each flow's first-packet features and bytes; large means `cutoff` or more.
-    fn relabel(&mut self, examples: &[([f64; FEATURES], u64)], cutoff: u64) {
-        let mut votes = vec![(0u32, 0u32); self.nodes.len()];
-        for (x, bytes) in examples {
-            let v = &mut votes[self.leaf(x)];
-            if *bytes >= cutoff {
-                v.0 += 1;
-            } else {
-                v.1 += 1;
-            }
-        }
-        for (node, (large, small)) in self.nodes.iter_mut().zip(votes) {
-            if let Node::Leaf(label) = node {
-                *label = large > small;
-            }
-        }
-    }
-
-    #[cfg(test)]
     /// Nodes in the tree.
-    pub(crate) fn size(&self) -> usize {
-        self.nodes.len()
+    pub fn size(&self) -> usize {
+        self.tree.size()
     }
 }
 
@@ -292,7 +290,7 @@ impl LfpTrainer {
         self.examples[i].1 += bytes as u64;
     }
 
-    /// Grows the tree.
+    /// Grows the tree: flows of `cutoff` bytes or more, the top `large_share`, are large.
     pub(crate) fn fit(&self, config: &LfpConfig) -> Result<LfpModel, String> {
         let n = self.examples.len();
         if n < 2 {
@@ -302,41 +300,11 @@ impl LfpTrainer {
         by_bytes.sort_unstable_by(|a, b| b.cmp(a));
         let top = ((n as f64 * config.large_share).ceil() as usize).clamp(1, n);
         let cutoff = by_bytes[top - 1];
-        let records = Array2::from_shape_fn((n, FEATURES), |(r, c)| self.examples[r].0[c]);
-        let targets: Array1<bool> = self.examples.iter().map(|e| e.1 >= cutoff).collect();
-        let large = targets.iter().filter(|&&t| t).count();
-        let data = Dataset::new(records, targets);
-        let tree = DecisionTree::params()
-            .split_quality(SplitQuality::Entropy)
-            .max_depth(Some(config.max_depth))
-            .min_weight_leaf(config.min_leaf as f32)
-            .min_weight_split(2.0 * config.min_leaf as f32)
-            .fit(&data)
-            .map_err(|e| format!("lfp: training failed: {e}"))?;
-        let mut nodes = Vec::new();
-        flatten(tree.root_node(), &mut nodes);
-        let mut model = LfpModel { nodes, examples: n, large };
-        model.relabel(&self.examples, cutoff);
-        Ok(model)
+        let labelled: Vec<([f64; FEATURES], bool)> =
+            self.examples.iter().map(|(x, bytes)| (*x, *bytes >= cutoff)).collect();
+        let large = labelled.iter().filter(|e| e.1).count();
+        Ok(LfpModel { tree: C45Tree::fit(&labelled, &config.tree), examples: n, large })
     }
-}
-
-fn flatten(node: &linfa_trees::TreeNode<f64, bool>, out: &mut Vec<Node>) -> u32 {
-    let at = out.len();
-    if let Some(label) = node.prediction() {
-        out.push(Node::Leaf(label));
-        return at as u32;
-    }
-    let (feature, threshold, _) = node.split();
-    out.push(Node::Leaf(false));
-    let children = node.children();
-    let (Some(l), Some(r)) = (children[0], children[1]) else {
-        unreachable!("an internal node has both children")
-    };
-    let left = flatten(l, out);
-    let right = flatten(r, out);
-    out[at] = Node::Split { feature, threshold, left, right };
-    at as u32
 }
 
 /// What LFP did.
@@ -346,22 +314,89 @@ pub(crate) struct LfpStats {
     pub first_packets: u64,
     /// Of those, predicted large.
     pub predicted_large: u64,
-    /// Offloads queued.
+    /// Installs queued at a first packet.
     pub offloads: u64,
+    /// Replacement windows closed.
+    pub replacements: u64,
+    /// Installs queued at a replacement into free entries.
+    pub refills: u64,
+    /// Held flows replaced by waiting ones the tree was more confident in.
+    pub swaps: u64,
+}
+
+/// A flow the tree classified.
+#[derive(Clone, Copy, Debug)]
+struct Classified {
+    key: FlowKey,
+    confidence: f64,
+    /// When software last forwarded one of its packets, ns.
+    last_ns: u64,
 }
 
 /// The policy.
 pub(crate) struct Lfp {
     config: LfpConfig,
     model: Arc<LfpModel>,
+    /// Flows whose first packet was classified (its later packets have other features).
     seen: HashSet<FlowId>,
+    /// Those software saw in the last window, or the NIC holds.
+    classified: HashMap<FlowId, Classified>,
+    replacements: Every,
     stats: LfpStats,
 }
 
 impl Lfp {
     /// The policy of `config` predicting with `model`.
     pub(crate) fn new(config: LfpConfig, model: Arc<LfpModel>) -> Lfp {
-        Lfp { config, model, seen: HashSet::new(), stats: LfpStats::default() }
+        Lfp {
+            replacements: Every::new(config.replacement_window_ns),
+            config,
+            model,
+            seen: HashSet::new(),
+            classified: HashMap::new(),
+            stats: LfpStats::default(),
+        }
+    }
+
+    /// The periodic replacement: waiting flows, likeliest to be large first, into free
+    /// entries and then in place of held flows the tree found less likely.
+    fn replace(&mut self, nic: &mut NicControl) {
+        self.stats.replacements += 1;
+        let now = nic.now_ns();
+        let window = self.config.replacement_window_ns;
+        // A flow neither held nor seen by software for a window has ended (or is held: its
+        // packets no longer reach software, and the NIC's idle timeout decides for it).
+        self.classified.retain(|f, p| now.saturating_sub(p.last_ns) <= window || nic.holds(*f));
+        nic.charge(nic.costs().sample_ns * self.classified.len() as f64);
+        let mut waiting: Vec<(f64, FlowId)> = Vec::new();
+        let mut held: Vec<(f64, FlowId)> = Vec::new();
+        for (f, p) in &self.classified {
+            if nic.holds(*f) {
+                held.push((p.confidence, *f));
+            } else {
+                waiting.push((p.confidence, *f));
+            }
+        }
+        waiting.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        held.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut weakest = held.iter();
+        for &(confidence, flow) in &waiting {
+            let key = self.classified[&flow].key;
+            if nic.has_room(0) {
+                if nic.offload(&key, flow, 0) {
+                    self.stats.refills += 1;
+                }
+                continue;
+            }
+            match weakest.next() {
+                Some(&(held_confidence, victim)) if held_confidence < confidence => {
+                    nic.evict(victim);
+                    nic.offload(&key, flow, 0);
+                    self.stats.swaps += 1;
+                }
+                _ => break,
+            }
+        }
     }
 }
 
@@ -382,13 +417,26 @@ impl OffloadPolicy for Lfp {
         Some(self.config.key)
     }
 
+    fn tick(&mut self, nic: &mut NicControl) {
+        if self.replacements.due(nic.now_ns()) {
+            self.replace(nic);
+        }
+    }
+
     fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
         let Some(flow) = pkt.flow else { return 0.0 };
+        if let Some(c) = self.classified.get_mut(&flow) {
+            c.last_ns = pkt.now_ns;
+            return 0.0;
+        }
         if !self.seen.insert(flow) {
             return 0.0;
         }
         self.stats.first_packets += 1;
-        if self.model.predict(&features(pkt.key, pkt.bytes)) {
+        let x = features(pkt.key, pkt.bytes);
+        let confidence = self.model.confidence(&x);
+        self.classified.insert(flow, Classified { key: *pkt.key, confidence, last_ns: pkt.now_ns });
+        if self.model.predict(&x) {
             self.stats.predicted_large += 1;
             if nic.has_room(0) && nic.offload(pkt.key, flow, 0) {
                 self.stats.offloads += 1;
@@ -396,41 +444,36 @@ impl OffloadPolicy for Lfp {
         }
         nic.costs().sample_ns
     }
+
+    /// `replacements`: replacement windows closed; `predicted_large`: first packets the
+    /// tree predicted large; `swaps`: held flows replaced by likelier ones.
+    fn report(&self) -> PolicyReport {
+        let s = &self.stats;
+        PolicyReport {
+            figures: PolicyFigures(vec![
+                ("replacements", s.replacements),
+                ("predicted_large", s.predicted_large),
+                ("swaps", s.swaps),
+            ]),
+            summary: Some(format!(
+                "{} of {} first packets predicted large ({} nodes in the tree); {} replacements refilled {} \
+                 entries and swapped {}",
+                s.predicted_large,
+                s.first_packets,
+                self.model.size(),
+                s.replacements,
+                s.refills,
+                s.swaps
+            )),
+            ..PolicyReport::default()
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::openflow::parse_packet;
-
-    /// Leaves where large and small tie predict small, in every fit: linfa-trees alone would
-    /// pick either by a randomly seeded hash map's order.
-    #[test]
-    fn tied_leaves_predict_small_in_every_fit() {
-        let spec = KeySpec::five_tuple();
-        let mut t = LfpTrainer::default();
-        // Pairs of flows whose first packets are identical (same features), one large, one
-        // small: no split can separate them.
-        for i in 0..20u32 {
-            for (src, packets) in [(1, 30), (2, 1)] {
-                let k =
-                    parse_packet(&format!("tcp,nw_src=10.0.0.{src},nw_dst=10.1.0.{i},tp_dst=443")).unwrap();
-                let mut same = k;
-                same.set_nw_src(0x0a00_0001);
-                let flow = spec.flow_id(&k).unwrap();
-                for _ in 0..packets {
-                    t.observe(flow, &same, 100);
-                }
-            }
-        }
-        let config = LfpConfig { large_share: 0.5, min_leaf: 1, ..LfpConfig::default() };
-        let first = t.fit(&config).unwrap();
-        for _ in 0..20 {
-            assert_eq!(t.fit(&config).unwrap(), first);
-        }
-        let k = parse_packet("tcp,nw_src=10.0.0.1,nw_dst=10.1.0.3,tp_dst=443").unwrap();
-        assert!(!first.predict(&features(&k, 100)), "a tie offloads nothing");
-    }
 
     /// Flows to port 443 are large, all others small, whatever their addresses: the tree
     /// learns the port and nothing else matters.

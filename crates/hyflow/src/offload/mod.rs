@@ -12,11 +12,11 @@
 //! [`elixir`] (sampled large-flow replacement plus queue-triggered bursty offload), and
 //! Elixir's baselines on the same exact-match table: [`tfo`] (multi-time-scale heavy
 //! hitters with limited churn, a reconstruction), [`lfp`] (first-packet prediction with a
-//! decision tree) and [`rebalance`] (Open vSwitch's offload-rebalance).
+//! C4.5 tree, [`c45`], and periodic replacement) and [`rebalance`] (Open vSwitch's offload-rebalance).
 
 pub mod budget;
+pub mod c45;
 pub mod elixir;
-#[cfg(feature = "lfp")]
 pub mod lfp;
 pub mod params;
 pub mod rebalance;
@@ -43,7 +43,6 @@ pub const POLICIES: &[&PolicyRegistration] = &[
     &upcall::GIGAFLOW,
     &elixir::REGISTRATION,
     &tfo::REGISTRATION,
-    #[cfg(feature = "lfp")]
     &lfp::REGISTRATION,
     &rebalance::REGISTRATION,
 ];
@@ -91,6 +90,9 @@ pub struct PolicyMachine {
     pub ring: usize,
     /// The NIC's update and counter-read limits.
     pub limits: NicUpdates,
+    /// What the host's work costs (a policy's own work, such as identifying a flow, takes
+    /// host time).
+    pub costs: CostModel,
 }
 
 /// A policy's configuration, which names, checks, prepares and builds the policy (as

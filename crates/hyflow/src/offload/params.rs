@@ -164,6 +164,15 @@ pub(crate) const FLOW_KEY: Param = Param {
     kind: ParamKind::Text,
 };
 
+/// The replacement window of the policies that re-choose their table periodically.
+pub(crate) const REPLACEMENT_WINDOW: Param = Param {
+    name: "replacement-window",
+    value_name: "SECONDS",
+    help: "Replacement window T, seconds: the table's large flows are re-chosen every T; elixir cuts its \
+           identification window L into ⌈L/T⌉ sub-window arrays [default: 10]",
+    kind: ParamKind::Number,
+};
+
 /// The parameters of the exact-match table every policy on Elixir's table takes.
 pub(crate) const EXACT_TABLE: [Param; 3] = [LARGE_ENTRIES, BURSTY_ENTRIES, FLOW_KEY];
 
