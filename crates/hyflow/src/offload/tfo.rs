@@ -306,9 +306,15 @@ impl OffloadPolicy for Tfo {
     }
 
     fn report(&self) -> PolicyReport {
-        // `replacements`: time bins closed, each of which may swap entries.
+        // `replacements`: time bins closed, each of which may swap entries; `fills`: flows
+        // offloaded into free entries; `swaps`: held flows replaced.
+        let s = &self.stats;
         PolicyReport {
-            figures: PolicyFigures(vec![("replacements", self.stats.bins)]),
+            figures: PolicyFigures(vec![("replacements", s.bins), ("fills", s.fills), ("swaps", s.swaps)]),
+            summary: Some(format!(
+                "{} bins closed; {} flows offloaded into free entries, {} held flows swapped out",
+                s.bins, s.fills, s.swaps
+            )),
             ..PolicyReport::default()
         }
     }
