@@ -133,7 +133,9 @@ pub struct SimArgs {
     /// NIC latency, µs: hits leave after it, misses reach the rings after it.
     #[arg(long, default_value_t = 2.0, value_name = "US")]
     pub nic_latency: f64,
-    /// Steering of host-bound packets: rss (5-tuple) or comma-separated fields to hash.
+    /// Steering of host-bound packets: rss (5-tuple), comma-separated fields to hash, or spray
+    /// (packets dealt to the cores in turn, so one flow can use every core: Elixir's Fig. 3b
+    /// forwarder).
     #[arg(long, default_value = "rss", value_name = "FIELDS")]
     pub steer: String,
     /// NIC table updates per second (0 = unlimited).
@@ -147,10 +149,16 @@ pub struct SimArgs {
     /// ConnectX-5).
     #[arg(long, default_value_t = 67.0, value_name = "US")]
     pub nic_update_latency: f64,
-    /// NIC forwarding stalls this many µs per table update (throughput lost to frequent
-    /// updates); hardware packets arriving meanwhile wait.
-    #[arg(long, default_value_t = 0.0, value_name = "US")]
+    /// NIC forwarding stalls this many µs per table update; hardware packets arriving
+    /// meanwhile wait. The default is Elixir's Fig. 6a (a ConnectX-5 holding 50,000 entries
+    /// loses half its throughput at 3,250 updates/s: 0.5 s / 3,250); 0 turns it off.
+    #[arg(long, default_value_t = UPDATE_STALL_US, value_name = "US")]
     pub update_stall: f64,
+    /// Every core loses this many µs per NIC table update (the installs' and removals' cache
+    /// contention), as work that competes with forwarding. The default is Elixir's Fig. 6b
+    /// (software throughput −16% at 3,250 updates/s: 0.16 s / 3,250); 0 turns it off.
+    #[arg(long, default_value_t = UPDATE_HOST_COST_US, value_name = "US")]
+    pub update_host_cost: f64,
     /// Fraction of hardware-forwarded packets whose header the NIC also sends to the host
     /// for measurement (each costs the host a sketch update, `sample_ns`): the sampling rate r of elixir
     /// and tfo [default: 0.2 for them, 0 otherwise].
@@ -275,6 +283,14 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
         )?;
     }
     writeln!(out, "NIC: {} entries at the end, {} at most", s.nic.entries, s.nic.entries_peak)?;
+    if m.nic_stalled_packets > 0 || m.update_host_ms > 0.0 {
+        writeln!(
+            out,
+            "  table updates cost {} hardware packets a wait for the NIC (--update-stall) and the cores {} ms \
+             (--update-host-cost)",
+            m.nic_stalled_packets, m.update_host_ms
+        )?;
+    }
     if s.nic.installs_refused_rate_cap > 0 {
         writeln!(
         out,
@@ -368,6 +384,11 @@ pub fn write_series(path: &Path, m: &Metrics) -> Result<()> {
 /// Most points of a time series sized to the run.
 pub const SERIES_POINTS: usize = 1_000;
 
+/// `--update-stall`'s default, µs (Elixir Fig. 6a).
+const UPDATE_STALL_US: f64 = hyflow::timing::FIG6_UPDATE_STALL_NS as f64 / 1e3;
+/// `--update-host-cost`'s default, µs (Elixir Fig. 6b).
+const UPDATE_HOST_COST_US: f64 = hyflow::timing::FIG6_UPDATE_HOST_NS as f64 / 1e3;
+
 impl SimArgs {
     /// The search the options ask for, if any.
     pub fn search(&self) -> Option<Search> {
@@ -434,6 +455,7 @@ impl SimArgs {
         };
         let steering = match a.steer.as_str() {
             "rss" => Steering::Rss,
+            "spray" => Steering::Spray,
             fields => Steering::Fields(KeySpec::parse(fields).map_err(|e| anyhow!("--steer: {e}"))?),
         };
         let exp = SimExperiment {
@@ -449,6 +471,7 @@ impl SimArgs {
                 series_points,
                 sample_hw: a.sample_rate.unwrap_or(0.0),
                 update_stall_ns: (non_negative("--update-stall", a.update_stall, "µs")? * 1e3) as u64,
+                update_host_ns: (non_negative("--update-host-cost", a.update_host_cost, "µs")? * 1e3) as u64,
                 seed: 1,
                 warmup_ns: match a.warmup {
                     None => 0,

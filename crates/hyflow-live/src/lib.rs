@@ -255,8 +255,12 @@ fn live_policy(a: &SwitchArgs) -> Result<(NicConfig, Box<dyn OffloadPolicy>)> {
     }
     // The host's work is real here: the built-in costs stand for it where a policy needs an
     // estimate (Elixir's identification time, in K).
-    let machine =
-        PolicyMachine { ring: port_io::RX_RING as usize, limits: limits(a), costs: CostModel::default() };
+    let machine = PolicyMachine {
+        ring: port_io::RX_RING as usize,
+        limits: limits(a),
+        costs: CostModel::default(),
+        spreads_flows: false,
+    };
     let built = factory.check(&machine).and_then(|()| factory.build(&machine));
     let policy = built.map_err(|e| anyhow!("--policy {}: {e}", a.policy))?;
     let nic = policy.nic().ok_or_else(|| {

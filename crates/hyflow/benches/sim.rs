@@ -122,7 +122,7 @@ fn gateway(c: &mut Criterion) {
     let machine = SimConfig { sample_hw: config.sample_rate, warmup_ns: WARMUP_NS, ..SimConfig::default() };
     let warmed = || {
         let policy =
-            Elixir::new(config, &PolicyMachine { ring: machine.ring, limits, costs: CostModel::default() })
+            Elixir::new(config, &PolicyMachine { ring: machine.ring, limits, ..PolicyMachine::default() })
                 .expect("valid");
         let pipeline = Pipeline::from_rules(rules.clone());
         let base = SwitchConfig { nic: None, ..SwitchConfig::default() };

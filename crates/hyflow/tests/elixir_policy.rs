@@ -46,12 +46,12 @@ fn machine(ring: usize, per_second: f64) -> PolicyMachine {
     PolicyMachine {
         ring,
         limits: NicUpdates { per_second, latency_ns: 0, ..NicUpdates::default() },
-        costs: CostModel::default(),
+        ..PolicyMachine::default()
     }
 }
 
 fn simulator(config: ElixirConfig, ring: usize, limits: NicUpdates) -> Sim {
-    let policy = Elixir::new(config, &PolicyMachine { ring, limits, costs: CostModel::default() }).unwrap();
+    let policy = Elixir::new(config, &PolicyMachine { ring, limits, ..PolicyMachine::default() }).unwrap();
     let base = SwitchConfig { nic: None, ..SwitchConfig::default() };
     let dp = SwitchDatapath::new(rules(), base, policy, CostModel::default(), Vec::new(), limits).unwrap();
     let machine = SimConfig { cores: 1, ring, nic_latency_ns: 0, ..SimConfig::default() };

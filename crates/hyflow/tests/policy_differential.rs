@@ -143,7 +143,7 @@ fn simulate(
     let dp = SwitchDatapath::new(
         pipeline,
         base,
-        policy.build(&PolicyMachine { ring: RING, limits, costs: CostModel::default() }).unwrap(),
+        policy.build(&PolicyMachine { ring: RING, limits, ..PolicyMachine::default() }).unwrap(),
         CostModel::default(),
         ups,
         limits,

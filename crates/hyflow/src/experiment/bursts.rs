@@ -76,13 +76,13 @@ impl BurstTracker {
 
     /// The summary of the bursts in `log` (times converted to simulated time by `to_sim`)
     /// that lie within `measured` (first and last arrival measured), with each burst's core
-    /// in `cores` and the ring-watch `crossings` (time-ordered; `watching`: the policy has
+    /// in `cores` (`None`: its packets go to every core, and any core's crossing counts) and the ring-watch `crossings` (time-ordered; `watching`: the policy has
     /// a K).
     pub(super) fn summarize(
         &self,
         log: &[BurstSpan],
         to_sim: impl Fn(u64) -> u64,
-        cores: &[usize],
+        cores: &[Option<usize>],
         crossings: &[(u64, u32)],
         watching: bool,
         measured: (u64, u64),
@@ -97,12 +97,12 @@ impl BurstTracker {
                 continue;
             }
             let (held, first_nic) = self.seen.get(i).copied().flatten().unwrap_or((false, None));
-            let core = cores[i] as u32;
+            let core = cores[i].map(|c| c as u32);
             let crossing = crossings
                 .iter()
                 .skip(crossings.partition_point(|c| c.0 < start))
                 .take_while(|c| c.0 < end)
-                .find(|c| c.1 == core)
+                .find(|c| core.is_none_or(|core| c.1 == core))
                 .map(|c| c.0 - start);
             let offloaded = first_nic.filter(|&t| t < end).map(|t| t.saturating_sub(start));
             // Moved in during the burst (not held from before).
@@ -154,7 +154,7 @@ mod tests {
         t.packet(1, 2_000, true);
         t.packet(2, 60, false);
         let crossings = [(1_200, 1), (1_500, 0), (2_100, 1)];
-        let s = t.summarize(&log, |ns| ns, &[0, 1, 0], &crossings, true, (100, 10_000));
+        let s = t.summarize(&log, |ns| ns, &[Some(0), Some(1), Some(0)], &crossings, true, (100, 10_000));
         assert_eq!(s.bursts, 2, "the third started before the measured time");
         assert_eq!((s.held_at_start, s.offloaded), (1, 1));
         assert_eq!((s.overloaded, s.overloaded_offloaded), (Some(2), Some(1)));
@@ -164,7 +164,7 @@ mod tests {
         assert!(s.list[1].held_at_start);
         assert_eq!(s.offload_ms_mean, Some(2_000e-6));
         // Rate rescaling stretches time: peaks scale inversely.
-        let s = t.summarize(&log, |ns| ns * 2, &[0, 1, 0], &[], false, (0, 20_000));
+        let s = t.summarize(&log, |ns| ns * 2, &[Some(0), Some(1), Some(0)], &[], false, (0, 20_000));
         assert_eq!(s.list[0].peak_pps, 5e5);
         assert_eq!(s.overloaded, None);
     }

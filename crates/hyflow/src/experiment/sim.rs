@@ -60,7 +60,12 @@ impl Default for SimExperiment {
 impl SimExperiment {
     /// What the policy knows of the machine.
     pub(crate) fn policy_machine(&self) -> PolicyMachine {
-        PolicyMachine { ring: self.machine.ring, limits: self.limits, costs: self.costs }
+        PolicyMachine {
+            ring: self.machine.ring,
+            limits: self.limits,
+            costs: self.costs,
+            spreads_flows: self.machine.steering.spreads_flows(),
+        }
     }
 
     /// Checks every parameter, naming the first one out of range.
@@ -374,7 +379,7 @@ fn simulate_at(
         sim.run_to_end();
         sim.datapath_mut().take_decisions(true, f)?;
     }
-    let burst_cores: Option<Vec<usize>> =
+    let burst_cores: Option<Vec<Option<usize>>> =
         source.gateway().map(|g| g.burst_log().iter().map(|b| sim.core_of(g.key(b.flow))).collect());
     let (metrics, datapath) = sim.finish();
     if metrics.series_overflow {

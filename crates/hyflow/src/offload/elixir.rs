@@ -24,7 +24,8 @@
 //! just after a reset or an install is no high rate. Choosing on the overflowing core is hyflow's reading of
 //! Algorithm 2 for a multi-core host (the paper's queue is one ring): receive-side scaling
 //! keeps a flow on one core, so only that core's flows can be filling its ring, and a faster
-//! flow elsewhere would take the entry without relieving it.
+//! flow elsewhere would take the entry without relieving it. When steering sprays every
+//! flow over the cores (`sim --steer spray`), the fastest software flow anywhere is chosen.
 //! The two processes are independent (§3.3), so a move's changes are urgent: they go to the
 //! NIC ahead of any queued large-flow replacement, and one move is in flight at a time: the
 //! next check waits until the last change has had time to reach hardware (the urgent changes
@@ -358,6 +359,9 @@ pub struct Elixir {
     t_offloading_ns: u64,
     /// t_identification, charged at each bursty-flow check, ns.
     identification_ns: f64,
+    /// One flow's packets reach every core: the fastest software flow anywhere is the
+    /// candidate, not only the overflowing core's.
+    spreads_flows: bool,
     update_gap_ns: f64,
     large: ElixirLarge,
     /// Software's own sampling of the packets it forwards.
@@ -388,6 +392,7 @@ impl Elixir {
             k,
             t_offloading_ns: machine.limits.latency_ns,
             identification_ns: config.identification_ns(&machine.costs),
+            spreads_flows: machine.spreads_flows,
             update_gap_ns: if updates_per_second > 0.0 { 1e9 / updates_per_second } else { 0.0 },
             large,
             sampler: Sampler::new(config.sample_rate, config.seed ^ 0x5eed_e11c),
@@ -484,7 +489,9 @@ impl Elixir {
         // Comparing the bursty area's counters and finding the fastest software flow (software
         // keeps its counters in a heap): t_identification, as K allowed for.
         nic.charge(self.identification_ns);
-        let fastest = self.bursts.fastest_in_window(now, RECHECK_NS, |f, r| r.1 == core && !nic.holds(f));
+        let spread = self.spreads_flows;
+        let fastest =
+            self.bursts.fastest_in_window(now, RECHECK_NS, |f, r| (spread || r.1 == core) && !nic.holds(f));
         let Some((flow, rate, (key, _))) = fastest else { return };
         let room = nic.has_room(BURSTY_AREA);
         if !room {

@@ -93,6 +93,9 @@ pub struct PolicyMachine {
     /// What the host's work costs (a policy's own work, such as identifying a flow, takes
     /// host time).
     pub costs: CostModel,
+    /// Whether one flow's packets reach several cores (so a ring's overflow does not say
+    /// which flow filled it).
+    pub spreads_flows: bool,
 }
 
 /// A policy's configuration, which names, checks, prepares and builds the policy (as

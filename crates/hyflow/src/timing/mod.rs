@@ -89,7 +89,28 @@ pub enum Steering {
     Rss,
     /// A hash of the given fields (FlexNIC's flexible steering, e.g. on a key field).
     Fields(KeySpec),
+    /// Host-bound packets dealt to the cores in turn, whatever their flow: one flow can use
+    /// every core (and is reordered). What a forwarder needs for one bursty flow to be helped
+    /// by more cores, as Elixir's Fig. 3b measures (4 cores for a flow at a fifth of a stable
+    /// flow's average rate); under receive-side scaling a flow has one core.
+    Spray,
 }
+
+impl Steering {
+    /// Whether one flow's packets reach several cores.
+    pub fn spreads_flows(&self) -> bool {
+        matches!(self, Steering::Spray)
+    }
+}
+
+/// NIC forwarding stall per table update calibrated to Elixir's Fig. 6a (a ConnectX-5 holding
+/// 50,000 entries loses half its throughput at 3,250 updates/s: 0.5 s / 3,250), ns: the
+/// fronts' default for [`SimConfig::update_stall_ns`].
+pub const FIG6_UPDATE_STALL_NS: u64 = 153_846;
+/// Core time lost per table update calibrated to Elixir's Fig. 6b (software throughput −16%
+/// at 3,250 updates/s: 0.16 s / 3,250), ns: the fronts' default for
+/// [`SimConfig::update_host_ns`].
+pub const FIG6_UPDATE_HOST_NS: u64 = 49_231;
 
 /// Shape of the simulated machine.
 #[derive(Clone, Debug)]
@@ -112,9 +133,12 @@ pub struct SimConfig {
     /// Fraction of NIC-forwarded packets whose header (64 bytes) is also sent to the host
     /// for measurement (Elixir's sampling; FlexNIC truncation).
     pub sample_hw: f64,
-    /// NIC forwarding stalls this long per table update (Elixir Fig. 6: frequent updates
+    /// NIC forwarding stalls this long per table update (Elixir Fig. 6a: frequent updates
     /// cost hardware throughput); packets arriving meanwhile wait.
     pub update_stall_ns: u64,
+    /// Every core loses this much time per NIC table update (Elixir Fig. 6b: installing and
+    /// removing entries evicts the forwarding loop's cache lines), as background work.
+    pub update_host_ns: u64,
     /// Seed of the sampling decisions.
     pub seed: u64,
     /// Time simulated before measuring: everything runs from the first packet, but the
@@ -138,6 +162,7 @@ impl Default for SimConfig {
             series_points: 0,
             sample_hw: 0.0,
             update_stall_ns: 0,
+            update_host_ns: 0,
             seed: 1,
             warmup_ns: 0,
             ring_watch: 0,
@@ -292,6 +317,8 @@ pub struct Metrics {
     pub busy_ns: Vec<u64>,
     /// Background host work run on the cores (a policy's), ns.
     pub work_ns: u64,
+    /// Core time lost to NIC table updates, all cores together, ns.
+    pub update_host_ns: u64,
     /// Time of the first and last arrival, ns (trace time after rescaling).
     pub first_ns: u64,
     /// Last arrival.
@@ -349,6 +376,7 @@ impl Metrics {
             interval_ns,
             busy_ns: vec![0; cores],
             work_ns: 0,
+            update_host_ns: 0,
             first_ns: 0,
             last_ns: 0,
             end_ns: 0,
@@ -469,6 +497,7 @@ impl Metrics {
                 lost: self.samples_lost,
             },
             nic_stalled_packets: self.stalled,
+            update_host_ms: (self.update_host_ns as f64 / 1e4).round() / 100.0,
             rate_pps: self.rate_pps().round(),
             duration_s: (self.last_ns.saturating_sub(self.first_ns)) as f64 / 1e9,
             hw_packets: self.hw,
@@ -573,6 +602,8 @@ pub struct MetricsSummary {
     pub samples: SampleCounts,
     /// Hardware packets that waited for a NIC table update to end.
     pub nic_stalled_packets: u64,
+    /// Core time lost to NIC table updates (cache contention), all cores together, ms.
+    pub update_host_ms: f64,
     /// Packets per second over the measured span.
     pub rate_pps: f64,
     /// Simulated time from the first measured arrival to the last, s.
@@ -616,6 +647,8 @@ pub struct Simulator<D> {
     steer_fields: KeySpec,
     /// NIC forwarding is stalled by table updates until then.
     nic_busy_until: u64,
+    /// The core [`Steering::Spray`] gave the last packet.
+    spray_next: usize,
     nic_updates_seen: u64,
     /// NIC hits not yet in the latency histograms: (latency, packets).
     hw_latency_run: (u64, u64),
@@ -651,7 +684,7 @@ impl<D: Datapath> Simulator<D> {
         let metrics = Metrics::new(config.cores, config.interval_ns);
         let sampler = crate::measure::Sampler::new(config.sample_hw.clamp(0.0, 1.0), config.seed);
         let steer_fields = match &config.steering {
-            Steering::Rss => KeySpec::five_tuple(),
+            Steering::Rss | Steering::Spray => KeySpec::five_tuple(),
             Steering::Fields(spec) => *spec,
         };
         Ok(Simulator {
@@ -664,6 +697,7 @@ impl<D: Datapath> Simulator<D> {
             sampler,
             nic_busy_until: 0,
             nic_updates_seen: 0,
+            spray_next: 0,
             hw_latency_run: (0, 0),
             measure_from_ns: None,
             measuring: false,
@@ -724,8 +758,25 @@ impl<D: Datapath> Simulator<D> {
         iv.nic_updates_so_far = self.datapath.nic_updates();
     }
 
-    /// The core whose ring receives host-bound packets with these headers.
-    pub(crate) fn core_of(&self, key: &FlowKey) -> usize {
+    /// The core whose ring receives host-bound packets with these headers; `None` when
+    /// steering sprays a flow over every core.
+    pub(crate) fn core_of(&self, key: &FlowKey) -> Option<usize> {
+        match self.config.steering {
+            Steering::Spray => None,
+            _ => Some(self.hashed_core(key)),
+        }
+    }
+
+    /// The core the next host-bound packet with these headers goes to.
+    fn steer(&mut self, key: &FlowKey) -> usize {
+        if self.config.steering.spreads_flows() {
+            self.spray_next = (self.spray_next + 1) % self.cores.len();
+            return self.spray_next;
+        }
+        self.hashed_core(key)
+    }
+
+    fn hashed_core(&self, key: &FlowKey) -> usize {
         if self.cores.len() == 1 {
             return 0;
         }
@@ -738,17 +789,33 @@ impl<D: Datapath> Simulator<D> {
             if q.sample { self.datapath.sample(t, c, &q.pkt) } else { self.datapath.host(t, c, &q.pkt) };
         // Table updates the host made stall the NIC.
         let updates = self.datapath.nic_updates();
-        if updates > self.nic_updates_seen && self.config.update_stall_ns > 0 {
-            let stall = (updates - self.nic_updates_seen) * self.config.update_stall_ns;
+        let new_updates = updates.saturating_sub(self.nic_updates_seen);
+        self.nic_updates_seen = updates;
+        if new_updates > 0 && self.config.update_stall_ns > 0 {
+            let stall = new_updates * self.config.update_stall_ns;
             self.nic_busy_until = self.nic_busy_until.max(t) + stall;
         }
-        self.nic_updates_seen = updates;
+        if new_updates > 0 && self.config.update_host_ns > 0 {
+            self.contend(c, t, new_updates * self.config.update_host_ns);
+        }
         let core = &mut self.cores[c];
         core.serving = Some(if q.sample { Job::Sample } else { Job::Packet(q.arrival) });
         core.busy_ns += service;
         core.packet_debt_ns = core.packet_debt_ns.saturating_sub(service);
         self.events.push(Reverse((t + service, c as u32)));
         self.collect_work(t);
+    }
+
+    /// Every core loses `ns` to table updates (cache contention), as background work; idle
+    /// cores other than `serving` (which is about to serve a packet) start on it at `t`.
+    fn contend(&mut self, serving: usize, t: u64, ns: u64) {
+        self.metrics.update_host_ns += ns * self.cores.len() as u64;
+        for i in 0..self.cores.len() {
+            self.cores[i].work_ns += ns;
+            if i != serving && self.cores[i].serving.is_none() {
+                self.next(i, t);
+            }
+        }
     }
 
     /// Hands background work the datapath did to the least busy core (fewest queued, then
@@ -889,7 +956,7 @@ impl<D: Datapath> Simulator<D> {
     /// Puts a packet on its core's ring (or straight into service on an idle core): the core
     /// and its ring's occupancy after, or the core if its ring is full.
     fn enqueue(&mut self, t: u64, q: Queued) -> Result<(usize, u64), usize> {
-        let c = self.core_of(&q.pkt.key);
+        let c = self.steer(&q.pkt.key);
         if self.cores[c].serving.is_none() {
             self.cores[c].above_watch = false;
             self.start(c, t, q);

@@ -141,8 +141,9 @@ impl GatewayConfig {
 
     /// Parses `gen:gateway[,KEY=VALUE...]` (keys: preset (laptop, elixir: where the other
     /// keys start, wherever it stands), flows, bursty, rate in packets/s, duration in seconds,
-    /// top-share, churn in seconds, seed, in-port); `None` if `spec` is not gateway traffic at
-    /// all.
+    /// top-share, churn in seconds, seed, in-port, and the bursts' shape — burst-peak (shares
+    /// of rate), burst-ratio, burst-duration (seconds) — each `X` or a range `LOW..HIGH`);
+    /// `None` if `spec` is not gateway traffic at all.
     pub fn parse(spec: &str) -> Option<Result<GatewayConfig, String>> {
         let rest = spec.strip_prefix(SPEC_PREFIX)?;
         if !(rest.is_empty() || rest.starts_with(',')) {
@@ -164,6 +165,15 @@ impl GatewayConfig {
             let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{k}={v} in {spec}: not a number"));
             let whole =
                 |v: &str| v.parse::<u64>().map_err(|_| format!("{k}={v} in {spec}: not a whole number"));
+            let range = |v: &str| -> Result<(f64, f64), String> {
+                match v.split_once("..") {
+                    Some((lo, hi)) => Ok((num(lo)?, num(hi)?)),
+                    None => num(v).map(|x| (x, x)),
+                }
+            };
+            let seconds = |(lo, hi): (f64, f64)| {
+                ((lo * 1e9).round().max(0.0) as u64, (hi * 1e9).round().max(0.0) as u64)
+            };
             let r = (|| -> Result<(), String> {
                 match k {
                     "flows" => c.flows = whole(v)? as usize,
@@ -175,9 +185,13 @@ impl GatewayConfig {
                     "churn" => c.churn_period_ns = (num(v)? * 1e9).round().max(0.0) as u64,
                     "seed" => c.seed = whole(v)?,
                     "in-port" => c.in_port = whole(v)? as u32,
+                    "burst-peak" => c.burst_peak_share = range(v)?,
+                    "burst-ratio" => c.burst_ratio = range(v)?,
+                    "burst-duration" => c.burst_duration_ns = seconds(range(v)?),
                     _ => {
                         return Err(format!(
-                            "unknown key '{k}' in {spec} (preset, flows, bursty, rate, duration, top-share, head, churn, seed, in-port)"
+                            "unknown key '{k}' in {spec} (preset, flows, bursty, rate, duration, top-share, head, churn, \
+                             seed, in-port, burst-peak, burst-ratio, burst-duration)"
                         ))
                     }
                 }
@@ -690,6 +704,16 @@ mod tests {
         assert_eq!((c.flows, c.rate, c.duration_ns, c.seed), (1000, 2e6, 1_500_000_000, 7));
         let err = |s: &str| GatewayConfig::parse(s).unwrap().unwrap_err();
         assert!(err("gen:gateway,speed=3").contains("unknown key 'speed'"));
+        let shaped = GatewayConfig::parse(
+            "gen:gateway,bursty=10,burst-peak=0.2,burst-ratio=40..60,burst-duration=0.5..1",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(shaped.burst_peak_share, (0.2, 0.2));
+        assert_eq!(shaped.burst_ratio, (40.0, 60.0));
+        assert_eq!(shaped.burst_duration_ns, (500_000_000, 1_000_000_000));
+        assert!(err("gen:gateway,burst-ratio=0.5").contains("burst ratios must satisfy"));
+        assert!(err("gen:gateway,burst-peak=0.3..x").contains("burst-peak=0.3..x"));
         // A preset is where the other keys start, wherever it stands.
         let elixir = GatewayConfig::parse("gen:gateway,duration=2,preset=elixir").unwrap().unwrap();
         assert_eq!(elixir, GatewayConfig { duration_ns: 2_000_000_000, ..GatewayConfig::elixir_scale() });
