@@ -37,7 +37,8 @@ CHARTS = ("rate", "ring", "nic", "latency_cdf")
 #: The timing runs: name, options (as scripts/sim_bench.py runs them).
 TIMING_RUNS = (
     ("sim-psf-capped", ["--policy", "psf", "--nic-updates", "2000"]),
-    ("sim-offload-all-unlimited", ["--policy", "offload-all", "--nic-updates", "0"]),
+    ("sim-offload-all-unlimited",
+     ["--policy", "offload-all", "--nic-updates", "0", "--update-stall", "0", "--update-host-cost", "0"]),
 )
 #: Elixir's answer in BENCHMARKS (min cores at the fixed rate), where Fig. 12 is drawn.
 ELIXIR_CORES = 5
