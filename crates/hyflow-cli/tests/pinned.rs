@@ -36,6 +36,13 @@
 //! Amended for issue 35 (searches that mean what they say): `sim-min-cores` runs every core
 //! count up to the bound (now 32) instead of bisecting, and gained `min_cores_within_tolerance`,
 //! `loss_tolerance` and `loss_by_cores`; its answer (4) and every other value are unchanged.
+//! Then (the costs Elixir measured, modelled by default) `sim` charges every NIC table update
+//! what Elixir's Fig. 6 measured — the NIC stalls 154 µs (`--update-stall`'s new default) and
+//! every core loses 49 µs (`--update-host-cost`, new): every sim record gained
+//! `update_host_ms`, and those whose NIC takes updates (`sim-builtin`, `sim-min-cores`,
+//! `sim-ofd-gigaflow`) changed their latencies (hardware p99 2 µs → 132–295 µs), hardware
+//! shares by under 0.1 point, ring occupancy and stalled-packet counts; `sim-min-cores`
+//! still answers 4 cores. `sim-psf` (no NIC) gained the key only.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
