@@ -16,7 +16,10 @@ slower (every cost x100), 560 kpps, 5,000 steady flows (so that each flow, and e
 flow, sends as many packets per window as at full scale: the sampling statistics Elixir's
 large-flow identification rests on are kept), areas of 500 + 100 entries (the bursty area
 holds concurrent bursts, which do not scale with flows), rings of 655 packets (the same
-queueing time at 100x the service time) and K from a NIC rate 100x lower. Time constants stay:
+queueing time at 100x the service time) and K from the headroom rule with a NIC rate 100x
+lower: K = 110, not 551 (655 x 55,092 / 65,536) — the identification time is host work, 100x
+longer on the slower host, so it takes as many packets of headroom as at full scale (445) in
+a ring 100x smaller; the update latency, a hardware time, takes 100x fewer. Time constants stay:
 Elixir's windows, the bursts' durations, and the NIC's update latency, update rate and read
 rate (hardware, not host, properties — so updates are 100x less scarce per flow than at full
 scale). It runs in about 15 minutes on two cores.
@@ -42,6 +45,10 @@ import tempfile
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 HYFLOW = os.environ.get("HYFLOW", os.path.join(ROOT, "target", "release", "hyflow"))
 POLICIES = ["elixir", "tfo", "lfp", "ovs-rebalance", "offload-all", "psf"]
+#: Rows beside the policies' own: (label, policy, extra options), at --quick only. Elixir with
+#: K scaled from full scale's (55,092 of 65,536) instead of the headroom rule on the quick
+#: host (110): see the docstring.
+QUICK_VARIANTS = [("elixir-k551", "elixir", ["--queue-threshold", "551"])]
 BUILTIN_COSTS = {"rx_ns": 92.6, "microflow_hit_ns": 36.1, "megaflow_hit_ns": 73.3,
                  "upcall_ns": 781.4, "sample_ns": 27.4, "gigaflow_install_ns": 960.0}
 # 100 GbE of 64-byte frames (Elixir's K rule), packets/s.
@@ -96,6 +103,10 @@ def main():
     ap.add_argument("--plots", default=None, help="directory for the Fig. 12 rate plots")
     ap.add_argument("--churn", type=float, default=None,
                     help="seconds over which 20%% of the large flows change (the model's default: 10)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated rows to run (policies, or elixir-k551), with --at CORES,RATE for the "
+                         "fixed-rate columns when elixir is not among them")
+    ap.add_argument("--at", default=None, help="CORES,RATE: Elixir's min cores and 2-core max rate, for --only")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
@@ -107,22 +118,34 @@ def main():
         print(f"# {'quick (100x scaled)' if quick else 'full'}: {trace}, warm-up {warmup} s, "
               f"fixed rate {rate:.0f} pkt/s\n")
         rows = {}
-        for p in POLICIES:
-            args = common + policy_args(p, exact, megaflow) + threads
+        variants = {label: (policy, extra) for label, policy, extra in (QUICK_VARIANTS if quick else [])}
+        labels = POLICIES[:1] + list(variants) + POLICIES[1:]
+        if a.only:
+            labels = [p for p in labels if p in a.only.split(",")]
+        def options(label):
+            policy, extra = variants.get(label, (label, []))
+            return common + policy_args(policy, exact, megaflow) + extra
+        for p in labels:
+            args = options(p) + threads
             two = sim(trace, args + ["--cores", "2", "--find", "max-rate"])
             fewest = sim(trace, args + ["--rate", str(rate), "--find", "min-cores", "--max-cores", "32"])
             rows[p] = (two, fewest)
             print(f"{p}: max rate on 2 cores {two.get('max_rate_pps', two.get('error'))}, "
                   f"min cores at {rate:.0f} {fewest.get('min_cores', fewest.get('error'))}", flush=True)
-        cores = rows["elixir"][1].get("min_cores", 2)
-        top = rows["elixir"][0].get("max_rate_pps")
+        if "elixir" in rows:
+            cores = rows["elixir"][1].get("min_cores", 2)
+            top = rows["elixir"][0].get("max_rate_pps")
+        elif a.at:
+            cores, top = int(a.at.split(",")[0]), float(a.at.split(",")[1])
+        else:
+            sys.exit("--only without elixir needs --at CORES,RATE")
         print(f"\n| policy | max lossless rate, 2 cores (pkt/s) | min cores at the fixed rate "
               f"| fixed rate on {cores} cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share "
               f"| Elixir's max rate on 2 cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share |")
         print("|---|---|---|---|---|---|---|---|---|")
         fates = {}
-        for p in POLICIES:
-            args = common + policy_args(p, exact, megaflow)
+        for p in labels:
+            args = options(p)
             plot = ["--plot", os.path.join(a.plots, f"elixir-{p}")] if a.plots else []
             fixed = sim(trace, args + ["--rate", str(rate), "--cores", str(cores), *plot])
             at_top = sim(trace, args + ["--rate", str(top), "--cores", "2"]) if top else {}
@@ -135,7 +158,7 @@ def main():
         print("| policy | bursts | in the NIC at their start | moved in during the burst | mean time to "
               "offload (ms) | filled their core's ring to K | of those, moved in |")
         print("|---|---|---|---|---|---|---|")
-        for p in POLICIES:
+        for p in labels:
             b = fates.get(p)
             if not b:
                 print(f"| {p} | — | | | | | |")

@@ -12,7 +12,7 @@ held flow (`--tfo-hysteresis`). This script varies each one around hyflow's defa
 others at their defaults) on the quick setup of scripts/elixir_bench.py (the same trace,
 costs, rings and table) and prints, per variant, the fewest cores without loss at the fixed
 rate (the whole sweep up to --max-cores, as `sim --find min-cores` runs it) and the loss and
-hardware share on Elixir's core count there (5 at churn 10 s), so a reader sees how much of
+hardware share on Elixir's core count there (3 at churn 10 s), so a reader sees how much of
 Elixir's lead over TFO depends on the constants the paper leaves open.
 
 Build first: cargo build --release (or set HYFLOW to a binary).
@@ -46,7 +46,7 @@ def main():
     ap.add_argument("--churn", type=float, default=None,
                     help="seconds over which 20%% of the large flows change (the model's default: 10)")
     ap.add_argument("--max-cores", type=int, default=16)
-    ap.add_argument("--cores", type=int, default=5, help="core count for the loss column (Elixir's)")
+    ap.add_argument("--cores", type=int, default=3, help="core count for the loss column (Elixir's)")
     ap.add_argument("--threads", type=int, default=None)
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):

@@ -726,6 +726,45 @@ fn sim_warns_when_its_setup_cannot_mean_anything() {
     }
 }
 
+/// LFP replaces periodically (Elixir §5.1): its table of 600 fills from the flows its tree
+/// ranked, where predicting once at first packets left it half empty. TFO reports its fills
+/// and swaps.
+#[test]
+fn lfp_fills_its_table_and_tfo_reports_its_swaps() {
+    let run = |args: &[&str]| {
+        let json = tmp("baseline.json", b"");
+        let mut all = vec![
+            "sim",
+            "--json",
+            json.to_str().unwrap(),
+            "--large-entries",
+            "500",
+            "--bursty-entries",
+            "100",
+        ];
+        all.extend_from_slice(args);
+        let out = hyflow(&all);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&json).unwrap()).unwrap()
+    };
+    let lfp = run(&["--policy", "lfp", "--lfp-train", "1", "--warmup", "1", "--replacement-window", "1"]);
+    assert_eq!(lfp["nic"]["entries_peak"], 600, "{}", lfp["nic"]);
+    assert!(lfp["policy_report"]["replacements"].as_u64().unwrap() >= 1, "{}", lfp["policy_report"]);
+    let tfo = run(&["--policy", "tfo", "--tfo-max-changes", "3", "--tfo-hysteresis", "1.5"]);
+    let report = &tfo["policy_report"];
+    let (bins, swaps) = (report["replacements"].as_u64().unwrap(), report["swaps"].as_u64().unwrap());
+    assert!(bins >= 1 && swaps <= 3 * bins, "{report}");
+    assert!(report["fills"].as_u64().unwrap() > 0, "{report}");
+    fails_with(
+        &hyflow(&["sim", "--policy", "tfo", "--tfo-hysteresis", "0.5"]),
+        &["--tfo-hysteresis must be a ratio of at least 1"],
+    );
+    fails_with(
+        &hyflow(&["sim", "--policy", "lfp", "--lfp-prune", "maybe"]),
+        &["--lfp-prune must be true or false"],
+    );
+}
+
 #[test]
 fn sim_bad_input_is_one_clear_message() {
     fails_with(&hyflow(&["sim", "--rate", "0"]), &["--rate must be a positive"]);

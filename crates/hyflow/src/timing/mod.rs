@@ -1290,4 +1290,68 @@ mod tests {
         let busy = m.busy_ns[0];
         assert_eq!(busy, m.samples_served * 500);
     }
+
+    /// Every host packet makes one NIC table update (a datapath installing on every upcall).
+    struct UpdatingHost(u64);
+    impl Datapath for UpdatingHost {
+        fn nic(&mut self, _: u64, _: &SimPacket) -> bool {
+            false
+        }
+        fn host(&mut self, _: u64, _: usize, _: &SimPacket) -> u64 {
+            self.0 += 1;
+            1_000
+        }
+        fn nic_updates(&self) -> u64 {
+            self.0
+        }
+    }
+
+    /// Each table update takes `update_host_ns` from every core, idle or not: two cores, one
+    /// flow (one busy core), 100 updates of 5 µs each — both cores lose 500 µs, and the busy
+    /// one, given a packet every 4 µs that now costs it 6, falls behind (its packets wait tens of
+    /// µs, sharing the core equally with the lost time).
+    #[test]
+    fn table_updates_cost_every_core_their_time() {
+        let run = |update_host_ns| {
+            let config = SimConfig { cores: 2, nic_latency_ns: 0, update_host_ns, ..SimConfig::default() };
+            let mut sim = Simulator::new(config, UpdatingHost(0)).unwrap();
+            for i in 0..100u64 {
+                sim.arrive(i * 4_000, &pkt());
+            }
+            sim.finish().0
+        };
+        let free = run(0);
+        let costly = run(5_000);
+        assert_eq!(free.update_host_ns, 0);
+        assert_eq!(costly.update_host_ns, 2 * 100 * 5_000);
+        let busy: u64 = costly.busy_ns.iter().sum();
+        assert_eq!(busy, free.busy_ns.iter().sum::<u64>() + 2 * 100 * 5_000);
+        assert!(costly.busy_ns.iter().all(|&b| b >= 100 * 5_000), "{:?}", costly.busy_ns);
+        assert_eq!(free.latency.max(), 1_000, "unloaded, a packet waits for nothing");
+        assert!(costly.latency.max() > 20_000, "{} ns at most", costly.latency.max());
+    }
+
+    /// Spraying deals one flow's packets to every core in turn, where RSS keeps them on one:
+    /// a flow at 1.5 cores' worth loses packets on any number of cores under RSS and none on
+    /// two sprayed.
+    #[test]
+    fn spraying_spreads_one_flow_over_the_cores() {
+        let run = |steering: Steering, cores| {
+            let config = SimConfig { cores, ring: 64, nic_latency_ns: 0, steering, ..SimConfig::default() };
+            let mut sim = Simulator::new(config, Fixed(1_500)).unwrap();
+            for i in 0..10_000u64 {
+                sim.arrive(i * 1_000, &pkt());
+            }
+            sim.finish().0
+        };
+        for cores in [2, 4] {
+            let rss = run(Steering::Rss, cores);
+            assert!(rss.lost() > 2_000, "{} lost", rss.lost());
+            assert_eq!(rss.busy_ns.iter().filter(|&&b| b > 0).count(), 1);
+        }
+        let sprayed = run(Steering::Spray, 2);
+        assert_eq!(sprayed.lost(), 0);
+        assert_eq!(sprayed.busy_ns, vec![5_000 * 1_500, 5_000 * 1_500]);
+        assert!(Steering::Spray.spreads_flows() && !Steering::Rss.spreads_flows());
+    }
 }
