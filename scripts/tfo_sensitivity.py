@@ -66,7 +66,8 @@ def main():
             cores = fewest.get("min_cores")
             cores = f"> {a.max_cores}" if cores is None else cores
             if "error" in fewest:
-                cores = fewest["error"]
+                lossy = "loses packets" in fewest["error"]
+                cores = f"> {a.max_cores}" if lossy else fewest["error"]
             loss = (f"{at.get('loss_rate', 0) * 100:.2f}% / {at.get('hw_share', 0) * 100:.1f}% hw"
                     if "error" not in at else at["error"])
             pol = at.get("policy_report", {})

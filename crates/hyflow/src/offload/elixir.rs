@@ -9,7 +9,8 @@
 //! offloaded set. Every T the heap's flows become the large set: those the Bloom filter says
 //! were not in the last set are installed in the large-flow area (a false positive leaves a
 //! flow out until it drops from the set and comes back, as in the paper, which compares the
-//! identified flows with the filter, §3.2), those that left it are evicted, and rebuilding the heap
+//! identified flows with the filter, §3.2; so does an entry the NIC lost to revalidation after
+//! a rule update, or an install it refused), those that left it are evicted, and rebuilding the heap
 //! costs the host k·log2(k) sketch-update costs for the k flows (22 ms for 50,000 with the
 //! built-in costs; Elixir's implementation took about 10 ms, §4), or `heap_rebuild_ns`.
 //!

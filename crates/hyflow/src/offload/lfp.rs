@@ -456,10 +456,11 @@ impl OffloadPolicy for Lfp {
                 ("swaps", s.swaps),
             ]),
             summary: Some(format!(
-                "{} of {} first packets predicted large ({} nodes in the tree); {} replacements refilled {} \
-                 entries and swapped {}",
+                "{} of {} first packets predicted large, {} of them installed at once ({} nodes in the tree); {} \
+                 replacements refilled {} entries and swapped {}",
                 s.predicted_large,
                 s.first_packets,
+                s.offloads,
                 self.model.size(),
                 s.replacements,
                 s.refills,
