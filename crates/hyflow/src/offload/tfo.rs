@@ -10,7 +10,7 @@
 //! offloading ratio while limiting the changes to the set of heavy hitters", under "a
 //! constraint in the size of the heavy hitter set or its rate of change"; it matches the
 //! bin-optimal set's offloading with an order of magnitude less churn. Elixir (§5.1) ran it
-//! with "the default parameters in [61]" and describes it as "a sliding window to identify
+//! with "the default parameters in \[61\]" and describes it as "a sliding window to identify
 //! and replace large flows", periodically. Everything below that is not in those sentences
 //! is ours, and each such constant is a parameter so that `scripts/tfo_sensitivity.py` can
 //! show the result across its plausible range (BENCHMARKS.md):
