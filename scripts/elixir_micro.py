@@ -42,12 +42,12 @@ CONCURRENT = 0.2  # bursts under way at once, on average
 CAUGHT_WITHIN_MS = 20.0
 
 
-def fig11(n_bursts, cores):
+def fig11(n_bursts, cores, k):
     with tempfile.TemporaryDirectory() as tmp:
         rate, trace, common, exact, megaflow, warmup = setup(True, 20.0, tmp, None)
         seconds = n_bursts / len(PEAKS) / CONCURRENT  # bursts last 1 s on average
         print(f"## Fig. 11: isolated bursts over the quick gateway background ({rate:.0f} pkt/s, "
-              f"elixir on {cores} cores, {seconds:.0f} s measured per peak rate)\n")
+              f"elixir on {cores} cores, K {k or 'from the headroom rule'}, {seconds:.0f} s measured per peak rate)\n")
         print("| peak (pkt/s) | burst ratio | bursts | held already | filled their ring to K "
               "| detection mean / median / max (ms) | caught | caught within 20 ms | time to NIC mean (ms) |")
         print("|---|---|---|---|---|---|---|---|---|")
@@ -57,7 +57,8 @@ def fig11(n_bursts, cores):
             bursty = max(1, round(CONCURRENT * ratio))
             spec = trace.replace(",duration=50.0", f",duration={seconds + warmup:.0f}") + (
                 f",bursty={bursty},burst-peak={peak},burst-ratio={ratio:g},burst-duration=0.5..1.5")
-            out = sim(spec, common + policy_args("elixir", exact, megaflow) + ["--cores", str(cores)])
+            own_k = ["--queue-threshold", str(k)] if k else []
+            out = sim(spec, common + policy_args("elixir", exact, megaflow) + own_k + ["--cores", str(cores)])
             if "error" in out:
                 print(f"| {peak * rate:,.0f} | {ratio:g} | {out['error']} | | | | | | |")
                 continue
@@ -169,13 +170,16 @@ def main():
     ap.add_argument("--cores", type=int, default=3, help="Elixir's cores for Fig. 11")
     ap.add_argument("--max-cores", type=int, default=8, help="largest core count tried (Fig. 3b)")
     ap.add_argument("--part", choices=["fig11", "fig3b", "all"], default="all")
+    ap.add_argument("--queue-threshold", type=int, default=None,
+                    help="Elixir's K for Fig. 11 (default: the headroom rule, 110 at this scale; 551 is the "
+                         "full-scale rule's share of the ring)")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
     if a.part in ("fig3b", "all"):
         fig3b(a.max_cores)
     if a.part in ("fig11", "all"):
-        fig11(a.bursts, a.cores)
+        fig11(a.bursts, a.cores, a.queue_threshold)
 
 
 if __name__ == "__main__":
