@@ -18,7 +18,7 @@ large-flow identification rests on are kept), areas of 500 + 100 entries (the bu
 holds concurrent bursts, which do not scale with flows), rings of 655 packets (the same
 queueing time at 100x the service time) and K from the headroom rule with a NIC rate 100x
 lower: K = 110, not 551 (655 x 55,092 / 65,536) — the identification time is host work, 100x
-longer on the slower host, so it takes as many packets of headroom as at full scale (445) in
+longer on the slower host, so it takes about as many packets of headroom as at full scale (445; 473 there) in
 a ring 100x smaller; the update latency, a hardware time, takes 100x fewer. Time constants stay:
 Elixir's windows, the bursts' durations, and the NIC's update latency, update rate and read
 rate (hardware, not host, properties — so updates are 100x less scarce per flow than at full
