@@ -368,35 +368,15 @@ impl Lfp {
         // packets no longer reach software, and the NIC's idle timeout decides for it).
         self.classified.retain(|f, p| now.saturating_sub(p.last_ns) <= window || nic.holds(*f));
         nic.charge(nic.costs().sample_ns * self.classified.len() as f64);
-        let mut waiting: Vec<(f64, FlowId)> = Vec::new();
-        let mut held: Vec<(f64, FlowId)> = Vec::new();
-        for (f, p) in &self.classified {
-            if nic.holds(*f) {
-                held.push((p.confidence, *f));
-            } else {
-                waiting.push((p.confidence, *f));
-            }
-        }
-        waiting.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        held.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut weakest = held.iter();
-        for &(confidence, flow) in &waiting {
-            let key = self.classified[&flow].key;
-            if nic.has_room(0) {
-                if nic.offload(&key, flow, 0) {
-                    self.stats.refills += 1;
-                }
-                continue;
-            }
-            match weakest.next() {
-                Some(&(held_confidence, victim)) if held_confidence < confidence => {
-                    nic.evict(victim);
-                    nic.offload(&key, flow, 0);
-                    self.stats.swaps += 1;
-                }
-                _ => break,
-            }
-        }
+        let (fills, swaps) = nic.rechoose(
+            0,
+            self.classified.iter().map(|(f, c)| (*f, c.confidence)),
+            |f| self.classified[&f].key,
+            usize::MAX,
+            |waiting, held| waiting > held,
+        );
+        self.stats.refills += fills;
+        self.stats.swaps += swaps;
     }
 }
 

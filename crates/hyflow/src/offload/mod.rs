@@ -487,6 +487,53 @@ impl<'a> NicControl<'a> {
         }
     }
 
+    /// A periodic re-choice of `area`'s flows by score (TFO's bins, LFP's replacement
+    /// windows): of the `scored` flows, those the NIC does not hold, best first (ties by flow
+    /// id), fill the free entries, then each replaces the weakest held flow while
+    /// `replaces(its score, the held flow's)`, at most `max_swaps` swaps. `key_of` gives a
+    /// flow's packet to install it with. Returns (fills, swaps).
+    pub(crate) fn rechoose(
+        &mut self,
+        area: u8,
+        scored: impl Iterator<Item = (FlowId, f64)>,
+        key_of: impl Fn(FlowId) -> FlowKey,
+        max_swaps: usize,
+        replaces: impl Fn(f64, f64) -> bool,
+    ) -> (u64, u64) {
+        let mut held: Vec<(f64, FlowId)> = Vec::new();
+        let mut waiting: Vec<(f64, FlowId)> = Vec::new();
+        for (f, score) in scored {
+            if self.holds(f) {
+                held.push((score, f))
+            } else {
+                waiting.push((score, f))
+            }
+        }
+        waiting.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        held.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut weakest = held.iter();
+        let (mut fills, mut swaps) = (0u64, 0usize);
+        for &(score, flow) in &waiting {
+            let key = key_of(flow);
+            if self.has_room(area) {
+                fills += self.offload(&key, flow, area) as u64;
+                continue;
+            }
+            if swaps >= max_swaps {
+                break;
+            }
+            match weakest.next() {
+                Some(&(held_score, victim)) if replaces(score, held_score) => {
+                    self.evict(victim);
+                    self.offload(&key, flow, area);
+                    swaps += 1;
+                }
+                _ => break,
+            }
+        }
+        (fills, swaps as u64)
+    }
+
     /// Charges `ns` of host work the policy did outside any packet (sorting, rebuilding).
     pub fn charge(&mut self, ns: f64) {
         self.budget.charge(ns);

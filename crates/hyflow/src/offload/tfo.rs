@@ -227,38 +227,16 @@ impl Tfo {
         }
         self.flows.retain(|f, s| s.score() >= FORGET || nic.holds(*f));
         nic.charge(nic.costs().sample_ns * self.flows.len() as f64);
-        let mut held: Vec<(f64, FlowId)> = Vec::new();
-        let mut candidates: Vec<(f64, FlowId)> = Vec::new();
-        for (f, s) in &self.flows {
-            if nic.holds(*f) {
-                held.push((s.score(), *f));
-            } else {
-                candidates.push((s.score(), *f));
-            }
-        }
-        candidates.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        held.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut weakest = held.iter();
-        let mut swaps = 0;
-        for &(score, flow) in &candidates {
-            let key = self.flows[&flow].key;
-            if nic.has_room(0) {
-                nic.offload(&key, flow, 0);
-                self.stats.fills += 1;
-                continue;
-            }
-            if swaps >= self.config.max_changes {
-                break;
-            }
-            let Some(&(victim_score, victim)) = weakest.next() else { break };
-            if score < self.config.hysteresis * victim_score || score <= 0.0 {
-                break;
-            }
-            nic.evict(victim);
-            nic.offload(&key, flow, 0);
-            swaps += 1;
-        }
-        self.stats.swaps += swaps as u64;
+        let hysteresis = self.config.hysteresis;
+        let (fills, swaps) = nic.rechoose(
+            0,
+            self.flows.iter().map(|(f, s)| (*f, s.score())),
+            |f| self.flows[&f].key,
+            self.config.max_changes,
+            |score, held| score > 0.0 && score >= hysteresis * held,
+        );
+        self.stats.fills += fills;
+        self.stats.swaps += swaps;
     }
 }
 
