@@ -445,6 +445,9 @@ fn topk_reports_each_boundary_as_json() {
     let pcap = tmp("topk.pcap", &w.finish().unwrap());
     for algo in [
         "fastkeeper-bitmap",
+        "fastkeeper-paper",
+        "fastkeeper-bitmap-no-refresh",
+        "fastkeeper-paper+guard",
         "fastkeeper",
         "sl-hk",
         "elixir",

@@ -19,8 +19,11 @@ pub struct TopkArgs {
     /// every complete packet is read and a warning says where the capture was cut.
     #[arg(long)]
     pub strict: bool,
-    /// Detector: fastkeeper-bitmap, fastkeeper, sl-hk (sliding HeavyKeeper), elixir, wcss,
-    /// heavykeeper, cm (Count-Min + heap), univmon, spacesaving, lossy.
+    /// Detector: fastkeeper-bitmap (hyflow's FastKeeper: bitmap voting with four
+    /// extensions), fastkeeper-paper (bitmap voting as published), fastkeeper (collision
+    /// counters), sl-hk (sliding HeavyKeeper), elixir, wcss, heavykeeper, cm (Count-Min +
+    /// heap), univmon, spacesaving, lossy. The ablation of fastkeeper-bitmap's extensions
+    /// (guard, burst, weight, refresh): fastkeeper-bitmap-no-EXT and fastkeeper-paper+EXT.
     #[arg(long, default_value = "fastkeeper-bitmap", value_name = "ALGO")]
     pub algo: String,
     #[command(flatten)]
@@ -79,10 +82,10 @@ pub struct EvalTopkArgs {
     /// every complete packet is read and a warning says where the capture was cut.
     #[arg(long)]
     pub strict: bool,
-    /// Comma-separated detectors.
+    /// Comma-separated detectors (names as `hyflow topk --algo`).
     #[arg(
         long,
-        default_value = "fastkeeper-bitmap,fastkeeper,sl-hk,elixir,wcss,heavykeeper,cm,univmon,spacesaving,lossy",
+        default_value = "fastkeeper-bitmap,fastkeeper-paper,fastkeeper,sl-hk,elixir,wcss,heavykeeper,cm,univmon,spacesaving,lossy",
         value_name = "ALGOS"
     )]
     pub algos: String,
@@ -123,7 +126,7 @@ fn parse_size(text: &str) -> Result<usize> {
 
 fn algo(name: &str) -> Result<Algo> {
     Algo::from_name(name.trim()).ok_or_else(|| {
-        let names: Vec<&str> = Algo::ALL.iter().map(|a| a.name()).collect();
+        let names: Vec<&str> = Algo::ALL.iter().chain(&Algo::ABLATION).map(|a| a.name()).collect();
         anyhow!("unknown algorithm '{}' (one of: {})", name.trim(), names.join(", "))
     })
 }

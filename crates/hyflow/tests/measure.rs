@@ -131,9 +131,12 @@ fn every_algorithm_finds_known_heavy_flows() {
             let report = top(&mut d);
             // Tumbling baselines hold a full window only at the end of their period; the
             // sliding FastKeepers at every boundary once the window has filled, including
-            // blocks 4-6 where it mixes the old and the new heavy flows.
+            // blocks 4-6 where it mixes the old and the new heavy flows. FastKeeper as
+            // published only at the first: its heap keeps the old heavy flows' counts after
+            // they stopped (`fastkeeper::tests`).
             let sliding = matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap);
-            if block % 4 == 3 || (sliding && block >= 3) {
+            let paper = algo == Algo::FastKeeperPaper;
+            if (block % 4 == 3 && !(paper && block > 3)) || (sliding && block >= 3) {
                 let mut s = Score::default();
                 s.add(&report, &exact, k);
                 assert_eq!(s.precision(), 1.0, "{algo:?} block {block}: {report:?}");
@@ -143,8 +146,18 @@ fn every_algorithm_finds_known_heavy_flows() {
             exact.end_block();
         }
         let sliding = matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap);
-        assert_eq!(score.windows, if sliding { 5 } else { 2 });
-        if matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap | Algo::CountMin) {
+        assert_eq!(
+            score.windows,
+            if sliding {
+                5
+            } else if algo == Algo::FastKeeperPaper {
+                1
+            } else {
+                2
+            }
+        );
+        if matches!(algo, Algo::FastKeeper | Algo::FastKeeperBitmap | Algo::FastKeeperPaper | Algo::CountMin)
+        {
             assert!(score.are() < 0.05, "{algo:?} ARE {}", score.are());
         }
     }

@@ -12,9 +12,9 @@
 //! * [`FastKeeperBitmap`] (§III-D): the collision counter becomes a per-block balance BC
 //!   (+λ for each of the owner's packets, −1 for a colliding flow's, so a block counts as led
 //!   when the owner sent more than 1/λ of the colliders' packets, the same bar as the basic
-//!   CC / SUM ≥ λ) and a bitmap of one bit per block (BC > 0 when the block closed); a
-//!   colliding flow takes the bucket when the bitmap holds more zeros than ones (majority
-//!   vote), and starts with all ones, as the paper's reset does. Block counters are
+//!   CC / SUM ≥ λ; the paper counts +1) and a bitmap of one bit per block (BC > 0 when the
+//!   block closed); a colliding flow takes the bucket when the bitmap holds more zeros than
+//!   ones (majority vote), and starts with all ones, as the paper's reset does. Block counters are
 //!   saturating 16-bit and the window count is their sum (no SUM field), so a bucket takes
 //!   4 + 2 + 2 + 2·K bytes (18 B at K = 5, against 36 B for the basic variant): the same
 //!   memory buys twice the buckets, the paper's reason for the bitmap. A counter saturates
@@ -24,29 +24,35 @@
 //!   bitmap, and one bucket's counters then share a cache line, so an estimate costs one
 //!   access per row.
 //!
-//!   Two departures from the paper, each measured with `hyflow eval topk` averaged over three
-//!   `dyntrace.py make --seed 1|2|3` traces (5 s window of 1 s blocks; precision at 30 KB,
-//!   k = 100 / at 100 KB, k = 1,000):
-//!   - *An owner still among the top k keeps its bucket* (it is in the heap and its count is
-//!     at least the heap's smallest): the vote is meant to evict flows that became small, but
-//!     a flow whose burst filled one block trails every later block while the burst is still
-//!     in the window, and lost its bucket to the next mouse after ⌈K/2⌉ blocks. Without this
-//!     guard: 0.953 / 0.861; with it: 0.996 / 0.942.
-//!   - *Within a block, colliders that lead the owner by λ times its average block take the
-//!     bucket at once* (bursts shorter than a block, which the traces have: 25–40% of a
-//!     window's top 20): the vote alone admits a new large flow only after ⌈K/2⌉ blocks.
-//!     Without it: 0.878 / 0.923.
+//!   `fastkeeper-paper` is §III-D and Algorithm 3 as published: +1 per owner packet and −1
+//!   per colliding one, a bit per closed block (BC > 0), the bucket reset on a majority of
+//!   zeros, a heap member's count set by its own packets only. `fastkeeper-bitmap` adds four
+//!   [`Extension`]s; each one's effect alone is measured by the ablation variants
+//!   (`fastkeeper-bitmap-no-EXT`, `fastkeeper-paper+EXT`: `scripts/topk_bench.py`, the
+//!   table in BENCHMARKS.md). On three `dyntrace.py make --seed 1|2|3` traces (5 s window of
+//!   1 s blocks), precision at 30 KB, k = 100 / at 100 KB, k = 1,000, averaged:
+//!   - as published: 0.648 / 0.804; with every extension: 0.998 / 0.936;
+//!   - *refresh* (re-estimate the heap at boundaries) matters most at small k: without it
+//!     the heap reports flows that went quiet with the counts they had (0.602 / 0.872);
+//!   - *guard* (an owner still among the top k keeps its bucket: the vote is meant to evict
+//!     flows that became small, but a flow whose burst filled one block trails every later
+//!     block while the burst is still in the window): without it 0.955 / 0.850;
+//!   - *burst* (colliders leading the owner by λ times its average block take the bucket
+//!     within the block, for bursts shorter than a block, 25–40% of a window's top 20 in
+//!     these traces; the vote alone waits ⌈K/2⌉ blocks): without it 0.879 / 0.915;
+//!   - *weight* (λ per owner packet instead of 1): without it 0.997 / 0.934, within noise.
 //!
-//!   With neither: 0.849 / 0.869. A new owner's bitmap of a bare majority of ones instead of
-//!   all ones changes nothing measurable with the guard (0.996) and loses without it (0.919
-//!   / 0.837; the design before, with 32-bit counters and a heap of 56 B per flow: 0.903 / 0.51).
+//!   Alone on the published design, only refresh helps at k = 100 (0.877) and only guard
+//!   and weight at k = 1,000 (0.862, 0.838): the extensions work together.
 //!
 //! Both sample each row update with probability r (Algorithm 3, line 8) and scale estimates
-//! by 1 / r. Departures from the pseudo-code, for consistency with the window definition in
-//! [`super`]: the window holds W/b counters including the block being filled (the paper's
-//! extra (K+1)-th counter is that block), and heap estimates are refreshed from the sketch
-//! at every boundary, before reporting and after sliding, so that flows that went quiet do
-//! not keep stale counts that would keep rising flows out of the heap.
+//! by 1 / r. Readings of the pseudo-code every variant shares: the window holds W/b counters
+//! including the block being filled (the paper's extra (K+1)-th counter is that block); a
+//! flow's estimate is the largest count among the rows whose fingerprint is its own (the
+//! query algorithm's text: Algorithm 3's lines 11–13 omit the check); and a flow enters a
+//! full heap when that estimate beats the smallest (line 18 compares the last row's `C`).
+//! Basic FastKeeper refreshes its heap from the sketch at every boundary, as the bitmap's
+//! refresh extension does.
 
 use super::heap::TopHeap;
 use super::{bucket_of, fingerprint, Algo, ConfigError, Detector, DetectorConfig, FlowId, Sampler};
@@ -246,6 +252,80 @@ const OUTVOTED: u16 = 1 << 14;
 /// Most blocks per window: one bitmap bit each, below the two flags.
 pub const MAX_BLOCKS: usize = 14;
 
+/// One of hyflow's departures from §III-D's bitmap FastKeeper. `fastkeeper-bitmap` has all
+/// of them, `fastkeeper-paper` none; the ablation variants ([`Algo::ABLATION`]) drop one from
+/// the first or add one to the second, so that each one's effect can be measured alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extension {
+    /// An owner still among the top k keeps its bucket whatever its bitmap says.
+    Guard,
+    /// Within a block, colliders leading the owner by λ times its average block take the
+    /// bucket at once, without waiting ⌈K/2⌉ blocks for the vote.
+    Burst,
+    /// The balance counts λ per owner packet (a block is led when the owner sent more than
+    /// 1/λ of the colliders' packets, the basic variant's CC / SUM ≥ λ bar); the paper counts
+    /// +1, so the owner must outnumber the colliders.
+    Weight,
+    /// The heap's counts are re-estimated from the sketch at every block boundary (and lazily
+    /// when challenged, so members' packets skip the heap); the paper's Algorithm 3 updates a
+    /// member's count only with its own packets, so a flow that went quiet keeps its count.
+    Refresh,
+}
+
+impl Extension {
+    /// Every extension, in the order the ablation lists them.
+    pub const ALL: [Extension; 4] =
+        [Extension::Guard, Extension::Burst, Extension::Weight, Extension::Refresh];
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of [`Extension`]s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extensions(u8);
+
+impl Extensions {
+    /// §III-D as published.
+    pub const NONE: Extensions = Extensions(0);
+    /// hyflow's `fastkeeper-bitmap`.
+    pub const ALL: Extensions = Extensions(0b1111);
+
+    /// This set with `e`.
+    pub const fn with(self, e: Extension) -> Extensions {
+        Extensions(self.0 | 1 << e as u8)
+    }
+
+    /// This set without `e`.
+    pub const fn without(self, e: Extension) -> Extensions {
+        Extensions(self.0 & !(1 << e as u8))
+    }
+
+    /// Whether `e` is in the set.
+    #[inline]
+    pub fn has(self, e: Extension) -> bool {
+        self.0 & e.bit() != 0
+    }
+
+    /// The detector with these extensions, for its name in errors (sets outside the
+    /// ablation, with two or three extensions, are named as the full variant).
+    fn algo(self) -> Algo {
+        if self == Extensions::NONE {
+            return Algo::FastKeeperPaper;
+        }
+        for e in Extension::ALL {
+            if self == Extensions::NONE.with(e) {
+                return Algo::FastKeeperPaperWith(e);
+            }
+            if self == Extensions::ALL.without(e) {
+                return Algo::FastKeeperBitmapWithout(e);
+            }
+        }
+        Algo::FastKeeperBitmap
+    }
+}
+
 /// A bitmap bucket for a window of `B` blocks: 8 + 2·B bytes (18 at B = 5), one cache line
 /// for its whole state. The window's length is a type parameter so that the block counters
 /// are a fixed-size array: summing them unrolls, and indexing needs no run-time bounds.
@@ -279,14 +359,14 @@ impl<const B: usize> Bucket<B> {
         self.counters.iter().map(|&c| c as u64).sum()
     }
 
-    /// Gives the bucket to the flow of `fp`, with one packet in block counter `slot` and all
-    /// ones in its bitmap.
+    /// Gives the bucket to the flow of `fp`, with one packet (worth `weight` in the balance)
+    /// in block counter `slot` and all ones in its bitmap.
     #[inline]
-    fn take(&mut self, fp: u32, slot: usize) {
+    fn take(&mut self, fp: u32, slot: usize, weight: i16) {
         *self = Bucket {
             fp: [fp as u16, (fp >> 16) as u16],
             bitmap: Self::ALL_ONES,
-            balance: LAMBDA as i16,
+            balance: weight,
             ..Self::EMPTY
         };
         self.counters[slot] = 1;
@@ -295,6 +375,9 @@ impl<const B: usize> Bucket<B> {
 
 /// FastKeeper with bitmap voting, for windows of `B` blocks ([`build_bitmap`] picks `B`).
 pub struct FastKeeperBitmap<const B: usize> {
+    ext: Extensions,
+    /// What an owner's packet adds to the balance: λ with [`Extension::Weight`], else 1.
+    weight: i16,
     w: usize,
     /// Row-major: bucket i of row j at j · w + i.
     buckets: Vec<Bucket<B>>,
@@ -306,12 +389,13 @@ pub struct FastKeeperBitmap<const B: usize> {
     seed: u64,
 }
 
-/// A bitmap FastKeeper for `config.blocks` blocks per window (1 to [`MAX_BLOCKS`]).
-pub fn build_bitmap(config: &DetectorConfig) -> Result<Box<dyn Detector>, ConfigError> {
+/// A bitmap FastKeeper for `config.blocks` blocks per window (1 to [`MAX_BLOCKS`]) with
+/// the extensions `ext`.
+pub fn build_bitmap(config: &DetectorConfig, ext: Extensions) -> Result<Box<dyn Detector>, ConfigError> {
     macro_rules! by_blocks {
         ($($b:literal)*) => {
             match config.blocks {
-                $($b => Ok(Box::new(FastKeeperBitmap::<$b>::new(config)?)),)*
+                $($b => Ok(Box::new(FastKeeperBitmap::<$b>::new(config, ext)?)),)*
                 n => Err(ConfigError::BadWindow(InvalidParam::new(
                     "window",
                     format!("holds at most {MAX_BLOCKS} blocks for fastkeeper-bitmap (one bit per block), got {n}"),
@@ -328,8 +412,8 @@ pub(crate) fn bitmap_bucket_bytes(blocks: usize) -> usize {
 }
 
 impl<const B: usize> FastKeeperBitmap<B> {
-    /// Sized from `config.memory`, for `config.blocks == B`.
-    pub fn new(config: &DetectorConfig) -> Result<FastKeeperBitmap<B>, ConfigError> {
+    /// Sized from `config.memory`, for `config.blocks == B`, with the extensions `ext`.
+    pub fn new(config: &DetectorConfig, ext: Extensions) -> Result<FastKeeperBitmap<B>, ConfigError> {
         debug_assert_eq!(std::mem::size_of::<Bucket<B>>(), bitmap_bucket_bytes(B));
         if config.blocks != B {
             return Err(ConfigError::BadWindow(InvalidParam::new(
@@ -337,8 +421,10 @@ impl<const B: usize> FastKeeperBitmap<B> {
                 format!("holds {} blocks, not {B}", config.blocks),
             )));
         }
-        let w = config.width(Algo::FastKeeperBitmap, ROWS, bitmap_bucket_bytes(B))?;
+        let w = config.width(ext.algo(), ROWS, bitmap_bucket_bytes(B))?;
         Ok(FastKeeperBitmap {
+            ext,
+            weight: if ext.has(Extension::Weight) { LAMBDA as i16 } else { 1 },
             w,
             buckets: vec![Bucket::EMPTY; ROWS * w],
             slot: 0,
@@ -364,15 +450,18 @@ impl<const B: usize> FastKeeperBitmap<B> {
         self.heap = heap;
     }
 
-    /// Offers a flow to the heap (members' held counts brought up to date first) and keeps
-    /// the [`IN_HEAP`] flags of the buckets it and an evicted flow own in step.
+    /// Offers a flow to the heap (with [`Extension::Refresh`], members' held counts brought
+    /// up to date first) and keeps the [`IN_HEAP`] flags of the buckets it and an evicted
+    /// flow own in step.
     fn admit(&mut self, flow: FlowId, hash: u128, count: u64) {
         let seed = self.seed;
         let mut heap = std::mem::take(&mut self.heap);
-        heap.settle(count, |f| {
-            let h = f.hash(seed);
-            self.estimate_fp(fingerprint(h), h)
-        });
+        if self.ext.has(Extension::Refresh) {
+            heap.settle(count, |f| {
+                let h = f.hash(seed);
+                self.estimate_fp(fingerprint(h), h)
+            });
+        }
         let evicted = heap.offer(flow, hash as u64, count);
         let admitted = heap.get(flow, hash as u64).is_some();
         self.heap = heap;
@@ -396,35 +485,44 @@ impl<const B: usize> FastKeeperBitmap<B> {
     }
 }
 
-/// A colliding packet of the flow of `fp` at `bucket`; whether it took the bucket. An owner
-/// still among the top k (in the heap, its count at least `admission`, the heap's smallest
-/// or 1) keeps the bucket; any other loses it on a majority of zeros in its bitmap, or at
-/// once when this block's colliders lead it by λ times its average block.
+/// A colliding packet of the flow of `fp` at `bucket`; whether it took the bucket. The
+/// owner loses it on a majority of zeros in its bitmap (§III-D), unless it is still among
+/// the top k (in the heap, its count at least `admission`, the heap's smallest or 1) and
+/// `ext` has [`Extension::Guard`]; with [`Extension::Burst`] it also loses it at once when
+/// this block's colliders lead it by λ times its average block.
 #[inline]
-fn collide<const B: usize>(bucket: &mut Bucket<B>, fp: u32, slot: usize, admission: u64) -> bool {
+fn collide<const B: usize>(
+    bucket: &mut Bucket<B>,
+    fp: u32,
+    slot: usize,
+    admission: u64,
+    ext: Extensions,
+    weight: i16,
+) -> bool {
     bucket.balance = bucket.balance.saturating_sub(1);
-    let in_heap = bucket.bitmap & IN_HEAP != 0;
+    let guarded = ext.has(Extension::Guard) && bucket.bitmap & IN_HEAP != 0;
     let vote = bucket.bitmap & OUTVOTED != 0;
     // A burst needs behind ≥ λ · max(1, count / blocks), so at least λ.
     let behind = (-(bucket.balance as i64)).max(0) as u64;
-    if !vote && behind < LAMBDA {
+    let may_burst = ext.has(Extension::Burst) && behind >= LAMBDA;
+    if !vote && !may_burst {
         return false;
     }
     // The count is needed only to spare a top-k owner or to see a burst: most collisions
     // (against a large owner that leads its block, or a mouse's majority of zeros) decide
     // without summing the counters.
-    if vote && !in_heap {
-        bucket.take(fp, slot);
+    if vote && !guarded {
+        bucket.take(fp, slot, weight);
         return true;
     }
     let count = bucket.count();
-    if in_heap && count >= admission {
+    if guarded && count >= admission {
         return false;
     }
     // behind ≥ λ · max(1, count / blocks), without a division.
-    let burst = behind * B as u64 >= LAMBDA * count.max(B as u64);
+    let burst = may_burst && behind * B as u64 >= LAMBDA * count.max(B as u64);
     if vote || burst {
-        bucket.take(fp, slot);
+        bucket.take(fp, slot, weight);
     }
     vote || burst
 }
@@ -434,6 +532,7 @@ impl<const B: usize> Detector for FastKeeperBitmap<B> {
     fn insert(&mut self, flow: FlowId, hash: u128) {
         let fp = fingerprint(hash);
         let slot = self.slot;
+        let (ext, weight) = (self.ext, self.weight);
         // Changes only when a flow is admitted, after the rows.
         let admission = self.heap.admission().max(1);
         let mut owned = [usize::MAX; ROWS];
@@ -446,37 +545,49 @@ impl<const B: usize> Detector for FastKeeperBitmap<B> {
                 o if o == fp => {
                     if sampled {
                         bucket.counters[slot] = bucket.counters[slot].saturating_add(1);
-                        bucket.balance = bucket.balance.saturating_add(LAMBDA as i16);
+                        bucket.balance = bucket.balance.saturating_add(weight);
                     }
                     true
                 }
                 _ if !sampled => false,
                 0 => {
-                    bucket.take(fp, slot);
+                    bucket.take(fp, slot, weight);
                     true
                 }
-                _ => collide(bucket, fp, slot, admission),
+                _ => collide(bucket, fp, slot, admission, ext, weight),
             };
             if owns {
                 *owned = b;
                 held |= bucket.bitmap & IN_HEAP != 0;
             }
         }
-        // A heap member's packets skip the heap, and need no estimate (most packets: the
-        // large flows are the heap's).
-        if held {
+        let refresh = ext.has(Extension::Refresh);
+        // With refreshed counts, a heap member's packets skip the heap, and need no estimate
+        // (most packets: the large flows are the heap's).
+        if held && refresh {
             return;
         }
         let best = owned.iter().filter(|&&b| b != usize::MAX).map(|&b| self.buckets[b].count()).max();
-        // Estimates only grow within a block: a flow below the heap's smallest is not in
-        // it, and need not be looked up.
-        if let Some(best) = best.filter(|&c| c > 0 && c >= self.heap.admission()) {
+        if refresh {
+            // Estimates only grow within a block: a flow below the heap's smallest is not in
+            // it, and need not be looked up.
+            if let Some(best) = best.filter(|&c| c > 0 && c >= self.heap.admission()) {
+                self.admit(flow, hash, best);
+            }
+            return;
+        }
+        // Algorithm 3: a member's count becomes its estimate now, whatever it is; another
+        // flow enters when the heap has room or it beats the smallest.
+        let best = best.unwrap_or(0);
+        if best > self.heap.admission() || self.heap.get(flow, hash as u64).is_some() {
             self.admit(flow, hash, best);
         }
     }
 
     fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {
-        self.refresh_heap();
+        if self.ext.has(Extension::Refresh) {
+            self.refresh_heap();
+        }
         top_scaled(&self.heap, self.scale, out);
     }
 
@@ -497,7 +608,9 @@ impl<const B: usize> Detector for FastKeeperBitmap<B> {
             bucket.balance = 0;
             bucket.counters[slot] = 0;
         }
-        self.refresh_heap();
+        if self.ext.has(Extension::Refresh) {
+            self.refresh_heap();
+        }
     }
 
     fn memory_bytes(&self) -> usize {
@@ -528,11 +641,71 @@ mod tests {
 
     /// A bitmap FastKeeper reporting k flows with two buckets per row and a 5-block window.
     fn two_buckets(k: usize) -> Bitmap5 {
+        two_buckets_with(k, Extensions::ALL)
+    }
+
+    /// The same with the extensions `ext`.
+    fn two_buckets_with(k: usize, ext: Extensions) -> Bitmap5 {
         let memory = TopHeap::bytes_for_key(k, 104) + ROWS * 2 * bitmap_bucket_bytes(5);
         let config = DetectorConfig { k, memory, blocks: 5, sample: 1.0, seed: SEED, key_bits: 104 };
-        let d = Bitmap5::new(&config).unwrap();
+        let d = Bitmap5::new(&config, ext).unwrap();
         assert_eq!(d.w, 2);
         d
+    }
+
+    /// The paper's balance is +1 per owner packet: an owner that sends as many packets as the
+    /// colliders does not lead its block (BC = 0), where the weighted balance (λ = 2) says it
+    /// does.
+    #[test]
+    fn the_papers_balance_counts_one_per_packet() {
+        for (ext, led) in [(Extensions::NONE, 0b11110), (Extensions::NONE.with(Extension::Weight), 0b11111)] {
+            let mut d = two_buckets_with(1, ext);
+            let (a, c) = (1, find(&d, 1, true, 2));
+            send(&mut d, a, 3);
+            send(&mut d, c, 3);
+            d.end_block();
+            assert_eq!(bitmap(&d, a), [led; ROWS], "{ext:?}");
+        }
+    }
+
+    /// As published, the vote evicts an owner even when it is the largest flow there is, and
+    /// a burst within a block takes nothing: the colliding flow waits for the vote.
+    #[test]
+    fn the_papers_vote_has_no_guard_and_no_burst_takeover() {
+        let mut d = two_buckets_with(1, Extensions::NONE);
+        let a = 1;
+        let c = find(&d, a, true, 2);
+        send(&mut d, a, 20);
+        d.end_block();
+        send(&mut d, c, 10);
+        assert_eq!(d.estimate(flow(c), flow(c).hash(SEED)), 0, "no burst takeover");
+        for _ in 0..2 {
+            d.end_block();
+            send(&mut d, c, 10);
+        }
+        // Three blocks led by the colliders (20 packets against none, then 10 each block):
+        // zeros hold the majority, and the next colliding packet takes every bucket.
+        d.end_block();
+        assert_eq!(bitmap(&d, a), [0b11000; ROWS]);
+        send(&mut d, c, 1);
+        assert_eq!(d.estimate(flow(a), flow(a).hash(SEED)), 0, "a, still the largest flow, lost its buckets");
+        assert_eq!(d.estimate(flow(c), flow(c).hash(SEED)), 1);
+    }
+
+    /// Algorithm 3 updates a heap member's count only with the member's own packets: a flow
+    /// that went quiet is reported with the count it last had, after it has left the window;
+    /// the refresh extension reports the window.
+    #[test]
+    fn the_papers_heap_keeps_the_counts_of_flows_that_went_quiet() {
+        for (ext, reported) in [(Extensions::NONE, vec![(flow(1), 9)]), (Extensions::ALL, vec![])] {
+            let mut d = two_buckets_with(2, ext);
+            send(&mut d, 1, 9);
+            for _ in 0..5 {
+                d.end_block();
+            }
+            assert_eq!(d.estimate(flow(1), flow(1).hash(SEED)), 0);
+            assert_eq!(top(&mut d), reported, "{ext:?}");
+        }
     }
 
     fn send(d: &mut Bitmap5, n: u64, packets: usize) {
@@ -665,7 +838,7 @@ mod tests {
     fn memory_is_the_budget_less_what_a_bucket_cannot_fill() {
         let config =
             DetectorConfig { k: 1000, memory: 100 * 1024, blocks: 5, sample: 1.0, seed: 1, key_bits: 104 };
-        let d = Bitmap5::new(&config).unwrap();
+        let d = Bitmap5::new(&config, Extensions::ALL).unwrap();
         let used = d.memory_bytes();
         assert!(used <= config.memory && config.memory - used < ROWS * bitmap_bucket_bytes(5));
         // The heap of 1,000 5-tuples takes 29 B per flow, under a third; buckets the rest.
@@ -680,7 +853,7 @@ mod tests {
         for blocks in 1..=MAX_BLOCKS {
             let config =
                 DetectorConfig { k: 4, memory: 8_192, blocks, sample: 1.0, seed: SEED, key_bits: 104 };
-            let mut d = build_bitmap(&config).unwrap();
+            let mut d = build_bitmap(&config, Extensions::ALL).unwrap();
             assert!(
                 d.memory_bytes() <= 8_192 && d.memory_bytes() > 8_192 - ROWS * bitmap_bucket_bytes(blocks)
             );
@@ -697,7 +870,7 @@ mod tests {
         }
         let config =
             DetectorConfig { k: 4, memory: 8_192, blocks: 15, sample: 1.0, seed: SEED, key_bits: 104 };
-        let err = build_bitmap(&config).err().unwrap().to_string();
+        let err = build_bitmap(&config, Extensions::NONE).err().unwrap().to_string();
         assert!(
             err.contains("holds at most 14 blocks for fastkeeper-bitmap (one bit per block), got 15"),
             "{err}"

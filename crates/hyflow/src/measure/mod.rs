@@ -35,6 +35,7 @@ pub mod space_saving;
 pub mod univmon;
 pub mod wcss;
 
+use fastkeeper::Extensions;
 pub use flow_id::{FlowId, KeySpec, KeySpecError};
 
 use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
@@ -68,8 +69,15 @@ pub trait Detector {
 pub enum Algo {
     /// FastKeeper with collision counters (Algorithms 1–3).
     FastKeeper,
-    /// FastKeeper with bitmap voting and 16-bit block counters.
+    /// FastKeeper with bitmap voting and 16-bit block counters, and hyflow's extensions
+    /// ([`fastkeeper::Extension`]).
     FastKeeperBitmap,
+    /// FastKeeper with bitmap voting as §III-D and Algorithm 3 publish it.
+    FastKeeperPaper,
+    /// Ablation: `fastkeeper-bitmap` without one extension.
+    FastKeeperBitmapWithout(fastkeeper::Extension),
+    /// Ablation: `fastkeeper-paper` with one extension.
+    FastKeeperPaperWith(fastkeeper::Extension),
     /// Count-Min sketch + min-heap.
     CountMin,
     /// HeavyKeeper (exponential decay, b = 1.08) + min-heap.
@@ -90,8 +98,9 @@ pub enum Algo {
 
 impl Algo {
     /// All, in the order tables list them.
-    pub const ALL: [Algo; 10] = [
+    pub const ALL: [Algo; 11] = [
         Algo::FastKeeperBitmap,
+        Algo::FastKeeperPaper,
         Algo::FastKeeper,
         Algo::SlidingHeavyKeeper,
         Algo::Elixir,
@@ -103,11 +112,37 @@ impl Algo {
         Algo::Lossy,
     ];
 
+    /// The ablation of FastKeeper's extensions: `fastkeeper-bitmap` without each, then
+    /// `fastkeeper-paper` with each (accepted by name, not in [`Algo::ALL`]).
+    pub const ABLATION: [Algo; 8] = {
+        use fastkeeper::Extension::*;
+        [
+            Algo::FastKeeperBitmapWithout(Guard),
+            Algo::FastKeeperBitmapWithout(Burst),
+            Algo::FastKeeperBitmapWithout(Weight),
+            Algo::FastKeeperBitmapWithout(Refresh),
+            Algo::FastKeeperPaperWith(Guard),
+            Algo::FastKeeperPaperWith(Burst),
+            Algo::FastKeeperPaperWith(Weight),
+            Algo::FastKeeperPaperWith(Refresh),
+        ]
+    };
+
     /// Command-line name.
     pub fn name(self) -> &'static str {
+        use fastkeeper::Extension::*;
         match self {
             Algo::FastKeeper => "fastkeeper",
             Algo::FastKeeperBitmap => "fastkeeper-bitmap",
+            Algo::FastKeeperPaper => "fastkeeper-paper",
+            Algo::FastKeeperBitmapWithout(Guard) => "fastkeeper-bitmap-no-guard",
+            Algo::FastKeeperBitmapWithout(Burst) => "fastkeeper-bitmap-no-burst",
+            Algo::FastKeeperBitmapWithout(Weight) => "fastkeeper-bitmap-no-weight",
+            Algo::FastKeeperBitmapWithout(Refresh) => "fastkeeper-bitmap-no-refresh",
+            Algo::FastKeeperPaperWith(Guard) => "fastkeeper-paper+guard",
+            Algo::FastKeeperPaperWith(Burst) => "fastkeeper-paper+burst",
+            Algo::FastKeeperPaperWith(Weight) => "fastkeeper-paper+weight",
+            Algo::FastKeeperPaperWith(Refresh) => "fastkeeper-paper+refresh",
             Algo::CountMin => "cm",
             Algo::HeavyKeeper => "heavykeeper",
             Algo::SlidingHeavyKeeper => "sl-hk",
@@ -121,7 +156,7 @@ impl Algo {
 
     /// The algorithm called `name`.
     pub fn from_name(name: &str) -> Option<Algo> {
-        Algo::ALL.into_iter().find(|a| a.name() == name)
+        Algo::ALL.into_iter().chain(Algo::ABLATION).find(|a| a.name() == name)
     }
 }
 
@@ -287,7 +322,10 @@ pub fn build(algo: Algo, config: &DetectorConfig) -> Result<Box<dyn Detector>, C
     }
     Ok(match algo {
         Algo::FastKeeper => Box::new(fastkeeper::FastKeeper::new(config)?),
-        Algo::FastKeeperBitmap => fastkeeper::build_bitmap(config)?,
+        Algo::FastKeeperBitmap => fastkeeper::build_bitmap(config, Extensions::ALL)?,
+        Algo::FastKeeperPaper => fastkeeper::build_bitmap(config, Extensions::NONE)?,
+        Algo::FastKeeperBitmapWithout(e) => fastkeeper::build_bitmap(config, Extensions::ALL.without(e))?,
+        Algo::FastKeeperPaperWith(e) => fastkeeper::build_bitmap(config, Extensions::NONE.with(e))?,
         Algo::CountMin => sampled(count_min::CountMin::new(config)?, config),
         Algo::HeavyKeeper => sampled(heavykeeper::HeavyKeeper::new(config)?, config),
         Algo::SlidingHeavyKeeper => sampled(sliding_heavykeeper::SlidingHeavyKeeper::new(config)?, config),
