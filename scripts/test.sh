@@ -54,6 +54,7 @@ python3 scripts/docs_images.py --check
 # BENCHMARKS.md's deterministic figures still reproduce: each script recomputes a quick subset
 # of its generated blocks and fails on any cell that moved.
 python3 scripts/topk_bench.py --check
+python3 scripts/microflow_hitrate.py --check
 if [ -f ../shared/tools/ovsvec.py ] && [ -f ../shared/ovs-vectors/sample.json ]; then
   python3 ../shared/tools/ovsvec.py check --cases ../shared/ovs-vectors/sample.json --hyflow target/release/hyflow
 fi

@@ -122,8 +122,9 @@ enum EvalCommand {
 
 #[derive(Subcommand)]
 enum GenCommand {
-    /// A pcap trace whose flows exercise the rules of a flow file: Zipf flow sizes, Poisson
-    /// arrivals, 64/576/1500-byte frames; deterministic for a seed.
+    /// A pcap trace whose flows exercise the rules of a flow file: Zipf popularity with
+    /// Poisson arrivals, or flows that arrive, send in trains and end (`--timing`);
+    /// deterministic for a seed.
     Traffic(GenTrafficArgs),
     /// Conversations for stateful pipelines, as pcapng with a port per interface: TCP
     /// handshakes, data and closes, UDP requests and responses, ICMP echoes, from a spec of

@@ -369,6 +369,73 @@ fn replay_generated_traffic_with_updates_matches_no_cache() {
     }
 }
 
+/// `gen traffic --timing caida|backbone`: flows that arrive, send in trains and end, keyed
+/// for the flow file's rules; the caches forward them as the slow path does, and a
+/// microflow cache of a tenth of the flows serves most packets (trains), unlike the same
+/// cache on Zipf traffic of as many flows.
+#[test]
+fn gen_traffic_times_flows_in_trains() {
+    let flows = examples().join("l2l3acl.flows");
+    let f = flows.to_str().unwrap();
+    let hit_rate = |pcap: &Path, extra: &[&str]| -> (f64, String) {
+        let dec = pcap.with_extension("jsonl");
+        let mut args = vec!["replay", "--flows", f, "--trace", pcap.to_str().unwrap(), "--json", "-"];
+        args.extend_from_slice(&[
+            "--decisions",
+            dec.to_str().unwrap(),
+            "--microflow-entries",
+            "256",
+            "--no-nic",
+        ]);
+        args.extend_from_slice(extra);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let report: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        let outputs = std::fs::read_to_string(&dec)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["outputs"].to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        (report["microflow_hit_rate"].as_f64().unwrap_or(0.0), outputs)
+    };
+    let gen = |name: &str, timing: &[&str]| {
+        let pcap = tmp(name, b"");
+        let mut args =
+            vec!["gen", "traffic", "--flows", f, "--out", pcap.to_str().unwrap(), "--packets", "40000"];
+        args.extend_from_slice(&["--flows-count", "2500", "--rate", "400"]);
+        args.extend_from_slice(timing);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (pcap, String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let (zipf, _) = gen("zipf.pcap", &["--zipf", "0.8"]);
+    let (zipf_rate, _) = hit_rate(&zipf, &[]);
+    for timing in ["caida", "backbone"] {
+        let (pcap, said) = gen(&format!("{timing}.pcap"), &["--timing", timing]);
+        assert!(said.contains("wrote 40000 packets of "), "{said}");
+        let (rate, cached) = hit_rate(&pcap, &[]);
+        let (_, reference) = hit_rate(&pcap, &["--no-cache"]);
+        assert_eq!(cached, reference, "{timing}: the caches forward as the slow path does");
+        assert!(rate > 0.6 && rate > zipf_rate + 0.2, "{timing}: {rate} against Zipf's {zipf_rate}");
+    }
+    let pcap = tmp("bad.pcap", b"");
+    let out = hyflow(&[
+        "gen",
+        "traffic",
+        "--flows",
+        f,
+        "--out",
+        pcap.to_str().unwrap(),
+        "--timing",
+        "backbone",
+        "--zipf",
+        "1",
+    ]);
+    fails_with(&out, &["--zipf sets the popularity of --timing zipf"]);
+}
+
 #[test]
 fn replay_bad_input_is_one_clear_line() {
     let flows = examples().join("l2l3acl.flows");

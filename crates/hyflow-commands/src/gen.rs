@@ -97,6 +97,21 @@ pub enum LocalityArg {
     Low,
 }
 
+/// How `gen traffic` times packets and picks their flows.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimingArg {
+    /// Every packet picks its flow independently by Zipf popularity (`--zipf`); Poisson
+    /// arrivals; CAIDA's trimodal frame sizes.
+    Zipf,
+    /// Flows arrive, send heavy-tailed numbers of packets in trains and end (the model `gen
+    /// pipeline` uses); minimum-size frames.
+    Caida,
+    /// The same model shaped as FlowShadow's backbone trace: half the flows mice, trains of
+    /// 3 packets 200 µs apart, idle gaps of 100 ms, one gap in ten a 10 s pause (fitted to
+    /// the paper's microflow hit rates; see BENCHMARKS.md); minimum-size frames.
+    Backbone,
+}
+
 #[derive(Args)]
 pub struct GenTrafficArgs {
     /// Flow file the traffic should exercise.
@@ -107,15 +122,20 @@ pub struct GenTrafficArgs {
     /// Output pcap.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
-    /// Distinct flows.
+    /// Distinct flows (zipf timing: the flows packets pick from, not all of which may be
+    /// picked; caida and backbone: flows starting over the trace, and some more appear, which
+    /// were running when it starts).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub flows_count: usize,
     /// Packets.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub packets: usize,
-    /// Zipf exponent of flow popularity.
-    #[arg(long, value_name = "S", default_value_t = 1.1)]
-    pub zipf: f64,
+    /// How packets are timed and pick their flows.
+    #[arg(long, value_enum, default_value = "zipf")]
+    pub timing: TimingArg,
+    /// Zipf exponent of flow popularity [default: 1.1] (zipf timing only).
+    #[arg(long, value_name = "S")]
+    pub zipf: Option<f64>,
     /// Mean packets per second.
     #[arg(long, value_name = "PPS", default_value_t = 100_000.0)]
     pub rate: f64,
@@ -236,12 +256,31 @@ fn write_trace<T>(
 }
 
 pub fn traffic(a: GenTrafficArgs) -> Result<String> {
+    use hyflow::workload::flow_arrivals::{FlowArrivals, FlowArrivalsConfig};
+    use hyflow::workload::traffic::generate_timed;
     let rules = a.names.read_flows(&a.flows)?.rules;
-    let config =
-        TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
-    // The inner result only repeats a write error, which `write_trace` already reported.
-    let _ = write_trace(&a.out, |sink| generate(&rules, &config, sink))?;
-    Ok(format!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, a.out.display()))
+    let shape = match a.timing {
+        TimingArg::Zipf => None,
+        TimingArg::Caida => Some(FlowArrivalsConfig::default()),
+        TimingArg::Backbone => Some(FlowArrivalsConfig::BACKBONE),
+    };
+    let Some(shape) = shape else {
+        let zipf = a.zipf.unwrap_or(1.1);
+        let config =
+            TrafficConfig { flows: a.flows_count, packets: a.packets, zipf, rate: a.rate, seed: a.seed };
+        // The inner result only repeats a write error, which `write_trace` already reported.
+        let _ = write_trace(&a.out, |sink| generate(&rules, &config, sink))?;
+        return Ok(format!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, a.out.display()));
+    };
+    if a.zipf.is_some() {
+        bail!("--zipf sets the popularity of --timing zipf; with flow arrivals a flow's size sets it");
+    }
+    let slots = FlowArrivals::with_config(a.packets, a.flows_count, a.rate, a.seed, shape)?;
+    let mut flows = 0;
+    let _ = write_trace(&a.out, |sink| {
+        generate_timed(&rules, slots.inspect(|s| flows = flows.max(s.flow + 1)), a.seed, sink)
+    })?;
+    Ok(format!("wrote {} packets of {flows} flows to {}", a.packets, a.out.display()))
 }
 
 pub fn dynamic(a: GenDynamicArgs) -> Result<String> {

@@ -195,17 +195,59 @@ pub fn random_flows(flows: usize, seed: u64) -> Result<Vec<FlowKey>, TrafficErro
 
 /// The flows of a workload: one per flow index, most popular first.
 pub fn make_flows(rules: &[Rule], flows: usize, seed: u64) -> Result<Vec<FlowKey>, TrafficError> {
-    if rules.is_empty() {
-        return Err(TrafficError::NoRules);
-    }
     check_flow_count(flows)?;
-    let mut rng = StdRng::seed_from_u64(seed);
-    Ok((0..flows)
-        .map(|_| {
-            let rule = &rules[rng.random_range(0..rules.len())];
-            flow_for_rule(&mut rng, rule)
-        })
-        .collect())
+    let mut maker = RuleFlows::new(rules, seed)?;
+    Ok((0..flows).map(|_| maker.next_key()).collect())
+}
+
+/// Flows for a flow table's rules, made one at a time (for traces whose number of flows is
+/// known only at the end): the i-th is [`make_flows`]' flow i for the same seed.
+pub struct RuleFlows<'a> {
+    rules: &'a [Rule],
+    rng: StdRng,
+}
+
+impl<'a> RuleFlows<'a> {
+    /// Flows for `rules`, each for a rule drawn uniformly.
+    pub fn new(rules: &'a [Rule], seed: u64) -> Result<RuleFlows<'a>, TrafficError> {
+        if rules.is_empty() {
+            return Err(TrafficError::NoRules);
+        }
+        Ok(RuleFlows { rules, rng: StdRng::seed_from_u64(seed) })
+    }
+
+    /// The next flow's key.
+    pub fn next_key(&mut self) -> FlowKey {
+        let rule = &self.rules[self.rng.random_range(0..self.rules.len())];
+        flow_for_rule(&mut self.rng, rule)
+    }
+}
+
+/// Minimum-size frames (60 bytes before the FCS) of flows made for `rules` ([`RuleFlows`]),
+/// at the times and of the flows `slots` gives (numbered by first appearance, as
+/// [`super::flow_arrivals::FlowArrivals`] numbers them). Minimum-size, so that the long
+/// traces such timing is for stay small (what they measure, caches, does not depend on
+/// frame sizes).
+pub fn generate_timed(
+    rules: &[Rule],
+    slots: impl Iterator<Item = super::flow_arrivals::PacketSlot>,
+    seed: u64,
+    mut sink: impl FnMut(GenPacket) -> std::io::Result<()>,
+) -> Result<std::io::Result<()>, TrafficError> {
+    let mut maker = RuleFlows::new(rules, seed)?;
+    let mut keys: Vec<FlowKey> = Vec::new();
+    for slot in slots {
+        while keys.len() <= slot.flow {
+            check_flow_count(keys.len() + 1)?;
+            keys.push(maker.next_key());
+        }
+        let mut frame = Vec::with_capacity(60);
+        build_frame_into(&keys[slot.flow], 60, &mut frame);
+        if let Err(e) = sink(GenPacket { ts_ns: slot.ts_ns, flow: slot.flow, frame }) {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Generates a trace, handing each packet to `sink` in time order.
