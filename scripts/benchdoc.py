@@ -83,8 +83,9 @@ def write_block(block_id, body, command, path=BENCHMARKS):
 
 def tables(markdown):
     """Every table of `markdown` as (title, header cells, rows of cells); a table's title is the
-    last non-blank line before it."""
-    found, title, lines = [], "", markdown.splitlines()
+    last non-blank line before it other than the provenance line, numbered when several
+    tables share it (`title #2`)."""
+    found, title, lines, seen = [], "", markdown.splitlines(), {}
     i = 0
     while i < len(lines):
         line = lines[i].strip()
@@ -95,9 +96,10 @@ def tables(markdown):
             while i < len(lines) and lines[i].strip().startswith("|"):
                 rows.append(_cells(lines[i].strip()))
                 i += 1
-            found.append((title, header, rows))
+            seen[title] = seen.get(title, 0) + 1
+            found.append((title if seen[title] == 1 else "%s #%d" % (title, seen[title]), header, rows))
             continue
-        if line:
+        if line and not line.startswith("_Produced by"):
             title = line
         i += 1
     return found
