@@ -111,9 +111,9 @@ def backbone_block(flows, tmp, quick):
     scale = PAPER_FLOWS / seen
     rows, table = size_table(flows, trace, [4096] if quick else BACKBONE_SIZES,
                              lambda n: "%s" % human(n * scale))
-    out = ["%d packets, %d flows (%.2f%% of the packets first of their flow; Backbone-1 about %.2f%%): a "
-           "cache of n entries stands for one of %.1f n there." % (
-               packets, seen, 100 * seen / packets, 100 * PAPER_FLOWS / 105e6, scale), ""] + table
+    out = ["{:,} packets, {:,} flows".format(packets, seen) + " (%.2f%% of the packets first of their flow; "
+           "Backbone-1 about %.2f%%): a cache of n entries stands for one of %.1f n there." % (
+               100 * seen / packets, 100 * PAPER_FLOWS / 105e6, scale), ""] + table
     if not quick:
         out += ["", "| Backbone-1 | paper | here (log-linear between the sizes around it) |", "|---|---|---|"]
         for name, entries, ways, paper in PAPER_POINTS:
