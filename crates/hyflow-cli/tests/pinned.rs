@@ -43,6 +43,8 @@
 //! `sim-ofd-gigaflow`) changed their latencies (hardware p99 2 µs → 132–295 µs), hardware
 //! shares by under 0.1 point, ring occupancy and stalled-packet counts; `sim-min-cores`
 //! still answers 4 cores. `sim-psf` (no NIC) gained the key only.
+//! Then (Gigaflow's coverage as the artifact estimates it) the Gigaflow replay records gained
+//! `gigaflow.coverage_estimate` and `gigaflow.mappings`; nothing else changed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -76,6 +76,9 @@ fn a_register_set_before_the_split_reaches_the_table_after_it() {
     let per_stage: Vec<usize> = g.stages.iter().map(|s| s.space().len()).collect();
     assert_eq!(per_stage, [3, 3, 0, 0], "two sub-traversals: ingress and routing, filter and forwarding");
     assert_eq!(g.coverage(), 9.0, "3 x 3 tag-linked chains");
+    // The artifact's estimate: the three upcalls made one mapping (the same two pieces'
+    // points, lengths and wildcards), which installed 3 entries in each stage: 3 x 3.
+    assert_eq!(g.coverage_estimate(), 9.0, "the artifact's estimate");
     // Per-rule counters are exact whichever layer forwarded.
     let (_, reference_sw) = run(SwitchConfig::no_cache(), &packets, "");
     for (id, _) in reference_sw.pipeline().rules() {

@@ -223,6 +223,27 @@ impl Tags {
     }
 }
 
+/// One piece of a mapping as the Gigaflow artifact's coverage estimator tells mappings apart
+/// (`gvs` `lib/mapper.c`, `gigaflow_state_add_new_mapping`): the stage it is in, where it
+/// starts (its tag: the pipeline table and state), the lookups it covers and its wildcards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct MappingPiece {
+    stage: u8,
+    tag: u32,
+    len: u32,
+    mask: FlowMask,
+}
+
+/// What the estimator keeps per distinct mapping.
+#[derive(Clone, Debug)]
+struct MappingOccupancy {
+    /// Entries this mapping installed per stage (never decremented, as the artifact's
+    /// counters are not).
+    installs: Vec<u32>,
+    /// Two consecutive pieces examine a header field in common.
+    overlap: bool,
+}
+
 /// The Gigaflow NIC: K LTM stages.
 pub struct Gigaflow {
     /// The stages, visited in order.
@@ -238,6 +259,12 @@ pub struct Gigaflow {
     fields: Vec<u8>,
     /// A whole mapping being planned: stage, piece, the state it starts from.
     planned: Vec<(usize, SubTraversal, FlowKey)>,
+    /// The distinct mappings upcalls made, for [`Gigaflow::coverage_estimate`].
+    mappings: HashMap<Vec<MappingPiece>, MappingOccupancy>,
+    /// The pieces of the mapping being offloaded, and which of them it installed.
+    mapping: Vec<(MappingPiece, bool)>,
+    /// Its pieces alone, to look it up without allocating.
+    mapping_key: Vec<MappingPiece>,
 }
 
 impl Gigaflow {
@@ -274,6 +301,9 @@ impl Gigaflow {
             scratch: Vec::new(),
             fields: Vec::new(),
             planned: Vec::new(),
+            mappings: HashMap::new(),
+            mapping: Vec::new(),
+            mapping_key: Vec::new(),
         })
     }
 
@@ -311,6 +341,7 @@ impl Gigaflow {
         }
         self.fields.clear();
         self.fields.extend((0..n).map(|k| coupling_bits(&lookup_mask(tr, k))));
+        self.mapping.clear();
         let (mut i, mut tag) = (0, INITIAL_TAG);
         for s in 0..self.stages.len() {
             if tag == END_TAG || i >= n {
@@ -326,8 +357,11 @@ impl Gigaflow {
                     break;
                 }
                 e.flows += 1;
+                let (len, next) = (e.len, e.next);
+                let mask = self.stages[s].space().matcher(id).map_or_else(FlowMask::default, |m| m.mask);
+                self.mapping.push((MappingPiece { stage: s as u8, tag, len, mask }, false));
                 i = end;
-                tag = e.next;
+                tag = next;
                 self.stats.reused += 1;
                 continue;
             }
@@ -355,6 +389,8 @@ impl Gigaflow {
             match self.install_segment(s, &st, &state, tables, now_ns) {
                 Ok((id, next)) => {
                     installed.push((s as u8, id));
+                    let piece = MappingPiece { stage: s as u8, tag, len: len as u32, mask: st.matcher.mask };
+                    self.mapping.push((piece, true));
                     i += len;
                     tag = next;
                 }
@@ -367,13 +403,42 @@ impl Gigaflow {
         }
         for (s, st, state) in std::mem::take(&mut self.planned) {
             // Admitted above, into distinct stages: these installs fit.
+            let at = self.tags.intern(&st.point);
             if let Ok((id, _)) = self.install_segment(s, &st, &state, tables, now_ns) {
                 installed.push((s as u8, id));
+                let piece =
+                    MappingPiece { stage: s as u8, tag: at, len: st.len as u32, mask: st.matcher.mask };
+                self.mapping.push((piece, true));
             }
         }
+        self.count_mapping();
         let complete = tag == END_TAG;
         self.stats.completed += complete as u64;
         complete
+    }
+
+    /// Counts the mapping just offloaded ([`Gigaflow::mapping`]) among the distinct ones:
+    /// what it installed per stage, and whether consecutive pieces overlap (examine a header
+    /// field in common, `flow_wildcards_overlap`'s fields, the first piece against none).
+    fn count_mapping(&mut self) {
+        if self.mapping.is_empty() {
+            return;
+        }
+        self.mapping.sort_unstable_by_key(|(p, _)| p.stage);
+        self.mapping_key.clear();
+        self.mapping_key.extend(self.mapping.iter().map(|(p, _)| *p));
+        if !self.mappings.contains_key(self.mapping_key.as_slice()) {
+            let fresh = MappingOccupancy { installs: vec![0; self.stages.len()], overlap: false };
+            self.mappings.insert(self.mapping_key.clone(), fresh);
+        }
+        let occupancy = self.mappings.get_mut(self.mapping_key.as_slice()).expect("inserted above");
+        let mut previous = 0u8;
+        for (piece, fresh) in &self.mapping {
+            occupancy.installs[piece.stage as usize] += *fresh as u32;
+            let bits = coupling_bits(&piece.mask);
+            occupancy.overlap |= previous & bits != 0;
+            previous = bits;
+        }
     }
 
     fn install_segment(
@@ -512,6 +577,35 @@ impl Gigaflow {
     }
 }
 
+impl Gigaflow {
+    /// Rule-space coverage as the Gigaflow artifact estimates it (`gvs`
+    /// `lib/gigaflow-perf.c`, the paper's Table 2): per distinct mapping, the largest product
+    /// of the installs of two consecutive stages it uses (empty stages skipped); the largest
+    /// single stage's if consecutive pieces overlap (they do not multiply), at least 1; 0 if
+    /// no stage holds more than one of its entries; 1 for a mapping of one stage. Summed over
+    /// mappings, and at least the upcalls (the artifact reports the upcalls when its estimate
+    /// falls below them). Counts only grow: entries since expired or evicted still count.
+    pub fn coverage_estimate(&self) -> f64 {
+        let sum: f64 = self.mappings.values().map(|m| mapping_coverage(&m.installs, m.overlap)).sum();
+        sum.max(self.stats.upcalls as f64)
+    }
+}
+
+/// One mapping's share of [`Gigaflow::coverage_estimate`], from its installs per stage.
+fn mapping_coverage(installs: &[u32], overlap: bool) -> f64 {
+    if overlap {
+        return installs.iter().copied().max().unwrap_or(0).max(1) as f64;
+    }
+    if installs.iter().all(|&n| n <= 1) {
+        return 0.0;
+    }
+    let used: Vec<u32> = installs.iter().copied().filter(|&n| n > 0).collect();
+    if used.len() == 1 {
+        return 1.0;
+    }
+    used.windows(2).map(|w| w[0] as f64 * w[1] as f64).fold(0.0, f64::max)
+}
+
 impl NicScheme for Gigaflow {
     fn name(&self) -> &'static str {
         REGISTRATION.name
@@ -599,6 +693,8 @@ impl NicScheme for Gigaflow {
             stage_masks: self.stages.iter().map(|s| s.space().n_masks()).collect(),
             stage_refused_masks: self.stages.iter().map(|s| s.stats.refused_masks).collect(),
             coverage: self.coverage(),
+            coverage_estimate: self.coverage_estimate(),
+            mappings: self.mappings.len(),
             retranslated: st.retranslated,
         };
         NicReport {
@@ -747,7 +843,8 @@ impl GigaflowReport {
         let list = |v: Vec<String>| v.join(", ");
         format!(
             "gigaflow {}x{} ({}): entries per stage [{}], masks per stage [{}] (installs refused for masks [{}]), {} \
-             installed, {} reused, sharing {:.2} flows/entry (max {}; per stage [{}]), coverage {:.0} chains",
+             installed, {} reused, sharing {:.2} flows/entry (max {}; per stage [{}]), coverage {:.0} chains ({:.0} by \
+             the artifact's estimate over {} mappings)",
             self.tables,
             self.entries_per_table,
             self.partition,
@@ -760,6 +857,8 @@ impl GigaflowReport {
             self.sharing_max,
             list(self.stage_sharing.iter().map(|x| format!("{x:.2}")).collect()),
             self.coverage,
+            self.coverage_estimate,
+            self.mappings,
         )
     }
 }
@@ -801,6 +900,10 @@ pub(crate) struct GigaflowReport {
     pub stage_refused_masks: Vec<u64>,
     /// Distinct complete chains of entries.
     pub coverage: f64,
+    /// Coverage as the artifact estimates it ([`Gigaflow::coverage_estimate`]).
+    pub coverage_estimate: f64,
+    /// Distinct mappings upcalls made.
+    pub mappings: usize,
     /// Entries re-translated by revalidation.
     pub retranslated: u64,
 }
@@ -936,6 +1039,18 @@ pub fn disjoint_partition(fields: &[u8], max_pieces: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The artifact's per-mapping rules, quirks included: consecutive non-empty stages
+    /// multiply (the largest pair), overlapping pieces do not, a mapping of single installs
+    /// counts nothing and one of a single stage counts one.
+    #[test]
+    fn a_mappings_coverage_follows_the_artifacts_estimator() {
+        assert_eq!(mapping_coverage(&[3, 0, 5, 2], false), 15.0, "3 x 5: empty stages skipped");
+        assert_eq!(mapping_coverage(&[3, 0, 5, 2], true), 5.0, "overlap: the largest stage");
+        assert_eq!(mapping_coverage(&[0, 0, 0, 0], true), 1.0, "overlap: at least one");
+        assert_eq!(mapping_coverage(&[1, 1, 1, 0], false), 0.0, "no stage above one");
+        assert_eq!(mapping_coverage(&[0, 40, 0, 0], false), 1.0, "a single stage");
+    }
 
     #[test]
     fn coupling_counts_header_fields_only() {
