@@ -2,6 +2,7 @@
 """Elixir's headline results (BENCHMARKS.md) for elixir, tfo, lfp, ovs-rebalance, offload-all, psf.
 
 Usage: scripts/elixir_bench.py [--quick | --full] [--seconds S] [--threads N] [--plots DIR] [--churn S]
+                               [--write | --check]
 
 Workload: `--trace gen:gateway` (hyflow's model of Elixir's cloud-gateway traces) through
 examples/gateway.flows.
@@ -33,7 +34,10 @@ loss at the fixed rate on Elixir's core count and at Elixir's highest rate on 2 
 (Table 1); how the generated bursts fared at the fixed rate (in the NIC already, moved in
 during the burst, filling their core's ring to K); and Elixir's detection time by peak rate
 (Fig. 11). --plots DIR writes each policy's software and hardware rate over time at the fixed
-rate (Fig. 12). Build first: cargo build --release (or set HYFLOW to a binary).
+rate (Fig. 12). --write puts the tables in BENCHMARKS.md's block (elixir-quick, or
+elixir-quick-churnS with --churn); --check (in the test command) re-runs Elixir at the fixed
+rate on its committed core count and fails if that row's fixed-rate cells moved. Build first:
+cargo build --release (or set HYFLOW to a binary).
 """
 import argparse
 import json
@@ -41,6 +45,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import benchdoc
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 HYFLOW = os.environ.get("HYFLOW", os.path.join(ROOT, "target", "release", "hyflow"))
@@ -111,16 +117,26 @@ def main():
                     help="comma-separated rows to run (policies, or elixir-k551), with --at CORES,RATE for the "
                          "fixed-rate columns when elixir is not among them")
     ap.add_argument("--at", default=None, help="CORES,RATE: Elixir's min cores and 2-core max rate, for --only")
+    ap.add_argument("--write", action="store_true", help="replace the block in BENCHMARKS.md")
+    ap.add_argument("--check", action="store_true",
+                    help="quick: Elixir's fixed-rate run on its committed core count, against BENCHMARKS.md")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
     quick = not a.full
     threads = ["--search-threads", str(a.threads)] if a.threads else []
     seconds = a.seconds or (20.0 if quick else 60.0)
+    block = "elixir-quick" if a.churn is None else f"elixir-quick-churn{a.churn:g}"
+    if (a.write or a.check) and (not quick or a.only or a.seconds or a.plots and a.check):
+        sys.exit("--write and --check are for the quick scale's full table")
+    if a.check:
+        check(block, seconds, a.churn)
+        return
+    out = []
     with tempfile.TemporaryDirectory() as tmp:
         rate, trace, common, exact, megaflow, warmup = setup(quick, seconds, tmp, a.churn)
-        print(f"# {'quick (100x scaled)' if quick else 'full'}: {trace}, warm-up {warmup} s, "
-              f"fixed rate {rate:.0f} pkt/s\n")
+        out.append(f"`{trace}`, warm-up {warmup} s, fixed rate {rate:,.0f} pkt/s:")
+        out.append("")
         rows = {}
         variants = {label: (policy, extra) for label, policy, extra in (QUICK_VARIANTS if quick else [])}
         labels = POLICIES[:1] + list(variants) + POLICIES[1:]
@@ -135,7 +151,8 @@ def main():
             fewest = sim(trace, args + ["--rate", str(rate), "--find", "min-cores", "--max-cores", "32"])
             rows[p] = (two, fewest)
             print(f"{p}: max rate on 2 cores {two.get('max_rate_pps', two.get('error'))}, "
-                  f"min cores at {rate:.0f} {fewest.get('min_cores', fewest.get('error'))}", flush=True)
+                  f"min cores at {rate:.0f} {fewest.get('min_cores', fewest.get('error'))}", file=sys.stderr,
+                  flush=True)
         if "elixir" in rows:
             cores = rows["elixir"][1].get("min_cores", 2)
             top = rows["elixir"][0].get("max_rate_pps")
@@ -143,10 +160,10 @@ def main():
             cores, top = int(a.at.split(",")[0]), float(a.at.split(",")[1])
         else:
             sys.exit("--only without elixir needs --at CORES,RATE")
-        print(f"\n| policy | max lossless rate, 2 cores (pkt/s) | min cores at the fixed rate "
-              f"| fixed rate on {cores} cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share "
-              f"| Elixir's max rate on 2 cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        out.append(f"| policy | max lossless rate, 2 cores (pkt/s) | min cores at the fixed rate "
+                   f"| fixed rate on {cores} cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share "
+                   f"| Elixir's max rate on 2 cores: latency mean / p99 (µs) | ring mean / p99 | loss / hw share |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
         fates = {}
         for p in labels:
             args = options(p)
@@ -154,51 +171,77 @@ def main():
             fixed = sim(trace, args + ["--rate", str(rate), "--cores", str(cores), *plot])
             at_top = sim(trace, args + ["--rate", str(top), "--cores", "2"]) if top else {}
             two, fewest = rows[p]
-            print(f"| {p} | {two.get('max_rate_pps', '—')} | {fewest.get('min_cores', '> 32')} "
-                  f"| {cell(fixed)} | {cell(at_top)} |", flush=True)
+            out.append(f"| {p} | {num(two.get('max_rate_pps'))} | {fewest.get('min_cores', '> 32')} "
+                       f"| {cell(fixed)} | {cell(at_top)} |")
+            print(out[-1], file=sys.stderr, flush=True)
             fates[p] = fixed.get("bursts")
-        print("\nBursts at the fixed rate (the generator's log is the ground truth; bursts that started "
-              "and ended while measuring):\n")
-        print("| policy | bursts | in the NIC at their start | moved in during the burst | mean time to "
-              "offload (ms) | filled their core's ring to K | of those, moved in |")
-        print("|---|---|---|---|---|---|---|")
+        out += ["", "Bursts at the fixed rate (the generator's log is the ground truth; bursts that started "
+                "and ended while measuring):", ""]
+        out.append("| policy | bursts | in the NIC at their start | moved in during the burst | mean time to "
+                   "offload (ms) | filled their core's ring to K | of those, moved in |")
+        out.append("|---|---|---|---|---|---|---|")
         for p in labels:
             b = fates.get(p)
             if not b:
-                print(f"| {p} | — | | | | | |")
+                out.append(f"| {p} | — | | | | | |")
                 continue
-            print(f"| {p} | {b['bursts']} | {b['held_at_start']} | {b['offloaded']} "
-                  f"| {fmt(b.get('offload_ms_mean'))} | {b.get('overloaded', '—')} "
-                  f"| {b.get('overloaded_offloaded', '—')} |")
-        detection_table(fates.get("elixir"))
+            out.append(f"| {p} | {b['bursts']} | {b['held_at_start']} | {b['offloaded']} "
+                       f"| {fmt(b.get('offload_ms_mean'))} | {b.get('overloaded', '—')} "
+                       f"| {b.get('overloaded_offloaded', '—')} |")
+        out += detection_table(fates.get("elixir"))
+    body = "\n".join(out)
+    print(body)
+    if a.write:
+        command = "python3 scripts/elixir_bench.py" + ("" if a.churn is None else f" --churn {a.churn:g}")
+        benchdoc.write_block(block, body, command)
+
+
+def check(block, seconds, churn):
+    """Elixir's fixed-rate run on the committed core count, compared with the block's row."""
+    title, header, _ = next(t for t in benchdoc.tables(benchdoc.committed_block(block)) if t[1][0] == "policy")
+    cores = int(next(h for h in header if h.startswith("fixed rate on ")).split()[3])
+    with tempfile.TemporaryDirectory() as tmp:
+        rate, trace, common, exact, megaflow, _ = setup(True, seconds, tmp, churn)
+        m = sim(trace, common + policy_args("elixir", exact, megaflow) + ["--rate", str(rate), "--cores", str(cores)])
+    columns = ["policy"] + header[3:6]
+    fresh = "\n".join([title, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|",
+                        "| elixir | " + cell(m) + " |"])
+    benchdoc.finish_check([benchdoc.check_tables(block, fresh)])
 
 
 def fmt(v):
     return "—" if v is None else f"{v:.1f}"
 
 
+def num(v):
+    """A figure as the tables print it: thousands separated, one decimal below 100."""
+    if v is None:
+        return "—"
+    return f"{v:.1f}" if abs(v) < 100 else f"{v:,.0f}"
+
+
 def detection_table(bursts):
     """Fig. 11: Elixir's detection time (burst start to its core's ring reaching K) by peak
     rate, over the bursts that filled their core's ring to K."""
     if not bursts:
-        return
+        return []
     rows = [b for b in bursts["list"] if b.get("detected_ms") is not None]
     if not rows:
-        print("\nNo burst filled its core's ring to K: no detection times (Fig. 11).")
-        return
+        return ["", "No burst filled its core's ring to K: no detection times (Fig. 11)."]
     lo = min(b["peak_pps"] for b in rows)
     hi = max(b["peak_pps"] for b in rows)
     edges = [lo * (hi / lo) ** (i / 4) for i in range(5)] if hi > lo else [lo, hi]
-    print("\nElixir's burst detection time by peak rate (Fig. 11):\n")
-    print("| peak rate (pkt/s) | bursts | detection mean (ms) | median (ms) | moved into the NIC |")
-    print("|---|---|---|---|---|")
+    out = ["", "Elixir's burst detection time by peak rate (Fig. 11):", "",
+           "| peak rate (pkt/s) | bursts | detection mean (ms) | median (ms) | moved into the NIC |",
+           "|---|---|---|---|---|"]
     for a, b in zip(edges, edges[1:]):
         sel = [r for r in rows if a <= r["peak_pps"] <= b and (r["peak_pps"] < b or b == edges[-1])]
         if not sel:
             continue
         d = sorted(r["detected_ms"] for r in sel)
         moved = sum(1 for r in sel if r.get("offloaded_ms") is not None and not r["held_at_start"])
-        print(f"| {a:,.0f}–{b:,.0f} | {len(sel)} | {sum(d) / len(d):.1f} | {d[len(d) // 2]:.1f} | {moved} |")
+        out.append(f"| {a:,.0f}–{b:,.0f} | {len(sel)} | {sum(d) / len(d):.1f} | {d[len(d) // 2]:.1f} | {moved} |")
+    return out
 
 
 def cell(m):
@@ -206,7 +249,7 @@ def cell(m):
     if not m or "error" in m:
         return "— | — | —" if not m else f"{m['error']} | | "
     lat, ring = m.get("latency_us", {}), m.get("ring", {})
-    return (f"{lat.get('mean')} / {lat.get('p99')} | {ring.get('mean')} / {ring.get('p99')} "
+    return (f"{num(lat.get('mean'))} / {num(lat.get('p99'))} | {num(ring.get('mean'))} / {num(ring.get('p99'))} "
             f"| {m.get('loss_rate', 0) * 100:.2f}% / {m.get('hw_share', 0) * 100:.1f}% hw")
 
 if __name__ == "__main__":
