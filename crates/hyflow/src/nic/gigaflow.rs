@@ -575,9 +575,7 @@ impl Gigaflow {
         }
         from[0].get(&INITIAL_TAG).copied().unwrap_or(0.0)
     }
-}
 
-impl Gigaflow {
     /// Rule-space coverage as the Gigaflow artifact estimates it (`gvs`
     /// `lib/gigaflow-perf.c`, the paper's Table 2): per distinct mapping, the largest product
     /// of the installs of two consecutive stages it uses (empty stages skipped); the largest
