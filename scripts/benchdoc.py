@@ -111,8 +111,8 @@ def _cells(line):
 
 def check_tables(block_id, fresh_markdown, path=BENCHMARKS):
     """Differences between the tables of `fresh_markdown` and the committed block's tables of
-    the same titles, for the rows (by first cell) and columns (by header) the fresh ones
-    have; a fresh table, row or column the block lacks is a difference too. Returns the
+    the same titles, for the rows (by their leading cells, as many as tell the committed rows
+    apart) and columns (by header) the fresh ones have; a fresh table, row or column the block lacks is a difference too. Returns the
     differences and the number of cells compared."""
     committed = {t: (h, r) for t, h, r in tables(committed_block(block_id, path))}
     problems, compared = [], 0
@@ -121,11 +121,12 @@ def check_tables(block_id, fresh_markdown, path=BENCHMARKS):
             problems.append("%s: no table %r" % (block_id, title))
             continue
         old_header, old_rows = committed[title]
-        by_label = {r[0]: r for r in old_rows}
+        n = _label_cells(old_rows)
+        by_label = {tuple(r[:n]): r for r in old_rows}
         for row in rows:
-            old = by_label.get(row[0])
+            old = by_label.get(tuple(row[:n]))
             if old is None:
-                problems.append("%s: %r has no row %r" % (block_id, title, row[0]))
+                problems.append("%s: %r has no row %r" % (block_id, title, " | ".join(row[:n])))
                 continue
             for column, cell in zip(header[1:], row[1:]):
                 if column not in old_header:
@@ -137,6 +138,14 @@ def check_tables(block_id, fresh_markdown, path=BENCHMARKS):
                     problems.append("%s: %r, %s, %s: committed %s, now %s" % (
                         block_id, title, row[0], column, was, cell))
     return problems, compared
+
+
+def _label_cells(rows):
+    """How many leading cells tell a table's rows apart (a pipeline and a locality, say)."""
+    for n in range(1, max((len(r) for r in rows), default=1) + 1):
+        if len({tuple(r[:n]) for r in rows}) == len(rows):
+            return n
+    return 1
 
 
 def finish_check(results):
