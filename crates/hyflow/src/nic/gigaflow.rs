@@ -261,10 +261,10 @@ pub struct Gigaflow {
     planned: Vec<(usize, SubTraversal, FlowKey)>,
     /// The distinct mappings upcalls made, for [`Gigaflow::coverage_estimate`].
     mappings: HashMap<Vec<MappingPiece>, MappingOccupancy>,
-    /// The pieces of the mapping being offloaded, and which of them it installed.
-    mapping: Vec<(MappingPiece, bool)>,
-    /// Its pieces alone, to look it up without allocating.
-    mapping_key: Vec<MappingPiece>,
+    /// The pieces of the mapping being offloaded (its key among `mappings`).
+    mapping: Vec<MappingPiece>,
+    /// What it installed, per stage.
+    mapping_installs: Vec<u32>,
 }
 
 impl Gigaflow {
@@ -303,7 +303,7 @@ impl Gigaflow {
             planned: Vec::new(),
             mappings: HashMap::new(),
             mapping: Vec::new(),
-            mapping_key: Vec::new(),
+            mapping_installs: vec![0; config.tables],
         })
     }
 
@@ -342,6 +342,7 @@ impl Gigaflow {
         self.fields.clear();
         self.fields.extend((0..n).map(|k| coupling_bits(&lookup_mask(tr, k))));
         self.mapping.clear();
+        self.mapping_installs.fill(0);
         let (mut i, mut tag) = (0, INITIAL_TAG);
         for s in 0..self.stages.len() {
             if tag == END_TAG || i >= n {
@@ -359,7 +360,7 @@ impl Gigaflow {
                 e.flows += 1;
                 let (len, next) = (e.len, e.next);
                 let mask = self.stages[s].space().matcher(id).map_or_else(FlowMask::default, |m| m.mask);
-                self.mapping.push((MappingPiece { stage: s as u8, tag, len, mask }, false));
+                self.mapping.push(MappingPiece { stage: s as u8, tag, len, mask });
                 i = end;
                 tag = next;
                 self.stats.reused += 1;
@@ -389,8 +390,13 @@ impl Gigaflow {
             match self.install_segment(s, &st, &state, tables, now_ns) {
                 Ok((id, next)) => {
                     installed.push((s as u8, id));
-                    let piece = MappingPiece { stage: s as u8, tag, len: len as u32, mask: st.matcher.mask };
-                    self.mapping.push((piece, true));
+                    self.mapping.push(MappingPiece {
+                        stage: s as u8,
+                        tag,
+                        len: len as u32,
+                        mask: st.matcher.mask,
+                    });
+                    self.mapping_installs[s] += 1;
                     i += len;
                     tag = next;
                 }
@@ -406,9 +412,13 @@ impl Gigaflow {
             let at = self.tags.intern(&st.point);
             if let Ok((id, _)) = self.install_segment(s, &st, &state, tables, now_ns) {
                 installed.push((s as u8, id));
-                let piece =
-                    MappingPiece { stage: s as u8, tag: at, len: st.len as u32, mask: st.matcher.mask };
-                self.mapping.push((piece, true));
+                self.mapping.push(MappingPiece {
+                    stage: s as u8,
+                    tag: at,
+                    len: st.len as u32,
+                    mask: st.matcher.mask,
+                });
+                self.mapping_installs[s] += 1;
             }
         }
         self.count_mapping();
@@ -424,20 +434,22 @@ impl Gigaflow {
         if self.mapping.is_empty() {
             return;
         }
-        self.mapping.sort_unstable_by_key(|(p, _)| p.stage);
-        self.mapping_key.clear();
-        self.mapping_key.extend(self.mapping.iter().map(|(p, _)| *p));
-        if !self.mappings.contains_key(self.mapping_key.as_slice()) {
-            let fresh = MappingOccupancy { installs: vec![0; self.stages.len()], overlap: false };
-            self.mappings.insert(self.mapping_key.clone(), fresh);
-        }
-        let occupancy = self.mappings.get_mut(self.mapping_key.as_slice()).expect("inserted above");
-        let mut previous = 0u8;
-        for (piece, fresh) in &self.mapping {
-            occupancy.installs[piece.stage as usize] += *fresh as u32;
-            let bits = coupling_bits(&piece.mask);
-            occupancy.overlap |= previous & bits != 0;
-            previous = bits;
+        // Whole mappings plan their installs after the pieces they reuse: stage order is the key's.
+        self.mapping.sort_unstable_by_key(|p| p.stage);
+        let k = self.stages.len();
+        // One lookup; the key is copied only for a mapping not seen before.
+        let occupancy = self.mappings.entry_ref(self.mapping.as_slice()).or_insert_with(|| {
+            let mut previous = 0u8;
+            let mut overlap = false;
+            for piece in &self.mapping {
+                let bits = coupling_bits(&piece.mask);
+                overlap |= previous & bits != 0;
+                previous = bits;
+            }
+            MappingOccupancy { installs: vec![0; k], overlap }
+        });
+        for (total, now) in occupancy.installs.iter_mut().zip(&self.mapping_installs) {
+            *total += now;
         }
     }
 
