@@ -239,9 +239,10 @@ fn top_scaled(heap: &TopHeap, scale: f64, out: &mut Vec<(FlowId, u64)>) {
     }
 }
 
-/// Bitmap flag: the owner is in the top-k heap, so its packets skip the heap (its held
-/// count lags and is brought up to date when it is challenged and at boundaries), and the
-/// majority vote may not take its bucket while it is still large.
+/// Bitmap flag, kept with [`Extension::Guard`] or [`Extension::Refresh`]: the owner is in
+/// the top-k heap, so its packets skip the heap (with refresh: its held count lags and is
+/// brought up to date when it is challenged and at boundaries), and the majority vote may
+/// not take its bucket while it is still large (with guard).
 const IN_HEAP: u16 = 1 << 15;
 
 /// Bitmap flag: zeros hold the majority of the window's closed blocks, so the vote gives the
@@ -277,7 +278,7 @@ impl Extension {
     pub const ALL: [Extension; 4] =
         [Extension::Guard, Extension::Burst, Extension::Weight, Extension::Refresh];
 
-    fn bit(self) -> u8 {
+    const fn bit(self) -> u8 {
         1 << self as u8
     }
 }
@@ -294,12 +295,12 @@ impl Extensions {
 
     /// This set with `e`.
     pub const fn with(self, e: Extension) -> Extensions {
-        Extensions(self.0 | 1 << e as u8)
+        Extensions(self.0 | e.bit())
     }
 
     /// This set without `e`.
     pub const fn without(self, e: Extension) -> Extensions {
-        Extensions(self.0 & !(1 << e as u8))
+        Extensions(self.0 & !e.bit())
     }
 
     /// Whether `e` is in the set.
@@ -606,10 +607,17 @@ impl<const B: usize, const ALL_EXT: bool> Detector for FastKeeperBitmap<B, ALL_E
             return;
         }
         // Algorithm 3: a member's count becomes its estimate now, whatever it is; another
-        // flow enters when the heap has room or it beats the smallest.
+        // flow enters when the heap has room or it beats the smallest (`offer`, one lookup).
+        // A flow that owns no bucket counts 0: only a member needs to hear it.
         let best = best.unwrap_or(0);
-        if best > self.heap.admission() || self.heap.get(flow, hash as u64).is_some() {
+        if best == 0 && self.heap.get(flow, hash as u64).is_none() {
+            return;
+        }
+        if ext.has(Extension::Guard) {
+            // The guard reads which buckets heap members own.
             self.admit(flow, hash, best);
+        } else {
+            self.heap.offer(flow, hash as u64, best);
         }
     }
 
