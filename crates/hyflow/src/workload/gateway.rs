@@ -31,13 +31,16 @@
 //! core forwards): RSS pins a flow to one core, so a burst or two overload that core's ring
 //! whatever the number of cores — the cost of bursts Elixir measured (Fig. 3b: one bursty
 //! flow needed 4 cores where a stable flow of 5× its average rate needed one). On average
-//! bursts carry about 17% of the packets. Bursts are in addition to the steady traffic, whose rate is lowered by
-//! the bursts' expected average so that the whole averages `rate`. Small steady flows also
+//! bursts carry about 17% of the packets. The bursts are scheduled before the first packet
+//! (their own random stream), and in every second of the traffic the steady flows send what
+//! the bursts leave of `rate`: the input offers `rate` in every whole second, as a replayer
+//! at a fixed rate does, and bursts change which flows carry it, not the total (a second whose
+//! bursts alone exceed `rate` owes the excess to the next). Small steady flows also
 //! have high burst ratios over 1-second windows, as the paper's do: a flow of a few packets
 //! a minute peaks at one or two in some second.
 //!
 //! **Arrivals and sizes.** Packets form a Poisson process whose rate is piecewise constant
-//! between events (burst starts and ends, churns); each goes to a bursty flow in a burst
+//! between events (burst starts and ends, churns, seconds); each goes to a bursty flow in a burst
 //! with probability its share of the rate, else to a steady flow by its rank's weight (an
 //! alias table: constant time). Sizes follow CAIDA's trimodal mix of 64, 576 and 1500 bytes.
 
@@ -55,6 +58,10 @@ use crate::packet::{parse_frame, FlowKey, LinkKind};
 
 /// Steps a churn period is spread over: large flows change continuously, not all at once.
 const CHURN_STEPS: u64 = 100;
+
+/// The windows in each of which the traffic offers `rate`: a second, the span of a
+/// replayer's rate and of the paper's per-second figures.
+const RATE_WINDOW_NS: u64 = 1_000_000_000;
 
 /// The model's parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -320,12 +327,6 @@ impl Alias {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Burster {
-    peak: f64,
-    ratio: f64,
-}
-
 /// One burst as generated: the ground truth a policy's burst handling is judged against.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BurstSpan {
@@ -352,12 +353,13 @@ pub struct GatewayPacket {
     pub bytes: u32,
 }
 
-/// A burst starting or ending, or a churn.
+/// A burst starting or ending (its index in the schedule), a churn, or a new rate window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     Churn,
     Start(u32),
     End(u32),
+    Window,
 }
 
 /// The traffic, one packet at a time.
@@ -368,13 +370,15 @@ pub struct Gateway {
     ranks: Alias,
     /// rank → steady flow (churn permutes it).
     rank_flow: Vec<u32>,
-    bursters: Vec<Burster>,
-    /// Bursting now: indices in `burst_log`.
+    /// Bursting now: indices in `schedule`.
     active: Vec<u32>,
-    /// Every burst started so far.
-    burst_log: Vec<BurstSpan>,
+    /// Every burst of the traffic, in start order; the first `started` have begun.
+    schedule: Vec<BurstSpan>,
+    started: usize,
     active_rate: f64,
-    steady_rate: f64,
+    /// The steady flows' rate in each window ([`RATE_WINDOW_NS`]); `window` is the current one.
+    steady_rates: Vec<f64>,
+    window: usize,
     events: BinaryHeap<Reverse<(u64, Event)>>,
     t_ns: f64,
     /// Swaps owed by the continuous churn (fractions carry over).
@@ -430,32 +434,24 @@ impl Gateway {
         let offset = config.head * config.flows as f64;
         let s = zipf_exponent(config.flows, offset, config.top_share);
         let weights: Vec<f64> = (1..=config.flows).map(|k| (k as f64 + offset).powf(-s)).collect();
+        let schedule = burst_schedule(&config);
+        let steady_rates = steady_rates(&config, &schedule);
         let mut events = BinaryHeap::new();
         events.push(Reverse(((config.churn_period_ns / CHURN_STEPS).max(1), Event::Churn)));
-        let (p0, p1) = config.burst_peak_share;
-        let (r0, r1) = config.burst_ratio;
-        let (d0, d1) = config.burst_duration_ns;
-        let mut bursters = Vec::with_capacity(config.bursty_flows);
-        for b in 0..config.bursty_flows {
-            let peak = config.rate * p0 * (p1 / p0).powf(rng.random::<f64>());
-            let ratio = rng.random_range(r0..=r1);
-            bursters.push(Burster { peak, ratio });
-            // A random phase: the first burst starts within one mean cycle.
-            let cycle = ratio * (d0 + d1) as f64 / 2.0;
-            let start = (rng.random::<f64>() * cycle) as u64;
-            events.push(Reverse((start, Event::Start((config.flows + b) as u32))));
-        }
-        let steady_rate = config.rate - config.expected_burst_rate();
+        events.push(Reverse((RATE_WINDOW_NS, Event::Window)));
+        events
+            .extend(schedule.iter().enumerate().map(|(i, b)| Reverse((b.start_ns, Event::Start(i as u32)))));
         Ok(Gateway {
             ranks: Alias::new(&weights),
             rank_flow: (0..config.flows as u32).collect(),
             keys,
             rng,
-            bursters,
             active: Vec::new(),
-            burst_log: Vec::new(),
+            schedule,
+            started: 0,
             active_rate: 0.0,
-            steady_rate,
+            steady_rates,
+            window: 0,
             events,
             t_ns: 0.0,
             churn_debt: 0.0,
@@ -480,12 +476,12 @@ impl Gateway {
 
     /// Bursts started so far.
     pub fn bursts(&self) -> u64 {
-        self.burst_log.len() as u64
+        self.started as u64
     }
 
     /// Every burst started so far, in start order (one that is under way already has its end).
     pub fn burst_log(&self) -> &[BurstSpan] {
-        &self.burst_log
+        &self.schedule[..self.started]
     }
 
     #[cfg(test)]
@@ -510,31 +506,87 @@ impl Gateway {
                 let step = (self.config.churn_period_ns / CHURN_STEPS).max(1);
                 self.events.push(Reverse((at + step, Event::Churn)));
             }
-            Event::Start(f) => {
-                let b = self.bursters[f as usize - self.config.flows];
-                let (d0, d1) = self.config.burst_duration_ns;
-                let d = self.rng.random_range(d0..=d1);
-                self.active.push(self.burst_log.len() as u32);
-                self.burst_log.push(BurstSpan { flow: f, start_ns: at, end_ns: at + d, peak_pps: b.peak });
-                self.active_rate += b.peak;
-                self.events.push(Reverse((at + d, Event::End(f))));
+            Event::Start(i) => {
+                self.started = i as usize + 1;
+                self.active.push(i);
+                let span = self.schedule[i as usize];
+                self.active_rate += span.peak_pps;
+                self.events.push(Reverse((span.end_ns, Event::End(i))));
             }
-            Event::End(f) => {
-                let b = self.bursters[f as usize - self.config.flows];
-                let log = &self.burst_log;
-                if let Some(i) = self.active.iter().position(|&a| log[a as usize].flow == f) {
-                    self.active.swap_remove(i);
+            Event::End(i) => {
+                if let Some(at) = self.active.iter().position(|&a| a == i) {
+                    self.active.swap_remove(at);
                 }
-                self.active_rate = self.active.iter().map(|&a| log[a as usize].peak_pps).sum();
-                // Off for an exponential time of mean (b − 1) × the mean burst duration, so
-                // the flow's average is its peak / b.
-                let (d0, d1) = self.config.burst_duration_ns;
-                let mean_off = (b.ratio - 1.0) * (d0 + d1) as f64 / 2.0;
-                let off = Exp::new(1.0 / mean_off).map_or(mean_off, |e| e.sample(&mut self.rng));
-                self.events.push(Reverse((at + off as u64, Event::Start(f))));
+                // A fresh sum: no rounding left behind by the burst that ended.
+                let schedule = &self.schedule;
+                self.active_rate = self.active.iter().map(|&a| schedule[a as usize].peak_pps).sum();
+            }
+            Event::Window => {
+                self.window += 1;
+                self.events.push(Reverse((at + RATE_WINDOW_NS, Event::Window)));
             }
         }
     }
+
+    /// The steady flows' rate now.
+    fn steady_rate(&self) -> f64 {
+        self.steady_rates.get(self.window).copied().unwrap_or(0.0)
+    }
+}
+
+/// Every burst of the traffic, in start order: each bursty flow from a random phase within its
+/// first mean cycle, on for a duration uniform over the range, off for an exponential time of
+/// mean (b − 1) × the mean duration, so that its average is its peak / b. Its own random
+/// stream: the schedule does not depend on the packets drawn.
+fn burst_schedule(config: &GatewayConfig) -> Vec<BurstSpan> {
+    let mut rng = StdRng::seed_from_u64(config.seed ^ 0x6275_7273_7473_2121);
+    let (p0, p1) = config.burst_peak_share;
+    let (r0, r1) = config.burst_ratio;
+    let (d0, d1) = config.burst_duration_ns;
+    let mean_duration = (d0 + d1) as f64 / 2.0;
+    let mut schedule = Vec::new();
+    for b in 0..config.bursty_flows {
+        let flow = (config.flows + b) as u32;
+        let peak_pps = config.rate * p0 * (p1 / p0).powf(rng.random::<f64>());
+        let ratio = rng.random_range(r0..=r1);
+        let mean_off = (ratio - 1.0) * mean_duration;
+        let mut start_ns = (rng.random::<f64>() * ratio * mean_duration) as u64;
+        while start_ns < config.duration_ns {
+            let end_ns = start_ns + rng.random_range(d0..=d1);
+            schedule.push(BurstSpan { flow, start_ns, end_ns, peak_pps });
+            let off = Exp::new(1.0 / mean_off).map_or(mean_off, |e| e.sample(&mut rng));
+            start_ns = end_ns + off as u64;
+        }
+    }
+    schedule.sort_by_key(|b| (b.start_ns, b.flow));
+    schedule
+}
+
+/// The steady flows' rate in each window: what the window's bursts leave of `rate` (none if
+/// they take it all; the excess is owed by the windows after).
+fn steady_rates(config: &GatewayConfig, schedule: &[BurstSpan]) -> Vec<f64> {
+    let windows = config.duration_ns.div_ceil(RATE_WINDOW_NS) as usize;
+    let mut burst_packets = vec![0.0f64; windows];
+    for b in schedule {
+        let end = b.end_ns.min(config.duration_ns);
+        let mut t = b.start_ns;
+        while t < end {
+            let w = (t / RATE_WINDOW_NS) as usize;
+            let until = end.min((w as u64 + 1) * RATE_WINDOW_NS);
+            burst_packets[w] += b.peak_pps * (until - t) as f64 / 1e9;
+            t = until;
+        }
+    }
+    let mut owed = 0.0;
+    (0..windows)
+        .map(|w| {
+            let from = w as u64 * RATE_WINDOW_NS;
+            let seconds = (config.duration_ns.min(from + RATE_WINDOW_NS) - from) as f64 / 1e9;
+            let steady = config.rate * seconds - burst_packets[w] - owed;
+            owed = (-steady).max(0.0);
+            steady.max(0.0) / seconds
+        })
+        .collect()
 }
 
 impl Iterator for Gateway {
@@ -542,10 +594,18 @@ impl Iterator for Gateway {
 
     fn next(&mut self) -> Option<GatewayPacket> {
         loop {
-            let rate = self.steady_rate + self.active_rate;
-            let gap = -(1.0 - self.rng.random::<f64>()).ln() / rate * 1e9;
-            let t = self.t_ns + gap;
+            let steady_rate = self.steady_rate();
+            let rate = steady_rate + self.active_rate;
             let Some(&Reverse((at, event))) = self.events.peek() else { unreachable!("churn recurs") };
+            // Nothing sends until the next event when the bursts took the whole window.
+            let t = if rate > 0.0 {
+                self.t_ns - (1.0 - self.rng.random::<f64>()).ln() / rate * 1e9
+            } else {
+                f64::INFINITY
+            };
+            if t.min(at as f64) >= self.config.duration_ns as f64 {
+                return None;
+            }
             if t >= at as f64 {
                 // The rate changes at the event; the process is memoryless, so draw afresh.
                 self.events.pop();
@@ -553,16 +613,13 @@ impl Iterator for Gateway {
                 self.handle(at, event);
                 continue;
             }
-            if t >= self.config.duration_ns as f64 {
-                return None;
-            }
             self.t_ns = t;
             let mut pick = self.rng.random::<f64>() * rate;
-            let (flow, burst) = if pick < self.steady_rate {
+            let (flow, burst) = if pick < steady_rate {
                 (self.rank_flow[self.ranks.draw(&mut self.rng)], None)
             } else {
-                pick -= self.steady_rate;
-                let log = &self.burst_log;
+                pick -= steady_rate;
+                let log = &self.schedule;
                 let i = self.active.iter().position(|&a| {
                     pick -= log[a as usize].peak_pps;
                     pick < 0.0
@@ -627,8 +684,11 @@ mod tests {
         assert_eq!(packets, again, "deterministic per seed");
         assert!(packets.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
         let n = packets.len() as f64;
-        let rate = n / 20.0;
-        assert!((rate - 1e6).abs() / 1e6 < 0.05, "average rate {rate}");
+        // The rate asked for is offered in every second, bursts or not (Poisson: ±0.1% is 1σ).
+        for second in 0..20 {
+            let sent = packets.iter().filter(|p| p.ts_ns / 1_000_000_000 == second).count() as f64;
+            assert!((sent - 1e6).abs() < 5_000.0, "second {second}: {sent} packets");
+        }
         // Skew: the top 10% of flows carry about 91% of the packets.
         let mut per_flow: HashMap<u32, u64> = HashMap::new();
         for p in &packets {
@@ -666,6 +726,36 @@ mod tests {
         assert!(ratios.len() > 30, "{} bursty flows sent", ratios.len());
         let above = ratios.iter().filter(|&&r| r > 5.0).count();
         assert!(above * 10 >= ratios.len() * 8, "burst ratios {ratios:?}");
+    }
+
+    /// A second whose bursts take more than `rate` sends no steady packet and owes the rest
+    /// to the next; a partial last window asks a proportional share.
+    #[test]
+    fn steady_flows_send_what_the_bursts_leave() {
+        let config = GatewayConfig { rate: 1000.0, duration_ns: 2_500_000_000, ..GatewayConfig::default() };
+        let span = |start_ns, end_ns, peak_pps| BurstSpan { flow: 0, start_ns, end_ns, peak_pps };
+        // 1,500 packets in the first second (500 owed), 100 in the second and 50 in the last half.
+        let schedule = [span(0, 1_000_000_000, 1500.0), span(1_000_000_000, 2_500_000_000, 100.0)];
+        let rates = steady_rates(&config, &schedule);
+        assert_eq!(rates.len(), 3);
+        assert_eq!(rates[0], 0.0);
+        assert!((rates[1] - 400.0).abs() < 1e-9, "{rates:?}");
+        assert!((rates[2] - 900.0).abs() < 1e-9, "{rates:?}");
+    }
+
+    /// The traffic ends at its duration even when nothing is bursting then (no rate left to
+    /// draw a next packet from).
+    #[test]
+    fn the_traffic_ends_at_its_duration() {
+        let config = GatewayConfig {
+            flows: 3000,
+            bursty_flows: 0,
+            rate: 50_000.0,
+            duration_ns: 2_000_000_000,
+            ..small()
+        };
+        let n = Gateway::new(config).unwrap().count() as f64;
+        assert!((n - 100_000.0).abs() < 1_500.0, "{n} packets");
     }
 
     #[test]
