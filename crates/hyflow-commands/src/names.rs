@@ -1,5 +1,6 @@
-//! `--ports`, `--tables` and `--groups`: what a flow file may refer to besides its own rules
-//! (port and table names, the switch's ports and groups), on every command that loads flows.
+//! `--ports`, `--tables`, `--groups` and `--prefixes`: the switch around a flow file's rules
+//! (port and table names, the switch's ports and groups, the tables' prefix tries), on every
+//! command that loads flows.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,7 @@ use clap::Args;
 use hyflow::openflow::group::{read_groups_file, Groups, SwitchPorts};
 use hyflow::openflow::names::LOCAL_PORT;
 use hyflow::openflow::normal::MacTable;
-use hyflow::openflow::{read_flow_file_checked, Action, Names, Pipeline, Rule};
+use hyflow::openflow::{read_flow_file_checked, Action, Names, Pipeline, PrefixTries, Rule};
 
 /// Where port and table names, ports and groups come from.
 #[derive(Args, Clone, Default)]
@@ -30,6 +31,13 @@ pub struct NameArgs {
     /// or the output of `ovs-ofctl dump-groups`; types all, select, indirect and ff.
     #[arg(long, value_name = "FILE")]
     pub groups: Option<PathBuf>,
+    /// The address fields every table keeps prefix tries for, as Open vSwitch's `Flow_Table`
+    /// `prefixes` column: `none`, or up to 3 of ip_dst, ip_src, ipv6_dst, ipv6_src in the
+    /// order lookups check them. A trie lets a lookup skip a subtable after looking at only
+    /// the address bits that rule it out, so megaflows stay wide on addresses; with `none`
+    /// they match addresses to the longest prefix any visited subtable has.
+    #[arg(long, value_name = "FIELDS", default_value_t = PrefixTries::default())]
+    pub prefixes: PrefixTries,
 }
 
 /// A flow file as loaded: its rules, the names it may use (the files' and its own), and the
@@ -43,17 +51,21 @@ pub struct Flows {
     pub groups: Groups,
     /// The ports of `--ports`, or those the pipeline refers to.
     pub ports: SwitchPorts,
+    /// The tables' prefix tries (`--prefixes`).
+    pub prefixes: PrefixTries,
 }
 
 impl Flows {
     /// The slow path of these flows.
     pub fn pipeline(&self) -> Pipeline {
-        Pipeline::of_switch(
+        let mut pipeline = Pipeline::of_switch(
             self.rules.iter().cloned(),
             self.groups.clone(),
             self.ports.clone(),
             MacTable::default(),
-        )
+        );
+        pipeline.set_prefix_tries(self.prefixes);
+        pipeline
     }
 }
 
@@ -110,6 +122,6 @@ impl NameArgs {
             }
             ports
         };
-        Ok(Flows { rules, names, groups, ports })
+        Ok(Flows { rules, names, groups, ports, prefixes: self.prefixes })
     }
 }

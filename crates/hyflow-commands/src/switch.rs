@@ -368,6 +368,7 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
                 a.updates.as_deref().map(|u| read_updates_file_named(u, &flows.names)).transpose()?;
             Workload {
                 macs: MacTable::default(),
+                prefixes: flows.prefixes,
                 rules: flows.rules,
                 groups: flows.groups,
                 ports: flows.ports,
@@ -386,5 +387,5 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
             flows.display()
         );
     }
-    Ok(Workload { macs: mac_table(&a.host)?, ..w })
+    Ok(Workload { macs: mac_table(&a.host)?, prefixes: a.names.prefixes, ..w })
 }

@@ -91,12 +91,13 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         bail!("--ports is required: `name=number` lines, each name a Linux interface the switch attaches to");
     }
     let flows = a.names.read_flows(&a.flows)?;
-    let pipeline = Pipeline::of_switch(
+    let mut pipeline = Pipeline::of_switch(
         flows.rules.iter().cloned(),
         flows.groups.clone(),
         flows.ports.clone(),
         mac_table(&a.host)?,
     );
+    pipeline.set_prefix_tries(flows.prefixes);
     let mut config = host_config(&a.host, false)?;
     let policy = match a.nic {
         NicArg::None => {

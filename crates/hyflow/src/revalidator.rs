@@ -416,6 +416,7 @@ mod tests {
             groups: Default::default(),
             ports: Default::default(),
             macs: Default::default(),
+            prefixes: Default::default(),
             updates,
             input: Input::Generated { traffic, in_port: 1 },
         };

@@ -7,7 +7,7 @@ use crate::input::Input;
 use crate::openflow::group::{Groups, SwitchPorts};
 use crate::openflow::normal::MacTable;
 use crate::openflow::update::{read_updates_file_named, Update};
-use crate::openflow::{FlowFileError, Names, Pipeline, Rule};
+use crate::openflow::{FlowFileError, Names, Pipeline, PrefixTries, Rule};
 use crate::workload::{builtin, gateway, GATEWAY_FLOWS};
 
 /// What an experiment forwards: the rules, the rule updates, and the packets.
@@ -21,6 +21,8 @@ pub struct Workload {
     pub ports: SwitchPorts,
     /// The (empty) MAC table `NORMAL` starts with: its aging and size.
     pub macs: MacTable,
+    /// The tables' prefix tries (OVS's `prefixes`).
+    pub prefixes: PrefixTries,
     /// Rule updates, applied on schedule.
     pub updates: Vec<Update>,
     /// The packets.
@@ -39,6 +41,7 @@ impl Workload {
             groups: Groups::new(),
             ports: SwitchPorts::default(),
             macs: MacTable::default(),
+            prefixes: PrefixTries::default(),
             updates,
             input: Input::Generated { traffic: builtin::TRAFFIC, in_port: in_port.unwrap_or(1) },
         }
@@ -55,6 +58,7 @@ impl Workload {
             groups: Groups::new(),
             ports: SwitchPorts::default(),
             macs: MacTable::default(),
+            prefixes: PrefixTries::default(),
             updates: Vec::new(),
             input: Input::Gateway(config),
         }
@@ -62,12 +66,14 @@ impl Workload {
 
     /// The slow path: the rules, with the groups and ports they refer to.
     pub fn pipeline(&self) -> Pipeline {
-        Pipeline::of_switch(
+        let mut pipeline = Pipeline::of_switch(
             self.rules.iter().cloned(),
             self.groups.clone(),
             self.ports.clone(),
             self.macs.clone(),
-        )
+        );
+        pipeline.set_prefix_tries(self.prefixes);
+        pipeline
     }
 
     /// Replaces the updates with those of an updates file, whose tables and ports may be

@@ -8,9 +8,9 @@
 //! * **staged lookup** — each subtable hashes metadata, L2, L3 and L4 fields in stages and
 //!   keeps an index of every stage prefix; a miss at a stage un-wildcards only the stages
 //!   examined so far;
-//! * **prefix tries** on `nw_dst`, `nw_src`, `ipv6_dst`, `ipv6_src` — a subtable whose prefix
-//!   length cannot match the packet is skipped after un-wildcarding only the address bits the
-//!   trie needed;
+//! * **prefix tries** on the fields of [`PrefixTries`] (OVS's `prefixes`: `nw_dst`, `nw_src`
+//!   unless set otherwise) — a subtable whose prefix length cannot match the packet is skipped
+//!   after un-wildcarding only the address bits the trie needed;
 //! * **port prefix tries** — a miss in the final (L4) stage un-wildcards only the leading port
 //!   bits that distinguish the packet from the subtable's rules.
 //!
@@ -18,14 +18,13 @@
 
 use hashbrown::{HashMap, HashTable};
 
+use super::prefixes::{PrefixTries, TRIE_FIELDS};
 use super::rule::{Match, RuleId};
 use super::trie::{PrefixTrie, TrieMatch};
-use crate::packet::field::{id, stage_of_word, FieldId, Stage, KEY_WORDS};
+use crate::packet::field::{id, stage_of_word, Stage, KEY_WORDS};
 use crate::packet::format::prefix_mask;
 use crate::packet::{FlowKey, FlowMask};
 
-/// Fields with prefix tries, in the order OVS checks them.
-pub(crate) const TRIE_FIELDS: [FieldId; 4] = [id::NW_DST, id::NW_SRC, id::IPV6_DST, id::IPV6_SRC];
 const N_TRIES: usize = TRIE_FIELDS.len();
 const PORTS_WORD: usize = crate::packet::field::word::PORTS as usize;
 
@@ -262,7 +261,12 @@ pub struct Classifier {
     /// Live subtables by (max priority desc, its earliest rule asc).
     order: Vec<u32>,
     by_mask: HashMap<FlowMask, u32>,
+    /// A trie for every field that can have one, kept whichever are used, so that changing
+    /// `prefixes` needs no rebuild.
     tries: [PrefixTrie; N_TRIES],
+    /// The tries lookups use, and `prefixes.set()`.
+    prefixes: PrefixTries,
+    prefix_set: u8,
     n_rules: usize,
     scratch: Vec<u64>,
 }
@@ -282,6 +286,8 @@ impl Classifier {
             order: Vec::new(),
             by_mask: HashMap::new(),
             tries: TRIE_FIELDS.map(|f| PrefixTrie::new(f.def().bits as u32)),
+            prefixes: PrefixTries::default(),
+            prefix_set: PrefixTries::default().set(),
             n_rules: 0,
             scratch: Vec::new(),
         }
@@ -295,6 +301,17 @@ impl Classifier {
     /// Whether there are no rules.
     pub fn is_empty(&self) -> bool {
         self.n_rules == 0
+    }
+
+    /// Sets the prefix tries lookups use (OVS's `prefixes`), rules or not.
+    pub fn set_prefix_tries(&mut self, prefixes: PrefixTries) {
+        self.prefixes = prefixes;
+        self.prefix_set = prefixes.set();
+    }
+
+    /// The prefix tries lookups use.
+    pub fn prefix_tries(&self) -> PrefixTries {
+        self.prefixes
     }
 
     /// Number of distinct masks (subtables).
@@ -644,10 +661,16 @@ impl Classifier {
         ctx: &mut TrieCtx,
         wc: &mut FlowMask,
     ) -> bool {
-        let mut tries = st.stage_tries[stage];
-        while tries != 0 {
-            let j = tries.trailing_zeros() as usize;
-            tries &= tries - 1;
+        let applicable = st.stage_tries[stage] & self.prefix_set;
+        if applicable == 0 {
+            return false;
+        }
+        // In the order configured: the first trie that proves a miss decides the wildcards.
+        for &j in self.prefixes.order() {
+            let j = j as usize;
+            if applicable & 1 << j == 0 {
+                continue;
+            }
             let field = TRIE_FIELDS[j];
             let def = field.def();
             let m = *ctx[j].get_or_insert_with(|| {
@@ -701,7 +724,7 @@ impl Classifier {
         let mut start = 0usize;
         let last = st.stage_ends.len() - 1;
         for (i, index) in st.indices.iter().enumerate() {
-            if st.stage_tries[i] != 0 && self.check_tries(st, i, key, ctx, wc) {
+            if st.stage_tries[i] & self.prefix_set != 0 && self.check_tries(st, i, key, ctx, wc) {
                 st.fold(start, wc);
                 return None;
             }
@@ -716,7 +739,7 @@ impl Classifier {
                 return None;
             }
         }
-        if st.stage_tries[last] != 0 && self.check_tries(st, last, key, ctx, wc) {
+        if st.stage_tries[last] & self.prefix_set != 0 && self.check_tries(st, last, key, ctx, wc) {
             st.fold(start, wc);
             return None;
         }
@@ -787,6 +810,43 @@ mod tests {
         let e = c.lookup_wc(&pkt("ip,nw_dst=192.168.1.1"), &mut wc).unwrap();
         assert_eq!(e.rule, 1);
         assert_eq!(wc.get(id::NW_DST), 0x8000_0000, "one bit tells 192/.. from 10/8");
+    }
+
+    /// Open vSwitch's default keeps tries for IPv4 addresses only; `prefixes` turns them off,
+    /// adds IPv6 ones, and orders them (the first that rules a subtable out sets the bits).
+    #[test]
+    fn prefixes_choose_the_tries_lookups_use() {
+        let wc_of = |lines: &[&str], prefixes: &str, packet: &str| {
+            let mut c = cls(lines);
+            c.set_prefix_tries(prefixes.parse().unwrap());
+            let mut wc = FlowMask::CATCHALL;
+            let e = c.lookup_wc(&pkt(packet), &mut wc).map(|e| e.rule);
+            (e, wc)
+        };
+        let v4 = ["priority=10,ip,nw_dst=10.0.0.0/8 actions=drop", "priority=1,ip actions=drop"];
+        let p4 = "ip,nw_dst=192.168.1.1";
+        let (e, wc) = wc_of(&v4, "none", p4);
+        assert_eq!((e, wc.get(id::NW_DST)), (Some(1), 0xff00_0000), "no trie: the subtable's /8");
+        let (e, wc) = wc_of(&v4, "ip_src", p4);
+        assert_eq!((e, wc.get(id::NW_DST)), (Some(1), 0xff00_0000), "no trie on nw_dst");
+        let v6 = ["priority=10,ipv6,ipv6_dst=2001:db8::/32 actions=drop", "priority=1,ipv6 actions=drop"];
+        let p6 = "ipv6,ipv6_dst=8001::1";
+        let (e, wc) = wc_of(&v6, "ip_dst,ip_src", p6);
+        assert_eq!((e, wc.get(id::IPV6_DST)), (Some(1), prefix_mask(128, 32)), "OVS's default: no IPv6 trie");
+        let (e, wc) = wc_of(&v6, "ipv6_dst", p6);
+        assert_eq!(
+            (e, wc.get(id::IPV6_DST)),
+            (Some(1), prefix_mask(128, 1)),
+            "one bit rules 2001:db8::/32 out"
+        );
+        // Both addresses rule the subtable out: the trie checked first decides which bits.
+        let both =
+            ["priority=10,ip,nw_src=10.0.0.0/8,nw_dst=10.0.0.0/8 actions=drop", "priority=1,ip actions=drop"];
+        let p = "ip,nw_src=192.0.0.1,nw_dst=192.0.0.1";
+        let (_, dst_first) = wc_of(&both, "ip_dst,ip_src", p);
+        assert_eq!((dst_first.get(id::NW_DST), dst_first.get(id::NW_SRC)), (0x8000_0000, 0));
+        let (_, src_first) = wc_of(&both, "ip_src,ip_dst", p);
+        assert_eq!((src_first.get(id::NW_DST), src_first.get(id::NW_SRC)), (0, 0x8000_0000));
     }
 
     #[test]

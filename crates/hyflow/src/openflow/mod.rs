@@ -15,6 +15,7 @@ pub mod ovs_hash;
 pub mod parser;
 pub mod passes;
 pub mod pipeline;
+pub mod prefixes;
 pub mod recirc;
 pub mod reference;
 pub mod report;
@@ -32,5 +33,6 @@ pub use parser::{
     read_flow_file_named, FlowFileError,
 };
 pub use pipeline::Pipeline;
+pub use prefixes::PrefixTries;
 pub use rule::{Match, Rule, RuleId};
 pub use traversal::{LookupRef, Traversal};

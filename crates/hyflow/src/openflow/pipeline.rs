@@ -17,6 +17,7 @@ use super::expiry::RuleTimers;
 use super::group::{GroupKind, Groups, Selection, SwitchPorts};
 use super::names::LOCAL_PORT;
 use super::normal::{is_multicast, is_reserved, MacLearn, MacTable};
+use super::prefixes::PrefixTries;
 use super::recirc::{Frozen, FrozenList, RecircIds};
 use super::rule::{Match, Rule, RuleId};
 use super::traversal::{
@@ -91,6 +92,14 @@ impl Pipeline {
     /// The frozen state a recirculation id stands for.
     pub fn frozen(&self, recirc_id: u32) -> Option<Arc<Frozen>> {
         self.recirc.lock().expect("recirculation ids").state(recirc_id).cloned()
+    }
+
+    /// Sets every table's prefix tries (OVS's `Flow_Table` `prefixes`, here one setting for
+    /// all tables): which address fields' tries lookups use to keep megaflows wide.
+    pub fn set_prefix_tries(&mut self, prefixes: PrefixTries) {
+        for t in &mut self.tables {
+            t.set_prefix_tries(prefixes);
+        }
     }
 
     /// The MAC table.
