@@ -614,14 +614,13 @@ fn header_pool(
         return Err(TrafficError::param("headers", "must be at least 1"));
     }
     if config.locality == Locality::Low {
-        // Every tuple first, then uniformly drawn ones; each line its own host bits and ports.
-        return Ok((0..config.headers)
-            .map(|i| {
-                let t = if i < tuples.len() { i } else { rng.random_range(0..tuples.len()) };
-                let c = [concrete(&mut rng, &tuples[t])];
-                header(routed[tuples[t].traversal], &tuples[t..=t], &c, |_| 0)
-            })
-            .collect());
+        // Every tuple first, then uniformly drawn ones; each line its own host bits and ports
+        // (a line that repeats one is drawn again, from any tuple).
+        return Ok(distinct_lines(config.headers, &mut rng, |rng, i| {
+            let t = if i < tuples.len() { i } else { rng.random_range(0..tuples.len()) };
+            let c = [concrete(rng, &tuples[t])];
+            header(routed[tuples[t].traversal], &tuples[t..=t], &c, |_| 0)
+        }));
     }
     let concrete: Vec<Concrete> = tuples.iter().map(|t| concrete(&mut rng, t)).collect();
     let bad = TrafficError::param("zipf", "must be a non-negative exponent");
@@ -635,22 +634,48 @@ fn header_pool(
         .collect::<Result<_, _>>()?;
     let groups: Vec<_> = template.traversals.iter().map(|tr| value_groups(template, tr)).collect();
     let draw = |rng: &mut StdRng, z: &Zipf<f64>, n: usize| (z.sample(rng) as usize).clamp(1, n) - 1;
-    Ok((0..config.headers)
-        .map(|_| {
-            let t = tuples[draw(&mut rng, &all, tuples.len())].traversal;
-            let (ids, zipf) =
-                (&on[t], per_traversal[t].as_ref().expect("a drawn tuple's traversal has tuples"));
-            // One tuple per value group, drawn by popularity among the traversal's tuples.
-            let mut by_group = [0usize; PARTS.len()];
-            for (part, &g) in groups[t].iter().enumerate() {
-                if g == part {
-                    by_group[g] = ids[draw(&mut rng, zipf, ids.len())];
-                }
+    Ok(distinct_lines(config.headers, &mut rng, |rng, _| {
+        let t = tuples[draw(rng, &all, tuples.len())].traversal;
+        let (ids, zipf) = (&on[t], per_traversal[t].as_ref().expect("a drawn tuple's traversal has tuples"));
+        // One tuple per value group, drawn by popularity among the traversal's tuples.
+        let mut by_group = [0usize; PARTS.len()];
+        for (part, &g) in groups[t].iter().enumerate() {
+            if g == part {
+                by_group[g] = ids[draw(rng, zipf, ids.len())];
             }
-            header(routed[t], tuples, &concrete, |p: Part| by_group[groups[t][p as usize]])
-        })
-        .collect())
+        }
+        header(routed[t], tuples, &concrete, |p: Part| by_group[groups[t][p as usize]])
+    }))
 }
+
+/// `headers` lines from `line(rng, i)`, distinct as Pipebench's and ClassBench's mapper's
+/// are: a line that repeats an earlier one is drawn again (as line `usize::MAX`, "any"), up to
+/// [`DISTINCT_TRIES`] times. In high locality values keep recurring per group; whole headers
+/// do not, so that distinct flows carry distinct headers.
+fn distinct_lines(
+    headers: usize,
+    rng: &mut StdRng,
+    mut line: impl FnMut(&mut StdRng, usize) -> FlowKey,
+) -> Vec<FlowKey> {
+    let mut seen = std::collections::HashSet::with_capacity(headers);
+    (0..headers)
+        .map(|i| {
+            let mut k = line(rng, i);
+            for _ in 1..DISTINCT_TRIES {
+                if !seen.contains(&k) {
+                    break;
+                }
+                k = line(rng, usize::MAX);
+            }
+            seen.insert(k);
+            k
+        })
+        .collect()
+}
+
+/// Draws a line gets before a repeat is kept (a pool larger than the headers its tuples
+/// allow).
+const DISTINCT_TRIES: usize = 64;
 
 /// The pool as text: one line per header, numbered as the trace's flows are folded onto them.
 fn pool_text(template: &Template, pool: &[FlowKey], locality: Locality) -> String {
