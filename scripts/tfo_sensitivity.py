@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TFO across its unpublished parameters (BENCHMARKS.md, "TFO's unpublished constants").
 
-Usage: scripts/tfo_sensitivity.py [--churn S] [--max-cores N] [--threads N]
+Usage: scripts/tfo_sensitivity.py [--churn S] [--max-cores N] [--cores N] [--threads N] [--write]
 
 Sarrar et al. (CCR 2012) publish TFO's idea — heavy hitters at several time scales, a limit
 on how fast the offloaded set changes — but not, in any source we reached, its selection
@@ -13,7 +13,8 @@ others at their defaults) on the quick setup of scripts/elixir_bench.py (the sam
 costs, rings and table) and prints, per variant, the fewest cores without loss at the fixed
 rate (the whole sweep up to --max-cores, as `sim --find min-cores` runs it) and the loss and
 hardware share on Elixir's core count there (3 at churn 10 s), so a reader sees how much of
-Elixir's lead over TFO depends on the constants the paper leaves open.
+Elixir's lead over TFO depends on the constants the paper leaves open. --write puts the
+table in BENCHMARKS.md's block tfo-sensitivity (churn 10 s, the defaults only).
 
 Build first: cargo build --release (or set HYFLOW to a binary).
 """
@@ -23,6 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchdoc  # noqa: E402
 from elixir_bench import HYFLOW, policy_args, setup, sim  # noqa: E402
 
 TABLE = 600  # the quick setup's exact-match table: 500 + 100 entries
@@ -48,16 +50,21 @@ def main():
     ap.add_argument("--max-cores", type=int, default=16)
     ap.add_argument("--cores", type=int, default=3, help="core count for the loss column (Elixir's)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--write", action="store_true", help="replace the block in BENCHMARKS.md")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
+    if a.write and (a.churn is not None or a.max_cores != 16 or a.cores != 3):
+        sys.exit("--write is for the default setup")
     threads = ["--search-threads", str(a.threads)] if a.threads else []
+    out = []
     with tempfile.TemporaryDirectory() as tmp:
         rate, trace, common, exact, megaflow, warmup = setup(True, 20.0, tmp, a.churn)
-        print(f"# quick (100x scaled): {trace}, warm-up {warmup} s, fixed rate {rate:.0f} pkt/s\n")
-        print(f"| tfo variant | min cores at the fixed rate (of ≤ {a.max_cores}) "
-              f"| loss / hw share on {a.cores} cores | swaps / bins |")
-        print("|---|---|---|---|")
+        out.append(f"Quick (100x scaled): `{trace}`, warm-up {warmup} s, fixed rate {rate:,.0f} pkt/s:")
+        out.append("")
+        out.append(f"| tfo variant | min cores at the fixed rate, no loss (of ≤ {a.max_cores}) "
+                   f"| loss / hw share on {a.cores} cores | swaps / bins |")
+        out.append("|---|---|---|---|")
         for label, extra in VARIANTS:
             args = common + policy_args("tfo", exact, megaflow) + extra
             fewest = sim(trace, args + threads + ["--rate", str(rate), "--find", "min-cores",
@@ -71,8 +78,12 @@ def main():
             loss = (f"{at.get('loss_rate', 0) * 100:.2f}% / {at.get('hw_share', 0) * 100:.1f}% hw"
                     if "error" not in at else at["error"])
             pol = at.get("policy_report", {})
-            print(f"| {label} | {cores} | {loss} | {pol.get('swaps', '—')} / {pol.get('replacements', '—')} |",
-                  flush=True)
+            out.append(f"| {label} | {cores} | {loss} | {pol.get('swaps', '—')} / {pol.get('replacements', '—')} |")
+            print(out[-1], file=sys.stderr, flush=True)
+    body = "\n".join(out)
+    print(body)
+    if a.write:
+        benchdoc.write_block("tfo-sensitivity", body, "python3 scripts/tfo_sensitivity.py")
 
 
 if __name__ == "__main__":
