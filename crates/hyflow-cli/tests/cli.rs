@@ -1617,6 +1617,37 @@ const FIREWALL: &[u8] = b"table=0,priority=100,ip,ct_state=-trk actions=ct(table
     table=1,priority=100,ip,ct_state=+trk+est actions=ct(zone=1,nat),output:3\n\
     table=1,priority=1 actions=drop\n";
 
+/// `--prefixes` sets the tables' prefix tries as OVS's `Flow_Table` `prefixes`: with the
+/// default (ip_dst, ip_src) one bit of nw_dst rules 10.0.0.0/8 out; with none the megaflow
+/// takes the subtable's /8; replay and sim accept it too, and a field without a trie is refused.
+#[test]
+fn prefixes_set_the_tables_tries() {
+    let flows = tmp(
+        "prefixes.flows",
+        b"priority=10,ip,nw_dst=10.0.0.0/8 actions=output:2\npriority=1,ip actions=output:3\n",
+    );
+    let f = flows.to_str().unwrap();
+    let packet = "in_port=1,ip,nw_dst=192.168.1.1";
+    let megaflow = |extra: &[&str]| {
+        let mut args = vec!["trace", "--flows", f];
+        args.extend_from_slice(extra);
+        args.push(packet);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines().find(|l| l.starts_with("Megaflow:")).expect("a megaflow line").to_string()
+    };
+    assert!(megaflow(&[]).contains("nw_dst=128.0.0.0/1"), "{}", megaflow(&[]));
+    assert_eq!(megaflow(&[]), megaflow(&["--prefixes", "ip_dst,ip_src"]));
+    assert!(megaflow(&["--prefixes", "none"]).contains("nw_dst=192.0.0.0/8"));
+    assert!(megaflow(&["--prefixes", "ip_src"]).contains("nw_dst=192.0.0.0/8"));
+    let out = hyflow(&["replay", "--prefixes", "none", "--json", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = hyflow(&["trace", "--flows", f, "--prefixes", "ip_dst,tp_dst", packet]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'tp_dst' has no prefix trie"));
+}
+
 #[test]
 fn trace_follows_recirculation_with_the_states_given() {
     let flows = tmp("fw.flows", FIREWALL);

@@ -1191,7 +1191,6 @@ impl Live {
             ports: Some(ports_file.clone()),
             tables: files.tables.map(Path::to_path_buf),
             groups: files.groups.map(Path::to_path_buf),
-            ..NameArgs::default()
         };
         let oracle = Oracle::new(files.flows, &names);
         let predictor = (extra.contains(&"xdp")

@@ -1,6 +1,6 @@
-//! `--ports`, `--tables`, `--groups` and `--prefixes`: the switch around a flow file's rules
-//! (port and table names, the switch's ports and groups, the tables' prefix tries), on every
-//! command that loads flows.
+//! `--ports`, `--tables` and `--groups`: what a flow file may refer to besides its own rules
+//! (port and table names, the switch's ports and groups), on every command that loads flows;
+//! and `--prefixes`, the tables' prefix tries, on those that build megaflows from them.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +31,12 @@ pub struct NameArgs {
     /// or the output of `ovs-ofctl dump-groups`; types all, select, indirect and ff.
     #[arg(long, value_name = "FILE")]
     pub groups: Option<PathBuf>,
+}
+
+/// The tables' prefix tries, on the commands that build megaflows (`trace`, `replay`, `sim`,
+/// `switch`).
+#[derive(Args, Clone, Copy, Default)]
+pub struct PrefixArgs {
     /// The address fields every table keeps prefix tries for, as Open vSwitch's `Flow_Table`
     /// `prefixes` column: `none`, or up to 3 of ip_dst, ip_src, ipv6_dst, ipv6_src in the
     /// order lookups check them. A trie lets a lookup skip a subtable after looking at only
@@ -51,21 +57,17 @@ pub struct Flows {
     pub groups: Groups,
     /// The ports of `--ports`, or those the pipeline refers to.
     pub ports: SwitchPorts,
-    /// The tables' prefix tries (`--prefixes`).
-    pub prefixes: PrefixTries,
 }
 
 impl Flows {
     /// The slow path of these flows.
     pub fn pipeline(&self) -> Pipeline {
-        let mut pipeline = Pipeline::of_switch(
+        Pipeline::of_switch(
             self.rules.iter().cloned(),
             self.groups.clone(),
             self.ports.clone(),
             MacTable::default(),
-        );
-        pipeline.set_prefix_tries(self.prefixes);
-        pipeline
+        )
     }
 }
 
@@ -122,6 +124,6 @@ impl NameArgs {
             }
             ports
         };
-        Ok(Flows { rules, names, groups, ports, prefixes: self.prefixes })
+        Ok(Flows { rules, names, groups, ports })
     }
 }

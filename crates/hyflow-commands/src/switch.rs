@@ -14,10 +14,11 @@ use hyflow::nic::gigaflow::Partition;
 use hyflow::nic::{scheme, NicSizing, SCHEMES};
 use hyflow::openflow::normal::MacTable;
 use hyflow::openflow::update::read_updates_file_named;
+use hyflow::openflow::PrefixTries;
 use hyflow::switch::{MicroflowConfig, NicConfig, NicConntrack, SwitchConfig};
 use hyflow::workload::gateway::{GatewayConfig, SPEC_PREFIX};
 
-use crate::names::NameArgs;
+use crate::names::{NameArgs, PrefixArgs};
 
 /// Workload and cache options shared by `replay` and `sim`.
 #[derive(Args)]
@@ -27,6 +28,8 @@ pub struct SwitchArgs {
     pub flows: Option<PathBuf>,
     #[command(flatten)]
     pub names: NameArgs,
+    #[command(flatten)]
+    pub prefixes: PrefixArgs,
     /// pcap/pcapng trace to replay (`-`: standard input; `.gz`: decompressed as it is read), or
     /// `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
     /// streamed in process (keys: preset (laptop, the default: 50000 steady and 300 bursty
@@ -368,7 +371,7 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
                 a.updates.as_deref().map(|u| read_updates_file_named(u, &flows.names)).transpose()?;
             Workload {
                 macs: MacTable::default(),
-                prefixes: flows.prefixes,
+                prefixes: PrefixTries::default(),
                 rules: flows.rules,
                 groups: flows.groups,
                 ports: flows.ports,
@@ -387,5 +390,5 @@ pub fn workload(a: &SwitchArgs) -> Result<Workload> {
             flows.display()
         );
     }
-    Ok(Workload { macs: mac_table(&a.host)?, prefixes: a.names.prefixes, ..w })
+    Ok(Workload { macs: mac_table(&a.host)?, prefixes: a.prefixes.prefixes, ..w })
 }

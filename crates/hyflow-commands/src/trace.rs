@@ -11,7 +11,7 @@ use hyflow::openflow::passes::{trace_passes, Pass};
 use hyflow::openflow::{parse_packet_named, Names, Pipeline};
 use hyflow::packet::{ct_state, FlowKey};
 
-use crate::names::NameArgs;
+use crate::names::{NameArgs, PrefixArgs};
 
 #[derive(Args)]
 pub struct TraceArgs {
@@ -20,6 +20,8 @@ pub struct TraceArgs {
     pub flows: PathBuf,
     #[command(flatten)]
     pub names: NameArgs,
+    #[command(flatten)]
+    pub prefixes: PrefixArgs,
     /// A packet as a match-style string, e.g.
     /// `in_port=1,dl_src=00:00:00:00:00:01,dl_type=0x0800,nw_src=10.0.0.1,nw_proto=6,tp_dst=80`
     /// (absent fields are zero).
@@ -65,7 +67,9 @@ impl TraceArgs {
     /// The pipeline of `--flows`, and the names its packets may use.
     pub fn pipeline(&self) -> Result<(Pipeline, Names)> {
         let flows = self.names.read_flows(&self.flows)?;
-        Ok((flows.pipeline(), flows.names))
+        let mut pipeline = flows.pipeline();
+        pipeline.set_prefix_tries(self.prefixes.prefixes);
+        Ok((pipeline, flows.names))
     }
 
     /// Traces every packet through all its passes (the first, then each recirculation with

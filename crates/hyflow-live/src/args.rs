@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use hyflow_commands::names::NameArgs;
+use hyflow_commands::names::{NameArgs, PrefixArgs};
 use hyflow_commands::sim::{policy_names, PolicyOptions};
 use hyflow_commands::switch::HostArgs;
 
@@ -16,6 +16,8 @@ pub struct SwitchArgs {
     pub flows: PathBuf,
     #[command(flatten)]
     pub names: NameArgs,
+    #[command(flatten)]
+    pub prefixes: PrefixArgs,
     /// Control socket (a Unix socket, mode 0600) that `hyflow ctl SOCKET ...` talks to:
     /// counters, rule updates, cache dumps, stop.
     #[arg(long, value_name = "SOCKET")]

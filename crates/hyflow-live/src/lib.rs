@@ -97,7 +97,7 @@ pub fn run_switch(a: SwitchArgs) -> Result<()> {
         flows.ports.clone(),
         mac_table(&a.host)?,
     );
-    pipeline.set_prefix_tries(flows.prefixes);
+    pipeline.set_prefix_tries(a.prefixes.prefixes);
     let mut config = host_config(&a.host, false)?;
     let policy = match a.nic {
         NicArg::None => {

@@ -588,7 +588,7 @@ fn load_flows<'py>(
     tables: Option<PathBuf>,
     groups: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let names = hyflow_commands::names::NameArgs { ports, tables, groups, ..Default::default() };
+    let names = hyflow_commands::names::NameArgs { ports, tables, groups };
     let rules = py.detach(|| names.read_flows(&path)).map_err(error)?.rules;
     let d = PyDict::new(py);
     let mut matches = StrColumn::new();
