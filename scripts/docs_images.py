@@ -6,7 +6,7 @@ Usage: scripts/docs_images.py [--check]
 - docs/plots/sim-{psf-capped,offload-all-unlimited}-{rate,ring,nic,latency_cdf}.png: the
   answering runs of BENCHMARKS' timing table (scripts/sim_bench.py's trace; min cores at 20 Mpps).
 - docs/plots/elixir-fig12-{elixir,tfo}-rate.png: Fig. 12's runs of scripts/elixir_bench.py
-  --quick at its fixed rate on 3 cores (its table's answer).
+  --quick at its fixed rate on 4 cores (its table's answer).
 - docs/plots/kvs-fig4.png: FlexKVS's throughput against cores (FlexNIC's Figure 4): `hyflow
   kvs-sim` with this host's costs (docs/data/kvs-costs.json, `calibrate --kvs`) and the live
   points of scripts/kvs_bench.py --save (docs/data/kvs-live-points.json).
@@ -41,7 +41,7 @@ TIMING_RUNS = (
      ["--policy", "offload-all", "--nic-updates", "0", "--update-stall", "0", "--update-host-cost", "0"]),
 )
 #: Elixir's answer in BENCHMARKS (min cores at the fixed rate), where Fig. 12 is drawn.
-ELIXIR_CORES = 3
+ELIXIR_CORES = 4
 
 
 def sh(args: list[str]) -> str:

@@ -57,6 +57,7 @@ python3 scripts/topk_bench.py --check
 python3 scripts/microflow_hitrate.py --check
 python3 scripts/sim_bench.py --check
 python3 scripts/gigaflow_bench.py --check
+python3 scripts/elixir_bench.py --check
 python3 scripts/paper_table.py --check
 if [ -f ../shared/tools/ovsvec.py ] && [ -f ../shared/ovs-vectors/sample.json ]; then
   python3 ../shared/tools/ovsvec.py check --cases ../shared/ovs-vectors/sample.json --hyflow target/release/hyflow
