@@ -59,6 +59,12 @@ use crate::packet::{parse_frame, FlowKey, LinkKind};
 /// Steps a churn period is spread over: large flows change continuously, not all at once.
 const CHURN_STEPS: u64 = 100;
 
+/// The longest traffic: a day (its per-second steady rates are kept).
+const MAX_DURATION_NS: u64 = 86_400 * 1_000_000_000;
+
+/// The most bursts a traffic schedules (they are drawn before the first packet).
+const MAX_BURSTS: u64 = 10_000_000;
+
 /// The windows in each of which the traffic offers `rate`: a second, the span of a
 /// replayer's rate and of the paper's per-second figures.
 const RATE_WINDOW_NS: u64 = 1_000_000_000;
@@ -226,8 +232,12 @@ impl GatewayConfig {
         if !(self.rate.is_finite() && self.rate > 0.0) {
             return Err(format!("rate must be a positive packet rate, not {}", self.rate));
         }
-        if self.duration_ns == 0 {
-            return Err("duration must be positive".to_string());
+        if self.duration_ns == 0 || self.duration_ns > MAX_DURATION_NS {
+            return Err(format!(
+                "duration must be positive and at most {} s, not {} s",
+                MAX_DURATION_NS / 1_000_000_000,
+                self.duration_ns as f64 / 1e9
+            ));
         }
         if !(self.top_share > 0.1 && self.top_share < 1.0) {
             return Err(format!("top-share must be in (0.1, 1), not {}", self.top_share));
@@ -249,6 +259,16 @@ impl GatewayConfig {
         let (p0, p1) = self.burst_peak_share;
         if !(p0 > 0.0 && p0 <= p1 && p1 <= 1.0) {
             return Err(format!("burst peak shares must satisfy 0 < low ≤ high ≤ 1, not {p0}..{p1}"));
+        }
+        // The schedule is made up front: bound its length (each burst is at least d0 long and
+        // its flow then off for (r0 − 1) × the mean duration on average).
+        let cycle_ns = (d0 as f64).max(r0 * (d0 + d1) as f64 / 2.0);
+        let bursts = self.bursty_flows as f64 * (self.duration_ns as f64 / cycle_ns + 1.0);
+        if bursts > MAX_BURSTS as f64 {
+            return Err(format!(
+                "about {bursts:.0} bursts (more than {MAX_BURSTS}): fewer bursty flows, longer bursts or a shorter \
+                 duration"
+            ));
         }
         if self.expected_burst_rate() >= self.rate {
             return Err(
@@ -820,6 +840,10 @@ mod tests {
         assert!(Gateway::new(GatewayConfig { top_share: 1.0, ..small() }).is_err());
         assert!(Gateway::new(GatewayConfig { head: -1.0, ..small() }).is_err());
         assert!(Gateway::new(GatewayConfig { burst_ratio: (0.5, 2.0), ..small() }).is_err());
+        let endless = GatewayConfig { duration_ns: 2 * MAX_DURATION_NS, ..small() };
+        assert!(endless.check().unwrap_err().contains("at most 86400 s"));
+        let flickering = GatewayConfig { burst_duration_ns: (1, 2), burst_ratio: (1.5, 2.0), ..small() };
+        assert!(flickering.check().unwrap_err().contains("bursts (more than"));
         let too_bursty = GatewayConfig { bursty_flows: 100_000, ..small() };
         assert!(too_bursty.check().unwrap_err().contains("exceed the average rate"));
     }
