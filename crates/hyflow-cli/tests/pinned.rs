@@ -45,6 +45,11 @@
 //! still answers 4 cores. `sim-psf` (no NIC) gained the key only.
 //! Then (Gigaflow's coverage as the artifact estimates it) the Gigaflow replay records gained
 //! `gigaflow.coverage_estimate` and `gigaflow.mappings`; nothing else changed.
+//! Then (Pipebench pools of distinct headers) the four records on `gen pipeline`'s OFD
+//! workload (`ofd-gigaflow`, `ofd-gigaflow-delay`, `ofd-megaflow-idle`, `sim-ofd-gigaflow`)
+//! changed every count: a header the pool drew before is drawn again, so the same trace
+//! carries more distinct headers (upcalls 3,919 → 4,068 in `ofd-gigaflow`); the others are
+//! unchanged.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
