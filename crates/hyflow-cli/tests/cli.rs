@@ -692,6 +692,32 @@ fn sim_is_deterministic_and_reports_the_summary_keys() {
     assert!(table[min as usize - 1..].iter().all(lossless), "{v}");
     assert!(!lossless(&table[min as usize - 2]), "{v}");
     assert!(v["min_cores_within_tolerance"].as_u64().unwrap() <= min);
+    // With no lossless count below the bound, the search still reports loss by cores, the
+    // bound's run and why there is no answer.
+    let bound = (min - 1).to_string();
+    let out = hyflow(&[
+        "sim",
+        "--policy",
+        "psf",
+        "--rate",
+        "20000000",
+        "--find",
+        "min-cores",
+        "--max-cores",
+        &bound,
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // (With the record on stdout, the report goes to stderr.)
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(report.contains(&format!("min cores without loss: none up to {bound}")), "{report}");
+    let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string();
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert!(v.get("min_cores").is_none(), "{v}");
+    assert_eq!(v["cores"].as_u64(), Some(min - 1));
+    assert_eq!(v["loss_by_cores"].as_array().unwrap().len() as u64, min - 1);
+    assert!(v["warnings"].to_string().contains("is lossless"), "{v}");
     // A max-rate search answers a whole rate, the rate of the run it reports, lossless.
     let out = hyflow(&["sim", "--policy", "psf", "--cores", "2", "--find", "max-rate", "--json", "-"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -177,8 +177,8 @@ pub struct SimArgs {
     /// Search instead of one run. min-cores runs every core count up to --max-cores at the
     /// rate (fewer cores do not always lose more: flows are hashed onto cores) and answers the
     /// fewest from which every larger count is lossless, and the fewest within
-    /// --loss-tolerance; each count's loss is reported, as Elixir's Figure 13 plots it.
-    /// max-rate's answer is a rate that was run.
+    /// --loss-tolerance; each count's loss is reported, as Elixir's Figure 13 plots it (also
+    /// when no count is lossless: the run shown is then the bound's). max-rate's answer is a rate that was run.
     #[arg(long, value_enum, value_name = "WHAT")]
     pub find: Option<FindArg>,
     /// Upper bound of the searches: cores for min-cores (every count up to it is run).
@@ -334,15 +334,19 @@ pub fn write_summary(out: &mut dyn Write, s: &SimSummary) -> std::io::Result<()>
             _ => writeln!(out)?,
         }
     }
-    if let Some(c) = s.min_cores {
-        let tolerated = match (s.min_cores_within_tolerance, s.loss_tolerance) {
-            (Some(t), Some(f)) => format!("; within {}% loss: {t}", f * 100.0),
-            _ => String::new(),
+    if let Some(f) = s.loss_tolerance {
+        let tolerated = match s.min_cores_within_tolerance {
+            Some(t) => format!("; within {}% loss: {t}", f * 100.0),
+            None => format!("; none within {}% loss either", f * 100.0),
         };
-        writeln!(
-            out,
-            "min cores without loss: {c} (every count from it up to the bound is lossless){tolerated}"
-        )?;
+        let bound = s.loss_by_cores.last().map_or(0, |l| l.cores);
+        match s.min_cores {
+            Some(c) => writeln!(
+                out,
+                "min cores without loss: {c} (every count from it up to the bound is lossless){tolerated}"
+            )?,
+            None => writeln!(out, "min cores without loss: none up to {bound}{tolerated}")?,
+        }
         let table: Vec<String> = s
             .loss_by_cores
             .iter()

@@ -198,7 +198,7 @@ pub struct SimSummary {
     /// The cost model used.
     pub costs_ns: CostModel,
     /// The answer of a min-cores search: the fewest cores from which every count up to the
-    /// search's bound lost nothing.
+    /// search's bound lost nothing; absent (with a warning) when no count is lossless.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_cores: Option<usize>,
     /// The fewest cores from which every count up to the bound lost at most `loss_tolerance`
@@ -536,11 +536,9 @@ pub fn search(
         Search::MinCores { max_cores, .. } => {
             let counts: Vec<usize> = (1..=max_cores.max(1)).collect();
             swept = sweep(&counts, threads, |&c| probe(c, exp.rate_pps))?;
-            let found = fewest_cores_from(&swept, CoreLoss::lossless).ok_or_else(|| {
-                ExperimentError::Unanswerable(format!(
-                    "loses packets, or falls behind until the input ends, on {max_cores} cores (the search's most)"
-                ))
-            })?;
+            // With no lossless count the sweep still answers Fig. 13's question (loss against
+            // cores) and maybe the tolerance's: the run reported is then the bound's.
+            let found = fewest_cores_from(&swept, CoreLoss::lossless).unwrap_or(max_cores.max(1));
             (found, exp.rate_pps)
         }
         Search::MaxRate => {
@@ -563,7 +561,13 @@ pub fn search(
     match what {
         Search::MinCores { tolerance, .. } => {
             let s = &mut run.summary;
-            s.min_cores = Some(cores);
+            s.min_cores = fewest_cores_from(&swept, CoreLoss::lossless);
+            if s.min_cores.is_none() {
+                s.warnings.push(format!(
+                    "no core count up to {cores} (the search's most) is lossless: it loses packets, or falls \
+                     behind until the input ends; the figures are those of the run on {cores} cores"
+                ));
+            }
             s.min_cores_within_tolerance = fewest_cores_from(&swept, |l| l.within(tolerance));
             s.loss_tolerance = Some(tolerance);
             let lossless_below: Vec<String> = swept
