@@ -2,11 +2,11 @@
 """Elixir's micro-benchmarks (BENCHMARKS.md): isolated bursts (Fig. 11) and the cores one
 bursty flow needs (Fig. 3b), at the quick scale of scripts/elixir_bench.py.
 
-Usage: scripts/elixir_micro.py [--bursts N] [--part fig11|fig3b|all]
+Usage: scripts/elixir_micro.py [--bursts N] [--part fig11|fig3b|all] [--queue-threshold K] [--write]
 
 Fig. 11 (§5.2, "queue-based bursty flow detection"): flows "with the same average rate but
 different peak rates" burst one at a time over the steady gateway background; for each peak
-rate, Elixir on the cores it needs for the background (3 at the quick scale), and per burst,
+rate, Elixir on the cores it needs for the background (4 at the quick scale), and per burst,
 from the generator's log: whether its core's ring reached K (detection time: burst start to
 that crossing — the paper measures from a signal packet the sender injects at the burst's
 start), whether its flow moved into the NIC while it lasted (caught) and how soon. Bursty
@@ -34,6 +34,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchdoc  # noqa: E402
 from elixir_bench import HYFLOW, ROOT, policy_args, setup, sim  # noqa: E402
 
 PEAKS = [0.15, 0.3, 0.5, 0.8]  # shares of the rate
@@ -43,14 +44,17 @@ CAUGHT_WITHIN_MS = 20.0
 
 
 def fig11(n_bursts, cores, k):
+    """Fig. 11's table and its summary, as markdown lines."""
+    out = []
     with tempfile.TemporaryDirectory() as tmp:
         rate, trace, common, exact, megaflow, warmup = setup(True, 20.0, tmp, None)
         seconds = n_bursts / len(PEAKS) / CONCURRENT  # bursts last 1 s on average
-        print(f"## Fig. 11: isolated bursts over the quick gateway background ({rate:.0f} pkt/s, "
-              f"elixir on {cores} cores, K {k or 'from the headroom rule'}, {seconds:.0f} s measured per peak rate)\n")
-        print("| peak (pkt/s) | burst ratio | bursts | held already | filled their ring to K "
-              "| detection mean / median / max (ms) | caught | caught within 20 ms | time to NIC mean (ms) |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        out.append(f"Fig. 11: isolated bursts over the quick gateway background ({rate:.0f} pkt/s, "
+                   f"elixir on {cores} cores, K {k or 'from the headroom rule'}, {seconds:.0f} s measured per peak rate):")
+        out.append("")
+        out.append("| peak (pkt/s) | burst ratio | bursts | held already | filled their ring to K "
+                   "| detection mean / median / max (ms) | caught | caught within 20 ms | time to NIC mean (ms) |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
         totals = [0, 0, 0, 0, 0]
         for peak in PEAKS:
             ratio = peak / AVERAGE_SHARE
@@ -58,11 +62,11 @@ def fig11(n_bursts, cores, k):
             spec = trace.replace(",duration=50.0", f",duration={seconds + warmup:.0f}") + (
                 f",bursty={bursty},burst-peak={peak},burst-ratio={ratio:g},burst-duration=0.5..1.5")
             own_k = ["--queue-threshold", str(k)] if k else []
-            out = sim(spec, common + policy_args("elixir", exact, megaflow) + own_k + ["--cores", str(cores)])
-            if "error" in out:
-                print(f"| {peak * rate:,.0f} | {ratio:g} | {out['error']} | | | | | | |")
+            run = sim(spec, common + policy_args("elixir", exact, megaflow) + own_k + ["--cores", str(cores)])
+            if "error" in run:
+                out.append(f"| {peak * rate:,.0f} | {ratio:g} | {run['error']} | | | | | | |")
                 continue
-            bursts = out["bursts"]["list"]
+            bursts = run["bursts"]["list"]
             held = [b for b in bursts if b["held_at_start"]]
             fresh = [b for b in bursts if not b["held_at_start"]]
             filled = [b for b in fresh if b.get("detected_ms") is not None]
@@ -72,17 +76,20 @@ def fig11(n_bursts, cores, k):
             to_nic = sum(b["offloaded_ms"] for b in caught) / len(caught) if caught else None
             detection = (f"{sum(det) / len(det):.2f} / {det[len(det) // 2]:.2f} / {det[-1]:.2f}"
                          if det else "—")
-            print(f"| {peak * rate:,.0f} | {ratio:g} | {len(bursts)} | {len(held)} | {len(filled)} | {detection} "
-                  f"| {len(caught)} | {len(fast)} | {'—' if to_nic is None else f'{to_nic:.2f}'} |", flush=True)
+            out.append(f"| {peak * rate:,.0f} | {ratio:g} | {len(bursts)} | {len(held)} | {len(filled)} | {detection} "
+                       f"| {len(caught)} | {len(fast)} | {'—' if to_nic is None else f'{to_nic:.2f}'} |")
+            print(out[-1], file=sys.stderr, flush=True)
             for i, v in enumerate([len(bursts), len(held), len(fresh), len(caught), len(fast)]):
                 totals[i] += v
         n, held, fresh, caught, fast = totals
         if n:
-            print(f"\nAll: {n} bursts; {held} found their flow in the NIC already (from an earlier burst); "
-                  f"of the other {fresh}, {caught} caught while lasting ({caught / max(fresh, 1):.1%}), "
-                  f"{fast} within {CAUGHT_WITHIN_MS:.0f} ms of their start ({fast / max(fresh, 1):.1%}); "
-                  f"with those held already: {(held + fast) / n:.1%} in the NIC within "
-                  f"{CAUGHT_WITHIN_MS:.0f} ms.\n")
+            out.append("")
+            out.append(f"All: {n} bursts; {held} found their flow in the NIC already (from an earlier burst); "
+                       f"of the other {fresh}, {caught} caught while lasting ({caught / max(fresh, 1):.1%}), "
+                       f"{fast} within {CAUGHT_WITHIN_MS:.0f} ms of their start ({fast / max(fresh, 1):.1%}); "
+                       f"with those held already: {(held + fast) / n:.1%} in the NIC within "
+                       f"{CAUGHT_WITHIN_MS:.0f} ms.")
+    return out
 
 
 def write_capture(path, flows, seconds):
@@ -124,11 +131,12 @@ def udp_frame(index):
 
 
 def fig3b(max_cores):
+    """Fig. 3b's table, as markdown lines."""
     stable_pps, seconds = 50e3, 10.0
-    print(f"## Fig. 3b: cores one flow needs through pure software forwarding (quick host: every cost x100), "
-          f"lossless on how many of 1–{max_cores}\n")
-    print("| flow | average / peak (pkt/s) | --steer rss | --steer spray |")
-    print("|---|---|---|---|")
+    out = [f"Fig. 3b: cores one flow needs through pure software forwarding (quick host: every cost x100), "
+           f"lossless on how many of 1–{max_cores}:", "",
+           "| flow | average / peak (pkt/s) | --steer rss | --steer spray |",
+           "|---|---|---|---|"]
     rng = random.Random(3)
     cases = [("stable", lambda t: stable_pps, stable_pps)]
     for ratio in (10, 20, 40):
@@ -152,35 +160,49 @@ def fig3b(max_cores):
             avg = n / seconds
             cells = []
             for steer in ("rss", "spray"):
-                out = sim(path, host + ["--flows", os.path.join(ROOT, "examples", "gateway.flows"), "--policy", "psf", "--steer", steer, "--find", "min-cores",
+                run = sim(path, host + ["--flows", os.path.join(ROOT, "examples", "gateway.flows"), "--policy", "psf", "--steer", steer, "--find", "min-cores",
                                         "--max-cores", str(max_cores)])
-                if "error" in out:
-                    lossy = "loses packets" in out["error"]
-                    cells.append(f"> {max_cores}" if lossy else out["error"])
+                if "error" in run:
+                    cells.append(run["error"])
                     continue
-                m = out.get("min_cores")
+                m = run.get("min_cores")
                 cells.append(f"> {max_cores}" if m is None else str(m))
-            print(f"| {name} | {avg:,.0f} / {peak:,.0f} | {cells[0]} | {cells[1]} |", flush=True)
-    print()
+            out.append(f"| {name} | {avg:,.0f} / {peak:,.0f} | {cells[0]} | {cells[1]} |")
+            print(out[-1], file=sys.stderr, flush=True)
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bursts", type=int, default=1000, help="expected bursts over all peak rates (Fig. 11)")
-    ap.add_argument("--cores", type=int, default=3, help="Elixir's cores for Fig. 11")
+    ap.add_argument("--cores", type=int, default=4, help="Elixir's cores for Fig. 11 (its min cores at the quick scale)")
     ap.add_argument("--max-cores", type=int, default=8, help="largest core count tried (Fig. 3b)")
     ap.add_argument("--part", choices=["fig11", "fig3b", "all"], default="all")
     ap.add_argument("--queue-threshold", type=int, default=None,
                     help="Elixir's K for Fig. 11 (default: the headroom rule, 110 at this scale; 551 is the "
                          "full-scale rule's share of the ring)")
+    ap.add_argument("--write", action="store_true",
+                    help="replace BENCHMARKS.md's blocks (elixir-micro-fig3b, elixir-micro-fig11 or "
+                         "elixir-micro-fig11-kK with --queue-threshold K)")
     a = ap.parse_args()
     if not os.access(HYFLOW, os.X_OK):
         sys.exit("build first: cargo build --release")
+    if a.write and (a.bursts != 1000 or a.cores != 4 or a.max_cores != 8):
+        sys.exit("--write is for the default --bursts, --cores and --max-cores")
+    command = "python3 scripts/elixir_micro.py"
     if a.part in ("fig3b", "all"):
-        fig3b(a.max_cores)
+        lines = fig3b(a.max_cores)
+        print("\n".join(lines) + "\n")
+        if a.write:
+            benchdoc.write_block("elixir-micro-fig3b", "\n".join(lines), command + " --part fig3b")
     if a.part in ("fig11", "all"):
-        fig11(a.bursts, a.cores, a.queue_threshold)
-
+        lines = fig11(a.bursts, a.cores, a.queue_threshold)
+        print("\n".join(lines) + "\n")
+        if a.write:
+            k = a.queue_threshold
+            own = f" --queue-threshold {k}" if k else ""
+            benchdoc.write_block(f"elixir-micro-fig11{f'-k{k}' if k else ''}", "\n".join(lines),
+                                 command + " --part fig11" + own)
 
 if __name__ == "__main__":
     main()
