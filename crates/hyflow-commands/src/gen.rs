@@ -422,12 +422,12 @@ pub fn conversations(a: GenConversationsArgs) -> Result<String> {
     use hyflow::capture::PortsPcapngWriter;
     use hyflow::switch::{Switch, SwitchConfig};
     use hyflow::workload::conversations::{generate_conversations, parse_spec, ConversationConfig};
-    let flows = a.names.read_flows(&a.flows)?;
+    let (pipeline, names) = a.names.read_flows(&a.flows)?.into_pipeline();
     let spec_name = a.spec.display().to_string();
     let text = std::fs::read_to_string(&a.spec)
         .map_err(|e| anyhow::anyhow!("{spec_name}: cannot read: {}", hyflow::os_reason(&e)))?;
-    let kinds = parse_spec(&text, &spec_name, &flows.names)?;
-    let mut switch = Switch::new(flows.pipeline(), SwitchConfig::no_cache())?;
+    let kinds = parse_spec(&text, &spec_name, &names)?;
+    let mut switch = Switch::new(pipeline, SwitchConfig::no_cache())?;
     let config = ConversationConfig {
         conversations: a.conversations,
         rate: a.rate,

@@ -60,14 +60,10 @@ pub struct Flows {
 }
 
 impl Flows {
-    /// The slow path of these flows.
-    pub fn pipeline(&self) -> Pipeline {
-        Pipeline::of_switch(
-            self.rules.iter().cloned(),
-            self.groups.clone(),
-            self.ports.clone(),
-            MacTable::default(),
-        )
+    /// The slow path of these flows, and the names they may use (the rules move into the
+    /// pipeline: a large table is not held twice).
+    pub fn into_pipeline(self) -> (Pipeline, Names) {
+        (Pipeline::of_switch(self.rules, self.groups, self.ports, MacTable::default()), self.names)
     }
 }
 

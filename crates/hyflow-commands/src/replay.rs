@@ -107,7 +107,7 @@ pub fn rule_stats(p: &Pipeline) -> String {
     let mut out = String::new();
     for (id, r) in rules_in_dump_order(p) {
         let s = p.stats(id);
-        let m = r.matcher.to_string();
+        let m = r.matcher().to_string();
         let sep = if m.is_empty() { "" } else { "," };
         out.push_str(&format!(
             " cookie={:#x}, table={}, n_packets={}, n_bytes={}, priority={}{sep}{m} actions={}\n",

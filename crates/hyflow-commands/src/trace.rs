@@ -66,10 +66,9 @@ fn parse_ct_next(text: &str) -> Result<u8, String> {
 impl TraceArgs {
     /// The pipeline of `--flows`, and the names its packets may use.
     pub fn pipeline(&self) -> Result<(Pipeline, Names)> {
-        let flows = self.names.read_flows(&self.flows)?;
-        let mut pipeline = flows.pipeline();
+        let (mut pipeline, names) = self.names.read_flows(&self.flows)?.into_pipeline();
         pipeline.set_prefix_tries(self.prefixes.prefixes);
-        Ok((pipeline, flows.names))
+        Ok((pipeline, names))
     }
 
     /// Traces every packet through all its passes (the first, then each recirculation with

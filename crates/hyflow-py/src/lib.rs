@@ -309,7 +309,7 @@ fn rule_columns(p: &hyflow::openflow::Pipeline) -> RuleColumns {
         c.table.push(r.table);
         c.priority.push(r.priority);
         c.cookie.push(r.cookie);
-        c.matches.push(&r.matcher.to_string());
+        c.matches.push(&r.matcher().to_string());
         c.actions.push(&format_actions(&r.actions));
         c.n_packets.push(s.packets);
         c.n_bytes.push(s.bytes);
@@ -594,7 +594,7 @@ fn load_flows<'py>(
     let mut matches = StrColumn::new();
     let mut actions = StrColumn::new();
     for r in &rules {
-        matches.push(&r.matcher.to_string());
+        matches.push(&r.matcher().to_string());
         actions.push(&format_actions(&r.actions));
     }
     d.set_item("table", rules.iter().map(|r| r.table).collect::<Vec<_>>().into_pyarray(py))?;

@@ -24,12 +24,12 @@ fn bench_lookup(c: &mut Criterion) {
             let mut cls = Classifier::new();
             let mut flat: Vec<(Match, u16, u32)> = Vec::new();
             for (i, r) in rules.iter().enumerate() {
-                if cls.find_exact(&r.matcher, r.priority).is_none() {
+                if cls.find_exact(&r.matcher(), r.priority).is_none() {
                     cls.insert(
-                        &r.matcher,
+                        &r.matcher(),
                         ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64, soft: false },
                     );
-                    flat.push((r.matcher, r.priority, i as u32));
+                    flat.push((r.matcher(), r.priority, i as u32));
                 }
             }
             let id = format!("{n_rules}rules/{n_masks}masks");

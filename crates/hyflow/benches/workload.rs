@@ -201,5 +201,5 @@ pub fn megaflow_workload(n_entries: usize, n_masks: usize, seed: u64) -> (Vec<Ma
         packets.push(pkt);
     }
     let rules = parse_flows(&text, "bench").expect("bench megaflows parse");
-    (rules.into_iter().map(|r| r.matcher).collect(), packets)
+    (rules.into_iter().map(|r| r.matcher()).collect(), packets)
 }

@@ -841,7 +841,7 @@ mod tests {
     use crate::openflow::parse_flows;
 
     fn matches(text: &str) -> Vec<Match> {
-        parse_flows(text, "t").unwrap().into_iter().map(|r| r.matcher).collect()
+        parse_flows(text, "t").unwrap().into_iter().map(|r| r.matcher()).collect()
     }
 
     #[test]

@@ -88,7 +88,7 @@ fn modify_changes_a_rules_role() {
          priority=10,ip actions=output:2\n",
     );
     assert_eq!(ports(&p, "in_port=1,tcp"), [7]);
-    let clause = p.rules().find(|(_, r)| r.matcher.to_string() == "tcp").unwrap().0;
+    let clause = p.rules().find(|(_, r)| r.matcher().to_string() == "tcp").unwrap().0;
     let out3 = parse_flows("actions=output:3", "a").unwrap().remove(0).actions;
     p.modify(clause, &out3, None);
     assert_eq!(ports(&p, "in_port=1,tcp"), [3]);
@@ -124,7 +124,7 @@ fn conjunctive_lookups_equal_the_scan() {
             prop_assert_eq!(cls.lookup(pkt).map(|e| e.rule), want);
             let mut wc = FlowMask::CATCHALL;
             prop_assert_eq!(cls.lookup_wc(pkt, &mut wc).map(|e| e.rule), want);
-            if want.and_then(|r| p.rule(r)).is_some_and(|r| r.matcher.to_string().contains("conj_id")) {
+            if want.and_then(|r| p.rule(r)).is_some_and(|r| r.matcher().to_string().contains("conj_id")) {
                 conjunctive.set(conjunctive.get() + 1);
             }
             let mut probe = probe_inside(pkt, &wc, &bits);

@@ -65,7 +65,7 @@ fn open_vswitch_learn_vectors() {
                 // afterwards); hyflow's where it examined an equal-priority learned flow that
                 // OVS skipped (it stops at the first subtable of the winning priority).
                 let text = common::megaflow_tokens(ovs).join(",");
-                let mut theirs = parse_flow_spec(&text, SpecKind::Selector).unwrap().rule.matcher.mask;
+                let mut theirs = parse_flow_spec(&text, SpecKind::Selector).unwrap().rule.matcher().mask;
                 normalize_mask(&k, &mut theirs);
                 if tr.megaflow.mask.is_subset_of(&theirs) {
                     wider += 1;
@@ -82,7 +82,7 @@ fn open_vswitch_learn_vectors() {
                 r.table,
                 r.priority,
                 r.cookie,
-                r.matcher.to_string(),
+                r.matcher().to_string(),
                 hyflow::openflow::action::format_actions(&r.actions),
             )
         };

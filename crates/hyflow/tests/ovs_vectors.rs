@@ -75,7 +75,7 @@ fn ovs_megaflow_bits(line: &str) -> u32 {
                 && !name.starts_with("reg")
         })
         .collect();
-    let m = parse_flow_spec(&kept.join(","), SpecKind::Selector).expect("OVS megaflow parses").rule.matcher;
+    let m = parse_flow_spec(&kept.join(","), SpecKind::Selector).expect("OVS megaflow parses").rule.matcher();
     let mut mask = m.mask;
     mask.set(id::NW_TOS, mask.get(id::NW_TOS) & 0xfc);
     mask.exact_bits()

@@ -211,7 +211,7 @@ fn mutated_rule_masks_are_caught() {
                 // matched (flipping one of them takes the packet off that rule).
                 let Some(hit) = tr.steps[start].rule.and_then(|r| p.rule(r)) else { continue };
                 for f in [id::NW_SRC, id::NW_DST, id::TP_DST, id::DL_DST, id::VLAN_TCI, id::NW_PROTO] {
-                    let read = st.matcher.mask.get(f) & hit.matcher.mask.get(f);
+                    let read = st.matcher.mask.get(f) & hit.matcher().mask.get(f);
                     if read == 0 || tr.points[start].in_port.is_some() && f == id::IN_PORT {
                         continue;
                     }

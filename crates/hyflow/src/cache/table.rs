@@ -178,7 +178,7 @@ mod tests {
         let ms: Vec<Match> = parse_flows("ip,nw_dst=10.0.0.1 actions=drop\nip,nw_dst=10.0.0.2 actions=drop\ntcp actions=drop\nip,nw_dst=10.0.0.3 actions=drop\n", "t")
             .unwrap()
             .into_iter()
-            .map(|r| r.matcher)
+            .map(|r| r.matcher())
             .collect();
         let cfg = TableConfig {
             name: "t".into(),

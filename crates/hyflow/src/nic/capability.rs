@@ -155,7 +155,7 @@ mod tests {
     use crate::openflow::parse_flows;
 
     fn matching(text: &str) -> Match {
-        parse_flows(&format!("{text} actions=drop\n"), "t").unwrap().remove(0).matcher
+        parse_flows(&format!("{text} actions=drop\n"), "t").unwrap().remove(0).matcher()
     }
 
     fn set(field: FieldId, value: u128) -> DpAction {

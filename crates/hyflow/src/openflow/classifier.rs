@@ -77,14 +77,16 @@ impl ClsEntry {
     }
 }
 
+/// The rules of one masked match. 32 bytes: a million-rule table holds a million buckets, so
+/// the key lives in the subtable's arena and rules beyond the best in a side table (a match
+/// seldom has rules at several priorities).
 struct Bucket {
     hash: u64,
-    /// The best of `entries`, kept inline so a hit touches one allocation less.
+    /// The best rule with this match: all a lookup needs.
     best: ClsEntry,
-    /// Masked key values, one per subtable lane.
-    key: Box<[u64]>,
-    /// Rules with this exact masked match, best first.
-    entries: Vec<ClsEntry>,
+    /// Where the masked key is in the subtable's `keys` (`lanes.len()` words from
+    /// `slot * lanes.len()`), and the key of its other rules in `others`.
+    slot: u32,
 }
 
 /// One key word a subtable looks at, with the subtable's mask for it.
@@ -106,6 +108,12 @@ struct Subtable {
     /// stage); keyed by the hash itself, so a probe costs no further hashing.
     indices: Vec<HashTable<(u64, u32)>>,
     buckets: HashTable<Bucket>,
+    /// The buckets' masked keys, `lanes.len()` words per slot.
+    keys: Vec<u64>,
+    /// Slots of removed buckets, reused first.
+    free_slots: Vec<u32>,
+    /// By bucket slot, the rules after the best of buckets with several, best first.
+    others: HashMap<u32, Vec<ClsEntry>>,
     trie_plen: [u8; N_TRIES],
     /// Prefix length of the (tp_src, tp_dst) mask, 0 if ports are not matched.
     ports_mask_len: u8,
@@ -114,6 +122,13 @@ struct Subtable {
     /// Lowest sequence number among rules at `max_priority`.
     max_priority_seq: u64,
     n_rules: usize,
+}
+
+/// Whether the key at `slot` of a subtable's `keys` equals, lane by lane, `word(lane)`.
+#[inline]
+fn key_is(keys: &[u64], lanes: &[Lane], slot: u32, word: impl Fn(&Lane) -> u64) -> bool {
+    let at = slot as usize * lanes.len();
+    keys[at..at + lanes.len()].iter().zip(lanes).all(|(v, l)| *v == word(l))
 }
 
 /// Length of `mask` as a CIDR prefix over a `bits`-wide field, or 0 if it is not one.
@@ -165,6 +180,9 @@ impl Subtable {
             stage_tries: stage_tries.into_boxed_slice(),
             indices: (0..n_stages.saturating_sub(1)).map(|_| HashTable::new()).collect(),
             buckets: HashTable::new(),
+            keys: Vec::new(),
+            free_slots: Vec::new(),
+            others: HashMap::new(),
             trie_plen,
             ports_mask_len,
             ports_trie: PrefixTrie::new(32),
@@ -206,9 +224,47 @@ impl Subtable {
 
     #[inline]
     fn bucket_for(&self, key: &FlowKey, hash: u64) -> Option<&Bucket> {
-        self.buckets.find(hash, |b| {
-            b.hash == hash && b.key.iter().zip(self.lanes.iter()).all(|(v, l)| *v == Self::masked(key, l))
-        })
+        let (keys, lanes) = (&self.keys, &self.lanes);
+        self.buckets.find(hash, |b| b.hash == hash && key_is(keys, lanes, b.slot, |l| Self::masked(key, l)))
+    }
+
+    /// Whether `mask` is this subtable's, compared a word at a time: a mask just unpacked
+    /// from a rule is still in the store buffer, which wide loads cannot read from.
+    fn has_mask(&self, mask: &FlowMask) -> bool {
+        let mut lanes = self.lanes.iter().peekable();
+        for (w, &m) in mask.words.iter().enumerate() {
+            let ours = lanes.next_if(|l| l.word as usize == w).map_or(0, |l| l.mask);
+            if m != ours {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Every rule of bucket `b`, best first.
+    fn entries<'a>(&'a self, b: &Bucket) -> impl Iterator<Item = ClsEntry> + 'a {
+        std::iter::once(b.best).chain(self.others.get(&b.slot).into_iter().flatten().copied())
+    }
+
+    /// A slot holding the masked key of `value` (pre-masked) for a new bucket.
+    fn new_slot(&mut self, value: &FlowKey) -> u32 {
+        let n = self.lanes.len();
+        let words = self.lanes.iter().map(|l| value.words[l.word as usize]);
+        match self.free_slots.pop() {
+            Some(slot) => {
+                let at = slot as usize * n;
+                for (k, w) in self.keys[at..at + n].iter_mut().zip(words) {
+                    *k = w;
+                }
+                slot
+            }
+            None => {
+                // A subtable without lanes (the catch-all) has one bucket at most: slot 0.
+                let slot = self.keys.len().checked_div(n).unwrap_or(0);
+                self.keys.extend(words);
+                slot as u32
+            }
+        }
     }
 
     fn ports_value(&self, key: &FlowKey) -> u128 {
@@ -261,6 +317,9 @@ pub struct Classifier {
     /// Live subtables by (max priority desc, its earliest rule asc).
     order: Vec<u32>,
     by_mask: HashMap<FlowMask, u32>,
+    /// The subtable the last insertion went to: rules loaded in bulk come in runs of one
+    /// mask, and a mask is 224 bytes to hash.
+    last_inserted: Option<u32>,
     /// A trie for every field that can have one, kept whichever are used, so that changing
     /// `prefixes` needs no rebuild.
     tries: [PrefixTrie; N_TRIES],
@@ -269,6 +328,20 @@ pub struct Classifier {
     prefix_set: u8,
     n_rules: usize,
     scratch: Vec<u64>,
+    /// Prefix insertions held back while loading many rules.
+    deferred: DeferredPrefixes,
+}
+
+/// Trie insertions held back during a bulk load ([`Classifier::defer_tries`]) and made in
+/// sorted order at [`Classifier::flush_tries`]: a million prefixes inserted in order walk the
+/// trie's memory in order, where in file order every insertion misses the cache at each level.
+#[derive(Default)]
+struct DeferredPrefixes {
+    on: bool,
+    /// (trie, value, prefix length).
+    fields: Vec<(u8, u128, u8)>,
+    /// (subtable, ports value, prefix length).
+    ports: Vec<(u32, u128, u8)>,
 }
 
 impl Default for Classifier {
@@ -285,12 +358,38 @@ impl Classifier {
             conjunctions: HashMap::new(),
             order: Vec::new(),
             by_mask: HashMap::new(),
+            last_inserted: None,
             tries: TRIE_FIELDS.map(|f| PrefixTrie::new(f.def().bits as u32)),
             prefixes: PrefixTries::default(),
             prefix_set: PrefixTries::default().set(),
             n_rules: 0,
             scratch: Vec::new(),
+            deferred: DeferredPrefixes::default(),
         }
+    }
+
+    /// Holds back the prefix tries' insertions until [`Classifier::flush_tries`], which makes
+    /// them in sorted order: for loading many rules at once. Lookups must wait for the flush;
+    /// a removal flushes first.
+    pub(crate) fn defer_tries(&mut self) {
+        self.deferred.on = true;
+    }
+
+    /// Makes the insertions held back since [`Classifier::defer_tries`], in sorted order.
+    pub(crate) fn flush_tries(&mut self) {
+        let d = &mut self.deferred;
+        d.on = false;
+        d.fields.sort_unstable();
+        for &(j, value, plen) in &d.fields {
+            self.tries[j as usize].insert(value, plen as u32);
+        }
+        d.ports.sort_unstable();
+        for &(si, value, plen) in &d.ports {
+            if let Some(st) = self.subtables[si as usize].as_mut() {
+                st.ports_trie.insert(value, plen as u32);
+            }
+        }
+        *d = DeferredPrefixes::default();
     }
 
     /// Number of rules.
@@ -331,12 +430,20 @@ impl Classifier {
         });
     }
 
+    /// The live subtable of `mask`, if any.
+    fn subtable_of(&self, mask: &FlowMask) -> Option<u32> {
+        let last = self
+            .last_inserted
+            .filter(|&si| self.subtables[si as usize].as_ref().is_some_and(|st| st.has_mask(mask)));
+        last.or_else(|| self.by_mask.get(mask).copied())
+    }
+
     /// The rule with exactly this match and priority, if any (OpenFlow's identity of a rule).
     pub fn find_exact(&self, m: &Match, priority: u16) -> Option<RuleId> {
-        let &si = self.by_mask.get(&m.mask)?;
+        let si = self.subtable_of(&m.mask)?;
         let st = self.subtables[si as usize].as_ref()?;
         let b = st.bucket_for(&m.value, st.full_hash(&m.value))?;
-        b.entries.iter().find(|e| e.priority == priority).map(|e| e.rule)
+        st.entries(b).find(|e| e.priority == priority).map(|e| e.rule)
     }
 
     /// Adds a soft rule: a clause of the `conjunctions` (see [`ClsEntry::soft`]).
@@ -348,8 +455,8 @@ impl Classifier {
 
     /// Adds a rule. The caller guarantees no rule with the same match and priority exists.
     pub fn insert(&mut self, m: &Match, entry: ClsEntry) {
-        let si = match self.by_mask.get(&m.mask) {
-            Some(&si) => si,
+        let si = match self.subtable_of(&m.mask) {
+            Some(si) => si,
             None => {
                 let si = self.subtables.len() as u32;
                 self.subtables.push(Some(Subtable::new(m.mask)));
@@ -358,6 +465,7 @@ impl Classifier {
                 si
             }
         };
+        self.last_inserted = Some(si);
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         let st = self.subtables[si as usize].as_mut().expect("live subtable");
@@ -370,29 +478,41 @@ impl Classifier {
                 }
             }
         }
-        let key: Box<[u64]> = st.lanes.iter().map(|l| m.value.words[l.word as usize]).collect();
-        let lanes = &st.lanes;
         let value = &m.value;
+        let (keys, lanes) = (&st.keys, &st.lanes);
         let found = st.buckets.find_mut(hash, |b| {
-            b.hash == hash && b.key.iter().zip(lanes.iter()).all(|(v, l)| *v == value.words[l.word as usize])
+            b.hash == hash && key_is(keys, lanes, b.slot, |l| value.words[l.word as usize])
         });
         match found {
             Some(b) => {
-                let pos = b.entries.iter().position(|e| entry.beats(e)).unwrap_or(b.entries.len());
-                b.entries.insert(pos, entry);
-                b.best = b.entries[0];
+                let others = st.others.entry(b.slot).or_default();
+                if entry.beats(&b.best) {
+                    others.insert(0, std::mem::replace(&mut b.best, entry));
+                } else {
+                    let pos = others.iter().position(|e| entry.beats(e)).unwrap_or(others.len());
+                    others.insert(pos, entry);
+                }
             }
             None => {
-                let bucket = Bucket { hash, best: entry, key, entries: vec![entry] };
-                st.buckets.insert_unique(hash, bucket, |b| b.hash);
+                let slot = st.new_slot(value);
+                st.buckets.insert_unique(hash, Bucket { hash, best: entry, slot }, |b| b.hash);
             }
         }
+        let deferred = &mut self.deferred;
         if st.ports_mask_len > 0 {
-            st.ports_trie.insert(st.ports_value(&m.value), st.ports_mask_len as u32);
+            let (value, plen) = (st.ports_value(&m.value), st.ports_mask_len);
+            match deferred.on {
+                true => deferred.ports.push((si, value, plen)),
+                false => st.ports_trie.insert(value, plen as u32),
+            }
         }
         for (j, f) in TRIE_FIELDS.iter().enumerate() {
-            if st.trie_plen[j] > 0 {
-                self.tries[j].insert(m.value.get(*f), st.trie_plen[j] as u32);
+            let plen = st.trie_plen[j];
+            if plen > 0 {
+                match deferred.on {
+                    true => deferred.fields.push((j as u8, m.value.get(*f), plen)),
+                    false => self.tries[j].insert(m.value.get(*f), plen as u32),
+                }
             }
         }
         st.n_rules += 1;
@@ -410,30 +530,52 @@ impl Classifier {
 
     /// Removes a rule previously inserted with this match; returns whether it was there.
     pub fn remove(&mut self, m: &Match, rule: RuleId) -> bool {
+        if self.deferred.on {
+            // The tries must hold what is removed; the load goes on deferring.
+            self.flush_tries();
+            self.deferred.on = true;
+        }
         self.conjunctions.remove(&rule);
-        let Some(&si) = self.by_mask.get(&m.mask) else { return false };
+        let Some(si) = self.subtable_of(&m.mask) else { return false };
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         let st = self.subtables[si as usize].as_mut().expect("live subtable");
         let hash = st.hashes(&m.value, &mut scratch);
-        let lanes = &st.lanes;
         let value = &m.value;
+        let (keys, lanes) = (&st.keys, &st.lanes);
         let Ok(mut occ) = st.buckets.find_entry(hash, |b| {
-            b.hash == hash && b.key.iter().zip(lanes.iter()).all(|(v, l)| *v == value.words[l.word as usize])
+            b.hash == hash && key_is(keys, lanes, b.slot, |l| value.words[l.word as usize])
         }) else {
             self.scratch = scratch;
             return false;
         };
         let b = occ.get_mut();
-        let Some(pos) = b.entries.iter().position(|e| e.rule == rule) else {
-            self.scratch = scratch;
-            return false;
-        };
-        b.entries.remove(pos);
-        if b.entries.is_empty() {
-            occ.remove();
+        let slot = b.slot;
+        if b.best.rule == rule {
+            match st.others.get_mut(&slot) {
+                Some(others) => {
+                    b.best = others.remove(0);
+                    if others.is_empty() {
+                        st.others.remove(&slot);
+                    }
+                }
+                None => {
+                    occ.remove();
+                    st.free_slots.push(slot);
+                }
+            }
         } else {
-            b.best = b.entries[0];
+            let others = st.others.get_mut(&slot);
+            let Some((others, pos)) =
+                others.and_then(|o| o.iter().position(|e| e.rule == rule).map(|p| (o, p)))
+            else {
+                self.scratch = scratch;
+                return false;
+            };
+            others.remove(pos);
+            if others.is_empty() {
+                st.others.remove(&slot);
+            }
         }
         for (i, &h) in scratch.iter().enumerate() {
             if let Ok(mut e) = st.indices[i].find_entry(h, |e| e.0 == h) {
@@ -456,6 +598,7 @@ impl Classifier {
         if st.n_rules == 0 {
             self.subtables[si as usize] = None;
             self.by_mask.remove(&m.mask);
+            self.last_inserted = None;
             self.order.retain(|&x| x != si);
         } else {
             st.refresh_max();
@@ -630,14 +773,14 @@ impl Classifier {
             for (e, si) in soft.iter_mut().filter(|(e, _)| e.priority == top) {
                 let st = self.subtables[*si as usize].as_ref().expect("live subtable");
                 let bucket = st.bucket_for(key, st.full_hash(key)).expect("a soft match's bucket");
-                let pos = bucket.entries.iter().position(|x| x.rule == e.rule).expect("in its bucket");
-                match bucket.entries.get(pos + 1) {
-                    Some(next) if next.soft => *e = *next,
+                let next = st.entries(bucket).skip_while(|x| x.rule != e.rule).nth(1);
+                match next {
+                    Some(next) if next.soft => *e = next,
                     Some(next) => {
                         // Strictly higher only, as OVS: at equal priority the hard match found
                         // first stays.
                         if hard.is_none_or(|h| next.priority > h.priority) {
-                            hard = Some(*next);
+                            hard = Some(next);
                         }
                         e.priority = 0;
                         e.soft = false;
@@ -720,6 +863,7 @@ impl Classifier {
         ctx: &mut TrieCtx,
         wc: &mut FlowMask,
     ) -> Option<ClsEntry> {
+        debug_assert!(!self.deferred.on, "a lookup before the deferred tries were flushed");
         let mut h = SEED;
         let mut start = 0usize;
         let last = st.stage_ends.len() - 1;
@@ -778,7 +922,7 @@ mod tests {
         for (i, l) in lines.iter().enumerate() {
             let r = parse_flow_spec(l, SpecKind::Add).unwrap().rule;
             c.insert(
-                &r.matcher,
+                &r.matcher(),
                 ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64, soft: false },
             );
         }
@@ -787,6 +931,63 @@ mod tests {
 
     fn pkt(s: &str) -> FlowKey {
         crate::openflow::parser::parse_packet(s).unwrap()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 2_000, failure_persistence: None, ..Default::default()
+        })]
+
+        /// Buckets keep their best rule apart from the others and their keys in a shared
+        /// arena: through any adds and removals of rules sharing three matches at four
+        /// priorities (and with a bulk load's deferred tries), every match's lookup is the
+        /// model's best and every (match, priority) finds its rule.
+        #[test]
+        fn buckets_keep_every_rule_of_their_match(
+            ops in proptest::collection::vec((0u8..3, 0u16..4, proptest::bool::ANY), 1..60),
+            deferred in proptest::bool::ANY,
+        ) {
+            let matches: Vec<Match> = (0..3)
+                .map(|d| parse_flow_spec(&format!("ip,nw_dst=10.0.0.{d} actions=drop"), SpecKind::Add).unwrap().rule.matcher())
+                .collect();
+            let mut c = Classifier::new();
+            if deferred {
+                c.defer_tries();
+            }
+            // (match, priority) -> (rule, seq)
+            let mut model = std::collections::BTreeMap::new();
+            for (seq, &(m, priority, add)) in ops.iter().enumerate() {
+                let key = (m, priority);
+                if add && !model.contains_key(&key) {
+                    let entry = ClsEntry { rule: seq as u32, priority, seq: seq as u64, soft: false };
+                    c.insert(&matches[m as usize], entry);
+                    model.insert(key, (seq as u32, seq as u64));
+                } else if !add {
+                    if let Some((rule, _)) = model.remove(&key) {
+                        proptest::prop_assert!(c.remove(&matches[m as usize], rule));
+                    }
+                }
+            }
+            if deferred {
+                c.flush_tries();
+            }
+            for m in 0..3u8 {
+                let want = model
+                    .iter()
+                    .filter(|((mm, _), _)| *mm == m)
+                    .max_by_key(|((_, priority), (_, seq))| (*priority, std::cmp::Reverse(*seq)))
+                    .map(|(_, (rule, _))| *rule);
+                let packet = pkt(&format!("ip,nw_dst=10.0.0.{m}"));
+                proptest::prop_assert_eq!(c.lookup(&packet).map(|e| e.rule), want);
+                let mut wc = FlowMask::CATCHALL;
+                proptest::prop_assert_eq!(c.lookup_wc(&packet, &mut wc).map(|e| e.rule), want);
+                for priority in 0..4 {
+                    let found = c.find_exact(&matches[m as usize], priority);
+                    proptest::prop_assert_eq!(found, model.get(&(m, priority)).map(|r| r.0));
+                }
+            }
+            proptest::prop_assert_eq!(c.len(), model.len());
+        }
     }
 
     #[test]
@@ -871,8 +1072,8 @@ mod tests {
     fn remove_restores_lookups() {
         let mut c = cls(&["priority=10,ip,nw_dst=10.0.0.0/8 actions=drop", "priority=1,ip actions=drop"]);
         let r = parse_flow_spec("priority=10,ip,nw_dst=10.0.0.0/8 actions=drop", SpecKind::Add).unwrap().rule;
-        assert_eq!(c.find_exact(&r.matcher, 10), Some(0));
-        assert!(c.remove(&r.matcher, 0));
+        assert_eq!(c.find_exact(&r.matcher(), 10), Some(0));
+        assert!(c.remove(&r.matcher(), 0));
         assert_eq!(c.lookup(&pkt("ip,nw_dst=10.1.1.1")).unwrap().rule, 1);
         assert_eq!(c.n_masks(), 1);
         let mut wc = FlowMask::CATCHALL;

@@ -11,37 +11,38 @@
 //! pipeline's edits stay free of time, and the switch, which has it, stamps them. When a rule
 //! was last hit is kept with its counters, which every hit writes anyway.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use super::rule::{Rule, RuleId};
 
-/// When each rule was last modified, and which rules can expire. (When a rule was last hit
-/// is in its counters, [`super::pipeline::RuleStats::used_ns`], written with them.)
+/// When each rule that can expire was last modified, and which rules changed since the last
+/// stamp. (When a rule was last hit is in its counters,
+/// [`super::pipeline::RuleStats::used_ns`], written with them.) Nothing here grows with rules
+/// that have no timeout: a million-rule table without timeouts keeps no per-rule times.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RuleTimers {
-    /// Per rule id: when it was added or last modified, ns.
-    modified: Vec<u64>,
-    /// Rules added (true) or modified (false) since the last stamp.
-    unstamped: Vec<(RuleId, bool)>,
-    /// Installed rules with a timeout.
-    expirable: BTreeSet<RuleId>,
+    /// Installed rules with a timeout, with when each was added or last modified, ns.
+    expirable: BTreeMap<RuleId, u64>,
+    /// The first rule id added since the last stamp: ids are given in order, so the rules
+    /// added since are this one up to the next id.
+    first_unstamped: RuleId,
+    /// Rules modified since the last stamp.
+    modified: Vec<RuleId>,
 }
 
 impl RuleTimers {
-    /// Rule `id` was added.
+    /// Rule `id`, the next id, was added.
     pub(crate) fn added(&mut self, id: RuleId, rule: &Rule) {
-        if self.modified.len() <= id as usize {
-            self.modified.resize(id as usize + 1, 0);
-        }
-        self.unstamped.push((id, true));
         if rule.idle_timeout > 0 || rule.hard_timeout > 0 {
-            self.expirable.insert(id);
+            self.expirable.insert(id, 0);
         }
     }
 
     /// Rule `id` was modified: its hard timeout restarts.
     pub(crate) fn modified(&mut self, id: RuleId) {
-        self.unstamped.push((id, false));
+        if self.expirable.contains_key(&id) {
+            self.modified.push(id);
+        }
     }
 
     /// Rule `id` was removed.
@@ -49,13 +50,20 @@ impl RuleTimers {
         self.expirable.remove(&id);
     }
 
-    /// The additions and modifications since the last stamp happened at `now_ns`; `added` is
-    /// told each rule added (its idle time counts from then).
-    pub(crate) fn stamp(&mut self, now_ns: u64, mut added: impl FnMut(RuleId)) {
-        for (id, is_added) in self.unstamped.drain(..) {
-            self.modified[id as usize] = now_ns;
-            if is_added {
-                added(id);
+    /// The additions (ids below `next_id` not stamped yet) and modifications since the last
+    /// stamp happened at `now_ns`; `added` is told each rule added (its idle time counts from
+    /// then).
+    pub(crate) fn stamp(&mut self, now_ns: u64, next_id: RuleId, mut added: impl FnMut(RuleId)) {
+        for id in self.first_unstamped..next_id {
+            added(id);
+        }
+        for (_, modified) in self.expirable.range_mut(self.first_unstamped..next_id) {
+            *modified = now_ns;
+        }
+        self.first_unstamped = next_id;
+        for id in self.modified.drain(..) {
+            if let Some(modified) = self.expirable.get_mut(&id) {
+                *modified = now_ns;
             }
         }
     }
@@ -69,10 +77,8 @@ impl RuleTimers {
         out: &mut Vec<RuleId>,
     ) {
         const S: u64 = 1_000_000_000;
-        for &id in &self.expirable {
-            let (Some((r, used)), Some(&modified)) = (rule(id), self.modified.get(id as usize)) else {
-                continue;
-            };
+        for (&id, &modified) in &self.expirable {
+            let Some((r, used)) = rule(id) else { continue };
             let hard = r.hard_timeout > 0 && now_ns > modified + r.hard_timeout as u64 * S;
             let idle = r.idle_timeout > 0 && now_ns > used + r.idle_timeout as u64 * S;
             if hard || idle {

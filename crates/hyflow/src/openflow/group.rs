@@ -168,8 +168,8 @@ impl SwitchPorts {
             }
         }
         for r in rules {
-            if r.matcher.mask.get(id::IN_PORT) == u128::from(u32::MAX) {
-                ports.insert(r.matcher.value.in_port());
+            if r.matcher().mask.get(id::IN_PORT) == u128::from(u32::MAX) {
+                ports.insert(r.matcher().value.in_port());
             }
         }
         ports.extend(groups.iter().flat_map(|g| g.buckets.iter().filter_map(|b| b.watch_port)));

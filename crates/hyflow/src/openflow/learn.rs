@@ -155,15 +155,11 @@ impl Learn {
                 }
             }
         }
-        Rule {
-            table: self.table,
-            priority: self.priority,
-            cookie: self.cookie,
-            idle_timeout: self.idle_timeout,
-            hard_timeout: self.hard_timeout,
-            matcher: Match::new(value, mask),
-            actions,
-        }
+        let mut rule = Rule::new(self.table, self.priority, &Match::new(value, mask), actions);
+        rule.cookie = self.cookie;
+        rule.idle_timeout = self.idle_timeout;
+        rule.hard_timeout = self.hard_timeout;
+        rule
     }
 }
 
@@ -347,8 +343,8 @@ mod tests {
         p.process(&packet, &mut tr);
         assert_eq!(tr.learned.len(), 1);
         let learned = &tr.learned[0];
-        assert_eq!(learned.matcher.to_string(), "vlan_tci=0x0005/0x0fff,dl_dst=00:00:00:00:00:07");
-        assert_eq!(learned.actions, vec![Action::Output(3)]);
+        assert_eq!(learned.matcher().to_string(), "vlan_tci=0x0005/0x0fff,dl_dst=00:00:00:00:00:07");
+        assert_eq!(learned.actions[..], [Action::Output(3)]);
         // The megaflow holds what the learned flow was made of.
         assert!(tr.megaflow.to_string().contains("dl_src=00:00:00:00:00:07"), "{}", tr.megaflow);
     }

@@ -1,6 +1,7 @@
 //! OpenFlow: flow-file parsing, the classifier, and the multi-table pipeline (the slow path).
 
 pub mod action;
+mod action_pool;
 pub mod classifier;
 pub mod ct;
 pub mod dp_actions;
@@ -34,5 +35,5 @@ pub use parser::{
 };
 pub use pipeline::Pipeline;
 pub use prefixes::PrefixTries;
-pub use rule::{Match, Rule, RuleId};
+pub use rule::{Actions, Match, Rule, RuleId};
 pub use traversal::{LookupRef, Traversal};

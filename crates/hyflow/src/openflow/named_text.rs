@@ -153,7 +153,7 @@ mod tests {
         let named = format!(
             "table={},priority=5,{} actions={}",
             with_names("table=3", &n).trim_start_matches("table="),
-            with_names(&r.matcher.to_string(), &n),
+            with_names(&r.matcher().to_string(), &n),
             with_names(&crate::openflow::action::format_actions(&r.actions), &n)
         );
         let again = crate::openflow::parser::parse_flows_named(&named, "t", &mut n).unwrap();

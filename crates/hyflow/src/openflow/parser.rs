@@ -3,6 +3,7 @@
 //! Every error names file, line, column and the offending token; a file with any error yields
 //! no rules at all, so a pipeline is never half-installed.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use super::action::{Action, Conjunction, SubField};
@@ -11,7 +12,7 @@ use super::names::{
     declared_tables, reserved_port, unquote, Names, ALL_PORT, CONTROLLER_PORT, FLOOD_PORT, LOCAL_PORT,
     NORMAL_PORT,
 };
-use super::rule::{Match, Rule};
+use super::rule::{Actions, Match, Rule};
 use crate::packet::ct_state;
 use crate::packet::field::{id, proto, FieldId, Prereq, FIELDS};
 use crate::packet::format::{parse_field_value, parse_int};
@@ -184,15 +185,7 @@ pub(crate) fn parse_flow_spec_named(
         Some(pos) => (&line[..pos], Some(pos)),
         None => (line, None),
     };
-    let mut rule = Rule {
-        table: 0,
-        priority: DEFAULT_PRIORITY,
-        cookie: 0,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        matcher: Match::default(),
-        actions: Vec::new(),
-    };
+    let mut rule = Rule::new(0, DEFAULT_PRIORITY, &Match::default(), Vec::new());
     let mut spec = FlowSpec {
         rule: rule.clone(),
         table_given: false,
@@ -206,9 +199,10 @@ pub(crate) fn parse_flow_spec_named(
     for tok in split_top(match_text, 0, b", \t\r") {
         parse_match_token(kind, names, tok, &mut spec, &mut rule, &mut value, &mut mask, &mut used)?;
     }
-    rule.matcher = Match::new(value, mask);
+    let matcher = Match::new(value, mask);
+    rule.set_matcher(&matcher);
     for (p, tok) in &used {
-        if !match_satisfies(&rule.matcher, *p) {
+        if !match_satisfies(&matcher, *p) {
             return Err(tok.fail(format!("{} requires {}", field_name_of(tok.text), prereq_text(*p))));
         }
     }
@@ -226,7 +220,7 @@ pub(crate) fn parse_flow_spec_named(
         }
         (SpecKind::Add | SpecKind::Modify, Some(pos)) => {
             let start = pos + "actions=".len();
-            rule.actions = parse_actions(&line[start..], start, &rule, names)?;
+            rule.actions = parse_actions(&line[start..], start, &rule, names)?.into();
         }
         (SpecKind::Selector, None) => {}
     }
@@ -583,7 +577,7 @@ fn dl_type_of(m: &Match) -> Option<u16> {
 /// Whether the match of `rule` guarantees prerequisite `p`; always for actions outside a
 /// rule (group buckets), which OVS checks at run time only.
 pub(super) fn satisfied(rule: Option<&Rule>, p: Prereq) -> bool {
-    rule.is_none_or(|r| match_satisfies(&r.matcher, p))
+    rule.is_none_or(|r| match_satisfies(&r.matcher(), p))
 }
 
 /// An action reading `f` (at `tok`) needs the rule's match to guarantee the field exists.
@@ -989,14 +983,15 @@ fn parse_any_action(tok: &Tok, rule: Option<&Rule>, names: &Names) -> Result<Opt
             }
             // OVS check_CT and check_NAT, against the rule's match.
             if let Some(r) = rule {
-                let dl = dl_type_of(&r.matcher);
+                let dl = dl_type_of(&r.matcher());
                 if !matches!(dl, Some(proto::ETH_IPV4 | proto::ETH_IPV6)) {
                     return Err(
                         tok.fail("ct requires the match to have dl_type=0x0800 or 0x86dd (ip or ipv6)")
                     );
                 }
                 let inv =
-                    r.matcher.value.ct_state() & r.matcher.mask.get(id::CT_STATE) as u8 & ct_state::INV != 0;
+                    r.matcher().value.ct_state() & r.matcher().mask.get(id::CT_STATE) as u8 & ct_state::INV
+                        != 0;
                 if ct.commit && inv {
                     return Err(tok
                         .fail("ct(commit) cannot commit invalid connections (the match has ct_state=+inv)"));
@@ -1177,10 +1172,25 @@ pub fn parse_flows_named(text: &str, file: &str, names: &mut Names) -> Result<Ve
         declare_tables(names, line, i + 1, file)?;
     }
     let mut rules = Vec::new();
+    let mut lists = HashSet::new();
     for (i, line) in text.lines().enumerate() {
-        rules.extend(parse_flow_line(line, i + 1, file, names)?);
+        if let Some(mut rule) = parse_flow_line(line, i + 1, file, names)? {
+            share_actions(&mut lists, &mut rule);
+            rules.push(rule);
+        }
     }
     Ok(rules)
+}
+
+/// Points `rule`'s actions at the equal list among `lists` (entering it if new): a file of a
+/// million rules repeats a few lists, and the rules it loads should hold them once.
+fn share_actions(lists: &mut HashSet<Actions>, rule: &mut Rule) {
+    match lists.get(&rule.actions) {
+        Some(shared) => rule.actions = shared.clone(),
+        None => {
+            lists.insert(rule.actions.clone());
+        }
+    }
 }
 
 /// Where the clauses of each conjunction are, to point out conjunctions that can never
@@ -1191,7 +1201,7 @@ pub fn parse_flows_named(text: &str, file: &str, names: &mut Names) -> Result<Ve
 struct Clauses {
     /// The clause flows in force, by (table, match, priority), as a later identical rule
     /// replaces an earlier one.
-    flows: std::collections::BTreeMap<(u8, String, u16), ClauseFlow>,
+    flows: HashMap<(u8, Match, u16), ClauseFlow>,
 }
 
 /// Where a clause flow is, and what it is a clause of.
@@ -1212,8 +1222,11 @@ struct Tally {
 
 impl Clauses {
     fn note(&mut self, rule: &Rule, line: &str, number: usize) {
-        let key = (rule.table, rule.matcher.to_string(), rule.priority);
         let conj = super::action::conjunctions(&rule.actions);
+        if conj.is_empty() && self.flows.is_empty() {
+            return;
+        }
+        let key = (rule.table, rule.matcher(), rule.priority);
         if conj.is_empty() {
             self.flows.remove(&key);
         } else {
@@ -1375,6 +1388,60 @@ pub fn read_flow_file_named(path: &Path, names: &mut Names) -> Result<Vec<Rule>,
     read_flow_file_checked(path, names).map(|(rules, _)| rules)
 }
 
+/// Lines a flow file's parse takes at once (a few megabytes of text).
+const PARSE_BATCH_LINES: usize = 65_536;
+
+/// Most threads a flow file's parse uses.
+const MAX_PARSE_THREADS: usize = 8;
+
+/// Lines of a flow file read but not parsed yet, with their line numbers.
+#[derive(Default)]
+struct LineBatch {
+    text: String,
+    /// (start, end, line number) of each line in `text`.
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl LineBatch {
+    fn push(&mut self, line: &str, number: usize) {
+        self.spans.push((self.text.len(), self.text.len() + line.len(), number));
+        self.text.push_str(line);
+    }
+
+    fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.spans.clear();
+    }
+
+    /// The lines with their numbers, in order.
+    fn lines(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.spans.iter().map(|&(a, b, n)| (&self.text[a..b], n))
+    }
+
+    /// Every line parsed, in order, on up to `threads` threads (a share of the lines each).
+    fn parse(&self, file: &str, names: &Names, threads: usize) -> Vec<Result<Option<Rule>, FlowFileError>> {
+        let per_thread = self.spans.len().div_ceil(threads.max(1)).max(1);
+        let parse_all = |spans: &[(usize, usize, usize)]| -> Vec<_> {
+            spans.iter().map(|&(a, b, n)| parse_flow_line(&self.text[a..b], n, file, names)).collect()
+        };
+        if self.spans.len() <= per_thread {
+            return parse_all(&self.spans);
+        }
+        std::thread::scope(|s| {
+            let shares: Vec<_> =
+                self.spans.chunks(per_thread).map(|c| s.spawn(move || parse_all(c))).collect();
+            shares
+                .into_iter()
+                .flat_map(|share| share.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        })
+    }
+}
+
 /// [`read_flow_file_named`], also returning warnings: what Open vSwitch accepts but cannot
 /// work as written (a conjunction some clause of which no flow provides), each with file,
 /// line, column and token.
@@ -1383,25 +1450,43 @@ pub fn read_flow_file_checked(
     names: &mut Names,
 ) -> Result<(Vec<Rule>, Vec<FlowFileError>), FlowFileError> {
     read_lines(path, |line, number, file| declare_tables(names, line, number, file))?;
+    let names: &Names = names;
     let mut rules = Vec::new();
     let mut clauses = Clauses::default();
     // The first flow using a meter, and how many do.
     let (mut metered, mut first_meter) = (0, None);
-    read_lines(path, |line, number, file| {
-        if let Some(rule) = parse_flow_line(line, number, file, names)? {
+    let mut lists = HashSet::new();
+    let file = path.display().to_string();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_PARSE_THREADS);
+    // Lines are parsed in batches, each batch's lines on all threads at once, and taken in
+    // file order: the rules, errors and warnings are those of a line-by-line read.
+    let mut batch = LineBatch::default();
+    let mut take_batch = |batch: &mut LineBatch| -> Result<(), FlowFileError> {
+        for ((line, number), parsed) in batch.lines().zip(batch.parse(&file, names, threads)) {
+            let Some(mut rule) = parsed? else { continue };
+            share_actions(&mut lists, &mut rule);
             clauses.note(&rule, line, number);
             if rule.actions.iter().any(|a| matches!(a, Action::Meter(_))) {
                 metered += 1;
                 if first_meter.is_none() {
                     let column = line.find("meter").map_or(1, |i| i + 1);
                     let token: String = line[column - 1..].chars().take_while(|c| *c != ',').collect();
-                    first_meter = Some(FlowFileError::at(file, number, column, &token, String::new()));
+                    first_meter = Some(FlowFileError::at(&file, number, column, &token, String::new()));
                 }
             }
             rules.push(rule);
         }
+        batch.clear();
         Ok(())
+    };
+    read_lines(path, |line, number, _| {
+        batch.push(line, number);
+        match batch.len() >= PARSE_BATCH_LINES {
+            true => take_batch(&mut batch),
+            false => Ok(()),
+        }
     })?;
+    take_batch(&mut batch)?;
     let mut warnings = clauses.problems(&path.display().to_string());
     if let Some(mut w) = first_meter {
         w.message = format!(
@@ -1428,7 +1513,7 @@ pub fn parse_packet_named(text: &str, names: &Names) -> Result<FlowKey, SpecErro
     if spec.table_given || spec.priority_given || spec.rule.cookie != 0 {
         return Err(err(1, text, "a packet cannot have table, priority or cookie"));
     }
-    let mut k = spec.rule.matcher.value;
+    let mut k = spec.rule.matcher().value;
     if k.vlan_tci() != 0 && !k.has_vlan() {
         return Err(err(1, text, "a tagged packet's vlan_tci has the CFI bit 0x1000 (untagged is 0)"));
     }
@@ -1455,10 +1540,10 @@ mod tests {
     fn defaults_and_shorthands() {
         let r = one("tcp,tp_dst=80 actions=output:2");
         assert_eq!((r.table, r.priority), (0, DEFAULT_PRIORITY));
-        assert_eq!(r.matcher.value.dl_type(), 0x0800);
-        assert_eq!(r.matcher.value.nw_proto(), 6);
-        assert_eq!(r.matcher.value.tp_dst(), 80);
-        assert_eq!(r.actions, vec![Action::Output(2)]);
+        assert_eq!(r.matcher().value.dl_type(), 0x0800);
+        assert_eq!(r.matcher().value.nw_proto(), 6);
+        assert_eq!(r.matcher().value.tp_dst(), 80);
+        assert_eq!(r.actions[..], [Action::Output(2)]);
     }
 
     #[test]

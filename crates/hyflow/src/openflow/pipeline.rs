@@ -7,6 +7,7 @@
 //! It fills a reusable [`Traversal`] with every lookup, the megaflow and the datapath actions.
 
 use super::action::{action_for_port, conjunctions, Action};
+use super::action_pool::ActionPool;
 use super::classifier::{Classifier, ClsEntry};
 use super::ct::{Ct, CtZone};
 use super::dp_actions::{
@@ -51,6 +52,8 @@ pub struct RuleStats {
 pub struct Pipeline {
     tables: Vec<Classifier>,
     rules: Vec<Option<Rule>>,
+    /// The installed rules' action lists, each distinct list once.
+    action_pool: ActionPool,
     seqs: Vec<u64>,
     stats: Vec<RuleStats>,
     timers: RuleTimers,
@@ -77,6 +80,7 @@ impl Pipeline {
         Pipeline {
             tables: (0..N_TABLES).map(|_| Classifier::new()).collect(),
             rules: Vec::new(),
+            action_pool: ActionPool::default(),
             seqs: Vec::new(),
             stats: Vec::new(),
             timers: RuleTimers::default(),
@@ -135,23 +139,33 @@ impl Pipeline {
     /// A pipeline holding `rules`, added in order.
     pub fn from_rules(rules: impl IntoIterator<Item = Rule>) -> Pipeline {
         let mut p = Pipeline::new();
+        let rules = rules.into_iter();
+        // Reserved, the arena needs no slack nor a copy while it grows.
+        let n = rules.size_hint().0;
+        p.rules.reserve_exact(n);
+        p.seqs.reserve_exact(n);
+        p.stats.reserve_exact(n);
+        p.tables.iter_mut().for_each(Classifier::defer_tries);
         for r in rules {
             p.add(r);
         }
+        p.tables.iter_mut().for_each(Classifier::flush_tries);
         p
     }
 
     /// Adds a rule; a rule with the same table, match and priority is replaced (its counters
     /// reset), as `ovs-ofctl add-flow` does. Returns the new rule's id.
-    pub fn add(&mut self, rule: Rule) -> RuleId {
-        if let Some(old) = self.tables[rule.table as usize].find_exact(&rule.matcher, rule.priority) {
+    pub fn add(&mut self, mut rule: Rule) -> RuleId {
+        let matcher = rule.matcher();
+        if let Some(old) = self.tables[rule.table as usize].find_exact(&matcher, rule.priority) {
             self.remove(old);
         }
         let id = self.rules.len() as RuleId;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.classify(id, &rule, seq);
+        self.classify(id, &rule, &matcher, seq);
         self.timers.added(id, &rule);
+        self.action_pool.take(&mut rule.actions);
         self.rules.push(Some(rule));
         self.seqs.push(seq);
         self.stats.push(RuleStats::default());
@@ -161,22 +175,23 @@ impl Pipeline {
 
     /// Enters rule `id` in its table's classifier: a soft rule if it is a clause of
     /// conjunctions.
-    fn classify(&mut self, id: RuleId, rule: &Rule, seq: u64) {
+    fn classify(&mut self, id: RuleId, rule: &Rule, matcher: &Match, seq: u64) {
         let conj = conjunctions(&rule.actions);
         let entry = ClsEntry { rule: id, priority: rule.priority, seq, soft: !conj.is_empty() };
         let table = &mut self.tables[rule.table as usize];
         if conj.is_empty() {
-            table.insert(&rule.matcher, entry);
+            table.insert(matcher, entry);
         } else {
-            table.insert_soft(&rule.matcher, entry, &conj);
+            table.insert_soft(matcher, entry, &conj);
         }
     }
 
     /// Removes a rule; returns it if it was installed.
     pub fn remove(&mut self, id: RuleId) -> Option<Rule> {
         let rule = self.rules.get_mut(id as usize)?.take()?;
-        self.tables[rule.table as usize].remove(&rule.matcher, id);
+        self.tables[rule.table as usize].remove(&rule.matcher(), id);
         self.timers.removed(id);
+        self.action_pool.give_back(&rule.actions);
         self.n_rules -= 1;
         Some(rule)
     }
@@ -186,7 +201,9 @@ impl Pipeline {
     pub fn modify(&mut self, id: RuleId, actions: &[Action], cookie: Option<u64>) -> bool {
         let Some(rule) = self.rules.get_mut(id as usize).and_then(|r| r.as_mut()) else { return false };
         let reclassify = conjunctions(&rule.actions) != conjunctions(actions);
-        rule.actions = actions.to_vec();
+        self.action_pool.give_back(&rule.actions);
+        rule.actions = actions.into();
+        self.action_pool.take(&mut rule.actions);
         self.timers.modified(id);
         if let Some(c) = cookie {
             rule.cookie = c;
@@ -194,9 +211,9 @@ impl Pipeline {
         if reclassify {
             // Becoming (or ceasing to be) a clause, or of other conjunctions: same place in
             // the table's order, new role.
-            let rule = rule.clone();
-            self.tables[rule.table as usize].remove(&rule.matcher, id);
-            self.classify(id, &rule, self.seqs[id as usize]);
+            let (rule, matcher) = (rule.clone(), rule.matcher());
+            self.tables[rule.table as usize].remove(&matcher, id);
+            self.classify(id, &rule, &matcher, self.seqs[id as usize]);
         }
         true
     }
@@ -270,7 +287,7 @@ impl Pipeline {
     /// timeouts count from then; see [`super::expiry`]).
     pub fn stamp_changes(&mut self, now_ns: u64) {
         let stats = &mut self.stats;
-        self.timers.stamp(now_ns, |id| stats[id as usize].used_ns = now_ns);
+        self.timers.stamp(now_ns, stats.len() as RuleId, |id| stats[id as usize].used_ns = now_ns);
     }
 
     /// Appends to `out` the rules whose idle or hard timeout has passed at `now_ns`, in id

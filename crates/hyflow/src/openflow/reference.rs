@@ -15,7 +15,7 @@ pub fn linear_lookup(p: &Pipeline, table: u8, key: &FlowKey) -> Option<RuleId> {
         return conjunctive_lookup(p, table, key);
     }
     in_table()
-        .filter(|(_, r)| r.matcher.matches(key))
+        .filter(|(_, r)| r.matcher().matches(key))
         .max_by(|a, b| rank(p, a).cmp(&rank(p, b)))
         .map(|(id, _)| id)
 }
@@ -45,10 +45,10 @@ pub fn conjunctive_lookup(p: &Pipeline, table: u8, key: &FlowKey) -> Option<Rule
     let soft = |r: &Rule| !conjunctions(&r.actions).is_empty();
     // Groups of identical matches, each best first, in the classifier's mask order.
     let mut groups: Vec<(Match, Vec<(RuleId, &Rule)>)> = Vec::new();
-    for &(id, r) in rules.iter().filter(|(_, r)| r.matcher.matches(key)) {
-        match groups.iter_mut().find(|(m, _)| *m == r.matcher) {
+    for &(id, r) in rules.iter().filter(|(_, r)| r.matcher().matches(key)) {
+        match groups.iter_mut().find(|(m, _)| *m == r.matcher()) {
             Some((_, g)) => g.push((id, r)),
-            None => groups.push((r.matcher, vec![(id, r)])),
+            None => groups.push((r.matcher(), vec![(id, r)])),
         }
     }
     for (_, g) in &mut groups {
@@ -56,7 +56,7 @@ pub fn conjunctive_lookup(p: &Pipeline, table: u8, key: &FlowKey) -> Option<Rule
     }
     let mask_rank = |m: &Match| {
         let top =
-            rules.iter().filter(|(_, r)| r.matcher.mask == m.mask).map(|(id, r)| rank(p, &(*id, *r))).max();
+            rules.iter().filter(|(_, r)| r.matcher().mask == m.mask).map(|(id, r)| rank(p, &(*id, *r))).max();
         std::cmp::Reverse(top)
     };
     groups.sort_by_key(|(m, _)| mask_rank(m));
@@ -103,8 +103,8 @@ pub fn conjunctive_lookup(p: &Pipeline, table: u8, key: &FlowKey) -> Option<Rule
                     with_id.set(id::CONJ_ID, c.id as u128);
                     // The second lookup sees each group's best rule only, and skips it if soft.
                     let mut heads: Vec<(RuleId, &Rule)> = Vec::new();
-                    for &(id, r) in rules.iter().filter(|(_, r)| r.matcher.matches(&with_id)) {
-                        match heads.iter_mut().find(|(_, h)| h.matcher == r.matcher) {
+                    for &(id, r) in rules.iter().filter(|(_, r)| r.matcher().matches(&with_id)) {
+                        match heads.iter_mut().find(|(_, h)| h.matcher() == r.matcher()) {
                             Some(h) if rank(p, &(id, r)) > rank(p, h) => *h = (id, r),
                             Some(_) => {}
                             None => heads.push((id, r)),

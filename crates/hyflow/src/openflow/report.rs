@@ -180,7 +180,7 @@ pub(crate) fn trace_text(tr: &Traversal, p: &Pipeline, names: Option<&Names>) ->
         let indent = "    ".repeat(s.depth as usize);
         match s.rule.and_then(|r| p.rule(r)) {
             Some(r) => {
-                let m = named(r.matcher.to_string());
+                let m = named(r.matcher().to_string());
                 let _ = writeln!(
                     out,
                     "{indent}{} {}{}priority {}, cookie {:#x}",

@@ -1,6 +1,9 @@
 //! Rules: a match, a priority and an action list, installed in one table.
 
+use std::sync::Arc;
+
 use super::action::{format_actions, Action};
+use crate::packet::field::KEY_WORDS;
 use crate::packet::format::format_match;
 use crate::packet::{FlowKey, FlowMask};
 
@@ -45,10 +48,53 @@ impl std::fmt::Display for Match {
     }
 }
 
+/// A match stored by the key words its mask touches: a rule matches a few fields, and a
+/// dense [`Match`] is 448 bytes, which made a million-rule table cost over a kilobyte per rule.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+struct PackedMatch {
+    /// Bit `i` set: word `i` of the mask is not zero.
+    present: u32,
+    /// (value, mask) of every present word, ascending.
+    pairs: Box<[[u64; 2]]>,
+}
+
+const _: () = assert!(KEY_WORDS <= 32, "PackedMatch's word set is a u32");
+
+impl PackedMatch {
+    fn pack(m: &Match) -> PackedMatch {
+        let mut present = 0u32;
+        let pairs = (0..KEY_WORDS)
+            .filter(|&i| m.mask.words[i] != 0)
+            .map(|i| {
+                present |= 1 << i;
+                [m.value.words[i], m.mask.words[i]]
+            })
+            .collect();
+        PackedMatch { present, pairs }
+    }
+
+    fn unpack(&self) -> Match {
+        let mut m = Match::default();
+        let mut bits = self.present;
+        for &[value, mask] in self.pairs.iter() {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            m.value.words[i] = value;
+            m.mask.words[i] = mask;
+        }
+        m
+    }
+}
+
+/// A rule's action list, shared: rules with equal actions hold one copy once installed (a
+/// [`Pipeline`](super::Pipeline) interns them), and a rule's clone costs no allocation.
+pub type Actions = Arc<[Action]>;
+
 /// Index of a rule in a [`Pipeline`](super::Pipeline)'s rule arena; stable for the rule's life.
 pub type RuleId = u32;
 
-/// One OpenFlow rule.
+/// One OpenFlow rule, stored compactly (its match packed, its actions shared): a pipeline
+/// holds millions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// Table the rule lives in.
@@ -61,10 +107,35 @@ pub struct Rule {
     pub idle_timeout: u16,
     /// Seconds after install, or the last modification, before the rule expires (0 = never).
     pub hard_timeout: u16,
-    /// What packets the rule applies to.
-    pub matcher: Match,
+    /// What packets the rule applies to ([`Rule::matcher`] expands it).
+    packed: PackedMatch,
     /// What it does to them.
-    pub actions: Vec<Action>,
+    pub actions: Actions,
+}
+
+impl Rule {
+    /// A rule of `table` at `priority` with no cookie and no timeouts.
+    pub fn new(table: u8, priority: u16, matcher: &Match, actions: impl Into<Actions>) -> Rule {
+        Rule {
+            table,
+            priority,
+            cookie: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            packed: PackedMatch::pack(matcher),
+            actions: actions.into(),
+        }
+    }
+
+    /// What packets the rule applies to.
+    pub fn matcher(&self) -> Match {
+        self.packed.unpack()
+    }
+
+    /// Replaces the rule's match.
+    pub fn set_matcher(&mut self, matcher: &Match) {
+        self.packed = PackedMatch::pack(matcher);
+    }
 }
 
 impl std::fmt::Display for Rule {
@@ -73,10 +144,32 @@ impl std::fmt::Display for Rule {
         if self.cookie != 0 {
             write!(f, ",cookie={:#x}", self.cookie)?;
         }
-        let m = self.matcher.to_string();
+        let m = self.matcher().to_string();
         if !m.is_empty() {
             write!(f, ",{m}")?;
         }
         write!(f, " actions={}", format_actions(&self.actions))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::openflow::parser::parse_flows;
+
+    #[test]
+    fn a_packed_match_unpacks_to_itself() {
+        let text = "actions=drop\n\
+                    in_port=3,actions=drop\n\
+                    ip,nw_dst=10.1.2.0/24,actions=drop\n\
+                    ipv6,ipv6_src=2001:db8::/33,tcp6,tp_dst=443,actions=drop\n";
+        for rule in parse_flows(text, "t").unwrap() {
+            let m = rule.matcher();
+            let mut again = rule.clone();
+            again.set_matcher(&m);
+            assert_eq!(again, rule);
+            assert_eq!(rule.packed.pairs.len(), rule.packed.present.count_ones() as usize);
+            assert_eq!(rule.packed.pairs.len(), m.mask.words.iter().filter(|&&w| w != 0).count());
+            assert!(rule.packed.pairs.iter().zip(0..).all(|(&[v, k], _)| v & !k == 0));
+        }
     }
 }

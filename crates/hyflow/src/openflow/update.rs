@@ -246,7 +246,7 @@ pub fn delete(p: &mut Pipeline, id: RuleId, changed: &mut Vec<LookupRef>) {
 /// answer is the `conj_id` rule, whatever its own priority), so a change to one is taken to
 /// change every lookup of its table.
 fn conjunctive(r: &Rule) -> bool {
-    r.matcher.mask.get(crate::packet::field::id::CONJ_ID) != 0 || is_clause(r)
+    r.matcher().mask.get(crate::packet::field::id::CONJ_ID) != 0 || is_clause(r)
 }
 
 /// Whether a rule is a clause of a conjunction (its actions are `conjunction(...)`).
@@ -263,7 +263,7 @@ fn whole_table(p: &Pipeline, table: u8, changed: &mut Vec<LookupRef>) {
 fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
     let new = &spec.rule;
     let mut replaces_conjunctive = false;
-    if let Some(old) = p.table(new.table).find_exact(&new.matcher, new.priority) {
+    if let Some(old) = p.table(new.table).find_exact(&new.matcher(), new.priority) {
         changed.push(LookupRef::rule(old));
         replaces_conjunctive = p.rule(old).is_some_and(conjunctive);
     }
@@ -287,7 +287,7 @@ fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
                     && (r.priority < new.priority
                         || (with_conjunctions && r.priority == new.priority)
                         || clauses_top.is_some_and(|top| r.priority < top))
-                    && r.matcher.overlaps(&new.matcher)
+                    && r.matcher().overlaps(&new.matcher())
             })
             .map(|(id, _)| LookupRef::rule(id)),
     );
@@ -300,7 +300,7 @@ fn add(p: &mut Pipeline, spec: &FlowSpec, changed: &mut Vec<LookupRef>) {
         changed.extend(
             p.rules()
                 .filter(|(_, r)| {
-                    r.table == new.table && r.matcher.mask.get(crate::packet::field::id::CONJ_ID) != 0
+                    r.table == new.table && r.matcher().mask.get(crate::packet::field::id::CONJ_ID) != 0
                 })
                 .map(|(id, _)| LookupRef::rule(id)),
         );
@@ -319,7 +319,7 @@ fn select(p: &Pipeline, spec: &FlowSpec, strict: bool) -> Vec<u32> {
         let tables =
             if spec.table_given { want.table as usize..want.table as usize + 1 } else { 0..N_TABLES };
         let mut ids: Vec<u32> = tables
-            .filter_map(|t| p.table(t as u8).find_exact(&want.matcher, want.priority))
+            .filter_map(|t| p.table(t as u8).find_exact(&want.matcher(), want.priority))
             .filter(|&id| p.rule(id).is_some_and(cookie_ok))
             .collect();
         ids.sort_unstable();
@@ -327,7 +327,9 @@ fn select(p: &Pipeline, spec: &FlowSpec, strict: bool) -> Vec<u32> {
     }
     p.rules()
         .filter(|(_, r)| {
-            (!spec.table_given || r.table == want.table) && cookie_ok(r) && r.matcher.within(&want.matcher)
+            (!spec.table_given || r.table == want.table)
+                && cookie_ok(r)
+                && r.matcher().within(&want.matcher())
         })
         .map(|(id, _)| id)
         .collect()

@@ -35,7 +35,7 @@ impl Switch {
         self.tr.mac_learned = macs;
         for rule in &learned {
             let table = self.pipeline.table(rule.table);
-            let id = table.find_exact(&rule.matcher, rule.priority);
+            let id = table.find_exact(&rule.matcher(), rule.priority);
             let current = id.and_then(|id| self.pipeline.rule(id));
             if current.is_some_and(|r| r.actions == rule.actions && r.cookie == rule.cookie) {
                 // Learning it again refreshes it: its hard timeout restarts, as in OVS.

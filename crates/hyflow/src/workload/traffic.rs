@@ -139,7 +139,7 @@ fn random_key(rng: &mut StdRng, dl_type: u16, nw_proto: Option<u8>) -> FlowKey {
 /// A packet satisfying `rule`'s match on packet fields, the rest random; canonical (what
 /// parsing its frame gives back).
 fn flow_for_rule(rng: &mut StdRng, rule: &Rule) -> FlowKey {
-    let m = &rule.matcher;
+    let m = &rule.matcher();
     let dl_type = if m.mask.get(id::DL_TYPE) != 0 {
         m.value.dl_type()
     } else {
@@ -377,7 +377,7 @@ mod tests {
         for r in &rules {
             for _ in 0..20 {
                 let k = flow_for_rule(&mut rng, r);
-                assert!(r.matcher.matches(&k), "{r}: {k:?}");
+                assert!(r.matcher().matches(&k), "{r}: {k:?}");
                 p.process(&k, &mut tr);
             }
         }

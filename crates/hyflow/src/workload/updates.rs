@@ -12,9 +12,9 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 
 use super::traffic::TrafficError;
-use crate::openflow::action::{format_actions, Action};
+use crate::openflow::action::format_actions;
 use crate::openflow::parser::{parse_flow_spec, SpecKind};
-use crate::openflow::Rule;
+use crate::openflow::{Actions, Rule};
 
 /// What to generate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -28,14 +28,14 @@ pub struct UpdatesConfig {
 }
 
 fn selector(r: &Rule) -> String {
-    let m = r.matcher.to_string();
+    let m = r.matcher().to_string();
     let sep = if m.is_empty() { "" } else { "," };
     format!("table={},priority={}{sep}{m}", r.table, r.priority)
 }
 
 /// Actions of a random rule of the same table that are valid under rule `i`'s match (a
 /// rewrite needs its field's prerequisites in the match); rule `i`'s own if none is.
-fn donor_actions(rng: &mut StdRng, live: &[Rule], i: usize) -> Vec<Action> {
+fn donor_actions(rng: &mut StdRng, live: &[Rule], i: usize) -> Actions {
     let target = &live[i];
     let mut peers: Vec<usize> =
         (0..live.len()).filter(|&j| live[j].table == target.table && j != i).collect();
@@ -51,7 +51,7 @@ fn donor_actions(rng: &mut StdRng, live: &[Rule], i: usize) -> Vec<Action> {
 
 /// Tracks an add: it replaces a live rule with the same table, priority and match.
 fn add_live(live: &mut Vec<Rule>, r: Rule) {
-    live.retain(|x| !(x.table == r.table && x.priority == r.priority && x.matcher == r.matcher));
+    live.retain(|x| !(x.table == r.table && x.priority == r.priority && x.matcher() == r.matcher()));
     live.push(r);
 }
 
