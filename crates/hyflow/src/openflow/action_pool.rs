@@ -1,8 +1,9 @@
-//! The installed rules' distinct action lists, each held once.
+//! Distinct action lists, each held once: the installed rules' (the pipeline's pool) and a
+//! flow file's as it is parsed.
 //!
 //! A large table repeats a few action lists (a million rules of a routing table output to a
-//! handful of ports): an installed rule shares its list with every rule whose list is equal,
-//! so a rule's actions cost a pointer, not an allocation.
+//! handful of ports): a rule shares its list with every rule whose list is equal, so a rule's
+//! actions cost a pointer, not an allocation.
 
 use std::sync::Arc;
 

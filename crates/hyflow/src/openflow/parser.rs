@@ -3,16 +3,17 @@
 //! Every error names file, line, column and the offending token; a file with any error yields
 //! no rules at all, so a pipeline is never half-installed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
 use super::action::{Action, Conjunction, SubField};
+use super::action_pool::ActionPool;
 use super::ct;
 use super::names::{
     declared_tables, reserved_port, unquote, Names, ALL_PORT, CONTROLLER_PORT, FLOOD_PORT, LOCAL_PORT,
     NORMAL_PORT,
 };
-use super::rule::{Actions, Match, Rule};
+use super::rule::{Match, Rule};
 use crate::packet::ct_state;
 use crate::packet::field::{id, proto, FieldId, Prereq, FIELDS};
 use crate::packet::format::{parse_field_value, parse_int};
@@ -1172,25 +1173,15 @@ pub fn parse_flows_named(text: &str, file: &str, names: &mut Names) -> Result<Ve
         declare_tables(names, line, i + 1, file)?;
     }
     let mut rules = Vec::new();
-    let mut lists = HashSet::new();
+    // Equal action lists held once, as an installed rule's are.
+    let mut lists = ActionPool::default();
     for (i, line) in text.lines().enumerate() {
         if let Some(mut rule) = parse_flow_line(line, i + 1, file, names)? {
-            share_actions(&mut lists, &mut rule);
+            lists.take(&mut rule.actions);
             rules.push(rule);
         }
     }
     Ok(rules)
-}
-
-/// Points `rule`'s actions at the equal list among `lists` (entering it if new): a file of a
-/// million rules repeats a few lists, and the rules it loads should hold them once.
-fn share_actions(lists: &mut HashSet<Actions>, rule: &mut Rule) {
-    match lists.get(&rule.actions) {
-        Some(shared) => rule.actions = shared.clone(),
-        None => {
-            lists.insert(rule.actions.clone());
-        }
-    }
 }
 
 /// Where the clauses of each conjunction are, to point out conjunctions that can never
@@ -1455,7 +1446,8 @@ pub fn read_flow_file_checked(
     let mut clauses = Clauses::default();
     // The first flow using a meter, and how many do.
     let (mut metered, mut first_meter) = (0, None);
-    let mut lists = HashSet::new();
+    // Equal action lists held once, as an installed rule's are.
+    let mut lists = ActionPool::default();
     let file = path.display().to_string();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_PARSE_THREADS);
     // Lines are parsed in batches, each batch's lines on all threads at once, and taken in
@@ -1464,7 +1456,7 @@ pub fn read_flow_file_checked(
     let mut take_batch = |batch: &mut LineBatch| -> Result<(), FlowFileError> {
         for ((line, number), parsed) in batch.lines().zip(batch.parse(&file, names, threads)) {
             let Some(mut rule) = parsed? else { continue };
-            share_actions(&mut lists, &mut rule);
+            lists.take(&mut rule.actions);
             clauses.note(&rule, line, number);
             if rule.actions.iter().any(|a| matches!(a, Action::Meter(_))) {
                 metered += 1;

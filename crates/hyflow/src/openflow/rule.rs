@@ -169,7 +169,7 @@ mod tests {
             assert_eq!(again, rule);
             assert_eq!(rule.packed.pairs.len(), rule.packed.present.count_ones() as usize);
             assert_eq!(rule.packed.pairs.len(), m.mask.words.iter().filter(|&&w| w != 0).count());
-            assert!(rule.packed.pairs.iter().zip(0..).all(|(&[v, k], _)| v & !k == 0));
+            assert!(rule.packed.pairs.iter().all(|&[v, k]| v & !k == 0));
         }
     }
 }
