@@ -422,7 +422,7 @@ pub fn conversations(a: GenConversationsArgs) -> Result<String> {
     use hyflow::capture::PortsPcapngWriter;
     use hyflow::switch::{Switch, SwitchConfig};
     use hyflow::workload::conversations::{generate_conversations, parse_spec, ConversationConfig};
-    let (pipeline, names) = a.names.read_flows(&a.flows)?.into_pipeline();
+    let (pipeline, names) = a.names.load_pipeline(&a.flows)?;
     let spec_name = a.spec.display().to_string();
     let text = std::fs::read_to_string(&a.spec)
         .map_err(|e| anyhow::anyhow!("{spec_name}: cannot read: {}", hyflow::os_reason(&e)))?;

@@ -66,7 +66,7 @@ fn parse_ct_next(text: &str) -> Result<u8, String> {
 impl TraceArgs {
     /// The pipeline of `--flows`, and the names its packets may use.
     pub fn pipeline(&self) -> Result<(Pipeline, Names)> {
-        let (mut pipeline, names) = self.names.read_flows(&self.flows)?.into_pipeline();
+        let (mut pipeline, names) = self.names.load_pipeline(&self.flows)?;
         pipeline.set_prefix_tries(self.prefixes.prefixes);
         Ok((pipeline, names))
     }

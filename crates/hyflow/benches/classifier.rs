@@ -24,11 +24,8 @@ fn bench_lookup(c: &mut Criterion) {
             let mut cls = Classifier::new();
             let mut flat: Vec<(Match, u16, u32)> = Vec::new();
             for (i, r) in rules.iter().enumerate() {
-                if cls.find_exact(&r.matcher(), r.priority).is_none() {
-                    cls.insert(
-                        &r.matcher(),
-                        ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64, soft: false },
-                    );
+                let entry = ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64, soft: false };
+                if cls.insert(&r.matcher(), entry).is_ok() {
                     flat.push((r.matcher(), r.priority, i as u32));
                 }
             }

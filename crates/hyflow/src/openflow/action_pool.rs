@@ -5,11 +5,46 @@
 //! handful of ports): a rule shares its list with every rule whose list is equal, so a rule's
 //! actions cost a pointer, not an allocation.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use hashbrown::{HashMap, HashSet};
 
 use super::rule::Actions;
+
+/// Equal action lists made on several threads (a flow file's parse), held once: every thread
+/// then hands out the same list for equal actions, so the pools downstream find each by its
+/// address. Each thread keeps a [`LocalLists`] in front of the shared set and takes the lock
+/// once per distinct list it meets.
+#[derive(Default)]
+pub(crate) struct SharedLists(Mutex<HashSet<Actions>>);
+
+/// One thread's view of a [`SharedLists`].
+pub(crate) struct LocalLists<'a> {
+    shared: &'a SharedLists,
+    seen: HashSet<Actions>,
+}
+
+impl<'a> LocalLists<'a> {
+    pub(crate) fn new(shared: &'a SharedLists) -> Self {
+        LocalLists { shared, seen: HashSet::new() }
+    }
+
+    /// Points `actions` at the shared list equal to it (entering it if new).
+    pub(crate) fn share(&mut self, actions: &mut Actions) {
+        let shared = match self.seen.get(actions) {
+            Some(list) => list,
+            None => {
+                // A poisoned lock means another parsing thread panicked: its set is still whole.
+                let mut set = self.shared.0.lock().unwrap_or_else(|e| e.into_inner());
+                let list = set.get_or_insert_with(actions, |a| a.clone()).clone();
+                self.seen.get_or_insert(list)
+            }
+        };
+        if !Arc::ptr_eq(shared, actions) {
+            *actions = shared.clone();
+        }
+    }
+}
 
 /// Distinct action lists with the number of installed rules holding each.
 #[derive(Default)]

@@ -329,20 +329,8 @@ pub struct Classifier {
     prefix_set: u8,
     n_rules: usize,
     scratch: Vec<u64>,
-    /// Prefix insertions held back while loading many rules.
-    deferred: DeferredPrefixes,
-}
-
-/// Trie insertions held back during a bulk load ([`Classifier::defer_tries`]) and made in
-/// sorted order at [`Classifier::flush_tries`]: a million prefixes inserted in order walk the
-/// trie's memory in order, where in file order every insertion misses the cache at each level.
-#[derive(Default)]
-struct DeferredPrefixes {
-    on: bool,
-    /// (trie, value, prefix length).
-    fields: Vec<(u8, u128, u8)>,
-    /// (subtable, ports value, prefix length).
-    ports: Vec<(u32, u128, u8)>,
+    /// Whether prefix insertions are held back (a bulk load, see [`Classifier::defer_tries`]).
+    deferring: bool,
 }
 
 impl Default for Classifier {
@@ -365,7 +353,7 @@ impl Classifier {
             prefix_set: PrefixTries::default().set(),
             n_rules: 0,
             scratch: Vec::new(),
-            deferred: DeferredPrefixes::default(),
+            deferring: false,
         }
     }
 
@@ -373,23 +361,15 @@ impl Classifier {
     /// them in sorted order: for loading many rules at once. Lookups must wait for the flush;
     /// a removal flushes first.
     pub(crate) fn defer_tries(&mut self) {
-        self.deferred.on = true;
+        self.deferring = true;
     }
 
-    /// Makes the insertions held back since [`Classifier::defer_tries`], in sorted order.
+    /// Makes the insertions held back since [`Classifier::defer_tries`] (a trie empty until
+    /// then is built bottom-up), and stops holding them back.
     pub(crate) fn flush_tries(&mut self) {
-        let d = &mut self.deferred;
-        d.fields.sort_unstable();
-        for &(j, value, plen) in &d.fields {
-            self.tries[j as usize].insert(value, plen as u32);
-        }
-        d.ports.sort_unstable();
-        for &(si, value, plen) in &d.ports {
-            if let Some(st) = self.subtables[si as usize].as_mut() {
-                st.ports_trie.insert(value, plen as u32);
-            }
-        }
-        *d = DeferredPrefixes::default();
+        self.deferring = false;
+        self.tries.iter_mut().for_each(PrefixTrie::flush);
+        self.subtables.iter_mut().flatten().for_each(|st| st.ports_trie.flush());
     }
 
     /// Number of rules.
@@ -446,15 +426,25 @@ impl Classifier {
         st.entries(b).find(|e| e.priority == priority).map(|e| e.rule)
     }
 
-    /// Adds a soft rule: a clause of the `conjunctions` (see [`ClsEntry::soft`]).
-    pub(crate) fn insert_soft(&mut self, m: &Match, entry: ClsEntry, conjunctions: &[Conjunction]) {
+    /// Adds a soft rule: a clause of the `conjunctions` (see [`ClsEntry::soft`]); as
+    /// [`Classifier::insert`].
+    pub(crate) fn insert_soft(
+        &mut self,
+        m: &Match,
+        entry: ClsEntry,
+        conjunctions: &[Conjunction],
+    ) -> Result<(), RuleId> {
         debug_assert!(entry.soft && !conjunctions.is_empty());
+        self.insert(m, entry)?;
         self.conjunctions.insert(entry.rule, conjunctions.into());
-        self.insert(m, entry);
+        Ok(())
     }
 
-    /// Adds a rule. The caller guarantees no rule with the same match and priority exists.
-    pub fn insert(&mut self, m: &Match, entry: ClsEntry) {
+    /// Adds a rule, unless one with the same match and priority is there: then nothing changes
+    /// and that rule is the error (the caller replaces it, as OpenFlow's add does). Finding it
+    /// is the probe the insertion makes anyway, so a load of a million distinct rules probes
+    /// each bucket once.
+    pub fn insert(&mut self, m: &Match, entry: ClsEntry) -> Result<(), RuleId> {
         let si = match self.subtable_of(&m.mask) {
             Some(si) => si,
             None => {
@@ -470,6 +460,18 @@ impl Classifier {
         scratch.clear();
         let st = self.subtables[si as usize].as_mut().expect("live subtable");
         let hash = st.hashes(&m.value, &mut scratch);
+        let value = &m.value;
+        let (keys, lanes) = (&st.keys, &st.lanes);
+        let found = st.buckets.find_mut(hash, |b| {
+            b.hash == hash && key_is(keys, lanes, b.slot, |l| value.words[l.word as usize])
+        });
+        if let Some(b) = &found {
+            let same = std::iter::once(&b.best).chain(st.others.get(&b.slot).into_iter().flatten());
+            if let Some(e) = same.into_iter().find(|e| e.priority == entry.priority) {
+                self.scratch = scratch;
+                return Err(e.rule);
+            }
+        }
         for (i, &h) in scratch.iter().enumerate() {
             match st.indices[i].find_mut(h, |e| e.0 == h) {
                 Some(e) => e.1 += 1,
@@ -478,11 +480,6 @@ impl Classifier {
                 }
             }
         }
-        let value = &m.value;
-        let (keys, lanes) = (&st.keys, &st.lanes);
-        let found = st.buckets.find_mut(hash, |b| {
-            b.hash == hash && key_is(keys, lanes, b.slot, |l| value.words[l.word as usize])
-        });
         match found {
             Some(b) => {
                 let others = st.others.entry(b.slot).or_default();
@@ -498,21 +495,18 @@ impl Classifier {
                 st.buckets.insert_unique(hash, Bucket { hash, best: entry, slot }, |b| b.hash);
             }
         }
-        let deferred = &mut self.deferred;
+        let add = match self.deferring {
+            true => PrefixTrie::defer,
+            false => PrefixTrie::insert,
+        };
         if st.ports_mask_len > 0 {
-            let (value, plen) = (st.ports_value(&m.value), st.ports_mask_len);
-            match deferred.on {
-                true => deferred.ports.push((si, value, plen)),
-                false => st.ports_trie.insert(value, plen as u32),
-            }
+            let value = st.ports_value(&m.value);
+            add(&mut st.ports_trie, value, st.ports_mask_len as u32);
         }
         for (j, f) in TRIE_FIELDS.iter().enumerate() {
             let plen = st.trie_plen[j];
             if plen > 0 {
-                match deferred.on {
-                    true => deferred.fields.push((j as u8, m.value.get(*f), plen)),
-                    false => self.tries[j].insert(m.value.get(*f), plen as u32),
-                }
+                add(&mut self.tries[j], m.value.get(*f), plen as u32);
             }
         }
         st.n_rules += 1;
@@ -526,14 +520,15 @@ impl Classifier {
         }
         self.n_rules += 1;
         self.scratch = scratch;
+        Ok(())
     }
 
     /// Removes a rule previously inserted with this match; returns whether it was there.
     pub fn remove(&mut self, m: &Match, rule: RuleId) -> bool {
-        if self.deferred.on {
+        if self.deferring {
             // The tries must hold what is removed; the load goes on deferring.
             self.flush_tries();
-            self.deferred.on = true;
+            self.deferring = true;
         }
         self.conjunctions.remove(&rule);
         let Some(si) = self.subtable_of(&m.mask) else { return false };
@@ -863,7 +858,7 @@ impl Classifier {
         ctx: &mut TrieCtx,
         wc: &mut FlowMask,
     ) -> Option<ClsEntry> {
-        debug_assert!(!self.deferred.on, "a lookup before the deferred tries were flushed");
+        debug_assert!(!self.deferring, "a lookup before the deferred tries were flushed");
         let mut h = SEED;
         let mut start = 0usize;
         let last = st.stage_ends.len() - 1;
@@ -921,10 +916,8 @@ mod tests {
         let mut c = Classifier::new();
         for (i, l) in lines.iter().enumerate() {
             let r = parse_flow_spec(l, SpecKind::Add).unwrap().rule;
-            c.insert(
-                &r.matcher(),
-                ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64, soft: false },
-            );
+            let entry = ClsEntry { rule: i as u32, priority: r.priority, seq: i as u64, soft: false };
+            c.insert(&r.matcher(), entry).expect("distinct rules");
         }
         c
     }
@@ -958,11 +951,18 @@ mod tests {
             let mut model = std::collections::BTreeMap::new();
             for (seq, &(m, priority, add)) in ops.iter().enumerate() {
                 let key = (m, priority);
-                if add && !model.contains_key(&key) {
+                if add {
                     let entry = ClsEntry { rule: seq as u32, priority, seq: seq as u64, soft: false };
-                    c.insert(&matches[m as usize], entry);
-                    model.insert(key, (seq as u32, seq as u64));
-                } else if !add {
+                    let inserted = c.insert(&matches[m as usize], entry);
+                    match model.get(&key) {
+                        // The rule there is the answer, and nothing changed.
+                        Some(&(there, _)) => proptest::prop_assert_eq!(inserted, Err(there)),
+                        None => {
+                            proptest::prop_assert_eq!(inserted, Ok(()));
+                            model.insert(key, (seq as u32, seq as u64));
+                        }
+                    }
+                } else {
                     if let Some((rule, _)) = model.remove(&key) {
                         proptest::prop_assert!(c.remove(&matches[m as usize], rule));
                     }

@@ -30,11 +30,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::action::Action;
+use super::flow_file::read_lines;
 use super::names::{Names, CONTROLLER_PORT};
 use super::ovs_hash::{hash_bytes, hash_int, hash_uint64, symmetric_l4_hash};
-use super::parser::{
-    parse_action, parse_port_number, read_lines, split_top, strip_comment, FlowFileError, Tok,
-};
+use super::parser::{parse_action, parse_port_number, split_top, strip_comment, FlowFileError, Tok};
 use super::rule::Rule;
 use crate::packet::field::{id, proto, FieldId};
 use crate::packet::format::{parse_field_value, parse_int};
@@ -147,29 +146,24 @@ impl SwitchPorts {
     /// The ports a pipeline refers to — exact `in_port` matches, outputs, `resubmit` ports,
     /// bucket watches — and `LOCAL`, every bridge's own port: the best guess of the switch's
     /// ports when none are given. All up.
-    pub fn referenced(rules: &[Rule], groups: &Groups) -> SwitchPorts {
-        let mut ports = BTreeSet::from([super::names::LOCAL_PORT]);
-        let mut note = |actions: &[Action]| {
+    pub fn referenced<'a>(rules: impl IntoIterator<Item = &'a Rule>, groups: &Groups) -> SwitchPorts {
+        fn note(ports: &mut BTreeSet<u32>, actions: &[Action]) {
             for a in actions {
-                match *a {
-                    Action::Output(p) | Action::Resubmit { in_port: Some(p), .. } => {
-                        ports.insert(p);
-                    }
-                    _ => {}
+                if let Action::Output(p) | Action::Resubmit { in_port: Some(p), .. } = *a {
+                    ports.insert(p);
                 }
             }
-        };
+        }
+        let mut ports = BTreeSet::from([super::names::LOCAL_PORT]);
         for r in rules {
-            note(&r.actions);
+            note(&mut ports, &r.actions);
+            if let Some(port) = r.exact_field(id::IN_PORT) {
+                ports.insert(port as u32);
+            }
         }
         for g in groups.iter() {
             for b in &g.buckets {
-                note(&b.actions);
-            }
-        }
-        for r in rules {
-            if r.matcher().mask.get(id::IN_PORT) == u128::from(u32::MAX) {
-                ports.insert(r.matcher().value.in_port());
+                note(&mut ports, &b.actions);
             }
         }
         ports.extend(groups.iter().flat_map(|g| g.buckets.iter().filter_map(|b| b.watch_port)));

@@ -7,6 +7,7 @@ pub mod ct;
 pub mod dp_actions;
 pub mod execute;
 pub mod expiry;
+pub mod flow_file;
 pub mod group;
 pub mod learn;
 pub mod named_text;
@@ -28,12 +29,10 @@ pub mod update;
 
 pub use action::Action;
 pub use classifier::Classifier;
+pub use flow_file::{read_flow_file, read_flow_file_checked, read_flow_file_named, stream_flow_file};
 pub use names::Names;
-pub use parser::{
-    parse_flows, parse_flows_named, parse_packet, parse_packet_named, read_flow_file, read_flow_file_checked,
-    read_flow_file_named, FlowFileError,
-};
-pub use pipeline::Pipeline;
+pub use parser::{parse_flows, parse_flows_named, parse_packet, parse_packet_named, FlowFileError};
+pub use pipeline::{Pipeline, PipelineLoad};
 pub use prefixes::PrefixTries;
 pub use rule::{Actions, Match, Rule, RuleId};
 pub use traversal::{LookupRef, Traversal};

@@ -14,7 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::parser::{read_lines, FlowFileError};
+use super::flow_file::read_lines;
+use super::parser::FlowFileError;
 
 /// OpenFlow 1.0's `OFPP_LOCAL`: the switch's own network stack.
 pub const LOCAL_PORT: u32 = 0xfffe;

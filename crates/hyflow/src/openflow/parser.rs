@@ -3,9 +3,6 @@
 //! Every error names file, line, column and the offending token; a file with any error yields
 //! no rules at all, so a pipeline is never half-installed.
 
-use std::collections::HashMap;
-use std::path::Path;
-
 use super::action::{Action, Conjunction, SubField};
 use super::action_pool::ActionPool;
 use super::ct;
@@ -137,6 +134,9 @@ impl<'a> Tok<'a> {
 pub(super) fn split_top<'a>(text: &'a str, base: usize, delims: &[u8]) -> Vec<Tok<'a>> {
     let mut out = Vec::new();
     let bytes = text.as_bytes();
+    // The delimiters as a set of ASCII bytes: a test per byte, not a search of `delims`.
+    let delim_set = delims.iter().filter(|d| d.is_ascii()).fold(0u128, |set, &d| set | 1 << d);
+    let is_delim = |b: u8| b.is_ascii() && delim_set >> b & 1 == 1;
     let mut depth = 0i32;
     let mut start = 0;
     // A quoted name (`"antrea-gw0"`, `"p 1"`) is one token, whatever it holds.
@@ -156,7 +156,7 @@ pub(super) fn split_top<'a>(text: &'a str, base: usize, delims: &[u8]) -> Vec<To
             b'"' => quoted = true,
             b'(' => depth += 1,
             b')' => depth -= 1,
-            _ if depth == 0 && delims.contains(&b) => {
+            _ if depth == 0 && is_delim(b) => {
                 if i > start {
                     out.push(Tok { text: &text[start..i], offset: base + start });
                 }
@@ -1184,99 +1184,6 @@ pub fn parse_flows_named(text: &str, file: &str, names: &mut Names) -> Result<Ve
     Ok(rules)
 }
 
-/// Where the clauses of each conjunction are, to point out conjunctions that can never
-/// match: a clause no flow provides at the conjunction's priority, or clause counts that
-/// disagree. Open vSwitch installs such flows silently (they only make packets fall
-/// through), so these are warnings, not errors.
-#[derive(Default)]
-struct Clauses {
-    /// The clause flows in force, by (table, match, priority), as a later identical rule
-    /// replaces an earlier one.
-    flows: HashMap<(u8, Match, u16), ClauseFlow>,
-}
-
-/// Where a clause flow is, and what it is a clause of.
-struct ClauseFlow {
-    line: usize,
-    column: usize,
-    conjunctions: Vec<Conjunction>,
-}
-
-/// One conjunction (in a table, at a priority) as its flows describe it.
-struct Tally {
-    n_clauses: u8,
-    /// Bit k set once clause k was seen.
-    seen: u64,
-    /// Its first flow's line and column.
-    at: (usize, usize),
-}
-
-impl Clauses {
-    fn note(&mut self, rule: &Rule, line: &str, number: usize) {
-        let conj = super::action::conjunctions(&rule.actions);
-        if conj.is_empty() && self.flows.is_empty() {
-            return;
-        }
-        let key = (rule.table, rule.matcher(), rule.priority);
-        if conj.is_empty() {
-            self.flows.remove(&key);
-        } else {
-            let column = line.find("conjunction").map_or(1, |c| c + 1);
-            self.flows.insert(key, ClauseFlow { line: number, column, conjunctions: conj });
-        }
-    }
-
-    fn problems(&self, file: &str) -> Vec<FlowFileError> {
-        let mut out = Vec::new();
-        let mut by_id: std::collections::BTreeMap<(u8, u32, u16), Tally> = std::collections::BTreeMap::new();
-        let mut in_order: Vec<_> = self.flows.iter().collect();
-        in_order.sort_by_key(|(_, f)| (f.line, f.column));
-        for (&(table, _, priority), f) in in_order {
-            let (line, column) = (f.line, f.column);
-            for c in &f.conjunctions {
-                let t = by_id.entry((table, c.id, priority)).or_insert(Tally {
-                    n_clauses: c.n_clauses,
-                    seen: 0,
-                    at: (line, column),
-                });
-                if t.n_clauses != c.n_clauses {
-                    out.push(FlowFileError::at(
-                        file,
-                        line,
-                        column,
-                        &format!("conjunction({},{}/{})", c.id, c.clause + 1, c.n_clauses),
-                        format!(
-                            "conjunction {} has {} clauses here but {} at line {} (same table and priority)",
-                            c.id, c.n_clauses, t.n_clauses, t.at.0
-                        ),
-                    ));
-                    continue;
-                }
-                t.seen |= 1 << c.clause;
-            }
-        }
-        for (&(table, id, priority), t) in &by_id {
-            let (n, (line, column)) = (t.n_clauses, t.at);
-            let missing: Vec<String> =
-                (0..n).filter(|k| t.seen & (1 << k) == 0).map(|k| (k + 1).to_string()).collect();
-            if !missing.is_empty() {
-                out.push(FlowFileError::at(
-                    file,
-                    line,
-                    column,
-                    &format!("conjunction({id},"),
-                    format!(
-                        "conjunction {id} in table {table} at priority {priority} never matches: no flow is its \
-                         clause {} of {n} (every clause must be at the same priority)",
-                        missing.join(", ")
-                    ),
-                ));
-            }
-        }
-        out
-    }
-}
-
 /// Adds the table names `line` declares (`table=N(name)`) to `names`.
 pub(crate) fn declare_tables(
     names: &mut Names,
@@ -1303,7 +1210,7 @@ fn dump_header(line: &str) -> bool {
 
 /// One line of a flow file (`line`: its 1-based number): a rule, or nothing for a blank line,
 /// a comment or a dump's header.
-fn parse_flow_line(
+pub(crate) fn parse_flow_line(
     line: &str,
     number: usize,
     file: &str,
@@ -1316,178 +1223,6 @@ fn parse_flow_line(
     parse_flow_spec_named(body, SpecKind::Add, names)
         .map(|spec| Some(spec.rule))
         .map_err(|e| FlowFileError::at(file, number, e.column, &e.token, e.message))
-}
-
-/// Longest line a flow or updates file may have: far beyond any real rule (OVS's own are a
-/// few hundred bytes), and small enough that a damaged file cannot make the reader hold
-/// hundreds of megabytes for one line.
-pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
-
-/// Reads the text file at `path` line by line, never holding more than one line of at most
-/// [`MAX_LINE_BYTES`], and calls `each(line, number, name)`. Errors name the file (and the
-/// line): one that cannot be read, a line too long, a line that is not UTF-8.
-pub(crate) fn read_lines(
-    path: &Path,
-    mut each: impl FnMut(&str, usize, &str) -> Result<(), FlowFileError>,
-) -> Result<(), FlowFileError> {
-    use std::io::{BufRead, Read};
-    let name = path.display().to_string();
-    let whole = |message: String| FlowFileError {
-        file: name.clone(),
-        line: 0,
-        column: 0,
-        token: String::new(),
-        message,
-    };
-    let file =
-        std::fs::File::open(path).map_err(|e| whole(format!("cannot read: {}", crate::os_reason(&e))))?;
-    let mut reader = std::io::BufReader::new(file);
-    let mut buf = Vec::new();
-    for number in 1.. {
-        buf.clear();
-        let n = (&mut reader)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| whole(format!("cannot read: {}", crate::os_reason(&e))))?;
-        if n == 0 {
-            return Ok(());
-        }
-        let at_line = |message: String| FlowFileError {
-            file: name.clone(),
-            line: number,
-            column: 1,
-            token: String::new(),
-            message,
-        };
-        if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
-            return Err(at_line(format!("line longer than {MAX_LINE_BYTES} bytes")));
-        }
-        let text = std::str::from_utf8(&buf).map_err(|e| at_line(format!("not UTF-8 text ({e})")))?;
-        each(text.trim_end_matches(['\n', '\r']), number, &name)?;
-    }
-    Ok(())
-}
-
-/// Reads and parses a flow file, one line at a time.
-pub fn read_flow_file(path: &Path) -> Result<Vec<Rule>, FlowFileError> {
-    read_flow_file_named(path, &mut Names::new())
-}
-
-/// [`read_flow_file`] with table and port `names`, to which the file's own declarations are
-/// added: one pass for the declarations, one for the rules, one line in memory at a time.
-pub fn read_flow_file_named(path: &Path, names: &mut Names) -> Result<Vec<Rule>, FlowFileError> {
-    read_flow_file_checked(path, names).map(|(rules, _)| rules)
-}
-
-/// Lines a flow file's parse takes at once (a few megabytes of text).
-const PARSE_BATCH_LINES: usize = 65_536;
-
-/// Most threads a flow file's parse uses.
-const MAX_PARSE_THREADS: usize = 8;
-
-/// Lines of a flow file read but not parsed yet, with their line numbers.
-#[derive(Default)]
-struct LineBatch {
-    text: String,
-    /// (start, end, line number) of each line in `text`.
-    spans: Vec<(usize, usize, usize)>,
-}
-
-impl LineBatch {
-    fn push(&mut self, line: &str, number: usize) {
-        self.spans.push((self.text.len(), self.text.len() + line.len(), number));
-        self.text.push_str(line);
-    }
-
-    fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    fn clear(&mut self) {
-        self.text.clear();
-        self.spans.clear();
-    }
-
-    /// The lines with their numbers, in order.
-    fn lines(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.spans.iter().map(|&(a, b, n)| (&self.text[a..b], n))
-    }
-
-    /// Every line parsed, in order, on up to `threads` threads (a share of the lines each).
-    fn parse(&self, file: &str, names: &Names, threads: usize) -> Vec<Result<Option<Rule>, FlowFileError>> {
-        let per_thread = self.spans.len().div_ceil(threads.max(1)).max(1);
-        let parse_all = |spans: &[(usize, usize, usize)]| -> Vec<_> {
-            spans.iter().map(|&(a, b, n)| parse_flow_line(&self.text[a..b], n, file, names)).collect()
-        };
-        if self.spans.len() <= per_thread {
-            return parse_all(&self.spans);
-        }
-        std::thread::scope(|s| {
-            let shares: Vec<_> =
-                self.spans.chunks(per_thread).map(|c| s.spawn(move || parse_all(c))).collect();
-            shares
-                .into_iter()
-                .flat_map(|share| share.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        })
-    }
-}
-
-/// [`read_flow_file_named`], also returning warnings: what Open vSwitch accepts but cannot
-/// work as written (a conjunction some clause of which no flow provides), each with file,
-/// line, column and token.
-pub fn read_flow_file_checked(
-    path: &Path,
-    names: &mut Names,
-) -> Result<(Vec<Rule>, Vec<FlowFileError>), FlowFileError> {
-    read_lines(path, |line, number, file| declare_tables(names, line, number, file))?;
-    let names: &Names = names;
-    let mut rules = Vec::new();
-    let mut clauses = Clauses::default();
-    // The first flow using a meter, and how many do.
-    let (mut metered, mut first_meter) = (0, None);
-    // Equal action lists held once, as an installed rule's are.
-    let mut lists = ActionPool::default();
-    let file = path.display().to_string();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_PARSE_THREADS);
-    // Lines are parsed in batches, each batch's lines on all threads at once, and taken in
-    // file order: the rules, errors and warnings are those of a line-by-line read.
-    let mut batch = LineBatch::default();
-    let mut take_batch = |batch: &mut LineBatch| -> Result<(), FlowFileError> {
-        for ((line, number), parsed) in batch.lines().zip(batch.parse(&file, names, threads)) {
-            let Some(mut rule) = parsed? else { continue };
-            lists.take(&mut rule.actions);
-            clauses.note(&rule, line, number);
-            if rule.actions.iter().any(|a| matches!(a, Action::Meter(_))) {
-                metered += 1;
-                if first_meter.is_none() {
-                    let column = line.find("meter").map_or(1, |i| i + 1);
-                    let token: String = line[column - 1..].chars().take_while(|c| *c != ',').collect();
-                    first_meter = Some(FlowFileError::at(&file, number, column, &token, String::new()));
-                }
-            }
-            rules.push(rule);
-        }
-        batch.clear();
-        Ok(())
-    };
-    read_lines(path, |line, number, _| {
-        batch.push(line, number);
-        match batch.len() >= PARSE_BATCH_LINES {
-            true => take_batch(&mut batch),
-            false => Ok(()),
-        }
-    })?;
-    take_batch(&mut batch)?;
-    let mut warnings = clauses.problems(&path.display().to_string());
-    if let Some(mut w) = first_meter {
-        w.message = format!(
-            "{metered} flow(s) use meters: accepted, but rate limits are not modelled (what a meter \
-             would drop is forwarded)"
-        );
-        warnings.push(w);
-    }
-    Ok((rules, warnings))
 }
 
 /// Parses a packet given as a match-style string (`in_port=1,tcp,nw_src=..`): every field

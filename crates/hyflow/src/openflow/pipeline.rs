@@ -74,6 +74,46 @@ impl Default for Pipeline {
     }
 }
 
+/// A pipeline being loaded with many rules at once (a flow file's, while it is still being
+/// parsed): the prefix tries are filled once, in sorted order, when the load finishes, which
+/// is several times faster than a million sorted insertions one by one. Nothing looks up a
+/// loading pipeline.
+pub struct PipelineLoad(Pipeline);
+
+impl PipelineLoad {
+    /// An empty load with room for `n` rules (a guess: more may be added).
+    pub fn with_capacity(n: usize) -> PipelineLoad {
+        let mut p = Pipeline::new();
+        // Reserved, the arena needs no slack nor a copy while it grows.
+        p.rules.reserve_exact(n);
+        p.seqs.reserve_exact(n);
+        p.stats.reserve_exact(n);
+        p.tables.iter_mut().for_each(Classifier::defer_tries);
+        PipelineLoad(p)
+    }
+
+    /// Adds a rule, as [`Pipeline::add`].
+    pub fn add(&mut self, rule: Rule) -> RuleId {
+        self.0.add(rule)
+    }
+
+    /// The rules added so far, in id order.
+    pub fn rules(&self) -> impl Iterator<Item = &Rule> + Clone {
+        self.0.rules.iter().flatten()
+    }
+
+    /// The pipeline, with the groups and ports its rules refer to and the MAC table `NORMAL`
+    /// starts with.
+    pub fn finish(self, groups: Groups, ports: SwitchPorts, macs: MacTable) -> Pipeline {
+        let mut p = self.0;
+        p.tables.iter_mut().for_each(Classifier::flush_tries);
+        p.groups = groups;
+        p.ports = ports;
+        p.macs = macs;
+        p
+    }
+}
+
 impl Pipeline {
     /// An empty pipeline: every packet misses table 0 and is dropped.
     pub fn new() -> Pipeline {
@@ -129,41 +169,30 @@ impl Pipeline {
         ports: SwitchPorts,
         macs: MacTable,
     ) -> Pipeline {
-        let mut p = Pipeline::from_rules(rules);
-        p.groups = groups;
-        p.ports = ports;
-        p.macs = macs;
-        p
+        let rules = rules.into_iter();
+        let mut load = PipelineLoad::with_capacity(rules.size_hint().0);
+        for r in rules {
+            load.add(r);
+        }
+        load.finish(groups, ports, macs)
     }
 
     /// A pipeline holding `rules`, added in order.
     pub fn from_rules(rules: impl IntoIterator<Item = Rule>) -> Pipeline {
-        let mut p = Pipeline::new();
-        let rules = rules.into_iter();
-        // Reserved, the arena needs no slack nor a copy while it grows.
-        let n = rules.size_hint().0;
-        p.rules.reserve_exact(n);
-        p.seqs.reserve_exact(n);
-        p.stats.reserve_exact(n);
-        p.tables.iter_mut().for_each(Classifier::defer_tries);
-        for r in rules {
-            p.add(r);
-        }
-        p.tables.iter_mut().for_each(Classifier::flush_tries);
-        p
+        Pipeline::of_switch(rules, Groups::new(), SwitchPorts::default(), MacTable::default())
     }
 
     /// Adds a rule; a rule with the same table, match and priority is replaced (its counters
     /// reset), as `ovs-ofctl add-flow` does. Returns the new rule's id.
     pub fn add(&mut self, mut rule: Rule) -> RuleId {
         let matcher = rule.matcher();
-        if let Some(old) = self.tables[rule.table as usize].find_exact(&matcher, rule.priority) {
-            self.remove(old);
-        }
         let id = self.rules.len() as RuleId;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.classify(id, &rule, &matcher, seq);
+        if let Err(old) = self.classify(id, &rule, &matcher, seq) {
+            self.remove(old);
+            self.classify(id, &rule, &matcher, seq).expect("the rule it replaces is gone");
+        }
         self.timers.added(id, &rule);
         self.action_pool.take(&mut rule.actions);
         self.rules.push(Some(rule));
@@ -174,15 +203,15 @@ impl Pipeline {
     }
 
     /// Enters rule `id` in its table's classifier: a soft rule if it is a clause of
-    /// conjunctions.
-    fn classify(&mut self, id: RuleId, rule: &Rule, matcher: &Match, seq: u64) {
+    /// conjunctions. The error is the rule with the same match and priority already there.
+    fn classify(&mut self, id: RuleId, rule: &Rule, matcher: &Match, seq: u64) -> Result<(), RuleId> {
         let conj = conjunctions(&rule.actions);
         let entry = ClsEntry { rule: id, priority: rule.priority, seq, soft: !conj.is_empty() };
         let table = &mut self.tables[rule.table as usize];
         if conj.is_empty() {
-            table.insert(matcher, entry);
+            table.insert(matcher, entry)
         } else {
-            table.insert_soft(matcher, entry, &conj);
+            table.insert_soft(matcher, entry, &conj)
         }
     }
 
@@ -213,7 +242,7 @@ impl Pipeline {
             // the table's order, new role.
             let (rule, matcher) = (rule.clone(), rule.matcher());
             self.tables[rule.table as usize].remove(&matcher, id);
-            self.classify(id, &rule, &matcher, self.seqs[id as usize]);
+            self.classify(id, &rule, &matcher, self.seqs[id as usize]).expect("the rule was just removed");
         }
         true
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::action::{format_actions, Action};
-use crate::packet::field::KEY_WORDS;
+use crate::packet::field::{FieldId, KEY_WORDS};
 use crate::packet::format::format_match;
 use crate::packet::{FlowKey, FlowMask};
 
@@ -73,6 +73,14 @@ impl PackedMatch {
         PackedMatch { present, pairs }
     }
 
+    /// (value, mask) of key word `i`.
+    fn word(&self, i: usize) -> [u64; 2] {
+        match self.present >> i & 1 {
+            0 => [0, 0],
+            _ => self.pairs[(self.present & ((1 << i) - 1)).count_ones() as usize],
+        }
+    }
+
     fn unpack(&self) -> Match {
         let mut m = Match::default();
         let mut bits = self.present;
@@ -132,6 +140,16 @@ impl Rule {
         self.packed.unpack()
     }
 
+    /// The value the match gives field `f` (of at most 64 bits) exactly, if it does, read
+    /// without expanding the match.
+    pub fn exact_field(&self, f: FieldId) -> Option<u64> {
+        let def = f.def();
+        debug_assert!(def.bits <= 64, "{} is wider than a word", def.name);
+        let field_mask = (u64::MAX >> (64 - u32::from(def.bits.min(64)))) << def.shift;
+        let [value, mask] = self.packed.word(usize::from(def.word));
+        (mask & field_mask == field_mask).then_some((value & field_mask) >> def.shift)
+    }
+
     /// Replaces the rule's match.
     pub fn set_matcher(&mut self, matcher: &Match) {
         self.packed = PackedMatch::pack(matcher);
@@ -155,6 +173,7 @@ impl std::fmt::Display for Rule {
 #[cfg(test)]
 mod tests {
     use crate::openflow::parser::parse_flows;
+    use crate::packet::field::id;
 
     #[test]
     fn a_packed_match_unpacks_to_itself() {
@@ -170,6 +189,25 @@ mod tests {
             assert_eq!(rule.packed.pairs.len(), rule.packed.present.count_ones() as usize);
             assert_eq!(rule.packed.pairs.len(), m.mask.words.iter().filter(|&&w| w != 0).count());
             assert!(rule.packed.pairs.iter().all(|&[v, k]| v & !k == 0));
+        }
+    }
+
+    #[test]
+    fn exact_fields_read_from_the_packed_match() {
+        let text = "in_port=3,ip,nw_dst=10.1.2.0/24,actions=drop
+in_port=7,actions=drop
+actions=drop
+";
+        let rules = parse_flows(text, "t").unwrap();
+        let get = |f| rules.iter().map(|r| r.exact_field(f)).collect::<Vec<_>>();
+        assert_eq!(get(id::IN_PORT), [Some(3), Some(7), None]);
+        assert_eq!(get(id::DL_TYPE), [Some(0x0800), None, None]);
+        // A prefix is not exact; the field it shares a word with is read apart from it.
+        assert_eq!(get(id::NW_DST), [None, None, None]);
+        for r in &rules {
+            let m = r.matcher();
+            let exact = (m.mask.get(id::NW_PROTO) == 0xff).then(|| m.value.get(id::NW_PROTO) as u64);
+            assert_eq!(r.exact_field(id::NW_PROTO), exact);
         }
     }
 }

@@ -18,7 +18,7 @@ const NONE: u32 = u32::MAX;
 /// for IPv6. Lookups are a chain of dependent steps, so cheap arithmetic per step matters.
 trait Word:
     Copy
-    + Eq
+    + Ord
     + std::fmt::Debug
     + std::ops::BitXor<Output = Self>
     + std::ops::BitOr<Output = Self>
@@ -132,11 +132,63 @@ struct Trie<W> {
     root: u32,
     nodes: Vec<Node<W>>,
     free: Vec<u32>,
+    /// Prefixes (aligned, with their lengths) held back until [`Trie::flush`].
+    pending: Vec<(W, u32)>,
 }
 
 impl<W: Word> Trie<W> {
     fn new(width: u32) -> Self {
-        Trie { width, root: NONE, nodes: Vec::new(), free: Vec::new() }
+        Trie { width, root: NONE, nodes: Vec::new(), free: Vec::new(), pending: Vec::new() }
+    }
+
+    /// `value/plen` as the trie stores it: left-aligned, bits past the prefix cleared.
+    fn prefix(&self, value: u128, plen: u32) -> W {
+        lead(self.align(value), plen)
+    }
+
+    fn defer(&mut self, value: u128, plen: u32) {
+        let v = self.prefix(value, plen);
+        self.pending.push((v, plen));
+    }
+
+    /// Adds the prefixes held back. An empty trie is built bottom-up from them, sorted, each
+    /// node made once; otherwise they are inserted in sorted order, which walks the trie's
+    /// memory in order.
+    fn flush(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_unstable();
+        if self.root == NONE {
+            self.nodes.reserve(2 * pending.len());
+            self.root = self.build(&pending, 0);
+        } else {
+            for &(v, plen) in &pending {
+                self.insert_prefix(v, plen);
+            }
+        }
+    }
+
+    /// The subtree of `prefixes` (sorted, all sharing their first `depth` bits and, below the
+    /// root, the bit at `depth` that chose this subtree); returns its root.
+    fn build(&mut self, prefixes: &[(W, u32)], depth: u32) -> u32 {
+        let (Some(&(first, _)), Some(&(last, _))) = (prefixes.first(), prefixes.last()) else { return NONE };
+        let shortest = prefixes.iter().map(|&(_, plen)| plen).min().unwrap_or(0);
+        // The node runs while every prefix agrees and none has ended; sorted, the first and
+        // the last differ first where any two do.
+        let end = (first ^ last).lz().min(shortest);
+        // Those ending here are the smallest values, and first among equal values.
+        let n_rules = prefixes.iter().take_while(|&&(_, plen)| plen == end).count();
+        let rest = &prefixes[n_rules..];
+        let (zeros, ones) = rest.split_at(rest.partition_point(|&(v, _)| top_bit(shl(v, end)) == 0));
+        let node = Node {
+            bits: lead(shl(first, depth), end - depth),
+            n_bits: end - depth,
+            n_rules: n_rules as u32,
+            child: [NONE, NONE],
+        };
+        let id = self.alloc(node);
+        let child = [self.build(zeros, end), self.build(ones, end)];
+        self.nodes[id as usize].child = child;
+        id
     }
 
     /// The value left-aligned in the word.
@@ -173,7 +225,11 @@ impl<W: Word> Trie<W> {
     }
 
     fn insert(&mut self, value: u128, plen: u32) {
-        let v = lead(self.align(value), plen);
+        let v = self.prefix(value, plen);
+        self.insert_prefix(v, plen);
+    }
+
+    fn insert_prefix(&mut self, v: W, plen: u32) {
         let mut link = Link::Root;
         let mut depth = 0;
         loop {
@@ -325,6 +381,24 @@ impl PrefixTrie {
         }
     }
 
+    /// Holds back adding `value/plen` until [`PrefixTrie::flush`], which adds all held back
+    /// at once, several times faster than one by one (a million-rule load's tries). Lookups
+    /// and removals wait for the flush.
+    pub(crate) fn defer(&mut self, value: u128, plen: u32) {
+        match &mut self.0 {
+            Width::Narrow(t) => t.defer(value, plen),
+            Width::Wide(t) => t.defer(value, plen),
+        }
+    }
+
+    /// Adds the prefixes [`PrefixTrie::defer`] held back.
+    pub(crate) fn flush(&mut self) {
+        match &mut self.0 {
+            Width::Narrow(t) => t.flush(),
+            Width::Wide(t) => t.flush(),
+        }
+    }
+
     /// Removes one rule previously inserted with the same `value/plen`, keeping the trie
     /// canonical (rule-less nodes have two children).
     pub(crate) fn remove(&mut self, value: u128, plen: u32) {
@@ -439,6 +513,7 @@ mod tests {
             removals in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             queries in prop::collection::vec(0u128..256, 1..16),
             wide in any::<bool>(),
+            deferred in any::<bool>(),
         ) {
             // Eight significant bits, either in a narrow (u64) trie or at the top of a wide one.
             let width = if wide { 72 } else { 8 };
@@ -446,8 +521,19 @@ mod tests {
             let mut kept: Vec<(u128, u32)> =
                 rules.iter().map(|&(v, l)| ((v & !((1u128 << (8 - l)) - 1)) << up, l)).collect();
             let mut t = PrefixTrie::new(width);
-            for &(v, l) in &kept {
-                t.insert(v, l);
+            match deferred {
+                // Into the empty trie, built bottom-up; then some more, inserted.
+                true => {
+                    let half = kept.len() / 2;
+                    for (i, &(v, l)) in kept.iter().enumerate() {
+                        if i == half {
+                            t.flush();
+                        }
+                        t.defer(v, l);
+                    }
+                    t.flush();
+                }
+                false => kept.iter().for_each(|&(v, l)| t.insert(v, l)),
             }
             for r in removals {
                 if kept.is_empty() {

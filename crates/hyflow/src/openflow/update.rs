@@ -8,10 +8,9 @@
 
 use std::path::Path;
 
+use super::flow_file::read_lines;
 use super::names::Names;
-use super::parser::{
-    parse_flow_spec_named, read_lines, strip_comment, FlowFileError, FlowSpec, SpecError, SpecKind,
-};
+use super::parser::{parse_flow_spec_named, strip_comment, FlowFileError, FlowSpec, SpecError, SpecKind};
 use super::pipeline::{Pipeline, N_TABLES};
 use super::rule::{Rule, RuleId};
 use super::traversal::LookupRef;
