@@ -65,6 +65,10 @@ enum Command {
     /// Evaluate detectors against exact answers.
     #[command(subcommand)]
     Eval(EvalCommand),
+    /// Write a capture (or gen:gateway traffic) as a .hyf columnar trace: per packet its time,
+    /// wire length and flow index, per flow its parsed key once. Every command that takes a
+    /// capture (--trace, --pcap) reads a .hyf as it reads the capture, without parsing frames.
+    Convert(hyflow_commands::convert::ConvertArgs),
     /// Print the flow of every packet of a capture in ovs-ofctl match notation, as
     /// `ovs-ofctl parse-pcap` does (Open vSwitch's flow extraction); VXLAN packets show the
     /// inner frame's fields plus tun_id, as the rest of hyflow sees them.
@@ -167,6 +171,7 @@ fn main() -> ExitCode {
         Command::Gen(GenCommand::Gateway(args)) => gen::gateway(args).map(say),
         Command::Gen(GenCommand::Pipeline(args)) => gen::pipeline(args).map(say),
         Command::Topk(args) => topk::run(args),
+        Command::Convert(args) => hyflow_commands::convert::run(args).map(say),
         Command::Sim(args) => sim::run(*args),
         Command::Calibrate(args) => sim::run_calibrate(args),
         Command::Eval(EvalCommand::Topk(args)) => topk::eval(args),

@@ -2026,3 +2026,46 @@ fn trace_prints_names_it_was_given() {
         "{plain}"
     );
 }
+
+/// `convert` writes a `.hyf` that `replay` and `sim` read as they read its capture, and names
+/// what is wrong with a file that is not one.
+#[test]
+fn columnar_traces_run_as_their_captures() {
+    let flows = examples().join("l2l3acl.flows");
+    let flows = flows.to_str().unwrap();
+    let dir = tmp("unused", b"");
+    let pcap = dir.with_file_name("t.pcap");
+    let hyf = dir.with_file_name("t.hyf");
+    let (pcap_s, hyf_s) = (pcap.to_str().unwrap(), hyf.to_str().unwrap());
+    let made = hyflow(&["gen", "traffic", "--flows", flows, "--out", pcap_s, "--packets", "3000"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let out = hyflow(&["convert", pcap_s, hyf_s]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("wrote 3000 packets of "), "{out:?}");
+    let report = |command: &str, trace: &str, extra: &[&str]| {
+        let mut args = vec![command, "--flows", flows, "--trace", trace, "--json", "-"];
+        args.extend_from_slice(extra);
+        let out = hyflow(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_object_mut().unwrap().remove("wall_clock");
+        v
+    };
+    assert_eq!(report("replay", pcap_s, &[]), report("replay", hyf_s, &[]));
+    let sim = ["--cores", "1", "--rate", "2000000"];
+    assert_eq!(report("sim", pcap_s, &sim), report("sim", hyf_s, &sim));
+    // `gen --out X.hyf` writes the trace straight away.
+    let direct = dir.with_file_name("direct.hyf");
+    let made =
+        hyflow(&["gen", "traffic", "--flows", flows, "--out", direct.to_str().unwrap(), "--packets", "3000"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert_eq!(std::fs::read(&direct).unwrap(), std::fs::read(&hyf).unwrap());
+    fails_with(
+        &hyflow(&["convert", pcap_s, dir.with_file_name("t.pcap2").to_str().unwrap()]),
+        &["ends in .hyf"],
+    );
+    let whole = std::fs::read(&hyf).unwrap();
+    let damaged = tmp("damaged.hyf", &whole[..whole.len() - 3]);
+    let out = hyflow(&["replay", "--flows", flows, "--trace", damaged.to_str().unwrap()]);
+    fails_with(&out, &["damaged.hyf: not a valid .hyf trace: the file's end is not where the header says"]);
+}

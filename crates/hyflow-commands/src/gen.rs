@@ -7,6 +7,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
 use hyflow::capture::{LinkType, PcapWriter};
+use hyflow::columnar::write_columnar;
+use hyflow::input::{Input, PacketSource};
 use hyflow::workload::gateway::GatewayConfig;
 use hyflow::workload::{generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig};
 
@@ -235,6 +237,29 @@ pub struct GenUpdatesArgs {
     pub seed: u64,
 }
 
+/// Whether `path` names a `.hyf` columnar trace (by its extension).
+fn is_columnar_name(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "hyf")
+}
+
+/// Runs `write` (a generator writing a capture to the path it is given) and, when `out` names
+/// a `.hyf`, converts that capture into it: the trace then holds exactly what reading the
+/// capture gives. The capture is a temporary file beside `out`, removed afterwards.
+fn to_capture_or_columnar(out: &Path, write: impl FnOnce(&Path) -> Result<String>) -> Result<String> {
+    if !is_columnar_name(out) {
+        return write(out);
+    }
+    let capture = out.with_extension("hyf-capture.pcapng");
+    let result = write(&capture).and_then(|said| {
+        let input = Input::Capture { path: capture.clone(), in_port: None, strict: true };
+        let done = write_columnar(&mut PacketSource::open(&input, &[])?, out)?;
+        let said = said.replace(&capture.display().to_string(), &out.display().to_string());
+        Ok(format!("{said} ({} distinct flow keys)", done.flows))
+    });
+    let _ = std::fs::remove_file(&capture);
+    result
+}
+
 /// Writes the packets `generate` hands its sink to a nanosecond pcap at `path`, and returns
 /// what `generate` returns; a write error is reported as such, not as the generator's.
 fn write_trace<T>(
@@ -256,6 +281,11 @@ fn write_trace<T>(
 }
 
 pub fn traffic(a: GenTrafficArgs) -> Result<String> {
+    let out = a.out.clone();
+    to_capture_or_columnar(&out, |path| traffic_into(a, path))
+}
+
+fn traffic_into(a: GenTrafficArgs, out: &Path) -> Result<String> {
     use hyflow::workload::flow_arrivals::{FlowArrivals, FlowArrivalsConfig};
     use hyflow::workload::traffic::generate_timed;
     let rules = a.names.read_flows(&a.flows)?.rules;
@@ -269,21 +299,26 @@ pub fn traffic(a: GenTrafficArgs) -> Result<String> {
         let config =
             TrafficConfig { flows: a.flows_count, packets: a.packets, zipf, rate: a.rate, seed: a.seed };
         // The inner result only repeats a write error, which `write_trace` already reported.
-        let _ = write_trace(&a.out, |sink| generate(&rules, &config, sink))?;
-        return Ok(format!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, a.out.display()));
+        let _ = write_trace(out, |sink| generate(&rules, &config, sink))?;
+        return Ok(format!("wrote {} packets of {} flows to {}", a.packets, a.flows_count, out.display()));
     };
     if a.zipf.is_some() {
         bail!("--zipf sets the popularity of --timing zipf; with flow arrivals a flow's size sets it");
     }
     let slots = FlowArrivals::with_config(a.packets, a.flows_count, a.rate, a.seed, shape)?;
     let mut flows = 0;
-    let _ = write_trace(&a.out, |sink| {
+    let _ = write_trace(out, |sink| {
         generate_timed(&rules, slots.inspect(|s| flows = flows.max(s.flow + 1)), a.seed, sink)
     })?;
-    Ok(format!("wrote {} packets of {flows} flows to {}", a.packets, a.out.display()))
+    Ok(format!("wrote {} packets of {flows} flows to {}", a.packets, out.display()))
 }
 
 pub fn dynamic(a: GenDynamicArgs) -> Result<String> {
+    let out = a.out.clone();
+    to_capture_or_columnar(&out, |path| dynamic_into(a, path))
+}
+
+fn dynamic_into(a: GenDynamicArgs, out: &Path) -> Result<String> {
     use hyflow::workload::dynamics::{generate_dynamic, DynamicsConfig};
     let traffic =
         TrafficConfig { flows: a.flows_count, packets: a.packets, zipf: a.zipf, rate: a.rate, seed: a.seed };
@@ -293,13 +328,13 @@ pub fn dynamic(a: GenDynamicArgs) -> Result<String> {
         Some(f) => hyflow::workload::make_flows(&a.names.read_flows(f)?.rules, a.flows_count, a.seed)?,
         None => hyflow::workload::random_flows(a.flows_count, a.seed)?,
     };
-    let _ = write_trace(&a.out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
+    let _ = write_trace(out, |sink| generate_dynamic(&keys, &traffic, &dynamics, sink))?;
     Ok(format!(
         "wrote {} packets of {} flows over {:.1} s to {}",
         a.packets,
         a.flows_count,
         a.packets as f64 / a.rate,
-        a.out.display()
+        out.display()
     ))
 }
 
@@ -325,6 +360,22 @@ pub fn gateway(a: GenGatewayArgs) -> Result<String> {
         ..GatewayConfig::default()
     };
     let mut traffic = Gateway::new(config).map_err(|e| anyhow!("gen gateway: {e}"))?;
+    if is_columnar_name(&a.out) {
+        // The generator's keys as `--trace gen:gateway,...` streams them, with each packet's
+        // burst: no frames, so no snapshot length.
+        let mut source = PacketSource::open(&Input::Gateway(config), &[])?;
+        let done = write_columnar(&mut source, &a.out)?;
+        return Ok(format!(
+            "wrote {} packets of {} flows ({} bursty, {} bursts; {} distinct flow keys) over {} s to {}",
+            done.packets,
+            a.flows_count + a.bursty,
+            a.bursty,
+            source.gateway().map_or(0, |g| g.bursts()),
+            done.flows,
+            a.duration,
+            a.out.display()
+        ));
+    }
     let mut writer = PcapWriter::create(&a.out, LinkType::Ethernet, true)?;
     let mut n = 0u64;
     while let Some(p) = traffic.next() {
@@ -419,6 +470,11 @@ pub fn pipeline(a: GenPipelineArgs) -> Result<String> {
 }
 
 pub fn conversations(a: GenConversationsArgs) -> Result<String> {
+    let out = a.out.clone();
+    to_capture_or_columnar(&out, |path| conversations_into(a, path))
+}
+
+fn conversations_into(a: GenConversationsArgs, out: &Path) -> Result<String> {
     use hyflow::capture::PortsPcapngWriter;
     use hyflow::switch::{Switch, SwitchConfig};
     use hyflow::workload::conversations::{generate_conversations, parse_spec, ConversationConfig};
@@ -436,7 +492,7 @@ pub fn conversations(a: GenConversationsArgs) -> Result<String> {
         seed: a.seed,
     };
     let made = generate_conversations(&mut switch, &kinds, &config)?;
-    let mut writer = PortsPcapngWriter::create(&a.out, made.max_port)?;
+    let mut writer = PortsPcapngWriter::create(out, made.max_port)?;
     for (i, (ts, key, _)) in made.packets.iter().enumerate() {
         writer.write_packet(*ts, key.in_port(), &made.frame(i))?;
     }
@@ -448,6 +504,6 @@ pub fn conversations(a: GenConversationsArgs) -> Result<String> {
         a.conversations,
         s.answered,
         s.unanswered,
-        a.out.display()
+        out.display()
     ))
 }

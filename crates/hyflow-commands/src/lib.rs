@@ -6,6 +6,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod convert;
 pub mod gen;
 pub mod names;
 pub mod plot;

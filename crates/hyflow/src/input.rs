@@ -12,8 +12,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::capture::{link_type_name, CaptureCut, CaptureSource, TraceError, TraceReader};
+use crate::columnar::{is_columnar, ColumnarError, ColumnarReader};
 use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
+use crate::packet::field::id;
 use crate::packet::{parse_captured, parse_frame, FlowKey, LinkKind, Malformed, MalformedCounts};
 use crate::workload::flow_arrivals::PacketSlot;
 use crate::workload::gateway::{Gateway, GatewayConfig};
@@ -76,6 +78,9 @@ pub enum InputError {
     /// The gateway model's parameters are out of range.
     #[error("gen:gateway: {0}")]
     Gateway(String),
+    /// A `.hyf` trace is unreadable.
+    #[error(transparent)]
+    Columnar(#[from] ColumnarError),
 }
 
 /// Parses a frame into `key`; returns the reason it is malformed, if it is.
@@ -97,6 +102,9 @@ pub struct InputPacket {
     /// The generated burst it belongs to, if any (gateway traffic: an index into
     /// [`Gateway::burst_log`]).
     pub burst: Option<u32>,
+    /// Its flow's dense index, when the input numbers its flows (a `.hyf` trace, generated
+    /// gateway traffic): per-flow state can then live in arrays.
+    pub flow: Option<u32>,
 }
 
 /// How far a source has read: units done and in all (bytes of a capture, packets of
@@ -130,6 +138,11 @@ enum Reader {
     Gateway {
         traffic: Box<Gateway>,
         total: u64,
+    },
+    /// A `.hyf` trace: keys parsed once per flow ([`crate::columnar`]).
+    Columnar {
+        reader: Box<ColumnarReader>,
+        in_port: Option<u32>,
     },
 }
 
@@ -172,6 +185,9 @@ impl PacketSource {
     /// Opens `input`; generated traffic exercises `rules`.
     pub fn open(input: &Input, rules: &[Rule]) -> Result<PacketSource, InputError> {
         let reader = match input {
+            Input::Capture { path, in_port, .. } if is_columnar(path) => {
+                Reader::Columnar { reader: Box::new(ColumnarReader::open(path)?), in_port: *in_port }
+            }
             Input::Capture { path, in_port, strict } => Reader::Capture {
                 reader: Box::new(TraceReader::open(path)?),
                 in_port: *in_port,
@@ -196,8 +212,14 @@ impl PacketSource {
                 total: (g.rate * g.duration_ns as f64 / 1e9) as u64,
             },
         };
-        let current =
-            InputPacket { ts_ns: 0, key: FlowKey::default(), bytes: 0, malformed: None, burst: None };
+        let current = InputPacket {
+            ts_ns: 0,
+            key: FlowKey::default(),
+            bytes: 0,
+            malformed: None,
+            burst: None,
+            flow: None,
+        };
         Ok(PacketSource {
             reader,
             current,
@@ -225,7 +247,7 @@ impl PacketSource {
     /// The next packet, or `None` at the end.
     pub fn next_packet(&mut self) -> Result<Option<&InputPacket>, InputError> {
         let key = &mut self.current.key;
-        let mut burst = None;
+        let (mut burst, mut flow) = (None, None);
         let (ts, bytes, malformed) = match &mut self.reader {
             Reader::Capture { reader, in_port, offset, strict, .. } => {
                 let pkt = match reader.next_packet() {
@@ -264,10 +286,21 @@ impl PacketSource {
             Reader::Gateway { traffic, .. } => {
                 let Some(p) = traffic.next() else { return Ok(None) };
                 *key = *traffic.key(p.flow);
-                burst = p.burst;
+                (burst, flow) = (p.burst, Some(p.flow));
                 // As a capture of it records the frame (`gen gateway` writes one): without the
                 // frame check sequence, which the generator's wire sizes include.
                 (p.ts_ns, p.bytes - 4, None)
+            }
+            Reader::Columnar { reader, in_port } => {
+                let Some(p) = reader.next_packet()? else { return Ok(None) };
+                *key = reader.flows()[p.flow as usize];
+                if let Some(port) = in_port {
+                    // As a capture read on that port: the port is the one field it sets.
+                    key.set(id::IN_PORT, u128::from(*port));
+                }
+                self.snaplen_truncated += u64::from(p.snaplen_cut);
+                (burst, flow) = (p.burst, Some(p.flow));
+                (p.ts_ns, p.bytes, p.malformed)
             }
         };
         if let Some(reason) = malformed {
@@ -279,6 +312,7 @@ impl PacketSource {
         self.current.bytes = bytes;
         self.current.malformed = malformed;
         self.current.burst = burst;
+        self.current.flow = flow;
         Ok(Some(&self.current))
     }
 
@@ -305,6 +339,10 @@ impl PacketSource {
                 Some(p) => p.ts_ns,
                 None => return Ok(None),
             },
+            Reader::Columnar { reader, .. } => match reader.next_packet()? {
+                Some(p) => p.ts_ns,
+                None => return Ok(None),
+            },
         };
         self.packets += 1;
         let first = *self.first_ts.get_or_insert(ts);
@@ -327,7 +365,7 @@ impl PacketSource {
     pub fn gateway(&self) -> Option<&Gateway> {
         match &self.reader {
             Reader::Gateway { traffic, .. } => Some(traffic),
-            Reader::Capture { .. } | Reader::Generated { .. } => None,
+            Reader::Capture { .. } | Reader::Generated { .. } | Reader::Columnar { .. } => None,
         }
     }
 
@@ -362,6 +400,9 @@ impl PacketSource {
             Reader::Capture { size, offset, .. } => Progress { done: *offset, total: *size, bytes: true },
             Reader::Generated { total, .. } | Reader::Gateway { total, .. } => {
                 Progress { done: self.packets, total: *total, bytes: false }
+            }
+            Reader::Columnar { reader, .. } => {
+                Progress { done: reader.read(), total: reader.packets(), bytes: false }
             }
         }
     }

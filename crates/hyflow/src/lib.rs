@@ -18,6 +18,7 @@
 
 pub mod cache;
 pub mod capture;
+pub mod columnar;
 pub mod conntrack;
 pub mod cost_model;
 pub mod decision;

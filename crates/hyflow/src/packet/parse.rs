@@ -68,6 +68,23 @@ pub enum Malformed {
 }
 
 impl Malformed {
+    /// Every reason, in declaration order (a `.hyf` trace records a reason by its place here).
+    pub const ALL: [Malformed; 13] = [
+        Malformed::TruncatedEthernet,
+        Malformed::TruncatedVlan,
+        Malformed::TooManyVlans,
+        Malformed::BadIpv4,
+        Malformed::BadIpv6,
+        Malformed::BadIpv6Extension,
+        Malformed::BadIpVersion,
+        Malformed::TruncatedArp,
+        Malformed::TruncatedL4,
+        Malformed::BadTcpOffset,
+        Malformed::BadVxlan,
+        Malformed::UnsupportedLinkLayer,
+        Malformed::SnaplenCut,
+    ];
+
     /// Short stable name used in reports.
     pub fn name(self) -> &'static str {
         match self {
