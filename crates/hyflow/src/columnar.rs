@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use crate::input::{InputError, PacketSource};
 use crate::packet::field::KEY_WORDS;
 use crate::packet::{FlowKey, Malformed};
+use crate::prefetch::prefetch;
 
 /// The first bytes of every `.hyf`.
 pub const MAGIC: [u8; 8] = *b"HYFTRACE";
@@ -42,6 +43,9 @@ const CHUNK_PACKETS: u64 = 65_536;
 const PACKET_BYTES: u64 = 16;
 const KEY_BYTES: u64 = KEY_WORDS as u64 * 8;
 const NOTE_BYTES: u64 = 16;
+
+/// How many packets ahead the reader fetches a flow's key.
+const KEY_PREFETCH_AHEAD: usize = 8;
 
 const NOTE_MALFORMED: u32 = 0;
 const NOTE_BURST: u32 = 1;
@@ -462,6 +466,11 @@ impl ColumnarReader {
                 _ => p.snaplen_cut = true,
             }
             self.next_note += 1;
+        }
+        // Flows are read by index, in no order the CPU can guess: the key a few packets on is
+        // fetched now, so that it is in the cache when its packet comes.
+        if let Some(&ahead) = self.flow.get(i + KEY_PREFETCH_AHEAD) {
+            prefetch(&self.flows[ahead as usize], std::mem::size_of::<FlowKey>());
         }
         self.at += 1;
         self.read += 1;

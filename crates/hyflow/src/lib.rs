@@ -32,6 +32,7 @@ pub mod nic;
 pub mod offload;
 pub mod openflow;
 pub mod packet;
+mod prefetch;
 pub mod replay_report;
 pub mod revalidation;
 pub mod revalidator;

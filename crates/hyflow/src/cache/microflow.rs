@@ -24,30 +24,10 @@ use crate::decision::{Decision, DecisionTables, OutcomeMap};
 use crate::invalid_param::InvalidParam;
 use crate::openflow::LookupRef;
 use crate::packet::FlowKey;
+use crate::prefetch::prefetch;
 
 /// Packets per [`MicroflowCache::lookup_batch`] round (OVS's `NETDEV_MAX_BURST`).
 pub const BATCH: usize = 32;
-
-/// Asks the CPU to start loading the cache lines of `bytes` bytes at `r` (a hint: never
-/// faults, no effect on results).
-#[inline(always)]
-fn prefetch<T>(r: &T, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = r as *const T as *const i8;
-        for off in (0..bytes).step_by(64) {
-            // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never dereferences:
-            // any address is allowed.
-            #[allow(unsafe_code)]
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off))
-            };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (r, bytes);
-}
 
 /// How the microflow cache stays consistent with rule updates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
