@@ -17,7 +17,7 @@ use crate::names::NameArgs;
 
 #[derive(Args)]
 pub struct GenGatewayArgs {
-    /// Output pcap.
+    /// Output pcap, or a `.hyf` columnar trace when the name ends in .hyf (see `hyflow convert`).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Steady flows (Elixir's scale: 500000).
@@ -121,7 +121,7 @@ pub struct GenTrafficArgs {
     pub flows: PathBuf,
     #[command(flatten)]
     pub names: NameArgs,
-    /// Output pcap.
+    /// Output pcap, or a `.hyf` columnar trace when the name ends in .hyf (see `hyflow convert`).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Distinct flows (zipf timing: the flows packets pick from, not all of which may be
@@ -159,7 +159,8 @@ pub struct GenConversationsArgs {
     /// varies per conversation).
     #[arg(long, value_name = "FILE")]
     pub spec: PathBuf,
-    /// Output pcapng (interface i is port i+1, as `replay --trace` reads it back).
+    /// Output pcapng (interface i is port i+1, as `replay --trace` reads it back), or a `.hyf` columnar
+    /// trace of it when the name ends in .hyf.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Conversations to generate (at most 200000).
@@ -181,7 +182,7 @@ pub struct GenConversationsArgs {
 
 #[derive(Args)]
 pub struct GenDynamicArgs {
-    /// Output pcap.
+    /// Output pcap, or a `.hyf` columnar trace when the name ends in .hyf (see `hyflow convert`).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Make the flows exercise this flow table's rules (as `gen traffic` does) instead of
