@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
-use hyflow::columnar::write_columnar;
-use hyflow::input::{Input, PacketSource};
+use hyflow::input::{write_columnar, Input, PacketSource};
 use hyflow::workload::gateway::GatewayConfig;
 
 #[derive(Args)]

@@ -7,8 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
 use hyflow::capture::{LinkType, PcapWriter};
-use hyflow::columnar::write_columnar;
-use hyflow::input::{Input, PacketSource};
+use hyflow::input::{write_columnar, Input, PacketSource};
 use hyflow::workload::gateway::GatewayConfig;
 use hyflow::workload::{generate, generate_updates, GenPacket, TrafficConfig, TrafficError, UpdatesConfig};
 

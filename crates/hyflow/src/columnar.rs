@@ -6,7 +6,7 @@
 //! key, once. The rare per-packet facts — why a frame was malformed, the generated burst it
 //! belongs to, a frame cut by the snapshot length — are notes beside the columns. Reading a
 //! `.hyf` gives the packets reading its source gave (`hyflow convert` writes it through the
-//! same [`crate::input::PacketSource`]), with the flow index as well.
+//! same [`crate::input::PacketSource`], [`crate::input::write_columnar`]), with the flow index as well.
 //!
 //! Layout, little-endian, every section 8-byte aligned so that a reader may map the file and
 //! use the columns in place (`numpy.memmap` at these offsets, say):
@@ -23,12 +23,10 @@
 //! columns and one fixed-width binary one; Parquet's encoded, compressed pages cannot be used
 //! in place. The layout above is what Arrow's would be for these columns, without the schema.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::input::{InputError, PacketSource};
 use crate::packet::field::KEY_WORDS;
 use crate::packet::{FlowKey, Malformed};
 use crate::prefetch::prefetch;
@@ -55,7 +53,10 @@ const NOTE_SNAPLEN_CUT: u32 = 2;
 /// opened is not, and its reader says why.
 pub fn is_columnar(path: &Path) -> bool {
     let mut magic = [0u8; 8];
-    File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == MAGIC
+    // Regular files only: reading a pipe's first bytes would take them from its reader.
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+        && File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok()
+        && magic == MAGIC
 }
 
 /// Why a `.hyf` cannot be written or read.
@@ -113,7 +114,7 @@ fn reason_code(reason: &str) -> Option<u32> {
 pub struct ColumnarWriter {
     path: PathBuf,
     out: BufWriter<File>,
-    index: HashMap<FlowKey, u32>,
+    index: hashbrown::HashMap<FlowKey, u32>,
     flows: Vec<FlowKey>,
     ts: Vec<u64>,
     bytes: Vec<u32>,
@@ -132,7 +133,7 @@ impl ColumnarWriter {
         Ok(ColumnarWriter {
             path: path.to_path_buf(),
             out,
-            index: HashMap::new(),
+            index: hashbrown::HashMap::new(),
             flows: Vec::new(),
             ts: Vec::with_capacity(CHUNK_PACKETS as usize),
             bytes: Vec::with_capacity(CHUNK_PACKETS as usize),
@@ -249,31 +250,6 @@ impl ColumnarWriter {
         file.sync_data().map_err(|e| io_error(&path, "write", &e))?;
         Ok((self.packets, flows.len() as u64))
     }
-}
-
-/// What a conversion wrote.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Converted {
-    /// Packets written.
-    pub packets: u64,
-    /// Distinct flows (keys) among them.
-    pub flows: u64,
-}
-
-/// Writes every packet `source` gives to the `.hyf` at `out`, with the times its source
-/// recorded: reading the trace gives the source's packets, time for time, with the same
-/// malformed and snapshot-length counts.
-pub fn write_columnar(source: &mut PacketSource, out: &Path) -> Result<Converted, InputError> {
-    let mut writer = ColumnarWriter::create(out)?;
-    loop {
-        let cut_before = source.snaplen_truncated();
-        let Some(p) = source.next_packet()? else { break };
-        let (ts, key, bytes, malformed, burst) = (p.ts_ns, p.key, p.bytes, p.malformed, p.burst);
-        let snaplen_cut = source.snaplen_truncated() > cut_before;
-        writer.write(source.first_ts_ns() + ts, &key, bytes, malformed, burst, snaplen_cut)?;
-    }
-    let (packets, flows) = writer.finish()?;
-    Ok(Converted { packets, flows })
 }
 
 /// Reads a `.hyf` a chunk at a time; the flows and notes are read when it opens.

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::capture::{link_type_name, CaptureCut, CaptureSource, TraceError, TraceReader};
-use crate::columnar::{is_columnar, ColumnarError, ColumnarReader};
+use crate::columnar::{is_columnar, ColumnarError, ColumnarReader, ColumnarWriter};
 use crate::measure::flow_id::{FlowId, KeySpec};
 use crate::openflow::Rule;
 use crate::packet::field::id;
@@ -406,6 +406,31 @@ impl PacketSource {
             }
         }
     }
+}
+
+/// What a conversion wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Converted {
+    /// Packets written.
+    pub packets: u64,
+    /// Distinct flows (keys) among them.
+    pub flows: u64,
+}
+
+/// Writes every packet `source` gives to the `.hyf` at `out`, with the times its source
+/// recorded: reading the trace gives the source's packets, time for time, with the same
+/// malformed and snapshot-length counts.
+pub fn write_columnar(source: &mut PacketSource, out: &Path) -> Result<Converted, InputError> {
+    let mut writer = ColumnarWriter::create(out)?;
+    loop {
+        let cut_before = source.snaplen_truncated();
+        let Some(p) = source.next_packet()? else { break };
+        let (ts, key, bytes, malformed, burst) = (p.ts_ns, p.key, p.bytes, p.malformed, p.burst);
+        let snaplen_cut = source.snaplen_truncated() > cut_before;
+        writer.write(source.first_ts_ns() + ts, &key, bytes, malformed, burst, snaplen_cut)?;
+    }
+    let (packets, flows) = writer.finish()?;
+    Ok(Converted { packets, flows })
 }
 
 /// The packets of a capture as slots: each packet's time since the first, and its 5-tuple

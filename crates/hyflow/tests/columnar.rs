@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hyflow::columnar::write_columnar;
-use hyflow::input::{Input, InputPacket, PacketSource};
+use hyflow::input::{write_columnar, Input, InputPacket, PacketSource};
 use hyflow::workload::gateway::GatewayConfig;
 
 fn corpus() -> PathBuf {
