@@ -504,27 +504,37 @@ impl Clauses {
     }
 }
 
+/// A file holding given bytes in the system's temporary directory, removed when dropped: for
+/// the tests of the readers of flow, name and group files.
+#[cfg(test)]
+pub(crate) struct TempFile(pub(crate) std::path::PathBuf);
+
+#[cfg(test)]
+impl TempFile {
+    pub(crate) fn holding(bytes: &[u8]) -> TempFile {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("hyflow-test-file-{}-{n}", std::process::id()));
+        std::fs::write(&p, bytes).unwrap();
+        TempFile(p)
+    }
+}
+
+#[cfg(test)]
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// A file holding `bytes` in the system's temporary directory, removed when dropped.
-    struct TempFile(std::path::PathBuf);
-
-    impl Drop for TempFile {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
     fn write(bytes: &[u8]) -> TempFile {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("hyflow-flow-file-{}-{n}", std::process::id()));
-        std::fs::write(&p, bytes).unwrap();
-        TempFile(p)
+        TempFile::holding(bytes)
     }
 
     /// The file read as its definition says, one line at a time: every line checked and its

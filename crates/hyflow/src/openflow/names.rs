@@ -331,22 +331,10 @@ pub(crate) fn declared_tables(line: &str) -> impl Iterator<Item = (&str, &str, u
 mod tests {
     use super::*;
 
-    /// A file holding `text` in the system's temporary directory, removed when dropped.
-    struct TempFile(std::path::PathBuf);
-
-    impl Drop for TempFile {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
+    use crate::openflow::flow_file::TempFile;
 
     fn write(text: &str) -> TempFile {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("hyflow-names-{}-{n}", std::process::id()));
-        std::fs::write(&p, text).unwrap();
-        TempFile(p)
+        TempFile::holding(text.as_bytes())
     }
 
     #[test]
