@@ -29,13 +29,13 @@ FLOWS = os.path.join(ROOT, "examples", "gateway.flows")
 
 
 def run(args):
-    """Wall seconds of one run."""
+    """(wall seconds, standard output) of one run."""
     start = time.perf_counter()
-    out = subprocess.run([HYFLOW, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = subprocess.run([HYFLOW, *args], capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if out.returncode != 0:
         sys.exit(f"hyflow {' '.join(args)} failed: {out.stderr.strip()}")
-    return seconds
+    return seconds, out.stdout
 
 
 def main():
@@ -49,9 +49,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         pcap, hyf = os.path.join(tmp, "gateway.pcap"), os.path.join(tmp, "gateway.hyf")
         run(["gen", "gateway", "--out", pcap, "--duration", str(a.seconds)])
-        convert = run(["convert", pcap, hyf])
-        packets = int(subprocess.run([HYFLOW, "convert", pcap, hyf], capture_output=True, text=True)
-                      .stdout.split()[1])
+        convert, said = run(["convert", pcap, hyf])
+        packets = int(said.split()[1])  # "wrote N packets of ..."
         sizes = {t: os.path.getsize(p) for t, p in (("pcap", pcap), ("hyf", hyf))}
         commands = [
             ("topk (fastkeeper-bitmap)", ["topk", "--trace"], []),
@@ -63,7 +62,7 @@ def main():
             best = {}
             for _ in range(a.runs):
                 for kind, path in (("pcap", pcap), ("hyf", hyf)):  # interleaved: same host load
-                    s = run(head + [path] + tail)
+                    s, _ = run(head + [path] + tail)
                     best[kind] = min(best.get(kind, float("inf")), s)
             rows.append((label, best["pcap"], best["hyf"]))
     out = [f"{packets:,} packets of `hyflow gen gateway --duration {a.seconds:g}` (pcap {sizes['pcap'] / 1e6:.0f} MB, "

@@ -66,8 +66,9 @@ enum Command {
     #[command(subcommand)]
     Eval(EvalCommand),
     /// Write a capture (or gen:gateway traffic) as a .hyf columnar trace: per packet its time,
-    /// wire length and flow index, per flow its parsed key once. Every command that takes a
-    /// capture (--trace, --pcap) reads a .hyf as it reads the capture, without parsing frames.
+    /// wire length and flow index, per flow its parsed key once. Every command that reads a
+    /// capture's packets as flows (--trace, --pcap) reads a .hyf as it reads the capture,
+    /// without parsing frames; `send`, which needs frames, refuses one.
     Convert(hyflow_commands::convert::ConvertArgs),
     /// Print the flow of every packet of a capture in ovs-ofctl match notation, as
     /// `ovs-ofctl parse-pcap` does (Open vSwitch's flow extraction); VXLAN packets show the

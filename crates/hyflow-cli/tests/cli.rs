@@ -2068,4 +2068,6 @@ fn columnar_traces_run_as_their_captures() {
     let damaged = tmp("damaged.hyf", &whole[..whole.len() - 3]);
     let out = hyflow(&["replay", "--flows", flows, "--trace", damaged.to_str().unwrap()]);
     fails_with(&out, &["damaged.hyf: not a valid .hyf trace: the file's end is not where the header says"]);
+    // Frames cannot be sent from flow keys.
+    fails_with(&hyflow(&["send", "--iface", "lo", "--trace", hyf_s]), &["holds flow keys, not frames"]);
 }

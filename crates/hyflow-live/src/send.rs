@@ -101,6 +101,12 @@ pub fn run(a: SendArgs) -> Result<()> {
             bail!("--rate must be a positive number of packets per second, not {r}");
         }
     }
+    if hyflow::columnar::is_columnar(&a.trace) {
+        bail!(
+            "{}: a .hyf trace holds flow keys, not frames: send the capture it was converted from",
+            a.trace.display()
+        );
+    }
     crate::interfaces::check_privileges()?;
     let iface = Interface::lookup(&a.iface, 0)?;
     let max_frame = iface.max_frame();

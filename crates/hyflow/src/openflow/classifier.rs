@@ -358,8 +358,8 @@ impl Classifier {
     }
 
     /// Holds back the prefix tries' insertions until [`Classifier::flush_tries`], which makes
-    /// them in sorted order: for loading many rules at once. Lookups must wait for the flush;
-    /// a removal flushes first.
+    /// them all at once: for loading many rules. Lookups must wait for the flush; a removal
+    /// flushes first.
     pub(crate) fn defer_tries(&mut self) {
         self.deferring = true;
     }
@@ -466,8 +466,8 @@ impl Classifier {
             b.hash == hash && key_is(keys, lanes, b.slot, |l| value.words[l.word as usize])
         });
         if let Some(b) = &found {
-            let same = std::iter::once(&b.best).chain(st.others.get(&b.slot).into_iter().flatten());
-            if let Some(e) = same.into_iter().find(|e| e.priority == entry.priority) {
+            let mut same = std::iter::once(&b.best).chain(st.others.get(&b.slot).into_iter().flatten());
+            if let Some(e) = same.find(|e| e.priority == entry.priority) {
                 self.scratch = scratch;
                 return Err(e.rule);
             }

@@ -75,9 +75,9 @@ impl Default for Pipeline {
 }
 
 /// A pipeline being loaded with many rules at once (a flow file's, while it is still being
-/// parsed): the prefix tries are filled once, in sorted order, when the load finishes, which
-/// is several times faster than a million sorted insertions one by one. Nothing looks up a
-/// loading pipeline.
+/// parsed): the prefix tries are built once, bottom-up from the sorted prefixes, when the load
+/// finishes, where a million insertions one by one each walked the trie from its root.
+/// Nothing looks up a loading pipeline.
 pub struct PipelineLoad(Pipeline);
 
 impl PipelineLoad {
