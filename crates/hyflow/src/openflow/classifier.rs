@@ -124,6 +124,16 @@ struct Subtable {
     n_rules: usize,
 }
 
+/// Every rule of bucket `b`, best first, the rules after the best being in `others` (a
+/// subtable's): apart from [`Subtable::entries`] so that an insertion holding the bucket
+/// mutably can read them.
+fn bucket_entries<'a>(
+    others: &'a HashMap<u32, Vec<ClsEntry>>,
+    b: &Bucket,
+) -> impl Iterator<Item = ClsEntry> + 'a {
+    std::iter::once(b.best).chain(others.get(&b.slot).into_iter().flatten().copied())
+}
+
 /// Whether the key at `slot` of a subtable's `keys` equals, lane by lane, `word(lane)`.
 #[inline]
 fn key_is(keys: &[u64], lanes: &[Lane], slot: u32, word: impl Fn(&Lane) -> u64) -> bool {
@@ -244,7 +254,7 @@ impl Subtable {
 
     /// Every rule of bucket `b`, best first.
     fn entries<'a>(&'a self, b: &Bucket) -> impl Iterator<Item = ClsEntry> + 'a {
-        std::iter::once(b.best).chain(self.others.get(&b.slot).into_iter().flatten().copied())
+        bucket_entries(&self.others, b)
     }
 
     /// A slot holding the masked key of `value` (pre-masked) for a new bucket.
@@ -466,8 +476,7 @@ impl Classifier {
             b.hash == hash && key_is(keys, lanes, b.slot, |l| value.words[l.word as usize])
         });
         if let Some(b) = &found {
-            let mut same = std::iter::once(&b.best).chain(st.others.get(&b.slot).into_iter().flatten());
-            if let Some(e) = same.find(|e| e.priority == entry.priority) {
+            if let Some(e) = bucket_entries(&st.others, b).find(|e| e.priority == entry.priority) {
                 self.scratch = scratch;
                 return Err(e.rule);
             }

@@ -16,7 +16,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
 use super::action::{conjunctions, Action, Conjunction};
-use super::action_pool::{ActionPool, LocalLists, SharedLists};
+use super::action_pool::{LocalLists, SharedLists};
 use super::names::Names;
 use super::parser::{declare_tables, parse_flow_line, FlowFileError};
 use super::rule::{Match, Rule};
@@ -275,13 +275,12 @@ fn take_in_order(
     Ok(())
 }
 
-/// What the caller's thread does with each parsed rule, in file order: shares its action
-/// list, notes conjunction clauses and meters for the warnings, and hands it on.
+/// What the caller's thread does with each parsed rule, in file order: notes conjunction
+/// clauses and meters for the warnings, and hands it on (its action list is shared already,
+/// by the parsing threads' [`SharedLists`]).
 struct RuleTaker<'f> {
     file: &'f str,
     clauses: Clauses,
-    /// Equal action lists held once, as an installed rule's are.
-    lists: ActionPool,
     /// How many flows use a meter, and where the first does.
     metered: usize,
     first_meter: Option<FlowFileError>,
@@ -289,13 +288,7 @@ struct RuleTaker<'f> {
 
 impl<'f> RuleTaker<'f> {
     fn new(file: &'f str) -> Self {
-        RuleTaker {
-            file,
-            clauses: Clauses::default(),
-            lists: ActionPool::default(),
-            metered: 0,
-            first_meter: None,
-        }
+        RuleTaker { file, clauses: Clauses::default(), metered: 0, first_meter: None }
     }
 
     fn take(
@@ -304,10 +297,9 @@ impl<'f> RuleTaker<'f> {
         parsed: ParsedLines,
         each: &mut impl FnMut(Rule),
     ) -> Result<(), FlowFileError> {
-        for (i, mut rule) in parsed.rules {
+        for (i, rule) in parsed.rules {
             let (a, b, number) = batch.spans[i as usize];
             let line = &batch.text[a..b];
-            self.lists.take(&mut rule.actions);
             self.clauses.note(&rule, line, number);
             if rule.actions.iter().any(|a| matches!(a, Action::Meter(_))) {
                 self.metered += 1;
