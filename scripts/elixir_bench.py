@@ -2,7 +2,7 @@
 """Elixir's headline results (BENCHMARKS.md) for elixir, tfo, lfp, ovs-rebalance, offload-all, psf.
 
 Usage: scripts/elixir_bench.py [--quick | --full] [--seconds S] [--threads N] [--plots DIR] [--churn S]
-                               [--write | --check]
+                               [--backend local|ray] [--ray-address ADDRESS] [--write | --check]
 
 Workload: `--trace gen:gateway` (hyflow's model of Elixir's cloud-gateway traces) through
 examples/gateway.flows.
@@ -35,7 +35,9 @@ loss at the fixed rate on Elixir's core count and at Elixir's highest rate on 2 
 (Table 1); how the generated bursts fared at the fixed rate (in the NIC already, moved in
 during the burst, filling their core's ring to K); and Elixir's detection time by peak rate
 (Fig. 11). --plots DIR writes each policy's software and hardware rate over time at the fixed
-rate (Fig. 12). --write puts the tables in BENCHMARKS.md's block (elixir-quick, or
+rate (Fig. 12). --backend ray runs the searches' probes as Ray tasks (`sim --backend ray`: the
+same answers; --threads of them at once, by default the cluster's CPUs), on the cluster at
+--ray-address or a local one: the way to spread --full's searches over several machines. --write puts the tables in BENCHMARKS.md's block (elixir-quick, or
 elixir-quick-churnS with --churn); --check (in the test command) re-runs Elixir at the fixed
 rate on its committed core count and fails if that row's fixed-rate cells moved. Build first:
 cargo build --release (or set HYFLOW to a binary).
@@ -110,7 +112,9 @@ def main():
     g.add_argument("--quick", action="store_true", default=True)
     g.add_argument("--full", action="store_true")
     ap.add_argument("--seconds", type=float, default=None, help="measured seconds (20 quick, 60 full)")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="probes a search runs at once")
+    ap.add_argument("--backend", choices=["local", "ray"], default="local", help="where searches run their probes")
+    ap.add_argument("--ray-address", default=None, help="the Ray cluster for --backend ray (default: a local one)")
     ap.add_argument("--plots", default=None, help="directory for the Fig. 12 rate plots")
     ap.add_argument("--churn", type=float, default=None,
                     help="seconds over which 20%% of the large flows change (the model's default: 10)")
@@ -126,6 +130,8 @@ def main():
         sys.exit("build first: cargo build --release")
     quick = not a.full
     threads = ["--search-threads", str(a.threads)] if a.threads else []
+    if a.backend == "ray":
+        threads += ["--backend", "ray"] + (["--ray-address", a.ray_address] if a.ray_address else [])
     seconds = a.seconds or (20.0 if quick else 60.0)
     block = "elixir-quick" if a.churn is None else f"elixir-quick-churn{a.churn:g}"
     if (a.write or a.check) and (not quick or a.only or a.seconds or a.plots and a.check):

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "crates" / "hyflow-py" / "pyt
 PROGRESS = "progress: Callable[[int, int, int], object] | bool | None = None"
 EXTRA = {
     "replay": ["decisions: bool = False", PROGRESS],
-    "sim": ["decisions: bool = False", "plot: str | os.PathLike[str] | None = None", PROGRESS],
+    "sim": ["decisions: bool = False", "plot: str | os.PathLike[str] | None = None", PROGRESS, "ship_files: bool = False"],
     "topk": [PROGRESS],
     "eval_topk": [PROGRESS],
 }

@@ -22,6 +22,7 @@ use hyflow_commands::{negative_numbers_are_values, topk as topk_options};
 mod kvs_sim;
 mod parse_pcap;
 mod progress;
+mod ray_probes;
 mod replay;
 mod sim;
 mod topk;

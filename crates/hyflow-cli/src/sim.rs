@@ -8,17 +8,18 @@ use clap::Args;
 
 use hyflow::experiment::calibrate::calibrate;
 use hyflow::experiment::replay::DecisionRecord;
-use hyflow::experiment::sim::{search, simulate};
+use hyflow::experiment::sim::{probe, search, simulate, ProbeRunner};
 use hyflow::timing::switch_datapath::SimDecision;
 use hyflow_commands::create;
 use hyflow_commands::plot::write_plots;
 use hyflow_commands::report::write_report;
 use hyflow_commands::run_record::RunRecord;
-use hyflow_commands::sim::{write_series, write_summary, SimArgs};
+use hyflow_commands::sim::{write_series, write_summary, BackendArg, SimArgs};
 use hyflow_commands::switch::workload;
 use hyflow_commands::{capture_cut_warning, warning_text};
 
 use crate::progress::Progress;
+use crate::ray_probes::RayProbes;
 
 #[derive(Args)]
 pub struct CalibrateArgs {
@@ -86,6 +87,11 @@ pub fn run_calibrate(a: CalibrateArgs) -> Result<()> {
 pub fn run(a: SimArgs) -> Result<()> {
     let exp = a.experiment(a.timeseries.is_some() || a.plot.is_some() || a.report.is_some())?;
     let workload = workload(&a.switch)?;
+    if let Some(p) = a.probe() {
+        // A Ray task's probe: its loss alone, on stdout, however the search writes its outputs.
+        println!("{}", serde_json::to_string(&probe(&workload, &exp, p)?)?);
+        return Ok(());
+    }
     let outcome = match a.search() {
         None => {
             let progress = Progress::new("sim");
@@ -104,7 +110,17 @@ pub fn run(a: SimArgs) -> Result<()> {
             progress.finish();
             outcome
         }
-        Some(what) => search(&workload, &exp, what, &|| true)?,
+        Some(what) => {
+            let ray = match a.backend {
+                BackendArg::Local => None,
+                BackendArg::Ray => {
+                    // The tasks run `sim` on the search's own options (`hyflow sim ...`).
+                    let argv = std::env::args().skip(2).collect();
+                    Some(RayProbes::start(argv, a.ray_address.as_deref(), a.search_threads)?)
+                }
+            };
+            search(&workload, &exp, what, &|| true, ray.as_ref().map(|r| r as &dyn ProbeRunner))?
+        }
     };
     if let Some(cut) = &outcome.summary.capture_cut {
         eprintln!("hyflow: warning: {}", capture_cut_warning(cut));

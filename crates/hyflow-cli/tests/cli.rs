@@ -692,6 +692,16 @@ fn sim_is_deterministic_and_reports_the_summary_keys() {
     assert!(table[min as usize - 1..].iter().all(lossless), "{v}");
     assert!(!lossless(&table[min as usize - 2]), "{v}");
     assert!(v["min_cores_within_tolerance"].as_u64().unwrap() <= min);
+    // A Ray task's probe (the hidden --probe-cores, on the search's own options, outputs
+    // included) prints the loss the search recorded for that count, and nothing else.
+    for (cores, row) in [(1usize, &table[0]), (min as usize, &table[min as usize - 1])] {
+        let c = cores.to_string();
+        let args = ["sim", "--policy", "psf", "--rate", "20000000", "--find", "min-cores", "--json", "-"];
+        let out = hyflow(&[&args[..], &["--probe-cores", &c]].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(&probe, row, "{cores} cores");
+    }
     // With no lossless count below the bound, the search still reports loss by cores, the
     // bound's run and why there is no answer.
     let bound = (min - 1).to_string();

@@ -157,7 +157,8 @@ fn kind(a: &clap::Arg) -> &'static str {
 pub fn options<A: Args>(name: &'static str) -> Vec<OptionInfo> {
     command::<A>(name)
         .get_arguments()
-        .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
+        // Hidden options are for the tool's own processes (a search's Ray tasks), not keywords.
+        .filter(|a| !matches!(a.get_id().as_str(), "help" | "version") && !a.is_hide_set())
         .map(|a| OptionInfo {
             long: a.get_long().map_or_else(|| a.get_id().to_string(), str::to_string),
             flag: !a.get_action().takes_values(),

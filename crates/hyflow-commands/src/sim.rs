@@ -10,7 +10,7 @@ use clap::{Arg, ArgMatches, Args, Command, FromArgMatches, ValueEnum};
 
 use crate::switch::{nic_of_scheme, nic_sizing_given, switch_config, SwitchArgs};
 use hyflow::cost_model::CostModel;
-use hyflow::experiment::sim::{Search, SimExperiment, SimSummary};
+use hyflow::experiment::sim::{Probe, Search, SimExperiment, SimSummary};
 use hyflow::measure::KeySpec;
 use hyflow::offload::{registration, NicUpdates, Param, ParamKind, ParamValue, PolicyParams, POLICIES};
 use hyflow::timing::{Metrics, SimConfig, Steering};
@@ -88,6 +88,15 @@ impl FromArgMatches for PolicyOptions {
 /// `--policy`'s values: the registered policies, each with its one line of help.
 pub fn policy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(POLICIES.iter().map(|r| PossibleValue::new(r.name).help(r.about)))
+}
+
+/// Where a search's probes run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// This process's threads.
+    Local,
+    /// Ray tasks.
+    Ray,
 }
 
 /// A capacity search.
@@ -188,11 +197,31 @@ pub struct SimArgs {
     /// (0.001: one packet in a thousand).
     #[arg(long, default_value_t = 0.001, value_name = "FRACTION")]
     pub loss_tolerance: f64,
-    /// Threads the searches run probes on: the probes the search would make next under each
-    /// outcome run at once; the answer is the same for any number [default: the machine's
-    /// cores].
+    /// Probes a search runs at once, on threads or with --backend ray as Ray tasks: the
+    /// probes the search would make next under each outcome; the answer is the same for any
+    /// number [default: the machine's cores; with Ray, the cluster's CPUs].
     #[arg(long, value_name = "N")]
     pub search_threads: Option<usize>,
+    /// Where the searches run their probes: on this process's threads, or as Ray tasks, one
+    /// per probe, --search-threads at a time, on the cluster at --ray-address or on a local
+    /// one started for the search. Ray needs Python 3 with `ray` (`pip install ray`); each
+    /// task runs this hyflow binary, which every node must have at the same path, on input
+    /// files at the same paths (shared storage). The answer is the same on either; the
+    /// answering run is made here.
+    #[arg(long, value_enum, default_value_t = BackendArg::Local, value_name = "WHERE", requires = "find")]
+    pub backend: BackendArg,
+    /// The Ray cluster a search's probes run on with --backend ray (`ray start --head` prints
+    /// it; `auto` finds one on this machine) [default: a local cluster of --search-threads
+    /// CPUs, started and stopped with the search].
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray_address: Option<String>,
+    /// One probe of a search, for a Ray task (not for people): the run on this many cores
+    /// at --probe-rate (default: as the search would), its loss as one JSON line on stdout.
+    #[arg(long, hide = true, value_name = "CORES")]
+    pub probe_cores: Option<usize>,
+    /// The probe's rate, packets/s.
+    #[arg(long, hide = true, value_name = "PPS", requires = "probe_cores")]
+    pub probe_rate: Option<f64>,
     /// Summary as one JSON object to FILE (`-` for stdout); nothing host-dependent in it.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -404,10 +433,19 @@ impl SimArgs {
         })
     }
 
+    /// The one probe --probe-cores asks for: its rate is --probe-rate, or --rate as a
+    /// min-cores search's probes have it.
+    pub fn probe(&self) -> Option<Probe> {
+        self.probe_cores.map(|cores| Probe { cores, rate_pps: self.probe_rate.or(self.rate) })
+    }
+
     /// The experiment the options describe; `series` records the time series (for --timeseries,
     /// --plot or a front that returns it).
     pub fn experiment(&self, series: bool) -> Result<SimExperiment> {
         let a = self;
+        if a.ray_address.is_some() && a.backend != BackendArg::Ray {
+            bail!("--ray-address is where --backend ray runs a search's probes: give --backend ray too");
+        }
         if a.switch.nic.scheme.is_some() || a.switch.nic.no_nic {
             bail!("--nic and --no-nic do not apply to sim: --policy says what the NIC holds");
         }

@@ -27,6 +27,7 @@ use hyflow_commands::report::write_report;
 use hyflow_commands::run_record::RunRecord;
 use hyflow_commands::{gen, replay, sim, switch, topk, trace};
 
+mod probes;
 mod watch;
 use watch::watched;
 
@@ -335,13 +336,14 @@ impl RuleColumns {
 /// `--json`), its text, the time series (complete intervals), the latency histograms as
 /// (value, count) columns per path and, for one run with `decisions`, every packet's fate.
 #[pyfunction]
-#[pyo3(name = "sim", signature = (argv, decisions, plot=None, progress=None))]
+#[pyo3(name = "sim", signature = (argv, decisions, plot=None, progress=None, probes=None))]
 fn run_sim<'py>(
     py: Python<'py>,
     argv: Vec<String>,
     decisions: bool,
     plot: Option<PathBuf>,
     progress: Option<Bound<'py, PyAny>>,
+    probes: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let setup = argv.clone();
     let args: sim::SimArgs = parse("sim", argv)?;
@@ -349,6 +351,14 @@ fn run_sim<'py>(
     if decisions && what.is_some() {
         return Err(HyflowError::new_err("decisions are recorded for one run, not with find"));
     }
+    // `backend="ray"`: the Python side passes the runner of its Ray tasks.
+    let remote = match (args.backend, probes) {
+        (sim::BackendArg::Ray, Some(run)) => Some(probes::PyProbes::new(&run)?),
+        (sim::BackendArg::Ray, None) => {
+            return Err(HyflowError::new_err("backend='ray' needs the Ray probe runner (call hyflow.sim)"))
+        }
+        (sim::BackendArg::Local, _) => None,
+    };
     let (summary, text, metrics, columns, cut) =
         watched(py, progress.as_ref(), |watch| -> anyhow::Result<_> {
             let exp = args.experiment(true)?;
@@ -365,7 +375,13 @@ fn run_sim<'py>(
                         if decisions { Some(&mut record) } else { None };
                     simulate(&workload, &exp, &mut |n, at| watch.progress(n, at), on_decision)?
                 }
-                Some(w) => search(&workload, &exp, w, &|| watch.keep_going())?,
+                Some(w) => search(
+                    &workload,
+                    &exp,
+                    w,
+                    &|| watch.keep_going(),
+                    remote.as_ref().map(|r| r as &dyn hyflow::experiment::sim::ProbeRunner),
+                )?,
             };
             let run = RunRecord::of_sim(setup, &outcome, &exp)?;
             if let Some(dir) = &plot {
@@ -740,6 +756,7 @@ fn _hyflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_replay, m)?)?;
     m.add_function(wrap_pyfunction!(report_html, m)?)?;
     m.add_function(wrap_pyfunction!(run_sim, m)?)?;
+    m.add_function(wrap_pyfunction!(probes::sim_probe, m)?)?;
     m.add_function(wrap_pyfunction!(run_topk, m)?)?;
     m.add_function(wrap_pyfunction!(eval_topk, m)?)?;
     m.add_function(wrap_pyfunction!(run_trace, m)?)?;

@@ -104,10 +104,19 @@ def replay(*, decisions: bool = False, progress=None, **options) -> ReplayResult
     )
 
 
-def sim(*, decisions: bool = False, plot=None, progress=None, **options) -> SimResult:
+def sim(*, decisions: bool = False, plot=None, progress=None, ship_files: bool = False, **options) -> SimResult:
     argv = _options.argv("sim", options)
     plot = None if plot is None else str(plot)
-    result = _watched(lambda cb: _hyflow.sim(argv, decisions, plot, cb), progress, "sim")
+    probes = None
+    if options.get("backend") == "ray" and options.get("find") is not None:
+        from ._ray_search import RayProbes
+
+        probes = RayProbes(options, options.get("ray_address"), options.get("search_threads"), ship_files)
+    try:
+        result = _watched(lambda cb: _hyflow.sim(argv, decisions, plot, cb, probes), progress, "sim")
+    finally:
+        if probes is not None:
+            probes.close()
     return SimResult(
         summary=json.loads(result["summary"]),
         text=result["text"],
@@ -224,7 +233,11 @@ sim.__doc__ = _options.document(
     "sim",
     """Simulates NIC, host rings and cores over trace time (``hyflow sim``), or searches for
 the fewest cores or the highest rate without loss (``find``). ``decisions=True`` also returns
-every packet's fate (one run only); ``plot=DIR`` writes the CLI's plots.""",
+every packet's fate (one run only); ``plot=DIR`` writes the CLI's plots. A search with
+``backend="ray"`` runs its probes as Ray tasks (the answer is the same): on the cluster this
+process joined with ``ray.init``, at ``ray_address``, or on a local one of ``search_threads``
+CPUs; ``ship_files=True`` sends the input files to the workers through the object store once,
+instead of their reading them at the same paths.""",
 )
 topk.__doc__ = _options.document("topk", "Real-time top-k flows of a trace at every block boundary (``hyflow topk``).")
 eval_topk.__doc__ = _options.document(

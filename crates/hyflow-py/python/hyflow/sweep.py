@@ -135,6 +135,26 @@ def _local(command: str, todo: list[dict], workers: int, progress: _Progress) ->
     return rows  # type: ignore[return-value]
 
 
+def _ship(config: dict, shipped: dict) -> dict:
+    """The input files ``config`` names, put in Ray's object store once per path (``shipped``
+    remembers them across configs): ``{option: (digest, ref, basename)}`` for
+    :func:`_materialise` on the workers."""
+    import ray
+
+    files = {}
+    for name in _FILE_OPTIONS:
+        value = config.get(name)
+        if value is None or not os.path.isfile(os.fspath(value)):
+            continue
+        path = os.fspath(value)
+        if path not in shipped:
+            with open(path, "rb") as f:
+                data = f.read()
+            shipped[path] = (hashlib.sha256(data).hexdigest()[:16], ray.put(data), os.path.basename(path))
+        files[name] = shipped[path]
+    return files
+
+
 def _materialise(files: dict, config: dict) -> dict:
     """On a Ray worker: the shipped files written once per content to a local directory."""
     import ray
@@ -162,26 +182,11 @@ def _ray(command: str, todo: list[dict], workers: int | None, address: str | Non
 
     shipped: dict[str, tuple] = {}
 
-    def ship(path: str) -> tuple:
-        if path not in shipped:
-            with open(path, "rb") as f:
-                data = f.read()
-            shipped[path] = (hashlib.sha256(data).hexdigest()[:16], ray.put(data), os.path.basename(path))
-        return shipped[path]
-
     @ray.remote(num_cpus=1)
     def task(files: dict, config: dict) -> dict:
         return run_one(command, _materialise(files, config) if files else config)
 
-    refs = []
-    for config in todo:
-        files = {}
-        if ship_files:
-            for name in _FILE_OPTIONS:
-                value = config.get(name)
-                if value is not None and os.path.isfile(os.fspath(value)):
-                    files[name] = ship(os.fspath(value))
-        refs.append(task.remote(files, config))
+    refs = [task.remote(_ship(config, shipped) if ship_files else {}, config) for config in todo]
     index = {ref: i for i, ref in enumerate(refs)}
     rows: list[dict | None] = [None] * len(refs)
     pending = list(refs)

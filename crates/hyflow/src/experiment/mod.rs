@@ -63,6 +63,9 @@ pub enum ExperimentError {
     /// The caller asked the run to stop (its progress callback broke off: Ctrl-C in Python).
     #[error("interrupted before the input's end")]
     Interrupted,
+    /// A search's probe run elsewhere (a Ray task) failed, or could not be run: its message.
+    #[error("{0}")]
+    Remote(String),
 }
 
 /// What a run's progress callback gets (packets so far, how far the input was read) and
@@ -87,7 +90,8 @@ impl CarriesInvalidParam for ExperimentError {
             | ExperimentError::Invalid(_)
             | ExperimentError::Unanswerable(_)
             | ExperimentError::Io(_)
-            | ExperimentError::Interrupted => None,
+            | ExperimentError::Interrupted
+            | ExperimentError::Remote(_) => None,
         }
     }
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::bursts::{BurstSummary, BurstTracker};
-use super::{ExperimentError, OnProgress, Progress, Workload};
+use super::{unwatched, ExperimentError, OnProgress, Progress, Workload};
 use crate::capture::CaptureCut;
 use crate::cost_model::CostModel;
 use crate::input::PacketSource;
@@ -12,7 +12,7 @@ use crate::offload::params::check_sample_rate;
 use crate::offload::upcall::UpcallOffload;
 use crate::offload::{NicUpdates, PolicyConfig, PolicyMachine, PolicyReport, RunSpan};
 use crate::switch::{PortStats, Switch, SwitchConfig};
-use crate::timing::search::{fewest_cores_from, search as bisect, sweep, CoreLoss, MaxRate};
+use crate::timing::search::{fewest_cores_from, parallel, search as bisect, sweep, CoreLoss, MaxRate};
 use crate::timing::switch_datapath::{SimDecision, SwitchDatapath};
 use crate::timing::{Metrics, MetricsSummary, SimConfig, SimPacket, Simulator, MAX_SERIES_POINTS};
 
@@ -119,6 +119,27 @@ pub enum Search {
     },
     /// The highest whole rate with no loss on the experiment's cores (bisection to 1%).
     MaxRate,
+}
+
+/// One probe of a capacity search: a run on `cores` cores at `rate_pps` packets/s (`None`:
+/// the experiment's rate, or the input's own).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Probe {
+    /// Cores.
+    pub cores: usize,
+    /// Rate the input is rescaled to.
+    pub rate_pps: Option<f64>,
+}
+
+/// Runs a search's probes somewhere other than this process's threads: as Ray tasks, each
+/// calling [`probe`] on a worker with the same workload and experiment. Runs are
+/// deterministic, so a probe's outcome does not depend on where it ran, and a search answers
+/// the same on any runner.
+pub trait ProbeRunner: Sync {
+    /// Probes worth running at once (workers): how many a max-rate search speculates on.
+    fn width(&self) -> usize;
+    /// Every probe's outcome, in the order of `probes`.
+    fn run(&self, probes: &[Probe]) -> Vec<Result<CoreLoss, ExperimentError>>;
 }
 
 /// Host-side counts of a simulation, packets (after the warm-up, if any).
@@ -487,15 +508,44 @@ pub fn simulate(
     simulate_at(workload, exp, exp.machine.cores, rate, progress, on_decision, &prepared)
 }
 
+/// One probe of a capacity search, as the search runs it: lost and offered packets of the run
+/// on `p.cores` at `p.rate_pps`, and whether the host kept up. A runner elsewhere (a Ray
+/// task) calls this with the search's workload and experiment.
+pub fn probe(workload: &Workload, exp: &SimExperiment, p: Probe) -> Result<CoreLoss, ExperimentError> {
+    exp.check()?;
+    let natural = match p.rate_pps {
+        Some(_) => Some(natural_rate(workload, &mut unwatched)?),
+        None => None,
+    };
+    let prepared = prepare(workload, exp, &mut unwatched)?;
+    run_probe(workload, exp, p, natural, &prepared, &mut unwatched)
+}
+
+/// A probe's run, given the input's natural rate (if the probe rescales) and the prepared policy.
+fn run_probe(
+    workload: &Workload,
+    exp: &SimExperiment,
+    p: Probe,
+    natural: Option<f64>,
+    prepared: &PolicyConfig,
+    progress: OnProgress,
+) -> Result<CoreLoss, ExperimentError> {
+    let at = p.rate_pps.zip(natural).map(|(r, n)| (n, r));
+    let run = simulate_at(workload, exp, p.cores, at, progress, None, prepared)?;
+    Ok(CoreLoss::new(p.cores, run.metrics.lost(), run.metrics.packets, run.metrics.steady()))
+}
+
 /// A capacity search: runs simulations until the answer is bracketed, then returns the
-/// answering run with the answer in its summary. Every run asks `keep_going` as it goes (from
-/// the search's threads), and the search ends in [`ExperimentError::Interrupted`] once it
-/// answers false.
+/// answering run with the answer in its summary. The probes run on the experiment's
+/// `search_threads` threads, or on `runner` if given (the answer is the same); the answering
+/// run is made here. Every run here asks `keep_going` as it goes (from the search's threads),
+/// and the search ends in [`ExperimentError::Interrupted`] once it answers false.
 pub fn search(
     workload: &Workload,
     exp: &SimExperiment,
     what: Search,
     keep_going: &(dyn Fn() -> bool + Sync),
+    runner: Option<&dyn ProbeRunner>,
 ) -> Result<SimOutcome, ExperimentError> {
     let watch = || {
         move |_: u64, _: Progress| {
@@ -525,17 +575,27 @@ pub fn search(
     let prepared = prepare(workload, exp, &mut watch())?;
     // A probe is lossless only if it lost nothing and the host kept up: a run that lost
     // nothing only because the input ended before the rings filled was falling behind.
-    let probe = |cores: usize, rate: Option<f64>| -> Result<CoreLoss, ExperimentError> {
-        let at = rate.zip(natural).map(|(r, n)| (n, r));
-        let run = simulate_at(workload, exp, cores, at, &mut watch(), None, &prepared)?;
-        Ok(CoreLoss::new(cores, run.metrics.lost(), run.metrics.packets, run.metrics.steady()))
-    };
+    let local = |p: &Probe| run_probe(workload, exp, *p, natural, &prepared, &mut watch());
     let threads = exp.search_threads.max(1);
+    // Probes elsewhere are checked for the interruption between batches.
+    let remote = |probes: &[Probe]| -> Vec<Result<CoreLoss, ExperimentError>> {
+        let runner = runner.expect("remote batches only with a runner");
+        if !keep_going() {
+            return probes.iter().map(|_| Err(ExperimentError::Interrupted)).collect();
+        }
+        let results = runner.run(probes);
+        assert_eq!(results.len(), probes.len(), "a probe runner answers every probe it is given");
+        results
+    };
     let mut swept = Vec::new();
     let (cores, rate) = match what {
         Search::MinCores { max_cores, .. } => {
-            let counts: Vec<usize> = (1..=max_cores.max(1)).collect();
-            swept = sweep(&counts, threads, |&c| probe(c, exp.rate_pps))?;
+            let probes: Vec<Probe> =
+                (1..=max_cores.max(1)).map(|cores| Probe { cores, rate_pps: exp.rate_pps }).collect();
+            swept = match runner {
+                None => sweep(&probes, threads, local)?,
+                Some(_) => remote(&probes).into_iter().collect::<Result<_, _>>()?,
+            };
             // With no lossless count the sweep still answers Fig. 13's question (loss against
             // cores) and maybe the tolerance's: the run reported is then the bound's.
             let found = fewest_cores_from(&swept, CoreLoss::lossless).unwrap_or(max_cores.max(1));
@@ -543,8 +603,14 @@ pub fn search(
         }
         Search::MaxRate => {
             let ceiling = (natural.unwrap_or(0.0) * 10.0).max(MAX_RATE_CEILING_PPS);
-            let found = bisect(MaxRate::new(ceiling as u64, 0.01), threads, |r| {
-                probe(exp.machine.cores, Some(r as f64)).map(|l| l.lossless())
+            let at = |r: &u64| Probe { cores: exp.machine.cores, rate_pps: Some(*r as f64) };
+            let width = runner.map_or(threads, |r| r.width());
+            let found = bisect(MaxRate::new(ceiling as u64, 0.01), width, |rates: &[u64]| {
+                let outcomes = match runner {
+                    None => parallel(rates, threads, |r| local(&at(r))),
+                    Some(_) => remote(&rates.iter().map(at).collect::<Vec<_>>()),
+                };
+                outcomes.into_iter().map(|o| o.map(|l| l.lossless())).collect()
             })?;
             let found = found.ok_or_else(|| {
                 ExperimentError::Unanswerable(format!(

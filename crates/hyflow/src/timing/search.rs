@@ -9,11 +9,12 @@
 //! were lossless all the same.
 //!
 //! The highest rate is a bisection ([`Bisection`]): the next probe is a function of the
-//! outcomes so far. [`search`] runs one sequentially, or on several threads by *speculating*:
-//! it evaluates, in parallel, the probes the search would make next under every combination
-//! of the next few outcomes, then replays the sequential search over those results. The
-//! answer — and every probe it rests on — is exactly the sequential one whatever the number of
-//! threads; threads only buy time (the probes of the branches not taken are wasted work).
+//! outcomes so far. [`search`] runs one sequentially, or several probes at a time (on threads,
+//! or as Ray tasks: the caller runs each batch) by *speculating*: it evaluates, in parallel,
+//! the probes the search would make next under every combination of the next few outcomes,
+//! then replays the sequential search over those results. The answer — and every probe it
+//! rests on — is exactly the sequential one whatever the number of probes at a time; they
+//! only buy time (the probes of the branches not taken are wasted work).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -216,23 +217,24 @@ impl Bisection for MaxRate {
     }
 }
 
-/// Runs `search` to its end, `lossless` judging each probe, on up to `threads` threads (see
-/// the module: the result does not depend on `threads`). The first error (in the sequential
-/// order of probes) stops the search and is returned.
+/// Runs `search` to its end on up to `width` probes at a time: `batch` runs the probes it is
+/// given (at once, wherever it likes: this process's threads with [`parallel`], Ray tasks)
+/// and answers each one's outcome, in their order. The result does not depend on `width` (see
+/// the module). The first error in the sequential order of probes stops the search and is
+/// returned; an error on a speculative probe the search never reaches is ignored.
 pub fn search<B, E>(
     mut search: B,
-    threads: usize,
-    lossless: impl Fn(B::Probe) -> Result<bool, E> + Sync,
+    width: usize,
+    mut batch: impl FnMut(&[B::Probe]) -> Vec<Result<bool, E>>,
 ) -> Result<Option<B::Answer>, E>
 where
     B: Bisection,
-    E: Send,
 {
     let mut known: HashMap<B::Probe, bool> = HashMap::new();
-    // Speculate breadth first, one probe per thread: the current probe, then those of the
+    // Speculate breadth first, one probe per slot: the current probe, then those of the
     // next steps (a tree of depth d has up to 2^d − 1).
-    let threads = threads.max(1);
-    let depth = (usize::BITS - threads.leading_zeros()) as usize;
+    let width = width.max(1);
+    let depth = (usize::BITS - width.leading_zeros()) as usize;
     while let Some(probe) = search.next() {
         if let Some(&outcome) = known.get(&probe) {
             search.advance(outcome);
@@ -240,22 +242,10 @@ where
         }
         let mut wanted = Vec::new();
         speculate(&search, depth, &known, &mut wanted);
-        wanted.truncate(threads);
-        let results: Vec<(B::Probe, Result<bool, E>)> = if threads <= 1 || wanted.len() <= 1 {
-            wanted.into_iter().take(1).map(|p| (p, lossless(p))).collect()
-        } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> = wanted
-                    .iter()
-                    .map(|&p| {
-                        let lossless = &lossless;
-                        s.spawn(move || (p, lossless(p)))
-                    })
-                    .collect();
-                handles.into_iter().map(|h| h.join().expect("a probe panicked")).collect()
-            })
-        };
-        for (p, r) in results {
+        wanted.truncate(width);
+        let results = batch(&wanted);
+        assert_eq!(results.len(), wanted.len(), "a batch answers every probe it is given");
+        for (p, r) in wanted.into_iter().zip(results) {
             match r {
                 Ok(outcome) => {
                     known.insert(p, outcome);
@@ -271,6 +261,38 @@ where
         }
     }
     Ok(search.answer())
+}
+
+/// `run` on every one of `probes`, one thread each (up to `threads` at once: the rest wait for
+/// a free one), results in the order of `probes`: the batch runner of a search on this
+/// process's threads.
+pub fn parallel<P, T, E>(
+    probes: &[P],
+    threads: usize,
+    run: impl Fn(&P) -> Result<T, E> + Sync,
+) -> Vec<Result<T, E>>
+where
+    P: Sync,
+    T: Send,
+    E: Send,
+{
+    if threads <= 1 || probes.len() <= 1 {
+        return probes.iter().map(run).collect();
+    }
+    let mut out = Vec::with_capacity(probes.len());
+    for chunk in probes.chunks(threads) {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|p| {
+                    let run = &run;
+                    s.spawn(move || run(p))
+                })
+                .collect();
+            out.extend(handles.into_iter().map(|h| h.join().expect("a probe panicked")));
+        });
+    }
+    out
 }
 
 /// The distinct unknown probes of the search's next `depth` steps, breadth first (the
@@ -373,8 +395,8 @@ mod tests {
     fn parallel_searches_answer_as_the_sequential_one() {
         for threads in [1, 2, 3, 4, 8] {
             for limit in [3_300_000u64, 1_000, 9_990_000, 20_000_000, 0] {
-                let got = search(MaxRate::new(10_000_000, 0.001), threads, |r| -> Result<bool, ()> {
-                    Ok(r <= limit)
+                let got = search(MaxRate::new(10_000_000, 0.001), threads, |ps: &[u64]| {
+                    parallel(ps, threads, |&r| -> Result<bool, ()> { Ok(r <= limit) })
                 });
                 assert_eq!(
                     got,
@@ -382,12 +404,8 @@ mod tests {
                     "{threads} threads, limit {limit}"
                 );
             }
-            let failing = search(MaxRate::new(10_000_000, 0.01), threads, |r| {
-                if r < 5_000_000 {
-                    Err(r)
-                } else {
-                    Ok(false)
-                }
+            let failing = search(MaxRate::new(10_000_000, 0.01), threads, |ps: &[u64]| {
+                parallel(ps, threads, |&r| if r < 5_000_000 { Err(r) } else { Ok(false) })
             });
             assert_eq!(failing, Err(2_500_000), "{threads} threads: the sequential search's first error");
         }
