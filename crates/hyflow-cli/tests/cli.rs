@@ -2064,6 +2064,15 @@ fn columnar_traces_run_as_their_captures() {
     assert_eq!(report("replay", pcap_s, &[]), report("replay", hyf_s, &[]));
     let sim = ["--cores", "1", "--rate", "2000000"];
     assert_eq!(report("sim", pcap_s, &sim), report("sim", hyf_s, &sim));
+    // An exact-match NIC finds a numbered flow's entry by its number: the same run.
+    let elixir = [
+        &sim[..],
+        &["--policy", "elixir", "--identification-window", "0.0004", "--replacement-window", "0.0002"],
+    ]
+    .concat();
+    let (from_pcap, from_hyf) = (report("sim", pcap_s, &elixir), report("sim", hyf_s, &elixir));
+    assert!(from_pcap["hw_packets"].as_u64().unwrap() > 100, "{from_pcap}");
+    assert_eq!(from_pcap, from_hyf);
     // `gen --out X.hyf` writes the trace straight away.
     let direct = dir.with_file_name("direct.hyf");
     let made =

@@ -91,7 +91,7 @@ fn bench_ltm(c: &mut Criterion) {
         }
         let mut hit = CachedHit::default();
         let mut outputs = Vec::new();
-        let at = |key| Arrival { key, bytes: 64, now_ns: 0 };
+        let at = |key| Arrival { key, bytes: 64, now_ns: 0, flow: None };
         let gf_hits = packets.iter().filter(|k| gf.lookup(at(k), &mut hit)).count();
         let mf_hits = packets.iter().filter(|k| mf.lookup(at(k), &mut hit)).count();
         println!(

@@ -28,7 +28,7 @@ fn main() {
         let mut key = FlowKey::default();
         let _ = parse_frame(&p.frame, LinkKind::Ethernet, 1, &mut key);
         let index = packets.len() as u64;
-        packets.push((p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4, index }));
+        packets.push((p.ts_ns, SimPacket { key, bytes: p.frame.len() as u32 + 4, index, flow: None }));
         Ok(())
     })
     .expect("built-in traffic generates")
@@ -105,7 +105,12 @@ fn gateway(c: &mut Criterion) {
     let keys = g.keys().to_vec();
     let packets: Vec<(u64, SimPacket)> = g
         .enumerate()
-        .map(|(i, p)| (p.ts_ns, SimPacket { key: keys[p.flow as usize], bytes: p.bytes, index: i as u64 }))
+        .map(|(i, p)| {
+            (
+                p.ts_ns,
+                SimPacket { key: keys[p.flow as usize], bytes: p.bytes, index: i as u64, flow: Some(p.flow) },
+            )
+        })
         .collect();
     let split = packets.partition_point(|(t, _)| *t < packets[0].0 + WARMUP_NS);
     let (warmup, timed) = packets.split_at(split);

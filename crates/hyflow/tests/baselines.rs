@@ -55,7 +55,10 @@ fn send<P: OffloadPolicy>(
     schedule.sort_by_key(|f| (*f as u64 * 2_654_435_761) % 1_000);
     for s in 0..seconds {
         for (n, &f) in schedule.iter().enumerate() {
-            sim.arrive(from + s * S + n as u64 * gap, &SimPacket { key: key(f), bytes: 64, index: 0 });
+            sim.arrive(
+                from + s * S + n as u64 * gap,
+                &SimPacket { key: key(f), bytes: 64, index: 0, flow: None },
+            );
         }
     }
 }

@@ -36,7 +36,7 @@ fn flow(i: u32) -> FlowId {
 }
 
 fn pkt(i: u32) -> SimPacket {
-    SimPacket { key: key(i), bytes: 64, index: 0 }
+    SimPacket { key: key(i), bytes: 64, index: 0, flow: None }
 }
 
 type Sim = Simulator<SwitchDatapath<Elixir>>;

@@ -124,11 +124,14 @@ fn times(gaps: &[u8]) -> Vec<u64> {
         .collect()
 }
 
+/// Every packet's decision under `policy`; `flows` numbers the packets' flows as a `.hyf`
+/// trace does (the same number, the same key), which NIC schemes may use to skip hashing.
 fn simulate(
     lines: &[String],
     updates: &str,
     packets: &[(u64, FlowKey)],
     policy: &PolicyConfig,
+    flows: Option<&[u32]>,
 ) -> Vec<SimDecision> {
     let Some(policy) = prepared(packets, policy) else {
         // Fewer than two flows: nothing to learn, nothing to check.
@@ -159,7 +162,7 @@ fn simulate(
     let mut sim = Simulator::new(machine, dp).unwrap();
     sim.datapath_mut().record_decisions();
     for (i, (t, k)) in packets.iter().enumerate() {
-        sim.arrive(*t, &SimPacket { key: *k, bytes: 64, index: i as u64 });
+        sim.arrive(*t, &SimPacket { key: *k, bytes: 64, index: i as u64, flow: flows.map(|f| f[i]) });
     }
     sim.run_to_end();
     let mut out = Vec::new();
@@ -249,8 +252,16 @@ fn nic_decisions_equal_the_slow_path_under_every_policy() {
             // Indices after which the rules changed: a software decision for a packet that waited
             // across one is checked against the rules in force when it was served.
             let update_at: Vec<usize> = gens.iter().map(|g| g.0).collect();
+            // Flows numbered by their place in the pool, as a trace's flow index numbers them.
+            let numbered: Vec<u32> = picks.iter().map(|p| p.0.index(pool.len()) as u32).collect();
             for (index, policy) in policies().into_iter().enumerate() {
-                let got = simulate(&lines, &updates, &packets, &policy);
+                let got = simulate(&lines, &updates, &packets, &policy, None);
+                prop_assert_eq!(
+                    &got,
+                    &simulate(&lines, &updates, &packets, &policy, Some(&numbered)),
+                    "{}: numbered flows decided otherwise",
+                    policy.name()
+                );
                 let (mut nic, mut software, mut skipped) = (0, 0, 0);
                 prop_assert_eq!(got.len(), packets.len(), "{}: one decision per packet", policy.name());
                 for d in &got {
@@ -319,9 +330,16 @@ fn every_policy_forwards_in_hardware_on_a_repetitive_sequence() {
         .collect();
     let packets: Vec<(u64, FlowKey)> =
         (0..3_000u64).map(|n| (n / 4 * 5_000, pool[(n % 7 % 6) as usize])).collect();
+    let numbered: Vec<u32> = (0..3_000u32).map(|n| n % 7 % 6).collect();
     let want = reference(&lines, "", &packets);
     for policy in policies() {
-        let got = simulate(&lines, "", &packets, &policy);
+        let got = simulate(&lines, "", &packets, &policy, None);
+        assert_eq!(
+            got,
+            simulate(&lines, "", &packets, &policy, Some(&numbered)),
+            "{}: numbered",
+            policy.name()
+        );
         let nic: Vec<&SimDecision> = got.iter().filter(|d| d.layer == Some(Layer::Nic)).collect();
         assert!(nic.len() > 1_000, "{}: {} NIC decisions", policy.name(), nic.len());
         assert!(nic.iter().all(|d| d.outputs == want[d.index as usize]), "{}", policy.name());

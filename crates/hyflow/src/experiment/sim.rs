@@ -370,7 +370,7 @@ fn simulate_at(
         }
         first_arrival.get_or_insert((t, p.ts_ns));
         last_arrival = (t, p.ts_ns);
-        let hit = sim.arrive(t, &SimPacket { key: p.key, bytes: p.bytes, index: n });
+        let hit = sim.arrive(t, &SimPacket { key: p.key, bytes: p.bytes, index: n, flow: p.flow });
         if input_at_start.is_none() && sim.measuring() {
             input_at_start = Some(input_so_far);
         }

@@ -140,8 +140,21 @@ struct ExactEntry {
 struct Area {
     capacity: usize,
     slots: Vec<Option<ExactEntry>>,
+    /// Per slot, bumped whenever its entry leaves: a [`FlowHint`] to the slot holds while its
+    /// generation is the slot's (an entry's match never changes while it lives).
+    generations: Vec<u64>,
     free: Vec<u32>,
     len: usize,
+}
+
+/// Where a numbered trace flow's packets last hit: its key matched the entry in (`area`,
+/// `slot`) while that slot was at `generation` (0: no hint). Keys of a numbered flow never
+/// change, so the same entry still matches them, and it was active then, so it is now.
+#[derive(Clone, Copy, Debug, Default)]
+struct FlowHint {
+    generation: u64,
+    slot: u32,
+    area: u8,
 }
 
 /// The exact-match NIC table.
@@ -150,6 +163,10 @@ pub struct ExactMatch {
     areas: Vec<Area>,
     /// Flow id → (area, slot).
     index: HashMap<FlowId, (u8, u32)>,
+    /// Per trace flow number ([`Arrival::flow`]), its last hit: a lookup that finds a valid
+    /// hint reads one array and the entry instead of building the flow id, hashing it and
+    /// probing the index.
+    hints: Vec<FlowHint>,
     update_latency_ns: u64,
     stats: FlowTableStats,
     /// Entries installed, changed or removed since a mirror last asked (`None`: no mirror).
@@ -173,6 +190,7 @@ impl ExactMatch {
             config,
             areas,
             index: HashMap::new(),
+            hints: Vec::new(),
             update_latency_ns,
             stats: FlowTableStats::default(),
             journal: None,
@@ -259,6 +277,7 @@ impl ExactMatch {
             }
             None => {
                 a.slots.push(Some(entry));
+                a.generations.push(1);
                 (a.slots.len() - 1) as u32
             }
         };
@@ -292,15 +311,32 @@ impl NicScheme for ExactMatch {
 
     #[inline]
     fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool {
-        let found = self.config.key.flow_id(pkt.key).and_then(|f| self.index.get(&f).copied());
+        let hinted = pkt.flow.and_then(|f| {
+            let h = *self.hints.get(f as usize)?;
+            let a = &self.areas[h.area as usize];
+            (h.generation != 0 && a.generations[h.slot as usize] == h.generation).then_some((h.area, h.slot))
+        });
+        let found =
+            hinted.or_else(|| self.config.key.flow_id(pkt.key).and_then(|f| self.index.get(&f).copied()));
         let Some((area, slot)) = found else {
             self.stats.misses += 1;
             return false;
         };
-        let e = self.areas[area as usize].slots[slot as usize].as_mut().expect("indexed slots are live");
-        if pkt.now_ns < e.active_ns || !e.packed.matches(pkt.key, &e.matcher) {
-            self.stats.misses += 1;
-            return false;
+        let a = &mut self.areas[area as usize];
+        let e = a.slots[slot as usize].as_mut().expect("indexed slots are live");
+        if hinted.is_none() {
+            if pkt.now_ns < e.active_ns || !e.packed.matches(pkt.key, &e.matcher) {
+                self.stats.misses += 1;
+                return false;
+            }
+            if let Some(f) = pkt.flow {
+                // Remembered once matched and active: both hold for this flow's later packets.
+                let f = f as usize;
+                if self.hints.len() <= f {
+                    self.hints.resize(f + 1, FlowHint::default());
+                }
+                self.hints[f] = FlowHint { generation: a.generations[slot as usize], slot, area };
+            }
         }
         e.packets += 1;
         e.bytes += pkt.bytes;
@@ -450,6 +486,8 @@ impl Revalidate for ExactMatch {
     fn remove(&mut self, table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool {
         let Some(area) = self.areas.get_mut(table) else { return false };
         let Some(e) = area.slots.get_mut(id as usize).and_then(Option::take) else { return false };
+        // Hints to this slot no longer hold.
+        area.generations[id as usize] += 1;
         area.free.push(id);
         area.len -= 1;
         self.index.remove(&e.flow);

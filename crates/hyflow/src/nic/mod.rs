@@ -141,6 +141,11 @@ pub struct Arrival<'a> {
     pub bytes: u64,
     /// When it arrives, ns.
     pub now_ns: u64,
+    /// Its flow's number in its trace, when the input numbers flows (a `.hyf` trace, generated
+    /// gateway traffic): the same number always comes with the same key, so a scheme may
+    /// remember where that flow's entry was and skip hashing the key. `None` for other inputs
+    /// and for recirculated passes.
+    pub flow: Option<u32>,
 }
 
 /// What an upcall hands the NIC to offload.

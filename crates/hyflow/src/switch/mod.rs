@@ -334,7 +334,7 @@ impl Switch {
     /// Forwards one packet of `bytes` bytes arriving at `now_ns` (non-decreasing), replacing
     /// `outputs` with the copies that leave; returns the layer that decided.
     pub fn process(&mut self, key: &FlowKey, bytes: u64, now_ns: u64, outputs: &mut Vec<Output>) -> Layer {
-        if self.process_nic(key, bytes, now_ns, outputs) {
+        if self.process_nic(key, None, bytes, now_ns, outputs) {
             Layer::Nic
         } else {
             // Same time: the switch has advanced, and a miss left no output or pass behind.
@@ -345,16 +345,18 @@ impl Switch {
     /// The NIC part of [`Switch::process`]: counts the packet and, if the NIC forwards it,
     /// fills `outputs` and returns true. A packet it misses must then go to
     /// [`Switch::process_host`] (at the same or a later time: host software may serve it
-    /// after a queue).
+    /// after a queue). `flow` is the packet's flow number in its trace, if the input numbers
+    /// flows ([`Arrival::flow`]).
     pub(crate) fn process_nic(
         &mut self,
         key: &FlowKey,
+        flow: Option<u32>,
         bytes: u64,
         now_ns: u64,
         outputs: &mut Vec<Output>,
     ) -> bool {
         self.arrive(key, bytes, now_ns, outputs);
-        if !self.nic_lookup(key, bytes, now_ns) {
+        if !self.nic_lookup(key, flow, bytes, now_ns) {
             return false;
         }
         self.stats.nic_hits += 1;
@@ -455,7 +457,7 @@ impl Switch {
             if pass_of_id[id] == 0 {
                 pass_of_id[id] = depth.min(255) as u8;
             }
-            let layer = if in_nic && self.nic_lookup(&key, bytes, now_ns) {
+            let layer = if in_nic && self.nic_lookup(&key, None, bytes, now_ns) {
                 self.serve_hit(&key, depth, bytes, now_ns, outputs);
                 Layer::Nic
             } else {
@@ -474,12 +476,12 @@ impl Switch {
     /// Looks a pass up in the NIC: true when an entry decides it (in `self.hit`) and the NIC
     /// can carry the decision out.
     #[inline]
-    fn nic_lookup(&mut self, key: &FlowKey, bytes: u64, now_ns: u64) -> bool {
+    fn nic_lookup(&mut self, key: &FlowKey, flow: Option<u32>, bytes: u64, now_ns: u64) -> bool {
         let Some(nic) = &mut self.nic else { return false };
         if !self.config.nic_capability.takes(key) {
             return false;
         }
-        nic.lookup(Arrival { key, bytes, now_ns }, &mut self.hit) && self.hardware_tracks(key, now_ns)
+        nic.lookup(Arrival { key, bytes, now_ns, flow }, &mut self.hit) && self.hardware_tracks(key, now_ns)
     }
 
     /// Whether the NIC can carry out the decision it just found for `key` (in `self.hit`): it

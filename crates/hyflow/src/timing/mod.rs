@@ -45,6 +45,9 @@ pub struct SimPacket {
     pub bytes: u32,
     /// Its index in the input (decision records name packets by it).
     pub index: u64,
+    /// Its flow's number in the input, if the input numbers flows (see
+    /// [`crate::nic::Arrival::flow`]).
+    pub flow: Option<u32>,
 }
 
 /// What forwards packets: the NIC at arrival, host software at service.
@@ -1029,7 +1032,7 @@ mod tests {
     }
 
     fn pkt() -> SimPacket {
-        SimPacket { key: FlowKey::default(), bytes: 64, index: 0 }
+        SimPacket { key: FlowKey::default(), bytes: 64, index: 0, flow: None }
     }
 
     fn one_core(ring: usize, service: u64) -> Simulator<Fixed> {

@@ -262,7 +262,7 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
             policy.tick(nic);
             nic.apply();
         });
-        let hit = self.switch.process_nic(&pkt.key, pkt.bytes as u64, t_ns, &mut self.outputs);
+        let hit = self.switch.process_nic(&pkt.key, pkt.flow, pkt.bytes as u64, t_ns, &mut self.outputs);
         // A packet whose later passes went to software (the NIC tracking connections, but not
         // holding every connection or pass they need) waits for a core like a miss; that core
         // only does those passes.
@@ -453,7 +453,7 @@ mod tests {
 
     fn packet(i: u32) -> SimPacket {
         let key = parse_packet(&format!("udp,nw_src=1.1.1.1,nw_dst=10.0.{}.{}", i / 250, i % 250)).unwrap();
-        SimPacket { key, bytes: 64, index: i as u64 }
+        SimPacket { key, bytes: 64, index: i as u64, flow: None }
     }
 
     #[test]
