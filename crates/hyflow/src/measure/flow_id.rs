@@ -204,18 +204,6 @@ impl PackedIds {
     pub(crate) fn fits(&self, flow: FlowId) -> bool {
         flow.to_le_bytes()[self.width..].iter().all(|&b| b == 0)
     }
-
-    /// Exchanges slots `i` and `j`.
-    #[inline]
-    pub(crate) fn swap(&mut self, i: usize, j: usize) {
-        if i == j {
-            return;
-        }
-        let w = self.width;
-        let (lo, hi) = (i.min(j), i.max(j));
-        let (left, right) = self.bytes.split_at_mut(hi * w);
-        left[lo * w..(lo + 1) * w].swap_with_slice(&mut right[..w]);
-    }
 }
 
 /// Why a key specification is refused.

@@ -181,32 +181,32 @@ impl TopHeap {
     pub(crate) fn offer(&mut self, flow: FlowId, hash: u64, count: u64) -> Option<FlowId> {
         let count = count.min(u32::MAX as u64) as u32;
         if let Some(pos) = self.find(flow, hash) {
-            let up = count < self.counts[pos];
-            self.counts[pos] = count;
-            if up {
+            if count < self.counts[pos] {
+                self.counts[pos] = count;
                 self.sift_up(pos);
             } else {
+                self.counts[pos] = count;
                 self.sift_down(pos);
             }
             return None;
         }
         debug_assert!(self.ids.fits(flow), "{flow:?} is wider than the key");
+        let tag = hash as u32;
         if self.counts.len() < self.k {
-            let pos = self.counts.len();
-            self.ids.set(pos, flow);
-            self.tags.push(hash as u32);
+            // A new leaf: parents larger than it move down into the hole it opens.
             self.counts.push(count);
-            self.index_insert(pos);
-            self.sift_up(pos);
+            self.tags.push(tag);
+            let at = self.hole_up(self.counts.len() - 1, count);
+            self.put(at, flow, tag, count);
+            self.index_insert(at);
             None
         } else if count > self.counts[0] {
+            // The root leaves; smaller children move up into the hole until the new flow fits.
             let old = self.id_at(0);
             self.index_remove(self.entry_of(0));
-            self.ids.set(0, flow);
-            self.tags[0] = hash as u32;
-            self.counts[0] = count;
-            self.index_insert(0);
-            self.sift_down(0);
+            let at = self.hole_down(0, count);
+            self.put(at, flow, tag, count);
+            self.index_insert(at);
             Some(old)
         } else {
             None
@@ -259,44 +259,87 @@ impl TopHeap {
         out.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
 
-    /// Swaps the flows at two positions, their index entries following them.
-    fn swap(&mut self, a: usize, b: usize) {
-        let (ea, eb) = (self.entry_of(a), self.entry_of(b));
-        self.index[ea] = self.index[ea] & !self.pos_mask | (b as u32 + 1);
-        self.index[eb] = self.index[eb] & !self.pos_mask | (a as u32 + 1);
-        self.counts.swap(a, b);
-        self.tags.swap(a, b);
-        self.ids.swap(a, b);
+    /// Writes a flow at `pos` (its index entry is the caller's).
+    fn put(&mut self, pos: usize, flow: FlowId, tag: u32, count: u32) {
+        self.ids.set(pos, flow);
+        self.tags[pos] = tag;
+        self.counts[pos] = count;
     }
 
-    fn sift_up(&mut self, mut pos: usize) {
+    /// Moves the flow at `from` to the hole at `to`, its index entry following it.
+    fn move_to(&mut self, from: usize, to: usize) {
+        let e = self.entry_of(from);
+        self.index[e] = self.index[e] & !self.pos_mask | (to as u32 + 1);
+        self.counts[to] = self.counts[from];
+        self.tags[to] = self.tags[from];
+        self.ids.copy(from, to);
+    }
+
+    /// From a hole at `pos`, moves parents larger than `count` down into it: the position
+    /// where a flow of `count` belongs. Moving the hole rather than swapping the flow along
+    /// moves each displaced flow's index entry once, and the flow's own once, at the end.
+    fn hole_up(&mut self, mut pos: usize, count: u32) -> usize {
         while pos > 0 {
             let parent = (pos - 1) / 2;
-            if self.counts[pos] >= self.counts[parent] {
+            if count >= self.counts[parent] {
                 break;
             }
-            self.swap(pos, parent);
+            self.move_to(parent, pos);
             pos = parent;
         }
+        pos
     }
 
-    fn sift_down(&mut self, mut pos: usize) {
+    /// From a hole at `pos`, moves the smaller child up into it while it is smaller than
+    /// `count`: the position where a flow of `count` belongs (see [`TopHeap::hole_up`]).
+    fn hole_down(&mut self, mut pos: usize, count: u32) -> usize {
         let n = self.counts.len();
         loop {
             let (l, r) = (2 * pos + 1, 2 * pos + 2);
-            let mut smallest = pos;
-            if l < n && self.counts[l] < self.counts[smallest] {
-                smallest = l;
+            let (mut smallest, mut least) = (pos, count);
+            if l < n && self.counts[l] < least {
+                (smallest, least) = (l, self.counts[l]);
             }
-            if r < n && self.counts[r] < self.counts[smallest] {
+            if r < n && self.counts[r] < least {
                 smallest = r;
             }
             if smallest == pos {
-                break;
+                return pos;
             }
-            self.swap(pos, smallest);
+            self.move_to(smallest, pos);
             pos = smallest;
         }
+    }
+
+    /// Restores heap order for the flow at `pos` whose count went down.
+    #[inline]
+    fn sift_up(&mut self, pos: usize) {
+        let count = self.counts[pos];
+        // Most updates leave the flow where it is: checked inline, lifted out of line.
+        if pos > 0 && self.counts[(pos - 1) / 2] > count {
+            self.lift(pos, Self::hole_up);
+        }
+    }
+
+    /// Restores heap order for the flow at `pos` whose count went up.
+    #[inline]
+    fn sift_down(&mut self, pos: usize) {
+        let count = self.counts[pos];
+        let n = self.counts.len();
+        let (l, r) = (2 * pos + 1, 2 * pos + 2);
+        if l < n && self.counts[l] < count || r < n && self.counts[r] < count {
+            self.lift(pos, Self::hole_down);
+        }
+    }
+
+    /// Lifts the flow at `pos` out, leaving a hole that `hole` moves to where its count
+    /// belongs, and puts it there with its index entry.
+    fn lift(&mut self, pos: usize, hole: fn(&mut TopHeap, usize, u32) -> usize) {
+        let (slot, flow, tag, count) =
+            (self.entry_of(pos), self.id_at(pos), self.tags[pos], self.counts[pos]);
+        let at = hole(self, pos, count);
+        self.put(at, flow, tag, count);
+        self.index[slot] = self.index[slot] & !self.pos_mask | (at as u32 + 1);
     }
 }
 
@@ -344,6 +387,46 @@ mod tests {
                 }
             }
             prop_assert_eq!(heap.admission(), if got.len() == k { min } else { 0 });
+        }
+    }
+
+    proptest! {
+        /// Counts going up and down, flows coming and going: after every offer the heap is in
+        /// heap order, every flow held is found at its position with its count, the flows held
+        /// are those a model holds, and an evicted flow had the smallest count.
+        #[test]
+        fn heap_order_and_index_hold_under_any_offers(
+            offers in proptest::collection::vec((0u64..60, 0u64..50), 1..400),
+            k in 1usize..24,
+        ) {
+            let mut heap = TopHeap::new(k, 300);
+            let mut model: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+            let hash = |f: u64| f.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            for (f, count) in offers {
+                let evicted = heap.offer(id(f), hash(f), count);
+                if model.contains_key(&f) || model.len() < k {
+                    prop_assert_eq!(evicted, None);
+                    model.insert(f, count);
+                } else if let Some(old) = evicted {
+                    let min = *model.values().min().unwrap();
+                    prop_assert!(count > min);
+                    prop_assert_eq!(model.remove(&number(old)), Some(min), "the smallest leaves");
+                    model.insert(f, count);
+                } else {
+                    prop_assert!(count <= *model.values().min().unwrap());
+                }
+                let n = heap.len();
+                prop_assert_eq!(n, model.len());
+                for pos in 1..n {
+                    prop_assert!(heap.counts[(pos - 1) / 2] <= heap.counts[pos], "heap order at {}", pos);
+                }
+                for pos in 0..n {
+                    let f = number(heap.id_at(pos));
+                    prop_assert_eq!(heap.find(id(f), hash(f)), Some(pos));
+                    prop_assert_eq!(model.get(&f).copied(), Some(heap.counts[pos] as u64));
+                }
+                prop_assert_eq!(heap.index.iter().filter(|&&e| e != 0).count(), n, "one index entry per flow");
+            }
         }
     }
 
