@@ -1,12 +1,13 @@
 //! With feature `afxdp`, compiles the XDP programs (bpf/port.bpf.c, the switch's; bpf/kvs.bpf.c,
 //! `hyflow kvs`'s; bpf/storm.bpf.c, `hyflow storm`'s) with clang into OUT_DIR, where
-//! `afxdp.rs`, `kvs_server.rs` and `storm_server.rs` embed them.
+//! `afxdp.rs`, `kvs_server.rs` and `storm_server.rs` embed them; and bpf/meta_probe.bpf.c, which
+//! `xdp_meta.rs` loads to learn whether the kernel lets them write metadata.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 /// The programs, by source name.
-const PROGRAMS: [&str; 3] = ["port", "kvs", "storm"];
+const PROGRAMS: [&str; 4] = ["port", "kvs", "storm", "meta_probe"];
 
 fn main() {
     for p in PROGRAMS {

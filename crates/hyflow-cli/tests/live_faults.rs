@@ -105,12 +105,18 @@ impl Topology {
     }
 
     fn switch_on(&self, ports: &str, extra: &[&str]) -> Result<Child, String> {
+        // Its errors go to a file, not a pipe: a switch that fails with more than a pipe
+        // holds (a verifier log) would block writing them while the test waits for its
+        // "ready" line or its end.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let errors = self.dir.join(format!("switch-{n}.err"));
         let mut c = Command::new("ip")
             .args(["netns", "exec", &self.ns, HYFLOW, "switch", "--flows", &self.path("flows.txt")])
             .args(["--ports", &self.path(ports)])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&errors).unwrap())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -118,8 +124,8 @@ impl Topology {
         if line.trim() == "ready" {
             return Ok(c);
         }
-        let out = c.wait_with_output().unwrap();
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        c.wait().unwrap();
+        Err(std::fs::read_to_string(&errors).unwrap_or_default())
     }
 
     /// Sends the capture `loops` times from port 1's peer at `rate`, in the background.

@@ -169,7 +169,8 @@ fn firewall_on(io: &str, tag: &str) {
             sock.as_os_str(),
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        // Not a pipe nobody reads: a switch that fails at length would block on it.
+        .stderr(Stdio::inherit())
         .spawn()
         .expect("hyflow switch starts");
     let mut ready = String::new();

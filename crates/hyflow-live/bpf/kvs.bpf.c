@@ -96,6 +96,11 @@ static __always_inline void count(__u32 what)
 		*c += 1;
 }
 
+/* 0 when this kernel refuses bpf_xdp_adjust_meta in XDP programs (the loader probes it and
+ * sets this before loading): a branch on a read-only constant is pruned, so the verifier never
+ * sees the call, and frames reach software without metadata. */
+const volatile __u32 hyflow_meta = 1;
+
 SEC("xdp")
 int hyflow_kvs(struct xdp_md *ctx)
 {
@@ -155,7 +160,7 @@ int hyflow_kvs(struct xdp_md *ctx)
 		count(STAT_BY_FLOW);
 	}
 	core %= cfg->cores;
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct kvs_meta)) == 0) {
+	if (hyflow_meta && bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct kvs_meta)) == 0) {
 		struct kvs_meta *m = (void *)(long)ctx->data_meta;
 		if ((void *)(m + 1) <= (void *)(long)ctx->data) {
 			m->magic = KEY_MAGIC;

@@ -144,10 +144,15 @@ static __always_inline __u16 fold(__u32 s)
 	return (__u16)~s;
 }
 
+/* 0 when this kernel refuses bpf_xdp_adjust_meta in XDP programs (the loader probes it and
+ * sets this before loading): a branch on a read-only constant is pruned, so the verifier never
+ * sees the call, and frames reach software without metadata. */
+const volatile __u32 hyflow_meta = 1;
+
 static __always_inline int to_software(struct xdp_md *ctx)
 {
 	count(STAT_TO_SOFTWARE);
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct stamp)) == 0) {
+	if (hyflow_meta && bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct stamp)) == 0) {
 		struct stamp *s = (void *)(long)ctx->data_meta;
 		if ((void *)(s + 1) <= (void *)(long)ctx->data) {
 			s->magic = STAMP_MAGIC;

@@ -27,7 +27,7 @@ use std::ptr::NonNull;
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, DevMap, HashMap as AyaHashMap, XskMap};
 use aya::programs::{Xdp, XdpMode};
-use aya::{Ebpf, EbpfLoader};
+use aya::Ebpf;
 use xdpilone::xdp::XdpDesc;
 use xdpilone::{DeviceQueue, IfInfo, RingRx, RingTx, Socket, SocketConfig, Umem, UmemConfig};
 
@@ -436,7 +436,7 @@ pub struct XdpProgram {
 impl XdpProgram {
     /// Loads the program with a flow table of `flow_entries` entries.
     fn load(flow_entries: u32) -> Result<XdpProgram> {
-        let mut ebpf = EbpfLoader::new()
+        let mut ebpf = crate::xdp_meta::loader()
             .map_max_entries("flows", flow_entries.max(1))
             .map_max_entries("counters", flow_entries.max(1))
             .load(PROGRAM)

@@ -578,9 +578,16 @@ impl Forwarder {
             engine.nic.as_ref().map(|n| n.report())
         };
         let policy = self.shared.engine.lock().expect("engine lock").policy.as_ref().map(LivePolicy::report);
+        // Whether frames reach software stamped by the XDP program (their latency measured):
+        // only through AF_XDP, and only where the kernel lets the program write metadata.
+        #[cfg(feature = "afxdp")]
+        let stamped = self.io.starts_with("afxdp") && crate::xdp_meta::allowed();
+        #[cfg(not(feature = "afxdp"))]
+        let stamped = false;
         let extra = serde_json::json!({
             "uptime_seconds": uptime,
             "latency_sw_us": self.latency(),
+            "xdp_stamps": stamped,
             "nic_tier": nic_tier,
             "policy": policy,
             "io": self.io,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, XskMap};
-use aya::{Ebpf, EbpfLoader};
+use aya::Ebpf;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -192,7 +192,7 @@ pub fn run(a: KvsArgs) -> Result<()> {
             .collect::<Result<_, _>>()?,
     );
     let _claim = iface.claim()?;
-    let mut ebpf = EbpfLoader::new().load(PROGRAM).context("loading the XDP program")?;
+    let mut ebpf = crate::xdp_meta::loader().load(PROGRAM).context("loading the XDP program")?;
     let mut io = AppSockets::open(&iface, iface.max_frame(), a.cores).context(iface.name.clone())?;
     let config = BpfKvsConfig {
         addr: u32::from_ne_bytes(addr.octets()),

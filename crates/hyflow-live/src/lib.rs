@@ -38,6 +38,8 @@ pub mod tsc;
 pub mod tuple_queue;
 pub mod udp_reply;
 #[cfg(feature = "afxdp")]
+pub mod xdp_meta;
+#[cfg(feature = "afxdp")]
 pub mod xdp_tier;
 
 use std::os::unix::net::UnixStream;

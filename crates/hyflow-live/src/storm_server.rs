@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use aya::maps::{Array, MapData, RingBuf, XskMap};
-use aya::{Ebpf, EbpfLoader};
+use aya::Ebpf;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -197,7 +197,7 @@ pub fn run(a: StormArgs) -> Result<()> {
     let addr = crate::interfaces::ipv4_of(&a.iface)?;
     let mac = crate::interfaces::mac_of(&a.iface)?;
     let _claim = iface.claim()?;
-    let mut ebpf = EbpfLoader::new().load(PROGRAM).context("loading the XDP program")?;
+    let mut ebpf = crate::xdp_meta::loader().load(PROGRAM).context("loading the XDP program")?;
     let config = BpfStormConfig {
         addr: u32::from_ne_bytes(addr.octets()),
         port: a.port as u32,
