@@ -27,6 +27,12 @@ mod replay;
 mod sim;
 mod topk;
 
+/// The command's options as given (after `hyflow <command>`), for a run record's setup: text,
+/// with bytes that are not UTF-8 replaced (a path's display, not the path).
+fn setup_args() -> Vec<String> {
+    std::env::args_os().skip(2).map(|a| a.to_string_lossy().into_owned()).collect()
+}
+
 #[derive(Parser)]
 #[command(
     name = "hyflow",

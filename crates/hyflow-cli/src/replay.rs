@@ -52,7 +52,7 @@ pub fn run(r: ReplayArgs) -> Result<()> {
     human.flush()?;
     write_dumps(&r, &outcome.switch, &outcome.report)?;
     if let Some(path) = &r.report {
-        write_report(path, &RunRecord::of_replay(std::env::args().skip(2).collect(), &outcome)?)?;
+        write_report(path, &RunRecord::of_replay(crate::setup_args(), &outcome)?)?;
     }
     if let Some(p) = &r.json {
         let mut out = create(p)?;

@@ -114,8 +114,15 @@ pub fn run(a: SimArgs) -> Result<()> {
             let ray = match a.backend {
                 BackendArg::Local => None,
                 BackendArg::Ray => {
-                    // The tasks run `sim` on the search's own options (`hyflow sim ...`).
-                    let argv = std::env::args().skip(2).collect();
+                    // The tasks run `sim` on the search's own options (`hyflow sim ...`), sent
+                    // as text.
+                    let argv = std::env::args_os()
+                        .skip(2)
+                        .map(|a| a.into_string())
+                        .collect::<Result<Vec<String>, _>>()
+                        .map_err(|a| {
+                            anyhow::anyhow!("--backend ray sends the options as text: {a:?} is not UTF-8")
+                        })?;
                     Some(RayProbes::start(argv, a.ray_address.as_deref(), a.search_threads)?)
                 }
             };
@@ -145,7 +152,7 @@ pub fn run(a: SimArgs) -> Result<()> {
         write_series(p, &outcome.metrics)?;
     }
     if a.plot.is_some() || a.report.is_some() {
-        let record = RunRecord::of_sim(std::env::args().skip(2).collect(), &outcome, &exp)?;
+        let record = RunRecord::of_sim(crate::setup_args(), &outcome, &exp)?;
         if let Some(dir) = &a.plot {
             write_plots(dir, &record)?;
         }

@@ -352,7 +352,12 @@ fn key_steering_with_the_nic_hash_partitions_the_keys() {
     assert!(report["xdp"]["by_flow"].as_u64().unwrap() <= 5, "{}", report["xdp"]);
     assert_eq!(report["partitions"].as_array().unwrap().len(), 2);
     let s = &report["service"];
-    assert!(s["nic_hash_checked"].as_u64().unwrap() > 20, "{s}");
+    // The program's hash reaches software where the kernel lets it write metadata.
+    if report["xdp"]["key_hash_to_software"] == true {
+        assert!(s["nic_hash_checked"].as_u64().unwrap() > 20, "{s}");
+    } else {
+        assert_eq!(s["nic_hash_checked"], 0, "{s}");
+    }
     assert_eq!(s["nic_hash_mismatched"], 0, "the XDP program and the engine hash keys differently");
 }
 

@@ -163,6 +163,9 @@ pub struct XdpCounts {
     pub too_long: u64,
     /// The program's runs and mean time per run (`--xdp-stats`).
     pub runs: Option<crate::app_program::ProgramRuns>,
+    /// Whether the program hands its key hash to software in front of each request (not
+    /// where the kernel refuses it the metadata: see [`crate::xdp_meta`]).
+    pub key_hash_to_software: bool,
 }
 
 /// Runs `hyflow kvs` until SIGINT or SIGTERM, then prints its report.
@@ -313,6 +316,7 @@ fn xdp_counts(ebpf: &Ebpf, run_stats: bool) -> Result<XdpCounts> {
         fragments: sums[3],
         too_long: sums[4],
         runs,
+        key_hash_to_software: crate::xdp_meta::allowed(),
     })
 }
 
