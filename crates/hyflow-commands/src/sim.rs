@@ -433,10 +433,14 @@ impl SimArgs {
         })
     }
 
-    /// The one probe --probe-cores asks for: its rate is --probe-rate, or --rate as a
-    /// min-cores search's probes have it.
+    /// The one probe --probe-cores asks for (see [`SimArgs::probe_at`]).
     pub fn probe(&self) -> Option<Probe> {
-        self.probe_cores.map(|cores| Probe { cores, rate_pps: self.probe_rate.or(self.rate) })
+        self.probe_cores.map(|cores| self.probe_at(cores, self.probe_rate))
+    }
+
+    /// The probe on `cores` at `rate`, or at --rate as a min-cores search's probes have it.
+    pub fn probe_at(&self, cores: usize, rate: Option<f64>) -> Probe {
+        Probe { cores, rate_pps: rate.or(self.rate) }
     }
 
     /// The experiment the options describe; `series` records the time series (for --timeseries,

@@ -83,7 +83,7 @@ pub(crate) fn sim_probe<'py>(
             // As `sim` builds the search's experiment (with its time series).
             let exp = args.experiment(true)?;
             let workload = switch::workload(&args.switch)?;
-            Ok(probe(&workload, &exp, Probe { cores, rate_pps: rate.or(args.rate) })?)
+            Ok(probe(&workload, &exp, args.probe_at(cores, rate))?)
         })
         .map_err(error)?;
     let d = PyDict::new(py);

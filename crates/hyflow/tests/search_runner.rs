@@ -85,7 +85,7 @@ fn a_max_rate_search_on_a_runner_answers_as_on_threads_at_any_width() {
         assert_eq!(local.summary, remote.summary, "width {width}");
         let batches = direct.batches.lock().unwrap();
         assert!(batches.iter().all(|b| !b.is_empty() && b.len() <= width), "width {width}: {batches:?}");
-        // Wider batches speculate: fewer round trips for the same answer.
+        // The answer is a rate one of the batches ran.
         assert!(batches.iter().flatten().any(|p| p.rate_pps == Some(answer)));
     }
 }

@@ -121,8 +121,8 @@ pub enum Search {
     MaxRate,
 }
 
-/// One probe of a capacity search: a run on `cores` cores at `rate_pps` packets/s (`None`:
-/// the experiment's rate, or the input's own).
+/// One probe of a capacity search: a run on `cores` cores with the input rescaled to
+/// `rate_pps` packets/s (`None`: at its own rate).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Probe {
     /// Cores.

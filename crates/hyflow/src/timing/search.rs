@@ -93,6 +93,44 @@ where
     T: Send,
     E: Send,
 {
+    let mut out = Vec::with_capacity(probes.len());
+    // Not started (`None`): an earlier probe failed (its error comes first in order, or a
+    // later one did and is returned when reached).
+    for r in run_on_threads(probes, threads, true, run).into_iter().flatten() {
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+/// `run` on every one of `probes`, on up to `threads` threads, every result in the order of
+/// `probes`, errors included: the batch runner of a [`search`] on this process's threads.
+pub fn parallel<P, T, E>(
+    probes: &[P],
+    threads: usize,
+    run: impl Fn(&P) -> Result<T, E> + Sync,
+) -> Vec<Result<T, E>>
+where
+    P: Sync,
+    T: Send,
+    E: Send,
+{
+    let all = run_on_threads(probes, threads, false, run);
+    all.into_iter().map(|r| r.expect("every probe runs unless an error stops them")).collect()
+}
+
+/// Threads taking `probes` in order from a shared counter, each running `run` on the next;
+/// with `stop_on_error`, no probe starts after one failed (those are `None`).
+fn run_on_threads<P, T, E>(
+    probes: &[P],
+    threads: usize,
+    stop_on_error: bool,
+    run: impl Fn(&P) -> Result<T, E> + Sync,
+) -> Vec<Option<Result<T, E>>>
+where
+    P: Sync,
+    T: Send,
+    E: Send,
+{
     let results: Mutex<Vec<Option<Result<T, E>>>> = Mutex::new((0..probes.len()).map(|_| None).collect());
     let next = AtomicUsize::new(0);
     let failed = std::sync::atomic::AtomicBool::new(false);
@@ -102,7 +140,7 @@ where
             break;
         }
         let r = run(&probes[i]);
-        if r.is_err() {
+        if r.is_err() && stop_on_error {
             failed.store(true, Ordering::Relaxed);
         }
         results.lock().expect("no probe panics holding it")[i] = Some(r);
@@ -117,17 +155,7 @@ where
             }
         });
     }
-    let mut out = Vec::with_capacity(probes.len());
-    for r in results.into_inner().expect("no probe panics holding it") {
-        match r {
-            Some(Ok(t)) => out.push(t),
-            Some(Err(e)) => return Err(e),
-            // Not started: an earlier probe failed (its error comes first in order, or a
-            // later one did and is returned when reached).
-            None => continue,
-        }
-    }
-    Ok(out)
+    results.into_inner().expect("no probe panics holding it")
 }
 
 /// The highest whole rate (packets/s) in [1, `max_rate`] within a relative tolerance that is
@@ -261,38 +289,6 @@ where
         }
     }
     Ok(search.answer())
-}
-
-/// `run` on every one of `probes`, one thread each (up to `threads` at once: the rest wait for
-/// a free one), results in the order of `probes`: the batch runner of a search on this
-/// process's threads.
-pub fn parallel<P, T, E>(
-    probes: &[P],
-    threads: usize,
-    run: impl Fn(&P) -> Result<T, E> + Sync,
-) -> Vec<Result<T, E>>
-where
-    P: Sync,
-    T: Send,
-    E: Send,
-{
-    if threads <= 1 || probes.len() <= 1 {
-        return probes.iter().map(run).collect();
-    }
-    let mut out = Vec::with_capacity(probes.len());
-    for chunk in probes.chunks(threads) {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = chunk
-                .iter()
-                .map(|p| {
-                    let run = &run;
-                    s.spawn(move || run(p))
-                })
-                .collect();
-            out.extend(handles.into_iter().map(|h| h.join().expect("a probe panicked")));
-        });
-    }
-    out
 }
 
 /// The distinct unknown probes of the search's next `depth` steps, breadth first (the
