@@ -14,12 +14,14 @@
 //! * **port prefix tries** — a miss in the final (L4) stage un-wildcards only the leading port
 //!   bits that distinguish the packet from the subtable's rules.
 //!
-//! Ties between equal-priority rules go to the rule added first.
+//! Ties between equal-priority rules go to the rule added first; a lookup pays for that only
+//! where rules of its answer's priority in other subtables overlap it (the `ties` module says how).
 
 use hashbrown::{HashMap, HashTable};
 
 use super::prefixes::{PrefixTries, TRIE_FIELDS};
 use super::rule::{Match, RuleId};
+use super::ties::{self, Place, SubtableSet, Ties, EVERY_SUBTABLE};
 use super::trie::{PrefixTrie, TrieMatch};
 use crate::packet::field::{id, stage_of_word, Stage, KEY_WORDS};
 use crate::packet::format::prefix_mask;
@@ -84,6 +86,9 @@ struct Bucket {
     hash: u64,
     /// The best rule with this match: all a lookup needs.
     best: ClsEntry,
+    /// The subtables holding an earlier rule of `best`'s priority that overlaps it (see
+    /// [`ties`]): where a lookup answering `best` must still look.
+    earlier: SubtableSet,
     /// Where the masked key is in the subtable's `keys` (`lanes.len()` words from
     /// `slot * lanes.len()`); also what `others` files the bucket's other rules under.
     slot: u32,
@@ -287,14 +292,39 @@ impl Subtable {
         (self.max_priority, self.max_priority_seq) = best.map_or((0, u64::MAX), |e| (e.priority, e.seq));
     }
 
-    /// Whether no rule here can beat `best`; since subtables are visited in (max priority,
-    /// earliest rule) order, every later subtable then cannot either.
+    /// What a search does at this subtable, the `si`th, when its best rule so far is `best`
+    /// (with that rule's [`Bucket::earlier`]). Subtables are visited in (max priority,
+    /// earliest rule) order, so once none here can beat `best`, no later one can either; at
+    /// `best`'s own priority, only a subtable holding an earlier rule that overlaps `best`
+    /// can hold a better match.
     #[inline]
-    fn cannot_beat(&self, best: Option<ClsEntry>) -> bool {
-        best.is_some_and(|b| {
-            self.max_priority < b.priority
-                || (self.max_priority == b.priority && self.max_priority_seq >= b.seq)
-        })
+    fn step(&self, si: u32, best: Option<(ClsEntry, SubtableSet)>) -> Step {
+        let Some((b, earlier)) = best else { return Step::Search };
+        if self.max_priority > b.priority {
+            Step::Search
+        } else if self.max_priority < b.priority || self.max_priority_seq >= b.seq {
+            Step::Stop
+        } else if earlier & ties::subtable_bit(si) != 0 {
+            Step::Search
+        } else {
+            Step::Skip
+        }
+    }
+
+    /// The hash of the key at `slot`: its bucket's hash.
+    fn slot_hash(&self, slot: u32) -> u64 {
+        let n = self.lanes.len();
+        finish(self.keys[slot as usize * n..][..n].iter().fold(SEED, |h, &w| mix(h, w)))
+    }
+
+    /// Sets the tied subtables of the rule of `priority` at `slot` if it is its bucket's best.
+    fn set_earlier(&mut self, slot: u32, priority: u16, earlier: SubtableSet) {
+        let hash = self.slot_hash(slot);
+        if let Some(b) = self.buckets.find_mut(hash, |b| b.slot == slot) {
+            if b.best.priority == priority {
+                b.earlier = earlier;
+            }
+        }
     }
 
     /// Folds the mask bits of `lanes[..end]` into `wc`.
@@ -302,6 +332,54 @@ impl Subtable {
     fn fold(&self, end: usize, wc: &mut FlowMask) {
         for l in &self.lanes[..end] {
             wc.words[l.word as usize] |= l.mask;
+        }
+    }
+}
+
+/// What a lookup does at a subtable.
+enum Step {
+    Search,
+    /// Go on to the next subtable without searching this one.
+    Skip,
+    /// No later subtable can hold a better match.
+    Stop,
+}
+
+/// The classifier's subtables as [`ties`] reads them.
+struct SubtableRules<'a>(&'a [Option<Subtable>]);
+
+impl SubtableRules<'_> {
+    /// The subtable and masked key words at `at`.
+    fn at(&self, at: Place) -> (&Subtable, &[u64]) {
+        let st = self.0[at.subtable as usize].as_ref().expect("a tied rule's subtable lives");
+        let n = st.lanes.len();
+        (st, &st.keys[at.slot as usize * n..][..n])
+    }
+}
+
+impl ties::Rules for SubtableRules<'_> {
+    fn overlaps(&self, m: &Match, at: Place) -> bool {
+        let (st, key) = self.at(at);
+        // Both values are pre-masked: they must agree on the bits both masks match.
+        st.lanes.iter().zip(key).all(|(l, &v)| {
+            let w = l.word as usize;
+            m.value.words[w] & l.mask == v & m.mask.words[w]
+        })
+    }
+
+    fn match_at(&self, at: Place) -> Match {
+        let (st, key) = self.at(at);
+        let mut value = FlowKey::default();
+        for (l, &v) in st.lanes.iter().zip(key) {
+            value.words[l.word as usize] = v;
+        }
+        Match { value, mask: st.mask }
+    }
+
+    fn rules_at(&self, subtable: u32, priority: u16, out: &mut Vec<(u32, u64)>) {
+        let st = self.0[subtable as usize].as_ref().expect("a tied rule's subtable lives");
+        for b in st.buckets.iter() {
+            out.extend(st.entries(b).filter(|e| e.priority == priority).map(|e| (b.slot, e.seq)));
         }
     }
 }
@@ -341,6 +419,10 @@ pub struct Classifier {
     scratch: Vec<u64>,
     /// Whether prefix insertions are held back (a bulk load, see [`Classifier::defer_tries`]).
     deferring: bool,
+    /// Which equal-priority rules of different subtables overlap.
+    ties: Ties,
+    /// Rules whose tied subtables an insertion or removal changed (kept for its memory).
+    tie_changes: Vec<(Place, SubtableSet)>,
 }
 
 impl Default for Classifier {
@@ -364,6 +446,8 @@ impl Classifier {
             n_rules: 0,
             scratch: Vec::new(),
             deferring: false,
+            ties: Ties::default(),
+            tie_changes: Vec::new(),
         }
     }
 
@@ -489,21 +573,24 @@ impl Classifier {
                 }
             }
         }
-        match found {
+        let (slot, best) = match found {
             Some(b) => {
                 let others = st.others.entry(b.slot).or_default();
-                if entry.beats(&b.best) {
+                let best = entry.beats(&b.best);
+                if best {
                     others.insert(0, std::mem::replace(&mut b.best, entry));
                 } else {
                     let pos = others.iter().position(|e| entry.beats(e)).unwrap_or(others.len());
                     others.insert(pos, entry);
                 }
+                (b.slot, best)
             }
             None => {
                 let slot = st.new_slot(value);
-                st.buckets.insert_unique(hash, Bucket { hash, best: entry, slot }, |b| b.hash);
+                st.buckets.insert_unique(hash, Bucket { hash, best: entry, earlier: 0, slot }, |b| b.hash);
+                (slot, true)
             }
-        }
+        };
         let add = match self.deferring {
             true => PrefixTrie::defer,
             false => PrefixTrie::insert,
@@ -529,7 +616,24 @@ impl Classifier {
         }
         self.n_rules += 1;
         self.scratch = scratch;
+        let at = Place { subtable: si, slot };
+        let mut changes = std::mem::take(&mut self.tie_changes);
+        self.ties.insert(&SubtableRules(&self.subtables), m, entry.priority, at, entry.seq, &mut changes);
+        if best {
+            changes.push((at, self.ties.earlier(entry.priority, at)));
+        }
+        self.apply_tie_changes(entry.priority, &mut changes);
+        self.tie_changes = changes;
         Ok(())
+    }
+
+    /// Gives the bucket bests among `changes` (rules of `priority`) their new tied subtables.
+    fn apply_tie_changes(&mut self, priority: u16, changes: &mut Vec<(Place, SubtableSet)>) {
+        for (at, earlier) in changes.drain(..) {
+            if let Some(st) = self.subtables[at.subtable as usize].as_mut() {
+                st.set_earlier(at.slot, priority, earlier);
+            }
+        }
     }
 
     /// Removes a rule previously inserted with this match; returns whether it was there.
@@ -555,17 +659,21 @@ impl Classifier {
         };
         let b = occ.get_mut();
         let slot = b.slot;
-        if b.best.rule == rule {
+        // The removed rule's priority, and its successor's if it was the best.
+        let (priority, promoted) = if b.best.rule == rule {
+            let priority = b.best.priority;
             match st.others.get_mut(&slot) {
                 Some(others) => {
                     b.best = others.remove(0);
                     if others.is_empty() {
                         st.others.remove(&slot);
                     }
+                    (priority, Some(b.best.priority))
                 }
                 None => {
                     occ.remove();
                     st.free_slots.push(slot);
+                    (priority, None)
                 }
             }
         } else {
@@ -576,11 +684,12 @@ impl Classifier {
                 self.scratch = scratch;
                 return false;
             };
-            others.remove(pos);
+            let priority = others.remove(pos).priority;
             if others.is_empty() {
                 st.others.remove(&slot);
             }
-        }
+            (priority, None)
+        };
         for (i, &h) in scratch.iter().enumerate() {
             if let Ok(mut e) = st.indices[i].find_entry(h, |e| e.0 == h) {
                 e.get_mut().1 -= 1;
@@ -609,6 +718,15 @@ impl Classifier {
             self.resort();
         }
         self.scratch = scratch;
+        let at = Place { subtable: si, slot };
+        let mut changes = std::mem::take(&mut self.tie_changes);
+        self.ties.remove(&SubtableRules(&self.subtables), m, priority, at, &mut changes);
+        self.apply_tie_changes(priority, &mut changes);
+        if let Some(p) = promoted {
+            changes.push((at, self.ties.earlier(p, at)));
+            self.apply_tie_changes(p, &mut changes);
+        }
+        self.tie_changes = changes;
         true
     }
 
@@ -618,21 +736,23 @@ impl Classifier {
             let mut unused = FlowMask::CATCHALL;
             return self.lookup_wc(key, &mut unused);
         }
-        let mut best: Option<ClsEntry> = None;
+        let mut best: Option<(ClsEntry, SubtableSet)> = None;
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
-            if st.cannot_beat(best) {
-                break;
+            match st.step(si, best) {
+                Step::Stop => break,
+                Step::Skip => continue,
+                Step::Search => {}
             }
             let hash = st.full_hash(key);
             if let Some(bucket) = st.bucket_for(key, hash) {
                 let e = bucket.best;
-                if best.is_none_or(|b| e.beats(&b)) {
-                    best = Some(e);
+                if best.is_none_or(|(b, _)| e.beats(&b)) {
+                    best = Some((e, bucket.earlier));
                 }
             }
         }
-        best
+        best.map(|(e, _)| e)
     }
 
     /// [`lookup`](Self::lookup) for a batch of packets: `out[i]` receives the answer for
@@ -647,22 +767,26 @@ impl Classifier {
             }
             return;
         }
-        out.fill(None);
         let mut hashes = [None::<u64>; CHUNK];
+        let mut best = [None::<(ClsEntry, SubtableSet)>; CHUNK];
         for (keys, out) in keys.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            best.fill(None);
             for &si in &self.order {
                 let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
                 for (i, k) in keys.iter().enumerate() {
-                    hashes[i] = (!st.cannot_beat(out[i])).then(|| st.full_hash(k));
+                    hashes[i] = matches!(st.step(si, best[i]), Step::Search).then(|| st.full_hash(k));
                 }
                 for (i, k) in keys.iter().enumerate() {
                     let Some(h) = hashes[i] else { continue };
                     if let Some(b) = st.bucket_for(k, h) {
-                        if out[i].is_none_or(|x| b.best.beats(&x)) {
-                            out[i] = Some(b.best);
+                        if best[i].is_none_or(|(x, _)| b.best.beats(&x)) {
+                            best[i] = Some((b.best, b.earlier));
                         }
                     }
                 }
+            }
+            for (o, b) in out.iter_mut().zip(&best) {
+                *o = b.map(|(e, _)| e);
             }
         }
     }
@@ -696,19 +820,21 @@ impl Classifier {
     /// lookup with conjunctive matches disallowed skips them (the second lookup, on `conj_id`).
     fn hard_lookup_wc(&self, key: &FlowKey, wc: &mut FlowMask) -> Option<ClsEntry> {
         let mut ctx: TrieCtx = [None; N_TRIES];
-        let mut best: Option<ClsEntry> = None;
+        let mut best: Option<(ClsEntry, SubtableSet)> = None;
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
-            if st.cannot_beat(best) {
-                break;
+            match st.step(si, best) {
+                Step::Stop => break,
+                Step::Skip => continue,
+                Step::Search => {}
             }
-            if let Some(e) = self.find_wc(st, key, &mut ctx, wc) {
-                if !e.soft && best.is_none_or(|b| e.beats(&b)) {
-                    best = Some(e);
+            if let Some((e, earlier)) = self.find_wc(st, key, &mut ctx, wc) {
+                if !e.soft && best.is_none_or(|(b, _)| e.beats(&b)) {
+                    best = Some((e, earlier));
                 }
             }
         }
-        best
+        best.map(|(e, _)| e)
     }
 
     /// OVS's `classifier_lookup__` with conjunctive matches. Each subtable's best match is a
@@ -730,10 +856,12 @@ impl Classifier {
         soft.clear();
         for &si in &self.order {
             let st = self.subtables[si as usize].as_ref().expect("ordered subtables are live");
-            if st.cannot_beat(hard) {
+            // Soft matches make the tied subtables of a hard one too narrow a bound: every
+            // subtable that may hold an earlier rule is searched.
+            if matches!(st.step(si, hard.map(|h| (h, EVERY_SUBTABLE))), Step::Stop) {
                 break;
             }
-            let Some(e) = self.find_wc(st, key, &mut ctx, wc) else { continue };
+            let Some((e, _)) = self.find_wc(st, key, &mut ctx, wc) else { continue };
             if e.soft {
                 if hard.is_none_or(|h| e.priority > h.priority) {
                     soft.push((e, si));
@@ -859,14 +987,15 @@ impl Classifier {
         false
     }
 
-    /// OVS `find_match_wc` for one subtable.
+    /// OVS `find_match_wc` for one subtable: its best matching rule, with the rule's tied
+    /// subtables.
     fn find_wc(
         &self,
         st: &Subtable,
         key: &FlowKey,
         ctx: &mut TrieCtx,
         wc: &mut FlowMask,
-    ) -> Option<ClsEntry> {
+    ) -> Option<(ClsEntry, SubtableSet)> {
         debug_assert!(!self.deferring, "a lookup before the deferred tries were flushed");
         let mut h = SEED;
         let mut start = 0usize;
@@ -897,7 +1026,7 @@ impl Classifier {
         match st.bucket_for(key, finish(h)) {
             Some(b) => {
                 st.fold(st.lanes.len(), wc);
-                Some(b.best)
+                Some((b.best, b.earlier))
             }
             None if st.ports_mask_len > 0 => {
                 // Un-wildcard only the leading port bits that tell this packet apart.
@@ -939,6 +1068,73 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig {
             cases: 2_000, failure_persistence: None, ..Default::default()
         })]
+
+        /// Equal-priority rules of many masks overlapping one another, added (with sequence
+        /// numbers not in insertion order) and removed at random, with the tie sets kept or
+        /// given up at a random size: every packet of the field space gets the model's answer
+        /// (highest priority, then lowest sequence number) from every lookup, and every packet
+        /// agreeing with it on the wildcards gets the same answer.
+        #[test]
+        fn equal_priority_overlaps_keep_the_earliest_rule(
+            ops in proptest::collection::vec((0u32..16, 0u32..16, 0u16..3, 0u64..1000, 0u8..4), 1..80),
+            limit in 1usize..12,
+        ) {
+            let fields = [id::IN_PORT, id::NW_SRC, id::TP_DST, id::NW_PROTO];
+            let values = [[1u128, 2], [0x0a00_0001, 0x0a00_0002], [80, 443], [6, 17]];
+            let packet = |bits: u32| {
+                let mut k = FlowKey::default();
+                for (i, f) in fields.iter().enumerate() {
+                    k.set(*f, values[i][(bits >> i) as usize & 1]);
+                }
+                k
+            };
+            let rule = |subset: u32, bits: u32| {
+                let mut mask = FlowMask::CATCHALL;
+                for (_, f) in fields.iter().enumerate().filter(|(i, _)| subset >> i & 1 == 1) {
+                    mask.set(*f, f.full_mask());
+                }
+                Match::new(packet(bits), mask)
+            };
+            let mut c = Classifier::new();
+            c.ties.set_limit(limit);
+            // (subset, masked bits, priority) -> (rule, seq)
+            let mut model: std::collections::BTreeMap<(u32, u32, u16), (u32, u64)> = Default::default();
+            for (n, &(subset, bits, priority, seq, op)) in ops.iter().enumerate() {
+                let key = (subset, bits & subset, priority);
+                let m = rule(subset, bits);
+                if op == 0 {
+                    if let Some((r, _)) = model.remove(&key) {
+                        proptest::prop_assert!(c.remove(&m, r));
+                    }
+                } else if let std::collections::btree_map::Entry::Vacant(slot) = model.entry(key) {
+                    // Distinct sequence numbers, in an order unrelated to the insertions'.
+                    let seq = seq * 100 + n as u64;
+                    let entry = ClsEntry { rule: n as u32, priority, seq, soft: false };
+                    proptest::prop_assert_eq!(c.insert(&m, entry), Ok(()));
+                    slot.insert((n as u32, seq));
+                }
+            }
+            let answer = |bits: u32| {
+                model
+                    .iter()
+                    .filter(|((subset, vbits, _), _)| bits & subset == *vbits)
+                    .max_by_key(|((_, _, priority), (_, seq))| (*priority, std::cmp::Reverse(*seq)))
+                    .map(|(_, (r, _))| *r)
+            };
+            let keys: Vec<FlowKey> = (0..16).map(packet).collect();
+            let mut batch = vec![None; keys.len()];
+            c.lookup_batch(&keys, &mut batch);
+            for bits in 0..16u32 {
+                let want = answer(bits);
+                proptest::prop_assert_eq!(c.lookup(&keys[bits as usize]).map(|e| e.rule), want);
+                proptest::prop_assert_eq!(batch[bits as usize].map(|e| e.rule), want);
+                let mut wc = FlowMask::CATCHALL;
+                proptest::prop_assert_eq!(c.lookup_wc(&keys[bits as usize], &mut wc).map(|e| e.rule), want);
+                for other in (0..16u32).filter(|&o| keys[o as usize].matches(&keys[bits as usize].masked(&wc), &wc)) {
+                    proptest::prop_assert_eq!(answer(other), want, "packet {} shares the wildcards of {}", other, bits);
+                }
+            }
+        }
 
         /// Buckets keep their best rule apart from the others and their keys in a shared
         /// arena: through any adds and removals of rules sharing three matches at four

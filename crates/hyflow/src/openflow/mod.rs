@@ -23,6 +23,7 @@ pub mod reference;
 pub mod report;
 pub mod rule;
 pub mod segment;
+mod ties;
 pub mod traversal;
 pub mod trie;
 pub mod update;
