@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""hyflow's classifier against Open vSwitch's on OVS's own benchmark (BENCHMARKS.md, "Classifier
-against Open vSwitch").
+"""hyflow's classifier against Open vSwitch's on OVS's own benchmark (BENCHMARKS.md, "Against
+Open vSwitch on its own benchmark").
 
 Usage: scripts/classifier_vs_ovs.py --ovstest PATH [--subtables 1,8,32,64] [--runs R] [--write]
 
