@@ -12,8 +12,9 @@
 //! has an empty set stops where OVS stops, and otherwise visits, among the subtables whose top
 //! priority is `p`, only those in the set.
 //!
-//! The sets are kept exact (as sets of those bits) on insertion and removal by testing a
-//! rule against the rules of its priority in other subtables. A priority whose rules all live
+//! The sets are kept exact (as sets of those bits, each bit with a count of the rules behind
+//! it) on insertion and removal by testing a rule against the rules of its priority in other
+//! subtables: one pass over them either way. A priority whose rules all live
 //! in one subtable needs nothing (rules of one subtable never overlap: one mask, different
 //! values); past [`TRACK_LIMIT`] rules at one priority the sets are given up and every rule of
 //! that priority gets them all, which is the search before this module existed.
@@ -52,8 +53,6 @@ pub(crate) struct Place {
 pub(crate) trait Rules {
     /// Whether some packet matches both `m` and the match at `at`.
     fn overlaps(&self, m: &Match, at: Place) -> bool;
-    /// The match at `at`.
-    fn match_at(&self, at: Place) -> Match;
     /// Every rule of `priority` in subtable `subtable`, as (slot, insertion sequence).
     fn rules_at(&self, subtable: u32, priority: u16, out: &mut Vec<(u32, u64)>);
 }
@@ -62,8 +61,43 @@ pub(crate) trait Rules {
 struct Tracked {
     at: Place,
     seq: u64,
-    /// Subtables holding an earlier rule of this priority that overlaps this one.
+    /// Subtables holding an earlier rule of this priority that overlaps this one: the bits
+    /// whose count is not 0.
     earlier: SubtableSet,
+    /// Per bit, how many such rules; saturated at 255, a count stays (its bit then stays set:
+    /// a removal can no longer tell whether it was the last).
+    counts: [u8; SubtableSet::BITS as usize],
+}
+
+impl Tracked {
+    fn new(at: Place, seq: u64) -> Tracked {
+        Tracked { at, seq, earlier: 0, counts: [0; SubtableSet::BITS as usize] }
+    }
+
+    /// One more earlier overlapping rule in subtable `si`; whether the set changed.
+    fn add(&mut self, si: u32) -> bool {
+        let bit = subtable_bit(si);
+        let c = &mut self.counts[bit.trailing_zeros() as usize];
+        *c = c.saturating_add(1);
+        let new = self.earlier & bit == 0;
+        self.earlier |= bit;
+        new
+    }
+
+    /// One earlier overlapping rule in subtable `si` fewer; whether the set changed.
+    fn sub(&mut self, si: u32) -> bool {
+        let bit = subtable_bit(si);
+        let c = &mut self.counts[bit.trailing_zeros() as usize];
+        if *c == u8::MAX {
+            return false;
+        }
+        *c -= 1;
+        let gone = *c == 0;
+        if gone {
+            self.earlier &= !bit;
+        }
+        gone
+    }
 }
 
 enum AtPriority {
@@ -134,8 +168,7 @@ impl Ties {
                 changed.extend(first.map(|(at, _)| (at, EVERY_SUBTABLE)));
                 *entry = AtPriority::Untracked { n };
             } else {
-                *entry =
-                    AtPriority::Tracked(first.map(|(at, seq)| Tracked { at, seq, earlier: 0 }).collect());
+                *entry = AtPriority::Tracked(first.map(|(at, seq)| Tracked::new(at, seq)).collect());
             }
         }
         match entry {
@@ -148,19 +181,18 @@ impl Ties {
                 *entry = AtPriority::Untracked { n: list.len() as u32 + 1 };
             }
             AtPriority::Tracked(list) => {
-                let mut earlier = 0;
+                let mut mine = Tracked::new(at, seq);
                 for t in list.iter_mut() {
                     if t.at.subtable == at.subtable || !rules.overlaps(m, t.at) {
                         continue;
                     }
                     if t.seq < seq {
-                        earlier |= subtable_bit(t.at.subtable);
-                    } else if t.earlier & subtable_bit(at.subtable) == 0 {
-                        t.earlier |= subtable_bit(at.subtable);
+                        mine.add(t.at.subtable);
+                    } else if t.add(at.subtable) {
                         changed.push((t.at, t.earlier));
                     }
                 }
-                list.push(Tracked { at, seq, earlier });
+                list.push(mine);
             }
         }
     }
@@ -184,21 +216,14 @@ impl Ties {
             AtPriority::Tracked(list) => {
                 let Some(i) = list.iter().position(|t| t.at == at) else { return };
                 let removed = list.swap_remove(i);
-                // A later rule it overlapped may have lost its only earlier rule there.
-                let bit = subtable_bit(at.subtable);
-                for i in 0..list.len() {
-                    let t = list[i];
-                    if t.seq > removed.seq && t.earlier & bit != 0 && rules.overlaps(m, t.at) {
-                        let mine = rules.match_at(t.at);
-                        let earlier = list
-                            .iter()
-                            .filter(|o| o.seq < t.seq && o.at.subtable != t.at.subtable)
-                            .filter(|o| rules.overlaps(&mine, o.at))
-                            .fold(0, |acc, o| acc | subtable_bit(o.at.subtable));
-                        if earlier != t.earlier {
-                            list[i].earlier = earlier;
-                            changed.push((t.at, earlier));
-                        }
+                // The later rules it overlapped count one earlier rule fewer in its subtable.
+                for t in list.iter_mut() {
+                    if t.seq > removed.seq
+                        && t.at.subtable != at.subtable
+                        && rules.overlaps(m, t.at)
+                        && t.sub(at.subtable)
+                    {
+                        changed.push((t.at, t.earlier));
                     }
                 }
                 list.is_empty()
