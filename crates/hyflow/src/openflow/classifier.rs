@@ -564,6 +564,8 @@ impl Classifier {
                 }
             }
         }
+        // Where the rule went, and whether it is now its bucket's best (`Some`: in a bucket
+        // that was there, whose set it must take; `None`: in a new one, whose set starts empty).
         let (slot, best) = match found {
             Some(b) => {
                 let others = st.others.entry(b.slot).or_default();
@@ -574,12 +576,12 @@ impl Classifier {
                     let pos = others.iter().position(|e| entry.beats(e)).unwrap_or(others.len());
                     others.insert(pos, entry);
                 }
-                (b.slot, best)
+                (b.slot, best.then_some(true))
             }
             None => {
                 let slot = st.new_slot(value);
                 st.buckets.insert_unique(hash, Bucket { hash, best: entry, earlier: 0, slot }, |b| b.hash);
-                (slot, true)
+                (slot, Some(false))
             }
         };
         let add = match self.deferring {
@@ -610,8 +612,12 @@ impl Classifier {
         let at = Place { subtable: si, slot };
         let mut changes = std::mem::take(&mut self.tie_changes);
         self.ties.insert(&SubtableRules(&self.subtables), m, entry.priority, at, entry.seq, &mut changes);
-        if best {
-            changes.push((at, self.ties.earlier(entry.priority, at)));
+        if let Some(displaced) = best {
+            let earlier = self.ties.earlier(entry.priority, at);
+            // A new bucket's set is already empty (a million-rule load makes a million).
+            if displaced || earlier != 0 {
+                changes.push((at, earlier));
+            }
         }
         self.apply_tie_changes(entry.priority, &mut changes);
         self.tie_changes = changes;

@@ -14,10 +14,10 @@
 //!
 //! The sets are kept exact (as sets of those bits, each bit with a count of the rules behind
 //! it) on insertion and removal by testing a rule against the rules of its priority in other
-//! subtables: one pass over them either way. A priority whose rules all live
-//! in one subtable needs nothing (rules of one subtable never overlap: one mask, different
-//! values); past [`TRACK_LIMIT`] rules at one priority the sets are given up and every rule of
-//! that priority gets them all, which is the search before this module existed.
+//! subtables: one pass over them either way. A priority whose rules all live in one subtable
+//! needs nothing (rules of one subtable never overlap: one mask, different values); past
+//! [`TRACK_LIMIT`] rules at one priority the sets are given up and every rule of that priority
+//! gets them all, which is the search before this module existed.
 
 use hashbrown::HashMap;
 
