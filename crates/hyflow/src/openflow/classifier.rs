@@ -338,6 +338,7 @@ impl Subtable {
 
 /// What a lookup does at a subtable.
 enum Step {
+    /// Search this subtable: it may hold a better match.
     Search,
     /// Go on to the next subtable without searching this one.
     Skip,
@@ -358,6 +359,8 @@ impl SubtableRules<'_> {
 }
 
 impl ties::Rules for SubtableRules<'_> {
+    /// [`Match::overlaps`] against the rule's match as the subtable keeps it (its mask's lanes
+    /// and its key words in the arena), without rebuilding a 448-byte match per test.
     fn overlaps(&self, m: &Match, at: Place) -> bool {
         let (st, key) = self.at(at);
         // Both values are pre-masked: they must agree on the bits both masks match.
@@ -1087,8 +1090,10 @@ mod tests {
             };
             let rule = |subset: u32, bits: u32| {
                 let mut mask = FlowMask::CATCHALL;
-                for (_, f) in fields.iter().enumerate().filter(|(i, _)| subset >> i & 1 == 1) {
-                    mask.set(*f, f.full_mask());
+                for (i, f) in fields.iter().enumerate() {
+                    if subset >> i & 1 == 1 {
+                        mask.set(*f, f.full_mask());
+                    }
                 }
                 Match::new(packet(bits), mask)
             };

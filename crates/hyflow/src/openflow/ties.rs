@@ -61,42 +61,37 @@ pub(crate) trait Rules {
 struct Tracked {
     at: Place,
     seq: u64,
-    /// Subtables holding an earlier rule of this priority that overlaps this one: the bits
-    /// whose count is not 0.
-    earlier: SubtableSet,
-    /// Per bit, how many such rules; saturated at 255, a count stays (its bit then stays set:
-    /// a removal can no longer tell whether it was the last).
+    /// Per bit of a [`SubtableSet`], how many earlier rules of this priority in those
+    /// subtables overlap this one; saturated at 255, a count stays (its bit then stays set: a
+    /// removal can no longer tell whether it was the last).
     counts: [u8; SubtableSet::BITS as usize],
 }
 
 impl Tracked {
     fn new(at: Place, seq: u64) -> Tracked {
-        Tracked { at, seq, earlier: 0, counts: [0; SubtableSet::BITS as usize] }
+        Tracked { at, seq, counts: [0; SubtableSet::BITS as usize] }
+    }
+
+    /// Subtables holding an earlier rule of this priority that overlaps this one.
+    fn earlier(&self) -> SubtableSet {
+        self.counts.iter().enumerate().filter(|(_, &c)| c > 0).fold(0, |set, (b, _)| set | 1 << b)
     }
 
     /// One more earlier overlapping rule in subtable `si`; whether the set changed.
     fn add(&mut self, si: u32) -> bool {
-        let bit = subtable_bit(si);
-        let c = &mut self.counts[bit.trailing_zeros() as usize];
+        let c = &mut self.counts[subtable_bit(si).trailing_zeros() as usize];
         *c = c.saturating_add(1);
-        let new = self.earlier & bit == 0;
-        self.earlier |= bit;
-        new
+        *c == 1
     }
 
     /// One earlier overlapping rule in subtable `si` fewer; whether the set changed.
     fn sub(&mut self, si: u32) -> bool {
-        let bit = subtable_bit(si);
-        let c = &mut self.counts[bit.trailing_zeros() as usize];
+        let c = &mut self.counts[subtable_bit(si).trailing_zeros() as usize];
         if *c == u8::MAX {
             return false;
         }
         *c -= 1;
-        let gone = *c == 0;
-        if gone {
-            self.earlier &= !bit;
-        }
-        gone
+        *c == 0
     }
 }
 
@@ -134,7 +129,7 @@ impl Ties {
             None | Some(AtPriority::OneSubtable { .. }) => 0,
             Some(AtPriority::Untracked { .. }) => EVERY_SUBTABLE,
             Some(AtPriority::Tracked(list)) => {
-                list.iter().find(|t| t.at == at).map_or(EVERY_SUBTABLE, |t| t.earlier)
+                list.iter().find(|t| t.at == at).map_or(EVERY_SUBTABLE, Tracked::earlier)
             }
         }
     }
@@ -176,7 +171,7 @@ impl Ties {
             AtPriority::Untracked { n } => *n += 1,
             AtPriority::Tracked(list) if list.len() >= limit => {
                 changed.extend(
-                    list.iter().filter(|t| t.earlier != EVERY_SUBTABLE).map(|t| (t.at, EVERY_SUBTABLE)),
+                    list.iter().filter(|t| t.earlier() != EVERY_SUBTABLE).map(|t| (t.at, EVERY_SUBTABLE)),
                 );
                 *entry = AtPriority::Untracked { n: list.len() as u32 + 1 };
             }
@@ -189,7 +184,7 @@ impl Ties {
                     if t.seq < seq {
                         mine.add(t.at.subtable);
                     } else if t.add(at.subtable) {
-                        changed.push((t.at, t.earlier));
+                        changed.push((t.at, t.earlier()));
                     }
                 }
                 list.push(mine);
@@ -223,7 +218,7 @@ impl Ties {
                         && rules.overlaps(m, t.at)
                         && t.sub(at.subtable)
                     {
-                        changed.push((t.at, t.earlier));
+                        changed.push((t.at, t.earlier()));
                     }
                 }
                 list.is_empty()
