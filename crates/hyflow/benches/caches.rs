@@ -62,7 +62,7 @@ fn heap_bytes<T>(build: impl FnOnce() -> T) -> (T, usize) {
 const BATCH: usize = 1024;
 
 fn one_decision(tables: &mut DecisionTables) -> Decision {
-    let (actions, _) = tables.actions.intern(&[DpAction::Output(2)]);
+    let actions = tables.intern_actions(&[DpAction::Output(2)]);
     let (path, _) = tables.paths.intern(&[LookupRef::rule(0), LookupRef::rule(7)]);
     Decision { actions, path }
 }

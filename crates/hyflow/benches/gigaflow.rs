@@ -127,7 +127,7 @@ fn bench_ltm(c: &mut Criterion) {
                         hits += 1;
                         outputs.clear();
                         let actions = hit.actions.expect("one entry holds the decision");
-                        outputs_of(tables.actions.get(actions), k, &mut outputs);
+                        outputs_of(tables.actions().get(actions), k, &mut outputs);
                     }
                 }
                 hits

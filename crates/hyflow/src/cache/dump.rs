@@ -80,7 +80,7 @@ impl CacheTable<CachedFlow> {
                 tag: None,
                 matcher,
                 stats: e.stats,
-                actions: format_dp_actions(tables.actions.get(e.data.decision.actions), &e.data.rep),
+                actions: format_dp_actions(tables.actions().get(e.data.decision.actions), &e.data.rep),
             });
         }
     }

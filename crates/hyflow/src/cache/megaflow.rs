@@ -38,7 +38,7 @@ impl CachedFlow {
         let Translator { pipeline, tables, tr } = with;
         pipeline.process(&self.rep, tr);
         let same_actions =
-            tr.to_controller == 0 && tables.actions.get(self.decision.actions) == &tr.dp_actions[..];
+            tr.to_controller == 0 && tables.actions().get(self.decision.actions) == &tr.dp_actions[..];
         if same_actions && tr.megaflow.mask.is_subset_of(covered) {
             Retranslation::Keep(tables.intern_path(tr))
         } else {

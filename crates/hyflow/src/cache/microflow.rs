@@ -415,7 +415,7 @@ mod tests {
     use crate::openflow::dp_actions::DpAction;
 
     fn decision(tables: &mut DecisionTables, port: u32, path: &[LookupRef]) -> Decision {
-        let (actions, _) = tables.actions.intern(&[DpAction::Output(port)]);
+        let actions = tables.intern_actions(&[DpAction::Output(port)]);
         let (p, _) = tables.paths.intern(path);
         Decision { actions, path: p }
     }

@@ -2,8 +2,10 @@
 //! Table and the rule-path table, shared by every flow with the same decision (FlowShadow
 //! §III-A), and the side tables keyed by lookup outcome that invalidation works through.
 
+pub(crate) mod copy_plan;
 pub mod interner;
 
+use copy_plan::CopyPlan;
 use interner::{Interner, ItemRef};
 
 use crate::openflow::dp_actions::{uses_conntrack, DpAction};
@@ -51,8 +53,9 @@ impl CachedHit {
 /// The Action Table (with FlowShadow's per-action invalidation time stamps) and the path table.
 #[derive(Default)]
 pub struct DecisionTables {
-    /// Deduplicated composed action lists.
-    pub actions: Interner<DpAction>,
+    /// Deduplicated composed action lists (interned only through
+    /// [`DecisionTables::intern_actions`], which keeps the side tables below in step).
+    actions: Interner<DpAction>,
     /// Deduplicated lookup-outcome sequences.
     pub paths: Interner<LookupRef>,
     /// Per action reference: the update epoch at which it was last invalidated (action mode).
@@ -60,6 +63,9 @@ pub struct DecisionTables {
     /// Per action reference: whether the list goes through the connection tracker or
     /// recirculates ([`uses_conntrack`]), found once when it was interned.
     tracked: Vec<bool>,
+    /// Per action reference: where its copies leave ([`CopyPlan`]), found once when it was
+    /// interned, so that a hit counts its copies per port without running the list.
+    copy_plans: Vec<CopyPlan>,
     scratch: Vec<LookupRef>,
 }
 
@@ -71,17 +77,34 @@ impl DecisionTables {
 
     /// The decision a slow-path traversal made, holding one reference for the caller.
     pub fn intern(&mut self, tr: &Traversal) -> Decision {
-        let (actions, new) = self.actions.intern(&tr.dp_actions);
-        if new {
-            self.action_invalidated.resize(self.actions.capacity(), 0);
-            self.action_invalidated[actions as usize] = 0;
-            self.tracked.resize(self.actions.capacity(), false);
-            self.tracked[actions as usize] = uses_conntrack(&tr.dp_actions);
-        }
+        let actions = self.intern_actions(&tr.dp_actions);
         self.scratch.clear();
         self.scratch.extend(tr.outcomes());
         let (path, _) = self.paths.intern(&self.scratch);
         Decision { actions, path }
+    }
+
+    /// The reference for an action list, holding one reference for the caller; a new list
+    /// gets its side data (invalidation stamp, whether it is tracked, its copy plan).
+    pub fn intern_actions(&mut self, list: &[DpAction]) -> ItemRef {
+        let (actions, new) = self.actions.intern(list);
+        if new {
+            let i = actions as usize;
+            let capacity = self.actions.capacity();
+            self.action_invalidated.resize(capacity, 0);
+            self.action_invalidated[i] = 0;
+            self.tracked.resize(capacity, false);
+            self.tracked[i] = uses_conntrack(list);
+            self.copy_plans.resize_with(capacity, CopyPlan::default);
+            self.copy_plans[i] = CopyPlan::of(list);
+        }
+        actions
+    }
+
+    /// The Action Table.
+    #[inline]
+    pub fn actions(&self) -> &Interner<DpAction> {
+        &self.actions
     }
 
     /// Interns a path alone (revalidation keeps actions but may change the path).
@@ -117,6 +140,14 @@ impl DecisionTables {
     #[inline]
     pub fn tracks(&self, actions: ItemRef) -> bool {
         self.tracked.get(actions as usize).copied().unwrap_or(false)
+    }
+
+    /// Where the copies of an interned list leave, as far as they do not depend on the
+    /// connection tracker (meaningful for a list that is not [tracked](Self::tracks): a
+    /// tracked one is run instead).
+    #[inline]
+    pub(crate) fn copy_plan(&self, actions: ItemRef) -> &CopyPlan {
+        &self.copy_plans[actions as usize]
     }
 
     /// Epoch of the last invalidation of an action list (0 = never).

@@ -412,7 +412,7 @@ impl NicScheme for ExactMatch {
                 tag: None,
                 matcher: *e.matcher,
                 stats: EntryStats { packets: e.packets, bytes: e.bytes, last_hit_ns: e.last_hit_ns },
-                actions: format_dp_actions(tables.actions.get(e.cached.decision.actions), &e.cached.rep),
+                actions: format_dp_actions(tables.actions().get(e.cached.decision.actions), &e.cached.rep),
             }));
         }
     }

@@ -213,7 +213,13 @@ impl NicBudget {
     }
 
     /// Takes the work charged since the last call, whole ns (the fraction carries over).
+    /// Asked after every packet: most have charged nothing, and return before the `floor`
+    /// (a libm call).
+    #[inline]
     pub(crate) fn take_work(&mut self) -> u64 {
+        if self.work_ns < 1.0 {
+            return 0;
+        }
         let whole = self.work_ns.floor();
         self.work_ns -= whole;
         whole as u64

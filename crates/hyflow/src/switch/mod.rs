@@ -304,7 +304,7 @@ impl Switch {
 
     /// Distinct action lists and rule paths referenced by cached entries.
     pub(crate) fn decision_tables(&self) -> (usize, usize) {
-        (self.tables.actions.len(), self.tables.paths.len())
+        (self.tables.actions().len(), self.tables.paths.len())
     }
 
     /// When the switch next has work of its own to do (idle sweep, rule expiry, MAC aging,
@@ -498,7 +498,7 @@ impl Switch {
             return true;
         }
         let mut check = HardwareCheck { conntrack: &self.conntrack, now_ns, holds: true };
-        execute(self.tables.actions.get(a), &mut key.clone(), &mut check);
+        execute(self.tables.actions().get(a), &mut key.clone(), &mut check);
         if !check.holds {
             self.stats.nic_conntrack_misses += 1;
         }
@@ -563,7 +563,7 @@ impl Switch {
                 self.run_actions(a, key, depth, now_ns, outputs);
                 self.ports.left_as(&outputs[first..], bytes);
             }
-            Some(a) => self.ports.left_by(self.tables.actions.get(a), key, bytes),
+            Some(a) => self.ports.left_by(self.tables.copy_plan(a), key, bytes),
             // A chain of entries (Gigaflow) built the outputs itself.
             None => {
                 self.ports.left_as(&self.hit.outputs, bytes);
@@ -589,7 +589,7 @@ impl Switch {
         now_ns: u64,
         outputs: &mut Vec<Output>,
     ) {
-        let list = self.tables.actions.get(actions);
+        let list = self.tables.actions().get(actions);
         let mut datapath = Tracked::new(&mut self.conntrack, &mut self.recirc.queue, depth, now_ns, outputs);
         execute(list, &mut CowKey::new(key), &mut datapath);
     }
@@ -604,7 +604,7 @@ impl Switch {
         self.stats.stale += 1;
         self.pipeline.process(key, &mut self.tr);
         let wrong = match tracked {
-            Some(actions) => self.tr.dp_actions[..] != *self.tables.actions.get(actions),
+            Some(actions) => self.tr.dp_actions[..] != *self.tables.actions().get(actions),
             None => self.tr.outputs != outputs,
         };
         if wrong {

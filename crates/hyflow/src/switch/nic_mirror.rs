@@ -33,7 +33,7 @@ impl Switch {
     /// Whether the NIC's hardware can carry out `decision` for the match the last
     /// translation made (its megaflow).
     pub(super) fn nic_holds(&self, decision: Decision) -> bool {
-        let actions = self.tables.actions.get(decision.actions);
+        let actions = self.tables.actions().get(decision.actions);
         let stateful = self.tables.stateful(decision.path);
         self.config.nic_capability.holds(&self.tr.megaflow, actions, stateful)
     }
@@ -55,7 +55,7 @@ impl Switch {
     /// NIC entry `id` of `table` as it is now, if it exists.
     pub fn nic_entry(&self, table: u8, id: EntryId) -> Option<NicEntry<'_>> {
         let view = self.nic.as_ref()?.entry_view(table, id)?;
-        let actions = self.tables.actions.get(view.decision.actions);
+        let actions = self.tables.actions().get(view.decision.actions);
         let stateful = self.tables.stateful(view.decision.path);
         let servable = !view.pending && self.config.nic_capability.holds(&view.matcher, actions, stateful);
         Some(NicEntry { view, actions, servable })
@@ -117,8 +117,8 @@ impl Switch {
         self.stats.by_pass[0].nic += packets;
         let path = entry.decision.path;
         self.pipeline.credit_n(self.tables.path_rules(path), packets, bytes, last_hit_ns);
-        let actions = self.tables.actions.get(entry.decision.actions);
-        if self.ports.credit(&entry.rep, actions, packets, bytes) {
+        let plan = self.tables.copy_plan(entry.decision.actions);
+        if self.ports.credit(&entry.rep, plan, packets, bytes) {
             self.stats.forwarded += packets;
         } else {
             self.stats.dropped += packets;

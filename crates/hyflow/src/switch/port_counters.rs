@@ -9,16 +9,14 @@
 //!
 //! Copies are counted where a decision is carried out, whichever layer made it: from the
 //! copies built (a slow-path translation, a Gigaflow chain, an executed action list) or, when
-//! the caller asked for no copies, by running the cached action list over a stand-in that
-//! tracks only the VLAN tags ([`TagDepth`]), so counting costs no key copies.
+//! the caller asked for no copies, from the cached action list's [`CopyPlan`] (its copies'
+//! ports and tags, found once when it was interned), so counting runs no actions.
 
 use hashbrown::HashMap;
 
-use crate::openflow::dp_actions::{CtExec, DpAction};
-use crate::openflow::execute::{execute, Datapath, DpPacket};
+use crate::decision::copy_plan::{CopyPlan, TagDepth};
 use crate::openflow::traversal::Output;
-use crate::packet::field::id;
-use crate::packet::{FieldId, FlowKey};
+use crate::packet::FlowKey;
 
 /// Ports below this are counted in the flat array.
 const FLAT_PORTS: u32 = 4096;
@@ -127,16 +125,19 @@ impl PortCounters {
         self.copies_now += 1;
     }
 
-    /// Counts `packets` frames of `bytes` in all that arrived as `pass` and left as
-    /// `actions` (which must not track connections) send them, counted elsewhere (a NIC's
-    /// own counters) and credited in one go; returns whether they left at all.
-    pub(crate) fn credit(&mut self, pass: &FlowKey, actions: &[DpAction], packets: u64, bytes: u64) -> bool {
+    /// Counts `packets` frames of `bytes` in all that arrived as `pass` and left as the
+    /// action list of `plan` (which must not track connections) sends them, counted
+    /// elsewhere (a NIC's own counters) and credited in one go; returns whether they left.
+    pub(crate) fn credit(&mut self, pass: &FlowKey, plan: &CopyPlan, packets: u64, bytes: u64) -> bool {
         self.slot(pass.in_port())[0].add_n(packets, bytes);
-        self.copies_now = 0;
-        let tags_in = tags(pass);
-        let mut counter = CreditCopies { counters: self, packets, bytes, tags_in };
-        execute(actions, &mut TagDepth::of(pass), &mut counter);
-        self.copies_now > 0
+        let depth = TagDepth::of(pass);
+        let copies = plan.copies(depth);
+        for c in copies {
+            let bytes = wire_bytes_of(packets, bytes, depth.count(), c.tags);
+            self.slot(c.port)[1].add_n(packets, bytes);
+        }
+        self.copies_now = copies.len() as u32;
+        !copies.is_empty()
     }
 
     /// Counts `copies` of the packet being decided, a frame of `bytes`.
@@ -148,14 +149,15 @@ impl PortCounters {
         }
     }
 
-    /// Counts the copies `actions` send out of a pass `pass` of the packet being decided, a
-    /// frame of `bytes`, without building them (the action list must not track connections:
-    /// its copies do not depend on state).
+    /// Counts the copies the action list of `plan` sends out of a pass `pass` of the packet
+    /// being decided, a frame of `bytes`, without building them or running the list (it
+    /// must not track connections: its copies do not depend on state).
     #[inline]
-    pub(crate) fn left_by(&mut self, actions: &[DpAction], pass: &FlowKey, bytes: u64) {
+    pub(crate) fn left_by(&mut self, plan: &CopyPlan, pass: &FlowKey, bytes: u64) {
         let tags_in = self.tags_in;
-        let mut counter = CountCopies { counters: self, bytes, tags_in };
-        execute(actions, &mut TagDepth::of(pass), &mut counter);
+        for c in plan.copies(TagDepth::of(pass)) {
+            self.left(c.port, wire_bytes(bytes, tags_in, c.tags));
+        }
     }
 
     /// Every port seen, in port order.
@@ -212,103 +214,12 @@ fn wire_bytes_of(packets: u64, bytes: u64, tags_in: u8, tags_out: u8) -> u64 {
     (bytes as i64 + delta).max(0) as u64
 }
 
-/// A packet as far as its length goes: which of its two VLAN tag slots hold a tag.
-#[derive(Clone, Copy, Debug)]
-struct TagDepth {
-    outer: bool,
-    inner: bool,
-}
-
-impl TagDepth {
-    #[inline]
-    fn of(key: &FlowKey) -> TagDepth {
-        TagDepth { outer: has_tag(key.vlan_tci() as u128), inner: has_tag(key.vlan_tci2() as u128) }
-    }
-
-    #[inline]
-    fn count(self) -> u8 {
-        self.outer as u8 + self.inner as u8
-    }
-}
-
-#[inline]
-fn has_tag(tci: u128) -> bool {
-    tci & crate::packet::field::proto::VLAN_CFI as u128 != 0
-}
-
-impl DpPacket for TagDepth {
-    #[inline]
-    fn set_masked(&mut self, field: FieldId, value: u128, mask: u128) {
-        let cfi = crate::packet::field::proto::VLAN_CFI as u128;
-        if mask & cfi != 0 {
-            if field == id::VLAN_TCI {
-                self.outer = has_tag(value);
-            } else if field == id::VLAN_TCI2 {
-                self.inner = has_tag(value);
-            }
-        }
-    }
-
-    #[inline]
-    fn pop_vlan(&mut self) {
-        *self = TagDepth { outer: self.inner, inner: false };
-    }
-
-    #[inline]
-    fn push_vlan(&mut self, _tpid: u16, tci: u16) {
-        *self = TagDepth { outer: has_tag(tci as u128), inner: self.outer };
-    }
-
-    #[inline]
-    fn ct_clear(&mut self) {}
-
-    #[inline]
-    fn hash(&mut self, _basis: u32) {}
-}
-
-/// Counts the copies an action list sends out, by their tags.
-struct CountCopies<'a> {
-    counters: &'a mut PortCounters,
-    bytes: u64,
-    tags_in: u8,
-}
-
-impl Datapath<TagDepth> for CountCopies<'_> {
-    #[inline]
-    fn output(&mut self, port: u32, packet: &TagDepth) {
-        self.counters.left(port, wire_bytes(self.bytes, self.tags_in, packet.count()));
-    }
-
-    fn ct(&mut self, _: &CtExec, _: &mut TagDepth) {}
-
-    fn recirc(&mut self, _: u32, _: &TagDepth) {}
-}
-
-/// Counts the copies an action list sends out for many frames at once (hits a NIC counted).
-struct CreditCopies<'a> {
-    counters: &'a mut PortCounters,
-    packets: u64,
-    bytes: u64,
-    tags_in: u8,
-}
-
-impl Datapath<TagDepth> for CreditCopies<'_> {
-    #[inline]
-    fn output(&mut self, port: u32, packet: &TagDepth) {
-        let bytes = wire_bytes_of(self.packets, self.bytes, self.tags_in, packet.count());
-        self.counters.slot(port)[1].add_n(self.packets, bytes);
-        self.counters.copies_now += 1;
-    }
-
-    fn ct(&mut self, _: &CtExec, _: &mut TagDepth) {}
-
-    fn recirc(&mut self, _: u32, _: &TagDepth) {}
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openflow::execute::Outputs;
+    use crate::openflow::dp_actions::DpAction;
+    use crate::openflow::execute::{execute, Outputs};
+    use crate::packet::field::id;
 
     fn tagged(vid: u16) -> FlowKey {
         let mut k = FlowKey::default();
@@ -339,7 +250,7 @@ mod tests {
                 by_copies.left_as(&built, 100);
                 let mut by_actions = PortCounters::default();
                 by_actions.arrived(&entry, 100);
-                by_actions.left_by(list, &entry, 100);
+                by_actions.left_by(&CopyPlan::of(list), &entry, 100);
                 assert_eq!(by_copies.ports(), by_actions.ports(), "{list:?} on {entry:?}");
                 assert_eq!(by_actions.forwarded_now(), !built.is_empty());
             }
@@ -353,7 +264,7 @@ mod tests {
         local.set_in_port(0xfffe);
         c.arrived(&local, 60);
         c.left_by(
-            &[DpAction::PushVlan { tpid: 0x8100, tci: 0x1001 }, DpAction::Output(1)],
+            &CopyPlan::of(&[DpAction::PushVlan { tpid: 0x8100, tci: 0x1001 }, DpAction::Output(1)]),
             &FlowKey::default(),
             60,
         );

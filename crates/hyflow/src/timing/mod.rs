@@ -342,6 +342,9 @@ pub const MAX_CROSSINGS: usize = 1 << 20;
 /// readable anyway, and memory must not grow with the input.
 pub const MAX_SERIES_POINTS: usize = 1_000_000;
 
+/// An interval hint holding no time.
+const NO_INTERVAL: (u64, u64, usize) = (0, 0, 0);
+
 /// Longest stretch of background work a core runs before serving waiting packets again.
 pub const WORK_SLICE_NS: u64 = 50_000;
 
@@ -655,6 +658,10 @@ pub struct Simulator<D> {
     nic_updates_seen: u64,
     /// NIC hits not yet in the latency histograms: (latency, packets).
     hw_latency_run: (u64, u64),
+    /// The series interval last found, as (its first ns, one past its last, its index), so
+    /// that the packets of one interval (almost every packet asks) skip the division; reset
+    /// with the metrics.
+    interval_hint: (u64, u64, usize),
     /// When measuring starts (set at the first arrival), and whether it has.
     measure_from_ns: Option<u64>,
     measuring: bool,
@@ -702,6 +709,7 @@ impl<D: Datapath> Simulator<D> {
             nic_updates_seen: 0,
             spray_next: 0,
             hw_latency_run: (0, 0),
+            interval_hint: NO_INTERVAL,
             measure_from_ns: None,
             measuring: false,
             busy_at_start: Vec::new(),
@@ -720,7 +728,19 @@ impl<D: Datapath> Simulator<D> {
 
     /// The time series' interval holding time `t`, made if new (the series coarsened first if
     /// bounded); `None` without a series or past [`MAX_SERIES_POINTS`].
+    #[inline]
     fn interval(&mut self, t: u64) -> Option<usize> {
+        let (from, to, i) = self.interval_hint;
+        if from <= t && t < to {
+            return Some(i);
+        }
+        self.find_interval(t)
+    }
+
+    /// [`Simulator::interval`] past the interval last found.
+    fn find_interval(&mut self, t: u64) -> Option<usize> {
+        // Coarsening below moves every interval's bounds.
+        self.interval_hint = NO_INTERVAL;
         if self.metrics.interval_ns == 0 {
             return None;
         }
@@ -736,6 +756,11 @@ impl<D: Datapath> Simulator<D> {
         if self.metrics.series.len() <= i {
             self.metrics.series.resize(i + 1, Interval::default());
             self.metrics.core_series.resize((i + 1) * self.cores.len(), CoreInterval::default());
+        }
+        // A `t` before the first arrival counts in interval 0 (`saturating_sub`): not hinted.
+        if t >= self.metrics.first_ns {
+            let from = self.metrics.first_ns + i as u64 * self.metrics.interval_ns;
+            self.interval_hint = (from, from.saturating_add(self.metrics.interval_ns), i);
         }
         Some(i)
     }
@@ -822,12 +847,17 @@ impl<D: Datapath> Simulator<D> {
     }
 
     /// Hands background work the datapath did to the least busy core (fewest queued, then
-    /// idle before busy, then lowest index).
+    /// idle before busy, then lowest index). Asked after every packet; most did none.
+    #[inline]
     fn collect_work(&mut self, t: u64) {
         let work = self.datapath.take_work();
-        if work == 0 {
-            return;
+        if work != 0 {
+            self.hand_out_work(t, work);
         }
+    }
+
+    /// [`Simulator::collect_work`] with `work` ns to hand out.
+    fn hand_out_work(&mut self, t: u64, work: u64) {
         self.metrics.work_ns += work;
         let load = |c: &Core| (c.ring.len() as u64 + (c.work_ns > 0) as u64, c.serving.is_some());
         let c = (0..self.cores.len()).min_by_key(|&c| load(&self.cores[c])).expect("at least one core");
@@ -899,6 +929,7 @@ impl<D: Datapath> Simulator<D> {
             // Measuring starts: what the warm-up recorded is dropped.
             self.measuring = true;
             self.metrics = Metrics::new(self.cores.len(), self.config.interval_ns);
+            self.interval_hint = NO_INTERVAL;
             self.metrics.first_ns = t_ns;
             self.metrics.last_ns = t_ns;
             self.hw_latency_run = (0, 0);
