@@ -63,7 +63,7 @@ const BATCH: usize = 1024;
 
 fn one_decision(tables: &mut DecisionTables) -> Decision {
     let actions = tables.intern_actions(&[DpAction::Output(2)]);
-    let (path, _) = tables.paths.intern(&[LookupRef::rule(0), LookupRef::rule(7)]);
+    let path = tables.intern_outcomes(&[LookupRef::rule(0), LookupRef::rule(7)]);
     Decision { actions, path }
 }
 

@@ -274,7 +274,7 @@ impl Revalidator {
         // Unchanged and nothing pending: nothing to do. With a verdict pending, the keep is
         // scheduled so that it supersedes that (possibly evicting) one.
         if verdict == Retranslation::Keep(old_path) && !was_pending {
-            tables.paths.release(old_path);
+            tables.release_path(old_path);
             return true;
         }
         self.schedule(at, verdict, now_ns, caches, tables);
@@ -312,7 +312,7 @@ impl Revalidator {
     ) {
         let Some(cache) = caches.get(at.cache) else {
             if let Retranslation::Keep(path) = verdict {
-                tables.paths.release(path);
+                tables.release_path(path);
             }
             return;
         };
@@ -324,12 +324,12 @@ impl Revalidator {
                 Some((version, p)) => {
                     version.pending = 0;
                     let old = std::mem::replace(p, path);
-                    tables.paths.release(old);
+                    tables.release_path(old);
                     if old != path {
                         self.track(at, caches, tables);
                     }
                 }
-                None => tables.paths.release(path),
+                None => tables.release_path(path),
             },
         }
     }
@@ -363,7 +363,7 @@ impl Revalidator {
                 self.apply(p.at, p.verdict, caches, tables);
             } else if let Retranslation::Keep(path) = p.verdict {
                 // Superseded by a newer verdict, or the entry is gone.
-                tables.paths.release(path);
+                tables.release_path(path);
             }
         }
     }

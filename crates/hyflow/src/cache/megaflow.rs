@@ -79,7 +79,7 @@ impl Revalidate for CacheTable<CachedFlow> {
 
     fn dependencies(&self, _table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>) {
         if let Some(e) = self.space().entry(id) {
-            out.extend_from_slice(tables.paths.get(e.data.decision.path));
+            out.extend_from_slice(tables.paths().get(e.data.decision.path));
         }
     }
 

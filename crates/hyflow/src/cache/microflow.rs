@@ -236,7 +236,7 @@ impl MicroflowCache {
             let valid = match self.consistency {
                 Consistency::Signature => true,
                 Consistency::Cookie => tables
-                    .paths
+                    .paths()
                     .get(decision.path)
                     .iter()
                     .all(|&o| self.changed_at.get(o).copied().unwrap_or(0) <= stamp),
@@ -326,7 +326,7 @@ impl MicroflowCache {
         match self.consistency {
             Consistency::Signature => {
                 let gen = self.meta[i].gen;
-                for &o in tables.paths.get(decision.path) {
+                for &o in tables.paths().get(decision.path) {
                     let deps = self.signature_table.get_mut(o);
                     if deps.len() >= 64 && deps.len().is_power_of_two() {
                         // Drop references to entries since overwritten (amortised O(1)).
@@ -337,7 +337,7 @@ impl MicroflowCache {
                 }
             }
             Consistency::Action => {
-                for &o in tables.paths.get(decision.path) {
+                for &o in tables.paths().get(decision.path) {
                     let acts = self.outcome_actions.get_mut(o);
                     if !acts.contains(&decision.actions) {
                         acts.push(decision.actions);
@@ -416,7 +416,7 @@ mod tests {
 
     fn decision(tables: &mut DecisionTables, port: u32, path: &[LookupRef]) -> Decision {
         let actions = tables.intern_actions(&[DpAction::Output(port)]);
-        let (p, _) = tables.paths.intern(path);
+        let p = tables.intern_outcomes(path);
         Decision { actions, path: p }
     }
 

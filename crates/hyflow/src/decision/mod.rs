@@ -10,7 +10,7 @@ use interner::{Interner, ItemRef};
 
 use crate::openflow::dp_actions::{uses_conntrack, DpAction};
 use crate::openflow::traversal::Output;
-use crate::openflow::{LookupRef, Traversal};
+use crate::openflow::{LookupRef, RuleId, Traversal};
 
 /// A cached forwarding decision: what to do, and which lookups (rules or misses) it stands
 /// for. Two 4-byte references, shared by every flow with the same decision.
@@ -56,8 +56,9 @@ pub struct DecisionTables {
     /// Deduplicated composed action lists (interned only through
     /// [`DecisionTables::intern_actions`], which keeps the side tables below in step).
     actions: Interner<DpAction>,
-    /// Deduplicated lookup-outcome sequences.
-    pub paths: Interner<LookupRef>,
+    /// Deduplicated lookup-outcome sequences (interned only through
+    /// [`DecisionTables::intern_outcomes`], which keeps `path_facts` in step).
+    paths: Interner<LookupRef>,
     /// Per action reference: the update epoch at which it was last invalidated (action mode).
     action_invalidated: Vec<u64>,
     /// Per action reference: whether the list goes through the connection tracker or
@@ -66,7 +67,46 @@ pub struct DecisionTables {
     /// Per action reference: where its copies leave ([`CopyPlan`]), found once when it was
     /// interned, so that a hit counts its copies per port without running the list.
     copy_plans: Vec<CopyPlan>,
+    /// Per path reference: its rules and whether it is stateful, found once when it was
+    /// interned, in one flat array: a hit credits its rules without reaching the path's own
+    /// allocation (the dependent load a profile showed as most of a NIC hit's crediting).
+    path_facts: Vec<PathFacts>,
     scratch: Vec<LookupRef>,
+}
+
+/// Most rules a path's [`PathFacts`] hold inline; a longer path's are read from the path.
+const INLINE_RULES: usize = 6;
+
+/// What a hit needs of its path.
+#[derive(Clone, Copy, Debug, Default)]
+struct PathFacts {
+    /// The path's rules in lookup order, when it has at most [`INLINE_RULES`].
+    rules: [RuleId; INLINE_RULES],
+    /// How many of `rules` hold; `None`: more than fit (read them from the path).
+    len: Option<u8>,
+    /// Whether the path ends with [`LookupRef::STATEFUL`].
+    stateful: bool,
+}
+
+impl PathFacts {
+    fn of(outcomes: &[LookupRef]) -> PathFacts {
+        let mut facts = PathFacts {
+            stateful: outcomes.last() == Some(&LookupRef::STATEFUL),
+            len: Some(0),
+            ..PathFacts::default()
+        };
+        for (n, r) in outcomes.iter().filter_map(|o| o.as_rule()).enumerate() {
+            match facts.rules.get_mut(n) {
+                Some(slot) => *slot = r,
+                None => {
+                    facts.len = None;
+                    return facts;
+                }
+            }
+            facts.len = Some(n as u8 + 1);
+        }
+        facts
+    }
 }
 
 impl DecisionTables {
@@ -78,10 +118,7 @@ impl DecisionTables {
     /// The decision a slow-path traversal made, holding one reference for the caller.
     pub fn intern(&mut self, tr: &Traversal) -> Decision {
         let actions = self.intern_actions(&tr.dp_actions);
-        self.scratch.clear();
-        self.scratch.extend(tr.outcomes());
-        let (path, _) = self.paths.intern(&self.scratch);
-        Decision { actions, path }
+        Decision { actions, path: self.intern_path(tr) }
     }
 
     /// The reference for an action list, holding one reference for the caller; a new list
@@ -107,11 +144,36 @@ impl DecisionTables {
         &self.actions
     }
 
-    /// Interns a path alone (revalidation keeps actions but may change the path).
+    /// Interns a traversal's path alone (revalidation keeps actions but may change the path).
     pub(crate) fn intern_path(&mut self, tr: &Traversal) -> ItemRef {
-        self.scratch.clear();
-        self.scratch.extend(tr.outcomes());
-        self.paths.intern(&self.scratch).0
+        let mut outcomes = std::mem::take(&mut self.scratch);
+        outcomes.clear();
+        outcomes.extend(tr.outcomes());
+        let path = self.intern_outcomes(&outcomes);
+        self.scratch = outcomes;
+        path
+    }
+
+    /// The reference for a sequence of lookup outcomes (a path), holding one reference for
+    /// the caller; a new path gets its [`PathFacts`].
+    pub fn intern_outcomes(&mut self, outcomes: &[LookupRef]) -> ItemRef {
+        let (path, new) = self.paths.intern(outcomes);
+        if new {
+            self.path_facts.resize(self.paths.capacity(), PathFacts::default());
+            self.path_facts[path as usize] = PathFacts::of(outcomes);
+        }
+        path
+    }
+
+    /// The path table.
+    #[inline]
+    pub fn paths(&self) -> &Interner<LookupRef> {
+        &self.paths
+    }
+
+    /// Drops a reference on a path.
+    pub fn release_path(&mut self, path: ItemRef) {
+        self.paths.release(path);
     }
 
     /// Takes another reference on both parts.
@@ -160,12 +222,17 @@ impl DecisionTables {
     /// (it ends with [`LookupRef::STATEFUL`]).
     #[inline]
     pub fn stateful(&self, path: ItemRef) -> bool {
-        self.paths.get(path).last() == Some(&LookupRef::STATEFUL)
+        self.path_facts.get(path as usize).is_some_and(|f| f.stateful)
     }
 
     /// The rules on an interned path, in lookup order.
-    pub(crate) fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = u32> + '_ {
-        self.paths.get(path).iter().filter_map(|o| o.as_rule())
+    pub(crate) fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = RuleId> + '_ {
+        let facts = self.path_facts.get(path as usize);
+        let (inline, spilled): (&[RuleId], &[LookupRef]) = match facts.map(|f| (f, f.len)) {
+            Some((f, Some(n))) => (&f.rules[..n as usize], &[]),
+            _ => (&[], self.paths.get(path)),
+        };
+        inline.iter().copied().chain(spilled.iter().filter_map(|o| o.as_rule()))
     }
 }
 
@@ -204,5 +271,40 @@ impl<T: Default + Clone> OutcomeMap<T> {
             }
             None => &mut self.misses[o.as_miss().unwrap_or(0) as usize],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path's rules and statefulness read from its facts are those of its outcomes, for
+    /// paths that fit inline and paths that do not, and stay right when a freed reference
+    /// is reused for another path.
+    #[test]
+    fn path_facts_agree_with_the_outcomes() {
+        let rule = LookupRef::rule;
+        let paths: Vec<Vec<LookupRef>> = vec![
+            vec![],
+            vec![rule(3)],
+            vec![rule(1), LookupRef::miss(2), rule(9), LookupRef::STATEFUL],
+            (0..INLINE_RULES as u32).map(rule).collect(),
+            (0..INLINE_RULES as u32 + 1).map(rule).chain([LookupRef::miss(0), LookupRef::STATEFUL]).collect(),
+        ];
+        let mut tables = DecisionTables::new();
+        let check = |tables: &DecisionTables, path: ItemRef, outcomes: &[LookupRef]| {
+            let want: Vec<RuleId> = outcomes.iter().filter_map(|o| o.as_rule()).collect();
+            assert_eq!(tables.path_rules(path).collect::<Vec<_>>(), want, "{outcomes:?}");
+            assert_eq!(tables.stateful(path), outcomes.last() == Some(&LookupRef::STATEFUL));
+        };
+        let refs: Vec<ItemRef> = paths.iter().map(|p| tables.intern_outcomes(p)).collect();
+        for (&r, p) in refs.iter().zip(&paths) {
+            check(&tables, r, p);
+        }
+        // The long stateful path's reference, freed, now holds a short stateless one.
+        tables.release_path(refs[4]);
+        let reused = tables.intern_outcomes(&[rule(42)]);
+        assert_eq!(reused, refs[4]);
+        check(&tables, reused, &[rule(42)]);
     }
 }

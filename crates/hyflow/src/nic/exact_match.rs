@@ -472,7 +472,7 @@ impl Revalidate for ExactMatch {
 
     fn dependencies(&self, table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>) {
         if let Some(e) = self.entry(table, id) {
-            out.extend_from_slice(tables.paths.get(e.cached.decision.path));
+            out.extend_from_slice(tables.paths().get(e.cached.decision.path));
         }
     }
 

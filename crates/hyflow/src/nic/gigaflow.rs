@@ -465,7 +465,7 @@ impl Gigaflow {
         let next = st.effects.next.as_ref().map_or(END_TAG, |p| self.tags.intern(p));
         effect_list(&st.effects, &mut self.scratch);
         let (effects, _) = self.effects.intern(&self.scratch);
-        let (path, _) = tables.paths.intern(&st.outcomes);
+        let path = tables.intern_outcomes(&st.outcomes);
         let data = SubTraversalEntry {
             rep: *rep,
             len: st.len as u32,
@@ -483,7 +483,7 @@ impl Gigaflow {
             }
             Err(r) => {
                 self.effects.release(effects);
-                tables.paths.release(path);
+                tables.release_path(path);
                 Err(r)
             }
         }
@@ -781,7 +781,7 @@ impl Revalidate for Gigaflow {
     /// The lookups on its path, and the rules whose remaining actions its tag resumes.
     fn dependencies(&self, table: usize, id: EntryId, tables: &DecisionTables, out: &mut Vec<LookupRef>) {
         let Some(e) = self.stages.get(table).and_then(|s| s.space().entry(id)) else { return };
-        out.extend_from_slice(tables.paths.get(e.data.path));
+        out.extend_from_slice(tables.paths().get(e.data.path));
         if let Some(p) = self.tags.points.get(e.tag as usize) {
             out.extend(p.continuation.iter().map(|r| LookupRef::rule(r.rule)));
         }
@@ -821,7 +821,7 @@ impl Revalidate for Gigaflow {
         {
             return Retranslation::Evict;
         }
-        Retranslation::Keep(tables.paths.intern(&st.outcomes).0)
+        Retranslation::Keep(tables.intern_outcomes(&st.outcomes))
     }
 
     fn remove(&mut self, table: usize, id: EntryId, tables: &mut DecisionTables, why: Removal) -> bool {
@@ -830,7 +830,7 @@ impl Revalidate for Gigaflow {
         let Some(e) = space.remove(id) else { return false };
         why.count(stats);
         self.effects.release(e.data.effects);
-        tables.paths.release(e.data.path);
+        tables.release_path(e.data.path);
         true
     }
 

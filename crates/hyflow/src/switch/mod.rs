@@ -304,7 +304,7 @@ impl Switch {
 
     /// Distinct action lists and rule paths referenced by cached entries.
     pub(crate) fn decision_tables(&self) -> (usize, usize) {
-        (self.tables.actions().len(), self.tables.paths.len())
+        (self.tables.actions().len(), self.tables.paths().len())
     }
 
     /// When the switch next has work of its own to do (idle sweep, rule expiry, MAC aging,
