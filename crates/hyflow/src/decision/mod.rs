@@ -155,7 +155,7 @@ impl DecisionTables {
     }
 
     /// The reference for a sequence of lookup outcomes (a path), holding one reference for
-    /// the caller; a new path gets its [`PathFacts`].
+    /// the caller; a new path gets its facts (its rules and whether it is stateful).
     pub fn intern_outcomes(&mut self, outcomes: &[LookupRef]) -> ItemRef {
         let (path, new) = self.paths.intern(outcomes);
         if new {

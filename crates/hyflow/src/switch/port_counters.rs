@@ -253,6 +253,15 @@ mod tests {
                 by_actions.left_by(&CopyPlan::of(list), &entry, 100);
                 assert_eq!(by_copies.ports(), by_actions.ports(), "{list:?} on {entry:?}");
                 assert_eq!(by_actions.forwarded_now(), !built.is_empty());
+                // Three such frames credited in one go count as three counted one by one.
+                let mut by_credit = PortCounters::default();
+                let left = by_credit.credit(&entry, &CopyPlan::of(list), 3, 300);
+                for _ in 0..2 {
+                    by_copies.arrived(&entry, 100);
+                    by_copies.left_as(&built, 100);
+                }
+                assert_eq!(by_credit.ports(), by_copies.ports(), "{list:?} on {entry:?}, credited");
+                assert_eq!(left, !built.is_empty());
             }
         }
     }
