@@ -342,6 +342,12 @@ pub const MAX_CROSSINGS: usize = 1 << 20;
 /// readable anyway, and memory must not grow with the input.
 pub const MAX_SERIES_POINTS: usize = 1_000_000;
 
+/// A flow number not steered yet.
+const UNSTEERED: u16 = u16::MAX;
+
+/// Flow numbers whose core is remembered (32 MB at most); larger ones are hashed each time.
+const MAX_STEERED_FLOWS: usize = 1 << 24;
+
 /// An interval hint holding no time.
 const NO_INTERVAL: (u64, u64, usize) = (0, 0, 0);
 
@@ -655,6 +661,9 @@ pub struct Simulator<D> {
     nic_busy_until: u64,
     /// The core [`Steering::Spray`] gave the last packet.
     spray_next: usize,
+    /// Per flow number (see [`SimPacket::flow`]), the core its host-bound packets go to,
+    /// [`UNSTEERED`] until its first; cores are at most [`MAX_CORES`].
+    core_by_flow: Vec<u16>,
     nic_updates_seen: u64,
     /// NIC hits not yet in the latency histograms: (latency, packets).
     hw_latency_run: (u64, u64),
@@ -708,6 +717,7 @@ impl<D: Datapath> Simulator<D> {
             nic_busy_until: 0,
             nic_updates_seen: 0,
             spray_next: 0,
+            core_by_flow: Vec::new(),
             hw_latency_run: (0, 0),
             interval_hint: NO_INTERVAL,
             measure_from_ns: None,
@@ -795,13 +805,30 @@ impl<D: Datapath> Simulator<D> {
         }
     }
 
-    /// The core the next host-bound packet with these headers goes to.
-    fn steer(&mut self, key: &FlowKey) -> usize {
+    /// The core the next host-bound packet with these headers (and this flow number, if
+    /// the input numbers flows) goes to.
+    fn steer(&mut self, key: &FlowKey, flow: Option<u32>) -> usize {
         if self.config.steering.spreads_flows() {
             self.spray_next = (self.spray_next + 1) % self.cores.len();
             return self.spray_next;
         }
-        self.hashed_core(key)
+        if self.cores.len() == 1 {
+            return 0;
+        }
+        // A flow number always comes with the same headers, so its core is hashed once (up
+        // to a bound on the table: numbers are dense, but the API takes any).
+        let Some(f) = flow.map(|f| f as usize).filter(|&f| f < MAX_STEERED_FLOWS) else {
+            return self.hashed_core(key);
+        };
+        if let Some(&c) = self.core_by_flow.get(f).filter(|&&c| c != UNSTEERED) {
+            return c as usize;
+        }
+        let c = self.hashed_core(key);
+        if self.core_by_flow.len() <= f {
+            self.core_by_flow.resize(f + 1, UNSTEERED);
+        }
+        self.core_by_flow[f] = c as u16;
+        c
     }
 
     fn hashed_core(&self, key: &FlowKey) -> usize {
@@ -990,7 +1017,7 @@ impl<D: Datapath> Simulator<D> {
     /// Puts a packet on its core's ring (or straight into service on an idle core): the core
     /// and its ring's occupancy after, or the core if its ring is full.
     fn enqueue(&mut self, t: u64, q: Queued) -> Result<(usize, u64), usize> {
-        let c = self.steer(&q.pkt.key);
+        let c = self.steer(&q.pkt.key, q.pkt.flow);
         if self.cores[c].serving.is_none() {
             self.cores[c].above_watch = false;
             self.start(c, t, q);
@@ -1094,6 +1121,32 @@ mod tests {
             let util = m.busy_ns[0] as f64 / (m.end_ns - m.first_ns) as f64;
             assert!((util - rho).abs() < 0.02, "utilisation {util}");
         }
+    }
+
+    /// A numbered flow goes to the core its headers hash to, from its first packet and
+    /// after its core is remembered; numbers past the table's bound are hashed each time.
+    #[test]
+    fn numbered_flows_are_steered_as_their_headers_hash() {
+        let config = SimConfig { cores: 7, ..SimConfig::default() };
+        let mut sim = Simulator::new(config, Fixed(1)).unwrap();
+        let key = |n: u64| {
+            let mut k = FlowKey::default();
+            k.words[crate::packet::field::word::NW_ADDRS as usize] = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            k
+        };
+        let mut cores = [0usize; 7];
+        for round in 0..2 {
+            for n in 0..500u32 {
+                let k = key(n as u64);
+                let want = sim.hashed_core(&k);
+                assert_eq!(sim.steer(&k, Some(n)), want, "flow {n}, round {round}");
+                cores[want] += round;
+            }
+        }
+        let far = MAX_STEERED_FLOWS as u32;
+        assert_eq!(sim.steer(&key(9), Some(far)), sim.hashed_core(&key(9)));
+        assert!(sim.core_by_flow.len() <= 500);
+        assert!(cores.iter().all(|&c| c > 0), "the flows spread over every core: {cores:?}");
     }
 
     /// The ring watch logs each rise to the mark once, until the ring drains below it.

@@ -328,7 +328,8 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
 
     fn host(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
-        if let Some(c) = self.continued.remove(&pkt.index) {
+        // Most host packets continue nothing: no hash of the index for them.
+        if let Some(c) = (!self.continued.is_empty()).then(|| self.continued.remove(&pkt.index)).flatten() {
             self.outputs = c.outputs;
             self.record(pkt, t_ns, Some(Layer::Nic));
             self.stats.continued += 1;
