@@ -329,7 +329,8 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
     fn host(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
         // Most host packets continue nothing: no hash of the index for them.
-        if let Some(c) = (!self.continued.is_empty()).then(|| self.continued.remove(&pkt.index)).flatten() {
+        let continued = if self.continued.is_empty() { None } else { self.continued.remove(&pkt.index) };
+        if let Some(c) = continued {
             self.outputs = c.outputs;
             self.record(pkt, t_ns, Some(Layer::Nic));
             self.stats.continued += 1;
