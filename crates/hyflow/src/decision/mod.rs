@@ -227,9 +227,8 @@ impl DecisionTables {
 
     /// The rules on an interned path, in lookup order.
     pub(crate) fn path_rules(&self, path: ItemRef) -> impl Iterator<Item = RuleId> + '_ {
-        let facts = self.path_facts.get(path as usize);
-        let (inline, spilled): (&[RuleId], &[LookupRef]) = match facts.map(|f| (f, f.len)) {
-            Some((f, Some(n))) => (&f.rules[..n as usize], &[]),
+        let (inline, spilled): (&[RuleId], &[LookupRef]) = match self.path_facts.get(path as usize) {
+            Some(PathFacts { rules, len: Some(n), .. }) => (&rules[..*n as usize], &[]),
             _ => (&[], self.paths.get(path)),
         };
         inline.iter().copied().chain(spilled.iter().filter_map(|o| o.as_rule()))
