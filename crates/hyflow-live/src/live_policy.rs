@@ -229,7 +229,7 @@ impl LivePolicy {
         let Some(spec) = self.flow_key else { return };
         self.run(switch, hardware, (now_ns, |l| &mut l.software, false), |p, nic| {
             for (key, bytes) in frames {
-                p.on_software(Seen { key, flow: spec.flow_id(key), bytes, core, now_ns }, nic);
+                p.on_software(Seen { key, flow: spec.flow_id(key), number: None, bytes, core, now_ns }, nic);
             }
         });
     }
@@ -244,7 +244,7 @@ impl LivePolicy {
     ) {
         self.stats.samples += 1;
         let Some(spec) = self.flow_key else { return };
-        let seen = Seen { key, flow: spec.flow_id(key), bytes, core: 0, now_ns };
+        let seen = Seen { key, flow: spec.flow_id(key), number: None, bytes, core: 0, now_ns };
         let before = self.hook_ns;
         self.run(switch, hardware, (now_ns, |l| &mut l.sample, false), |p, nic| p.on_sample(seen, nic));
         self.sample_hook_ns += self.hook_ns - before;

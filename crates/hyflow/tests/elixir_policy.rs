@@ -122,6 +122,7 @@ fn identification_and_replacement_windows_are_decoupled() {
             let seen = hyflow::offload::Seen {
                 key: &k,
                 flow: KeySpec::five_tuple().flow_id(&k),
+                number: None,
                 bytes: 64,
                 core: 0,
                 now_ns: t,
@@ -143,7 +144,7 @@ fn identification_and_replacement_windows_are_decoupled() {
     e.tick(&mut nic);
     let k = key(1);
     e.on_sample(
-        hyflow::offload::Seen { key: &k, flow: Some(flow(1)), bytes: 64, core: 0, now_ns: 1 },
+        hyflow::offload::Seen { key: &k, flow: Some(flow(1)), number: None, bytes: 64, core: 0, now_ns: 1 },
         &mut nic,
     );
     assert!(e.large().array_load(0) > 0);
@@ -354,8 +355,14 @@ fn a_crossing_moves_its_own_cores_flow_ahead_of_queued_replacements() {
         let k = key(f);
         for i in 0..n {
             let mut nic = NicControl::new(&mut switch, &mut budget, &costs, t0 + i);
-            let seen =
-                hyflow::offload::Seen { key: &k, flow: Some(flow(f)), bytes: 64, core, now_ns: t0 + i };
+            let seen = hyflow::offload::Seen {
+                key: &k,
+                flow: Some(flow(f)),
+                number: None,
+                bytes: 64,
+                core,
+                now_ns: t0 + i,
+            };
             e.on_software(seen, &mut nic);
         }
     }

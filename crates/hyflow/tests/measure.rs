@@ -201,9 +201,9 @@ fn elixir_replaces_the_offloaded_set_at_each_boundary() {
 
     let mut b: BurstCounters = BurstCounters::new(1_000_000_000);
     for i in 0..30 {
-        b.count(flow(7), i * 10_000_000, || ());
+        b.count(flow(7), None, i * 10_000_000, || ());
     }
-    b.count(flow(8), 500_000_000, || ());
+    b.count(flow(8), None, 500_000_000, || ());
     assert_eq!(b.rate(flow(7), 900_000_000), 30.0);
     // The next window: the burst that just ended still ranks first.
     assert_eq!(b.top(1, 1_200_000_000), [(flow(7), 30.0, ())]);
@@ -213,12 +213,12 @@ fn elixir_replaces_the_offloaded_set_at_each_boundary() {
     // the reset gives way to the flow sending now, and `keep` filters (e.g. by core).
     let mut b: BurstCounters<u32> = BurstCounters::new(1_000_000_000);
     for i in 0..300 {
-        b.count(flow(7), i * 3_000_000, || 0);
+        b.count(flow(7), None, i * 3_000_000, || 0);
     }
     for i in 0..5 {
-        b.count(flow(8), 1_000_000_000 + i * 2_000_000, || 0);
-        b.count(flow(9), 1_000_000_000 + i * 2_000_000, || 1);
-        b.count(flow(9), 1_000_000_000 + i * 2_000_000 + 1, || 1);
+        b.count(flow(8), None, 1_000_000_000 + i * 2_000_000, || 0);
+        b.count(flow(9), None, 1_000_000_000 + i * 2_000_000, || 1);
+        b.count(flow(9), None, 1_000_000_000 + i * 2_000_000 + 1, || 1);
     }
     let now = 1_010_000_000;
     assert_eq!(b.fastest_in_window(now, 0, |_, _| true), Some((flow(9), 1_000.0, 1)), "10 packets in 10 ms");
@@ -321,7 +321,7 @@ fn burst_counters_agree_with_a_scan(
             window_start = Some(start + (now - start) / WINDOW * WINDOW);
         }
         for _ in 0..repeats {
-            b.count(flow(f), now, || rep);
+            b.count(flow(f), None, now, || rep);
             scan.entry(flow(f)).or_insert((0, rep)).0 += 1;
         }
         for &(at, rejected) in checks {

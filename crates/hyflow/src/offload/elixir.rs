@@ -561,7 +561,7 @@ impl OffloadPolicy for Elixir {
     /// Counting the packet for bursts, and sampling it for the large set.
     fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
         let Some(flow) = pkt.flow else { return 0.0 };
-        self.bursts.count(flow, pkt.now_ns, || (*pkt.key, pkt.core));
+        self.bursts.count(flow, pkt.number, pkt.now_ns, || (*pkt.key, pkt.core));
         let mut work = nic.costs().sample_ns;
         if self.sampler.keep() {
             self.identify(flow, pkt.key);

@@ -158,6 +158,11 @@ pub struct Seen<'a> {
     pub key: &'a FlowKey,
     /// Its flow under the policy's key, if it has one (`None`: the packet lacks a key field).
     pub flow: Option<FlowId>,
+    /// Its flow's number in the input, when the input numbers flows (a `.hyf` trace,
+    /// generated gateway traffic; see [`crate::nic::Arrival::flow`]): every packet of one
+    /// number has one key, so per-flow state can be found by it in an array, not by hashing
+    /// `flow`.
+    pub number: Option<u32>,
     /// Bytes on the wire.
     pub bytes: u32,
     /// The core handling it (receive-side scaling keeps a flow on one core).

@@ -189,7 +189,7 @@ impl OffloadPolicy for OvsRebalance {
     /// Software's flow statistics, and offload on first sight while the table has room.
     fn on_software(&mut self, pkt: Seen, nic: &mut NicControl) -> f64 {
         let Some(flow) = pkt.flow else { return 0.0 };
-        self.software.count(flow, pkt.now_ns, || *pkt.key);
+        self.software.count(flow, pkt.number, pkt.now_ns, || *pkt.key);
         if nic.has_room(0) && nic.offload(pkt.key, flow, 0) {
             self.stats.fills += 1;
         }

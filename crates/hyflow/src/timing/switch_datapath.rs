@@ -4,7 +4,7 @@
 
 use hashbrown::HashMap;
 
-use crate::measure::KeySpec;
+use crate::measure::{FlowId, KeySpec};
 use crate::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy, PolicyReport, Seen};
 use crate::openflow::traversal::Output;
 use crate::openflow::update::Update;
@@ -64,12 +64,19 @@ struct DecisionLog {
     next: u64,
 }
 
+/// Flow numbers whose policy flow is remembered (235 MB at most); larger ones are extracted
+/// each time.
+const MAX_NUMBERED_FLOWS: usize = 1 << 22;
+
 /// The switch, priced.
 pub struct SwitchDatapath<P> {
     switch: Switch,
     policy: P,
-    /// The policy's flow key, computed once per packet it sees.
+    /// The policy's flow key, computed once per packet it sees (once per flow number).
     flow_key: Option<KeySpec>,
+    /// By flow number, the policy's flow of the number's key once found (`Some(None)`: the
+    /// key lacks a field): a numbered packet's flow is read, not extracted again.
+    numbered_flows: Vec<Option<Option<FlowId>>>,
     costs: CostModel,
     updates: Schedule,
     arrivals: u64,
@@ -153,6 +160,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         Ok(SwitchDatapath {
             switch,
             flow_key: policy.flow_key(),
+            numbered_flows: Vec::new(),
             policy,
             costs,
             updates: Schedule::new(updates),
@@ -245,6 +253,24 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         }
     }
 
+    /// The policy's flow of `pkt` under `key_fields`: remembered by flow number for a
+    /// numbered packet (every packet of a number has the same key), extracted otherwise.
+    #[inline]
+    fn policy_flow(&mut self, key_fields: KeySpec, pkt: &SimPacket) -> Option<FlowId> {
+        let Some(n) = pkt.flow.map(|n| n as usize).filter(|&n| n < MAX_NUMBERED_FLOWS) else {
+            return key_fields.flow_id(&pkt.key);
+        };
+        if let Some(&Some(flow)) = self.numbered_flows.get(n) {
+            return flow;
+        }
+        if self.numbered_flows.len() <= n {
+            self.numbered_flows.resize(n + 1, None);
+        }
+        let flow = key_fields.flow_id(&pkt.key);
+        self.numbered_flows[n] = Some(flow);
+        flow
+    }
+
     /// Runs `f` with the policy and its control of the NIC at `now_ns`.
     #[inline]
     fn with_policy<R>(&mut self, now_ns: u64, f: impl FnOnce(&mut P, &mut NicControl) -> R) -> R {
@@ -297,8 +323,8 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
 
     fn sample(&mut self, t_ns: u64, core: usize, pkt: &SimPacket) -> u64 {
         self.apply_updates(t_ns);
-        let flow = self.flow_key.and_then(|k| k.flow_id(&pkt.key));
-        let seen = Seen { key: &pkt.key, flow, bytes: pkt.bytes, core, now_ns: t_ns };
+        let flow = self.flow_key.and_then(|k| self.policy_flow(k, pkt));
+        let seen = Seen { key: &pkt.key, flow, number: pkt.flow, bytes: pkt.bytes, core, now_ns: t_ns };
         let work = self.with_policy(t_ns, |policy, nic| policy.on_sample(seen, nic));
         self.policy_packet_work_ns += work;
         // A sampled header arrives truncated, in batches, and goes straight to the sketch: it
@@ -360,8 +386,8 @@ impl<P: OffloadPolicy> Datapath for SwitchDatapath<P> {
             Layer::Nic => {}
         }
         if let Some(key_fields) = self.flow_key {
-            let flow = key_fields.flow_id(&pkt.key);
-            let seen = Seen { key: &pkt.key, flow, bytes: pkt.bytes, core, now_ns: t_ns };
+            let flow = self.policy_flow(key_fields, pkt);
+            let seen = Seen { key: &pkt.key, flow, number: pkt.flow, bytes: pkt.bytes, core, now_ns: t_ns };
             let work = self.with_policy(t_ns, |policy, nic| policy.on_software(seen, nic));
             self.policy_packet_work_ns += work;
             extra_ns += work;
