@@ -745,7 +745,7 @@ impl<D: Datapath> Simulator<D> {
             return Some(i);
         }
         // Without a series (no `--plot`, the usual run) every packet would miss the hint: a
-        // call for each, 40 instructions a packet on NIC-hit traffic.
+        // call for each, about 30 instructions a packet on NIC-hit traffic.
         if self.metrics.interval_ns == 0 {
             return None;
         }
