@@ -23,6 +23,7 @@ pub mod conntrack;
 pub mod cost_model;
 pub mod decision;
 pub mod experiment;
+mod flow_number_table;
 pub mod host_time;
 pub mod input;
 pub mod invalid_param;

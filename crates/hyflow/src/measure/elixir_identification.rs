@@ -20,6 +20,7 @@ use hashbrown::{HashMap, HashSet};
 use super::flow_id::PackedIds;
 use super::heap::TopHeap;
 use super::{bucket_of, Algo, ConfigError, Detector, DetectorConfig, FlowId};
+use crate::flow_number_table::FlowNumberTable;
 
 /// Rows per sub-window array (d).
 pub const ROWS: usize = 3;
@@ -259,9 +260,8 @@ pub struct BurstCounters<R = ()> {
     window: u64,
     /// Each flow's index in the arrays.
     index_of: HashMap<FlowId, u32>,
-    /// By the input's flow number, the index of that input flow's flow ([`NO_INDEX`]: not
-    /// known yet).
-    by_input_number: Vec<u32>,
+    /// By the input's flow number, the index of that input flow's flow.
+    by_input_number: FlowNumberTable<u32>,
     /// By index: the flow, its counts and its representative.
     flows: Vec<FlowId>,
     counts: Vec<Counted>,
@@ -290,9 +290,6 @@ const SPARE_FLOWS: usize = 4096;
 /// An input flow number whose flow's index is not known yet.
 const NO_INDEX: u32 = u32::MAX;
 
-/// Input flow numbers remembered (64 MB at most); larger ones are hashed each time.
-const MAX_INPUT_NUMBERS: usize = 1 << 24;
-
 /// A flow's packets in the window it was last counted in, its slot in its count's list there,
 /// and its packets in the window before that one.
 #[derive(Clone, Copy, Debug)]
@@ -311,7 +308,7 @@ impl<R: Copy> BurstCounters<R> {
             started_ns: None,
             window: 0,
             index_of: HashMap::new(),
-            by_input_number: Vec::new(),
+            by_input_number: FlowNumberTable::new(NO_INDEX),
             flows: Vec::new(),
             counts: Vec::new(),
             reps: Vec::new(),
@@ -351,7 +348,7 @@ impl<R: Copy> BurstCounters<R> {
     /// Keeps only the last window's flows (the window under way has none yet), indexed anew.
     fn compact(&mut self) {
         self.index_of = HashMap::with_capacity(self.last.len());
-        self.by_input_number.fill(NO_INDEX);
+        self.by_input_number.forget_all();
         let mut flows = Vec::with_capacity(self.last.len());
         let mut counts = Vec::with_capacity(self.last.len());
         let mut reps = Vec::with_capacity(self.last.len());
@@ -387,17 +384,10 @@ impl<R: Copy> BurstCounters<R> {
     pub fn count(&mut self, flow: FlowId, input_number: Option<u32>, now_ns: u64, rep: impl FnOnce() -> R) {
         self.roll(now_ns);
         let window = self.window;
-        let input_number = input_number.map(|n| n as usize).filter(|&n| n < MAX_INPUT_NUMBERS);
-        let known = input_number.and_then(|n| self.by_input_number.get(n)).filter(|&&i| i != NO_INDEX);
-        let found = match known {
-            Some(&i) => Some(i),
-            None => self.index_of.get(&flow).copied(),
-        };
-        if let Some(n) = input_number.filter(|_| known.is_none()) {
-            if self.by_input_number.len() <= n {
-                self.by_input_number.resize(n + 1, NO_INDEX);
-            }
-            self.by_input_number[n] = found.unwrap_or(self.flows.len() as u32);
+        let known = self.by_input_number.get(input_number);
+        let found = known.or_else(|| self.index_of.get(&flow).copied());
+        if known.is_none() {
+            self.by_input_number.remember(input_number, found.unwrap_or(self.flows.len() as u32));
         }
         let i = match found {
             Some(i) => {

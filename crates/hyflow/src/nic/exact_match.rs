@@ -29,6 +29,7 @@ use crate::cache::table::{Refused, TableConfigError};
 use crate::cache::CachedFlow;
 use crate::decision::interner::ItemRef;
 use crate::decision::{CachedHit, DecisionTables};
+use crate::flow_number_table::FlowNumberTable;
 use crate::measure::{FlowId, KeySpec};
 use crate::openflow::dp_actions::format_dp_actions;
 use crate::openflow::{LookupRef, Match};
@@ -150,7 +151,7 @@ struct Area {
 /// Where a numbered trace flow's packets last hit: its key matched the entry in (`area`,
 /// `slot`) while that slot was at `generation` (0: no hint). Keys of a numbered flow never
 /// change, so the same entry still matches them, and it was active then, so it is now.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct FlowHint {
     generation: u64,
     slot: u32,
@@ -166,7 +167,7 @@ pub struct ExactMatch {
     /// Per trace flow number ([`Arrival::flow`]), its last hit: a lookup that finds a valid
     /// hint reads one array and the entry instead of building the flow id, hashing it and
     /// probing the index.
-    hints: Vec<FlowHint>,
+    hints: FlowNumberTable<FlowHint>,
     update_latency_ns: u64,
     stats: FlowTableStats,
     /// Entries installed, changed or removed since a mirror last asked (`None`: no mirror).
@@ -190,7 +191,7 @@ impl ExactMatch {
             config,
             areas,
             index: HashMap::new(),
-            hints: Vec::new(),
+            hints: FlowNumberTable::new(FlowHint::default()),
             update_latency_ns,
             stats: FlowTableStats::default(),
             journal: None,
@@ -311,10 +312,9 @@ impl NicScheme for ExactMatch {
 
     #[inline]
     fn lookup(&mut self, pkt: Arrival, hit: &mut CachedHit) -> bool {
-        let hinted = pkt.flow.and_then(|f| {
-            let h = *self.hints.get(f as usize)?;
+        let hinted = self.hints.get(pkt.flow).and_then(|h| {
             let a = &self.areas[h.area as usize];
-            (h.generation != 0 && a.generations[h.slot as usize] == h.generation).then_some((h.area, h.slot))
+            (a.generations[h.slot as usize] == h.generation).then_some((h.area, h.slot))
         });
         let found =
             hinted.or_else(|| self.config.key.flow_id(pkt.key).and_then(|f| self.index.get(&f).copied()));
@@ -329,14 +329,8 @@ impl NicScheme for ExactMatch {
                 self.stats.misses += 1;
                 return false;
             }
-            if let Some(f) = pkt.flow {
-                // Remembered once matched and active: both hold for this flow's later packets.
-                let f = f as usize;
-                if self.hints.len() <= f {
-                    self.hints.resize(f + 1, FlowHint::default());
-                }
-                self.hints[f] = FlowHint { generation: a.generations[slot as usize], slot, area };
-            }
+            // Remembered once matched and active: both hold for this flow's later packets.
+            self.hints.remember(pkt.flow, FlowHint { generation: a.generations[slot as usize], slot, area });
         }
         e.packets += 1;
         e.bytes += pkt.bytes;

@@ -31,6 +31,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::flow_number_table::FlowNumberTable;
 use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::measure::KeySpec;
 use crate::packet::hash::hash_key;
@@ -344,9 +345,6 @@ pub const MAX_SERIES_POINTS: usize = 1_000_000;
 
 /// A flow number not steered yet.
 const UNSTEERED: u16 = u16::MAX;
-
-/// Flow numbers whose core is remembered (32 MB at most); larger ones are hashed each time.
-const MAX_STEERED_FLOWS: usize = 1 << 24;
 
 /// An interval hint holding no time.
 const NO_INTERVAL: (u64, u64, usize) = (0, 0, 0);
@@ -663,7 +661,7 @@ pub struct Simulator<D> {
     spray_next: usize,
     /// Per flow number (see [`SimPacket::flow`]), the core its host-bound packets go to,
     /// [`UNSTEERED`] until its first; cores are at most [`MAX_CORES`].
-    core_by_flow: Vec<u16>,
+    core_by_flow: FlowNumberTable<u16>,
     nic_updates_seen: u64,
     /// NIC hits not yet in the latency histograms: (latency, packets).
     hw_latency_run: (u64, u64),
@@ -717,7 +715,7 @@ impl<D: Datapath> Simulator<D> {
             nic_busy_until: 0,
             nic_updates_seen: 0,
             spray_next: 0,
-            core_by_flow: Vec::new(),
+            core_by_flow: FlowNumberTable::new(UNSTEERED),
             hw_latency_run: (0, 0),
             interval_hint: NO_INTERVAL,
             measure_from_ns: None,
@@ -817,19 +815,12 @@ impl<D: Datapath> Simulator<D> {
         if self.cores.len() == 1 {
             return 0;
         }
-        // A flow number always comes with the same headers, so its core is hashed once (up
-        // to a bound on the table: numbers are dense, but the API takes any).
-        let Some(f) = flow.map(|f| f as usize).filter(|&f| f < MAX_STEERED_FLOWS) else {
-            return self.hashed_core(key);
-        };
-        if let Some(&c) = self.core_by_flow.get(f).filter(|&&c| c != UNSTEERED) {
+        // A flow number always comes with the same headers, so its core is hashed once.
+        if let Some(c) = self.core_by_flow.get(flow) {
             return c as usize;
         }
         let c = self.hashed_core(key);
-        if self.core_by_flow.len() <= f {
-            self.core_by_flow.resize(f + 1, UNSTEERED);
-        }
-        self.core_by_flow[f] = c as u16;
+        self.core_by_flow.remember(flow, c as u16);
         c
     }
 
@@ -1155,7 +1146,7 @@ mod tests {
                 cores[want] += round;
             }
         }
-        let far = MAX_STEERED_FLOWS as u32;
+        let far = FlowNumberTable::<u16>::limit() as u32;
         assert_eq!(sim.steer(&key(9), Some(far)), sim.hashed_core(&key(9)));
         assert!(sim.core_by_flow.len() <= 500);
         assert!(cores.iter().all(|&c| c > 0), "the flows spread over every core: {cores:?}");

@@ -4,6 +4,7 @@
 
 use hashbrown::HashMap;
 
+use crate::flow_number_table::FlowNumberTable;
 use crate::measure::{FlowId, KeySpec};
 use crate::offload::{NicBudget, NicControl, NicUpdates, OffloadPolicy, PolicyReport, Seen};
 use crate::openflow::traversal::Output;
@@ -64,10 +65,6 @@ struct DecisionLog {
     next: u64,
 }
 
-/// Flow numbers whose policy flow is remembered (235 MB at most); larger ones are extracted
-/// each time.
-const MAX_NUMBERED_FLOWS: usize = 1 << 22;
-
 /// The switch, priced.
 pub struct SwitchDatapath<P> {
     switch: Switch,
@@ -76,7 +73,7 @@ pub struct SwitchDatapath<P> {
     flow_key: Option<KeySpec>,
     /// By flow number, the policy's flow of the number's key once found (`Some(None)`: the
     /// key lacks a field): a numbered packet's flow is read, not extracted again.
-    numbered_flows: Vec<Option<Option<FlowId>>>,
+    numbered_flows: FlowNumberTable<Option<Option<FlowId>>>,
     costs: CostModel,
     updates: Schedule,
     arrivals: u64,
@@ -160,7 +157,7 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
         Ok(SwitchDatapath {
             switch,
             flow_key: policy.flow_key(),
-            numbered_flows: Vec::new(),
+            numbered_flows: FlowNumberTable::new(None),
             policy,
             costs,
             updates: Schedule::new(updates),
@@ -257,17 +254,11 @@ impl<P: OffloadPolicy> SwitchDatapath<P> {
     /// numbered packet (every packet of a number has the same key), extracted otherwise.
     #[inline]
     fn policy_flow(&mut self, key_fields: KeySpec, pkt: &SimPacket) -> Option<FlowId> {
-        let Some(n) = pkt.flow.map(|n| n as usize).filter(|&n| n < MAX_NUMBERED_FLOWS) else {
-            return key_fields.flow_id(&pkt.key);
-        };
-        if let Some(&Some(flow)) = self.numbered_flows.get(n) {
+        if let Some(flow) = self.numbered_flows.get(pkt.flow).flatten() {
             return flow;
         }
-        if self.numbered_flows.len() <= n {
-            self.numbered_flows.resize(n + 1, None);
-        }
         let flow = key_fields.flow_id(&pkt.key);
-        self.numbered_flows[n] = Some(flow);
+        self.numbered_flows.remember(pkt.flow, Some(flow));
         flow
     }
 
