@@ -36,6 +36,7 @@ use crate::invalid_param::{CarriesInvalidParam, InvalidParam};
 use crate::measure::KeySpec;
 use crate::packet::hash::hash_key;
 use crate::packet::FlowKey;
+use crate::prefetch::prefetch;
 
 /// A packet as the simulation carries it.
 #[derive(Clone, Copy, Debug)]
@@ -904,6 +905,11 @@ impl<D: Datapath> Simulator<D> {
         if core.work_ns > 0 && (core.ring.is_empty() || core.packet_debt_ns == 0) {
             self.start_work(c, t);
         } else if let Some(next) = self.cores[c].ring.pop_front() {
+            // The packet after it waited as long, out of cache at a deep ring: its lines load
+            // while this one is served.
+            if let Some(after) = self.cores[c].ring.front() {
+                prefetch(after, std::mem::size_of::<Queued>());
+            }
             self.start(c, t, next);
         }
     }
