@@ -132,7 +132,7 @@ pub const PRESETS: [&str; 2] = ["laptop", "elixir"];
 
 impl GatewayConfig {
     /// Elixir's cloud gateway (§2.1): 500,000 steady and 300 bursty flows at 56 Mpps for
-    /// 60 s: 3.36 G packets, most of an hour to simulate on one core.
+    /// 60 s: 3.36 G packets, hours to simulate on one core.
     pub fn elixir_scale() -> GatewayConfig {
         GatewayConfig {
             flows: 500_000,
