@@ -503,16 +503,15 @@ impl DrawnAhead {
         self.len += 1;
     }
 
-    /// The oldest, which must be resolved.
+    /// The oldest.
     fn pop(&mut self) -> Option<Drawn> {
         if self.len == 0 {
             return None;
         }
-        debug_assert!(self.resolved > 0, "given before resolved");
         let d = self.slots[self.head];
         self.head = (self.head + 1) % DRAW_AHEAD;
         self.len -= 1;
-        self.resolved -= 1;
+        self.resolved = self.resolved.saturating_sub(1);
         Some(d)
     }
 
@@ -775,7 +774,12 @@ impl Iterator for Gateway {
             return None;
         };
         (self.given_started, self.given_bursting) = (d.started as usize, d.bursting as usize);
-        let Pick::Flow(flow) = d.pick else { unreachable!("a packet is resolved before it is given") };
+        // Resolved above; were it not, resolving now would give the same flow, since a churn
+        // resolves every packet drawn before it.
+        let flow = match d.pick {
+            Pick::Flow(f) => f,
+            Pick::Rank(column, coin) => self.ranks.flow((column, coin)),
+        };
         Some(GatewayPacket { ts_ns: d.ts_ns, flow, burst: d.burst, bytes: d.bytes })
     }
 }
