@@ -114,6 +114,25 @@ fn check(dir: &Path, name: &str, args: &[&str]) {
     assert_eq!(rec["decisions"], serde_json::json!(got_digest), "{name}: --decisions changed");
 }
 
+/// Gateway traffic as the generator wrote it before it drew packets ahead (commit e0b3008):
+/// the same capture, byte for byte, with steady flows churning and bursts under way.
+#[test]
+fn gateway_traffic_is_pinned() {
+    let dir = std::env::temp_dir().join(format!("hyflow-pinned-gateway-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = ["--flows-count", "3000", "--bursty", "300", "--rate", "20000", "--duration", "20"];
+    hyflow(
+        &dir,
+        &[&["gen", "gateway"][..], &args, &["--churn", "0.5", "--seed", "7", "--out", "g.pcap"]].concat(),
+    );
+    let got = digest(&dir.join("g.pcap"));
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(got, GATEWAY_DIGEST, "gateway traffic changed");
+}
+
+/// See [`gateway_traffic_is_pinned`].
+const GATEWAY_DIGEST: &str = "44129740 bytes, xxh3 3c250803b9da59bb";
+
 #[test]
 fn replay_and_sim_outputs_are_pinned() {
     let dir = std::env::temp_dir().join(format!("hyflow-pinned-{}", std::process::id()));

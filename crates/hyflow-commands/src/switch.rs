@@ -34,7 +34,7 @@ pub struct SwitchArgs {
     /// `gen:gateway[,KEY=VALUE...]` for cloud-gateway traffic
     /// streamed in process (keys: preset (laptop, the default: 50000 steady and 300 bursty
     /// flows at 500 kpps for 4 s, churn every 2 s; elixir: Elixir's 500000 and 300 at 56 Mpps
-    /// for 60 s, churn every 10 s: 3.36 G packets, hours to simulate), flows, bursty, rate, duration, top-share, head, churn, seed, in-port; through
+    /// for 60 s, churn every 10 s: 3.36 G packets, an hour or more to simulate), flows, bursty, rate, duration, top-share, head, churn, seed, in-port; through
     /// examples/gateway.flows unless --flows is given). With it, `sim` also
     /// reports how the generated bursts fared: already in the NIC, moved in during the burst
     /// and how soon, and (elixir) how soon the flow's core's ring reached K.

@@ -132,7 +132,7 @@ pub const PRESETS: [&str; 2] = ["laptop", "elixir"];
 
 impl GatewayConfig {
     /// Elixir's cloud gateway (§2.1): 500,000 steady and 300 bursty flows at 56 Mpps for
-    /// 60 s: 3.36 G packets, hours to simulate on one core.
+    /// 60 s: 3.36 G packets, an hour or more to simulate on one core.
     pub fn elixir_scale() -> GatewayConfig {
         GatewayConfig {
             flows: 500_000,
@@ -312,8 +312,9 @@ fn zipf_exponent(n: usize, offset: f64, share: f64) -> f64 {
 
 /// The steady flows' ranks: Walker's alias table over them (constant-time draws from fixed
 /// weights), with the flow now at each rank (churn permutes them) kept beside the rank's
-/// column, so that a draw reads one 16-byte slot — at 500,000 flows the table is 8 MB, and
-/// three separate arrays cost three cache misses a packet.
+/// column, so that a draw reads one 16-byte slot (two when it takes the alias, a heavy rank's,
+/// which stays in cache) — at 500,000 flows the table is 8 MB, and three separate arrays cost
+/// three cache misses a packet.
 struct RankTable {
     slots: Vec<RankSlot>,
 }
@@ -457,7 +458,8 @@ pub struct Gateway {
 /// keys), and these two loads, each a cache miss, were most of the generator's cost and the
 /// largest part of reading a packet. Drawing ahead changes nothing given: the draws are made
 /// in the same order, a churn resolves every packet drawn before it first, and what the model
-/// says of its bursts is as of the packets given.
+/// says of its bursts is as of the packets given. Once it has ended it stays ended (drawing
+/// one at a time, it would draw more packets if asked again).
 const DRAW_AHEAD: usize = 8;
 /// See [`DRAW_AHEAD`].
 const RESOLVE_AHEAD: usize = 4;
@@ -604,8 +606,8 @@ impl Gateway {
         })
     }
 
-    /// The traffic of `config`, drawn one packet at a time: the generator as it was before
-    /// drawing ahead, which the tests hold the lookahead to.
+    /// The traffic of `config`, drawn one packet at a time: the same generator drawing
+    /// nothing ahead, which the tests hold the lookahead to.
     #[cfg(test)]
     pub(crate) fn drawing_none_ahead(config: GatewayConfig) -> Result<Gateway, String> {
         Ok(Gateway { draw_ahead: 1, resolve_ahead: 1, ..Gateway::new(config)? })
