@@ -170,16 +170,39 @@ impl PackedIds {
         self.bytes.len()
     }
 
+    /// Whether ids are 8 to 16 bytes wide (the IPv4 5-tuple's 13, most keys): then an id is
+    /// read, written and compared as two overlapping 8-byte words, where a slice of the run
+    /// time width would call `memcmp` or `memcpy` — a tenth of a Space-Saving packet's time.
+    #[inline]
+    fn two_words(&self) -> bool {
+        (8..=16).contains(&self.width)
+    }
+
     /// The id in slot `i`.
     #[inline]
     pub(crate) fn get(&self, i: usize) -> FlowId {
-        FlowId::from_le_bytes(&self.bytes[i * self.width..(i + 1) * self.width])
+        let (w, slot) = (self.width, &self.bytes[i * self.width..(i + 1) * self.width]);
+        if self.two_words() {
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&slot[..8]);
+            bytes[w - 8..w].copy_from_slice(&slot[w - 8..]);
+            return FlowId::from_u128(u128::from_le_bytes(bytes));
+        }
+        FlowId::from_le_bytes(slot)
     }
 
     /// Puts `flow` in slot `i`.
     #[inline]
     pub(crate) fn set(&mut self, i: usize, flow: FlowId) {
-        self.bytes[i * self.width..(i + 1) * self.width].copy_from_slice(&flow.to_le_bytes()[..self.width]);
+        let (w, two_words) = (self.width, self.two_words());
+        let slot = &mut self.bytes[i * w..(i + 1) * w];
+        if two_words {
+            let bytes = (flow.0[0] as u128 | (flow.0[1] as u128) << 64).to_le_bytes();
+            slot[..8].copy_from_slice(&bytes[..8]);
+            slot[w - 8..].copy_from_slice(&bytes[w - 8..w]);
+        } else {
+            slot.copy_from_slice(&flow.to_le_bytes()[..w]);
+        }
     }
 
     /// `flow` as stored here, to compare with [`PackedIds::holds`] without packing per slot.
@@ -191,7 +214,12 @@ impl PackedIds {
     /// Whether slot `i` holds the id `packed` ([`PackedIds::pack`]).
     #[inline]
     pub(crate) fn holds(&self, i: usize, packed: &[u8; FLOW_ID_BYTES]) -> bool {
-        self.bytes[i * self.width..(i + 1) * self.width] == packed[..self.width]
+        let (w, slot) = (self.width, &self.bytes[i * self.width..(i + 1) * self.width]);
+        if self.two_words() {
+            let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+            return word(slot, 0) == word(packed, 0) && word(slot, w - 8) == word(packed, w - 8);
+        }
+        *slot == packed[..w]
     }
 
     /// Copies slot `from` to slot `to`.
@@ -573,5 +601,38 @@ mod tests {
         legacy[..8].copy_from_slice(&((v >> 64) as u64).to_le_bytes());
         legacy[8..].copy_from_slice(&(v as u64).to_le_bytes());
         assert_eq!(FlowId::from_u128(v).hash(42), xxh3_128_with_seed(&legacy, 42));
+    }
+
+    /// Ids of every width, the 8- to 16-byte ones through their two-word path: what is put
+    /// in a slot comes back, leaves its neighbours alone, and is held by that slot only.
+    #[test]
+    fn packed_ids_of_every_width_round_trip() {
+        let mut next = xorshift(7);
+        for key_bits in 1..=FLOW_ID_BITS {
+            let width = id_bytes(key_bits);
+            let mut ids = PackedIds::new(3, key_bits);
+            let mut random_id = || {
+                let mut bytes = [0u8; FLOW_ID_BYTES];
+                bytes.iter_mut().for_each(|b| *b = next() as u8);
+                bytes[width..].fill(0);
+                FlowId::from_le_bytes(&bytes)
+            };
+            let flows = [random_id(), random_id(), random_id()];
+            for (i, &f) in flows.iter().enumerate() {
+                ids.set(i, f);
+            }
+            for (i, &f) in flows.iter().enumerate() {
+                assert_eq!(ids.get(i), f, "{key_bits} bits, slot {i}");
+                for (j, &g) in flows.iter().enumerate() {
+                    assert_eq!(ids.holds(j, &ids.pack(f)), f == g, "{key_bits} bits, slot {j}");
+                }
+                // A one-bit difference anywhere in the id's width is told apart.
+                for byte in 0..width {
+                    let mut other = f.to_le_bytes();
+                    other[byte] ^= 1;
+                    assert!(!ids.holds(i, &other), "{key_bits} bits, byte {byte}");
+                }
+            }
+        }
     }
 }

@@ -28,6 +28,10 @@ pub struct TopHeap {
     /// + 1 under it.
     index: Vec<u32>,
     pos_mask: u32,
+    /// Where [`TopHeap::count_one`] starts looking for the next flow of the smallest count to
+    /// replace: the parent of the last one replaced, which is often of the smallest count
+    /// still (checked before use: any position of the smallest count will do).
+    replace_from: usize,
 }
 
 impl Default for TopHeap {
@@ -41,6 +45,7 @@ impl Default for TopHeap {
             counts: Vec::new(),
             index: Vec::new(),
             pos_mask: 1,
+            replace_from: 0,
         }
     }
 }
@@ -58,6 +63,7 @@ impl TopHeap {
             counts: Vec::with_capacity(k),
             index: vec![0; Self::index_len(k)],
             pos_mask,
+            replace_from: 0,
         }
     }
 
@@ -213,6 +219,79 @@ impl TopHeap {
         }
     }
 
+    /// Space-Saving's update for one packet of `flow` (the Stream-Summary step of Metwally,
+    /// Agrawal and El Abbadi), returning the flow's count after it: a flow held counts one
+    /// more; a new flow takes a free place with count 1, or, the heap full, the place of a flow
+    /// of the smallest count with that count plus one (that flow leaves).
+    ///
+    /// Which of several flows of equal count moves or leaves is the algorithm's free choice:
+    /// here the last reached going down from the flow (or, for the smallest count, from
+    /// where the last replacement left off) through children of the same count, left first.
+    /// Its children all count more, so the count that grew keeps heap order there and at most
+    /// two flows move. Going through [`TopHeap::offer`], a grown count sifted down past every
+    /// flow tied with it — in Space-Saving most flows are tied at the smallest count, and
+    /// every new flow sank some ten levels at a thousand flows, each level moving a flow and
+    /// its index entry.
+    pub(crate) fn count_one(&mut self, flow: FlowId, hash: u64) -> u64 {
+        if let Some(pos) = self.find(flow, hash) {
+            let count = self.counts[pos];
+            if count == u32::MAX {
+                return count as u64;
+            }
+            let tie = self.last_tie(pos);
+            if tie != pos {
+                self.swap(pos, tie);
+            }
+            self.counts[tie] = count + 1;
+            return count as u64 + 1;
+        }
+        if self.counts.len() < self.k {
+            self.offer(flow, hash, 1);
+            return 1;
+        }
+        debug_assert!(self.ids.fits(flow), "{flow:?} is wider than the key");
+        // The flows of the smallest count are the top of the heap down to where counts grow
+        // (heap order): the last one replaced was at its bottom, and its parent, if it still
+        // has the smallest count, is a shorter way down than the root.
+        let hint = self.replace_from;
+        let from = if hint < self.counts.len() && self.counts[hint] == self.counts[0] { hint } else { 0 };
+        let at = self.last_tie(from);
+        self.replace_from = at.saturating_sub(1) / 2;
+        let count = self.counts[at].saturating_add(1);
+        self.index_remove(self.entry_of(at));
+        self.put(at, flow, hash as u32, count);
+        self.index_insert(at);
+        count as u64
+    }
+
+    /// The last position reached from `pos` going down through children of the same count,
+    /// left first: its children count more (heap order: they count at least as much).
+    fn last_tie(&self, mut pos: usize) -> usize {
+        let (count, n) = (self.counts[pos], self.counts.len());
+        loop {
+            let l = 2 * pos + 1;
+            if l < n && self.counts[l] == count {
+                pos = l;
+            } else if l + 1 < n && self.counts[l + 1] == count {
+                pos = l + 1;
+            } else {
+                return pos;
+            }
+        }
+    }
+
+    /// Swaps the flows at `a` and `b`, index entries included.
+    fn swap(&mut self, a: usize, b: usize) {
+        let (ea, eb) = (self.entry_of(a), self.entry_of(b));
+        self.index[ea] = self.index[ea] & !self.pos_mask | (b as u32 + 1);
+        self.index[eb] = self.index[eb] & !self.pos_mask | (a as u32 + 1);
+        let (fa, fb) = (self.id_at(a), self.id_at(b));
+        self.ids.set(a, fb);
+        self.ids.set(b, fa);
+        self.tags.swap(a, b);
+        self.counts.swap(a, b);
+    }
+
     /// For heaps whose held counts may lag (lower bounds, refreshed lazily): before `count`
     /// challenges the smallest, brings the smallest up to date with `estimate` until it is
     /// current — so that a flow is only evicted for one that truly outranks it.
@@ -356,6 +435,11 @@ mod tests {
         FlowId::from_le_bytes(&bytes)
     }
 
+    /// A 104-bit id (an IPv4 5-tuple's width) with `n` at both ends.
+    fn narrow_id(n: u64) -> FlowId {
+        FlowId::from_u128(n as u128 | (n as u128 & 0xff) << 96)
+    }
+
     fn number(f: FlowId) -> u64 {
         u64::from_le_bytes(f.to_le_bytes()[..8].try_into().unwrap())
     }
@@ -424,6 +508,56 @@ mod tests {
                     let f = number(heap.id_at(pos));
                     prop_assert_eq!(heap.find(id(f), hash(f)), Some(pos));
                     prop_assert_eq!(model.get(&f).copied(), Some(heap.counts[pos] as u64));
+                }
+                prop_assert_eq!(heap.index.iter().filter(|&&e| e != 0).count(), n, "one index entry per flow");
+            }
+        }
+    }
+
+    proptest! {
+        /// Space-Saving's step against a model of the algorithm: a flow held counts one more,
+        /// a new one takes a free place with 1, or replaces a flow of the smallest count (any
+        /// of them) with that count plus one. After every packet the heap is in heap order and
+        /// every flow is found at its position with the model's count.
+        #[test]
+        fn count_one_is_space_saving(
+            packets in proptest::collection::vec(0u64..40, 1..600),
+            k in 1usize..20,
+            wide in any::<bool>(),
+        ) {
+            // 300-bit ids, or 104-bit ones (the IPv4 5-tuple's, stored as two words).
+            let (key_bits, id): (u32, fn(u64) -> FlowId) = if wide { (300, id) } else { (104, narrow_id) };
+            let mut heap = TopHeap::new(k, key_bits);
+            let mut model: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+            let hash = |f: u64| f.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            for f in packets {
+                let got = heap.count_one(id(f), hash(f));
+                let want = if let Some(c) = model.get_mut(&f) {
+                    *c += 1;
+                    *c
+                } else if model.len() < k {
+                    model.insert(f, 1);
+                    1
+                } else {
+                    let min = *model.values().min().unwrap();
+                    let gone: Vec<u64> =
+                        model.keys().copied().filter(|&g| heap.get(id(g), hash(g)).is_none()).collect();
+                    prop_assert_eq!(gone.len(), 1, "one flow leaves");
+                    prop_assert_eq!(model[&gone[0]], min, "a flow of the smallest count leaves");
+                    model.remove(&gone[0]);
+                    model.insert(f, min + 1);
+                    min + 1
+                };
+                prop_assert_eq!(got, want);
+                let n = heap.len();
+                prop_assert_eq!(n, model.len());
+                for pos in 1..n {
+                    prop_assert!(heap.counts[(pos - 1) / 2] <= heap.counts[pos], "heap order at {}", pos);
+                }
+                for pos in 0..n {
+                    let g = number(heap.id_at(pos));
+                    prop_assert_eq!(heap.find(id(g), hash(g)), Some(pos));
+                    prop_assert_eq!(model.get(&g).copied(), Some(heap.counts[pos] as u64));
                 }
                 prop_assert_eq!(heap.index.iter().filter(|&&e| e != 0).count(), n, "one index entry per flow");
             }

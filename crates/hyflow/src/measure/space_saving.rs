@@ -33,12 +33,7 @@ impl SpaceSaving {
 impl Detector for SpaceSaving {
     #[inline]
     fn insert(&mut self, flow: FlowId, hash: u128) {
-        let h = hash as u64;
-        let count = match self.summary.get(flow, h) {
-            Some(c) => c + 1,
-            None => self.summary.admission() + 1,
-        };
-        self.summary.offer(flow, h, count);
+        self.summary.count_one(flow, hash as u64);
     }
 
     fn top(&mut self, out: &mut Vec<(FlowId, u64)>) {

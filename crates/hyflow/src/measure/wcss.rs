@@ -134,11 +134,7 @@ impl Detector for Wcss {
     #[inline]
     fn insert(&mut self, flow: FlowId, hash: u128) {
         let h = hash as u64;
-        let count = match self.y.get(flow, h) {
-            Some(c) => c + 1,
-            None => self.y.admission() + 1,
-        };
-        self.y.offer(flow, h, count);
+        let count = self.y.count_one(flow, h);
         *self.packets.back_mut().expect("a current block") += 1;
         if self.quantum != u64::MAX && count.is_multiple_of(self.quantum) {
             if self.ring.push(flow, self.quantum as u32) {
