@@ -444,6 +444,28 @@ mod tests {
         u64::from_le_bytes(f.to_le_bytes()[..8].try_into().unwrap())
     }
 
+    /// Whether `heap` is in heap order and holds exactly the flows of `model` (flow number →
+    /// count), each found through the index at its position, with one index entry per flow.
+    fn holds_the_model(
+        heap: &TopHeap,
+        model: &std::collections::HashMap<u64, u64>,
+        id: fn(u64) -> FlowId,
+        hash: impl Fn(u64) -> u64,
+    ) -> Result<(), TestCaseError> {
+        let n = heap.len();
+        prop_assert_eq!(n, model.len());
+        for pos in 1..n {
+            prop_assert!(heap.counts[(pos - 1) / 2] <= heap.counts[pos], "heap order at {}", pos);
+        }
+        for pos in 0..n {
+            let f = number(heap.id_at(pos));
+            prop_assert_eq!(heap.find(id(f), hash(f)), Some(pos));
+            prop_assert_eq!(model.get(&f).copied(), Some(heap.counts[pos] as u64));
+        }
+        prop_assert_eq!(heap.index.iter().filter(|&&e| e != 0).count(), n, "one index entry per flow");
+        Ok(())
+    }
+
     proptest! {
         /// Offering counts that only grow (as sketch estimates do within a window), the heap
         /// holds the k flows with the largest last offers.
@@ -499,17 +521,7 @@ mod tests {
                 } else {
                     prop_assert!(count <= *model.values().min().unwrap());
                 }
-                let n = heap.len();
-                prop_assert_eq!(n, model.len());
-                for pos in 1..n {
-                    prop_assert!(heap.counts[(pos - 1) / 2] <= heap.counts[pos], "heap order at {}", pos);
-                }
-                for pos in 0..n {
-                    let f = number(heap.id_at(pos));
-                    prop_assert_eq!(heap.find(id(f), hash(f)), Some(pos));
-                    prop_assert_eq!(model.get(&f).copied(), Some(heap.counts[pos] as u64));
-                }
-                prop_assert_eq!(heap.index.iter().filter(|&&e| e != 0).count(), n, "one index entry per flow");
+                holds_the_model(&heap, &model, id, hash)?;
             }
         }
     }
@@ -549,17 +561,7 @@ mod tests {
                     min + 1
                 };
                 prop_assert_eq!(got, want);
-                let n = heap.len();
-                prop_assert_eq!(n, model.len());
-                for pos in 1..n {
-                    prop_assert!(heap.counts[(pos - 1) / 2] <= heap.counts[pos], "heap order at {}", pos);
-                }
-                for pos in 0..n {
-                    let g = number(heap.id_at(pos));
-                    prop_assert_eq!(heap.find(id(g), hash(g)), Some(pos));
-                    prop_assert_eq!(model.get(&g).copied(), Some(heap.counts[pos] as u64));
-                }
-                prop_assert_eq!(heap.index.iter().filter(|&&e| e != 0).count(), n, "one index entry per flow");
+                holds_the_model(&heap, &model, id, hash)?;
             }
         }
     }
