@@ -618,7 +618,8 @@ mod tests {
                 FlowId::from_le_bytes(&bytes)
             };
             let flows = [random_id(), random_id(), random_id()];
-            for (i, &f) in flows.iter().enumerate() {
+            // Written last to first: a write spilling into the next slot would show.
+            for (i, &f) in flows.iter().enumerate().rev() {
                 ids.set(i, f);
             }
             for (i, &f) in flows.iter().enumerate() {

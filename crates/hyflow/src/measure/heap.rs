@@ -199,12 +199,7 @@ impl TopHeap {
         debug_assert!(self.ids.fits(flow), "{flow:?} is wider than the key");
         let tag = hash as u32;
         if self.counts.len() < self.k {
-            // A new leaf: parents larger than it move down into the hole it opens.
-            self.counts.push(count);
-            self.tags.push(tag);
-            let at = self.hole_up(self.counts.len() - 1, count);
-            self.put(at, flow, tag, count);
-            self.index_insert(at);
+            self.add_leaf(flow, tag, count);
             None
         } else if count > self.counts[0] {
             // The root leaves; smaller children move up into the hole until the new flow fits.
@@ -217,6 +212,16 @@ impl TopHeap {
         } else {
             None
         }
+    }
+
+    /// Adds a flow not held to a heap with room, as a new leaf: parents larger than it move
+    /// down into the hole it opens.
+    fn add_leaf(&mut self, flow: FlowId, tag: u32, count: u32) {
+        self.counts.push(count);
+        self.tags.push(tag);
+        let at = self.hole_up(self.counts.len() - 1, count);
+        self.put(at, flow, tag, count);
+        self.index_insert(at);
     }
 
     /// Space-Saving's update for one packet of `flow` (the Stream-Summary step of Metwally,
@@ -245,15 +250,15 @@ impl TopHeap {
             self.counts[tie] = count + 1;
             return count as u64 + 1;
         }
+        debug_assert!(self.ids.fits(flow), "{flow:?} is wider than the key");
         if self.counts.len() < self.k {
-            self.offer(flow, hash, 1);
+            self.add_leaf(flow, hash as u32, 1);
             return 1;
         }
-        debug_assert!(self.ids.fits(flow), "{flow:?} is wider than the key");
         // The flows of the smallest count are the top of the heap down to where counts grow
         // (heap order): the last one replaced was at its bottom, and its parent, if it still
-        // has the smallest count, is a shorter way down than the root.
-        // A parent of a position below k, and the heap is full: in bounds.
+        // has the smallest count, is a shorter way down than the root. (The hint is a parent
+        // of a position below k, and the heap is full here: it is in bounds.)
         let hint = self.replace_from;
         let from = if self.counts[hint] == self.counts[0] { hint } else { 0 };
         let at = self.last_tie(from);
