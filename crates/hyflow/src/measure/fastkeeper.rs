@@ -513,14 +513,48 @@ impl<const B: usize, const ALL_EXT: bool> FastKeeperBitmap<B, ALL_EXT> {
             }
         }
     }
+
+    /// What follows a packet's rows unless its flow is a heap member whose count is kept
+    /// fresh: its estimate (the largest count of the buckets it owns, `owned`; `usize::MAX`
+    /// where it owns none) offered to the heap. Out of line, so that the rows, which every
+    /// packet runs, keep a small frame.
+    #[inline(never)]
+    fn offer_to_heap(&mut self, flow: &FlowId, hash: u128, owned: &[usize; ROWS]) {
+        let ext = self.ext();
+        let refresh = ext.has(Extension::Refresh);
+        let best = owned.iter().filter(|&&b| b != usize::MAX).map(|&b| self.buckets[b].count()).max();
+        if refresh {
+            // Estimates only grow within a block: a flow below the heap's smallest is not in
+            // it, and need not be looked up.
+            if let Some(best) = best.filter(|&c| c > 0 && c >= self.heap.admission()) {
+                self.admit(*flow, hash, best);
+            }
+            return;
+        }
+        // Algorithm 3: a member's count becomes its estimate now, whatever it is; another
+        // flow enters when the heap has room or it beats the smallest (`offer`, one lookup).
+        // A flow that owns no bucket counts 0: only a member needs to hear it.
+        let best = best.unwrap_or(0);
+        if best == 0 && self.heap.get(*flow, hash as u64).is_none() {
+            return;
+        }
+        if ext.has(Extension::Guard) {
+            // The guard reads which buckets heap members own.
+            self.admit(*flow, hash, best);
+        } else {
+            self.heap.offer(*flow, hash as u64, best);
+        }
+    }
 }
 
-/// A colliding packet of the flow of `fp` at `bucket`; whether it took the bucket. The
-/// owner loses it on a majority of zeros in its bitmap (§III-D), unless it is still among
-/// the top k (in the heap, its count at least `admission`, the heap's smallest or 1) and
-/// `ext` has [`Extension::Guard`]; with [`Extension::Burst`] it also loses it at once when
-/// this block's colliders lead it by λ times its average block.
-#[inline]
+/// A colliding packet of the flow of `fp` at `bucket`, whose balance it has already taken a
+/// point from, and whose owner was outvoted or trails its block by at least λ (what the
+/// caller checks first); whether it took the bucket. The owner loses it on a majority of
+/// zeros in its bitmap (§III-D), unless it is still among the top k (in the heap, its count
+/// at least `admission`, the heap's smallest or 1) and `ext` has [`Extension::Guard`]; with
+/// [`Extension::Burst`] it also loses it at once when this block's colliders lead it by λ
+/// times its average block.
+#[inline(never)]
 fn collide<const B: usize>(
     bucket: &mut Bucket<B>,
     fp: u32,
@@ -529,15 +563,12 @@ fn collide<const B: usize>(
     ext: Extensions,
     weight: i16,
 ) -> bool {
-    bucket.balance = bucket.balance.saturating_sub(1);
     let guarded = ext.has(Extension::Guard) && bucket.bitmap & IN_HEAP != 0;
     let vote = bucket.bitmap & OUTVOTED != 0;
     // A burst needs behind ≥ λ · max(1, count / blocks), so at least λ.
     let behind = (-(bucket.balance as i64)).max(0) as u64;
     let may_burst = ext.has(Extension::Burst) && behind >= LAMBDA;
-    if !vote && !may_burst {
-        return false;
-    }
+    debug_assert!(vote || may_burst, "the caller decides the collisions that cannot take the bucket");
     // The count is needed only to spare a top-k owner or to see a burst: most collisions
     // (against a large owner that leads its block, or a mouse's majority of zeros) decide
     // without summing the counters.
@@ -562,6 +593,9 @@ impl<const B: usize, const ALL_EXT: bool> Detector for FastKeeperBitmap<B, ALL_E
     fn insert(&mut self, flow: FlowId, hash: u128) {
         let fp = fingerprint(hash);
         let slot = self.slot;
+        // Always holds (`end_block` wraps it): said once here, so that the rows index their
+        // counters without a bounds test each.
+        assert!(slot < B);
         let (ext, weight) = (self.ext(), self.weight());
         // Changes only when a flow is admitted, after the rows.
         let admission = self.heap.admission().max(1);
@@ -584,40 +618,25 @@ impl<const B: usize, const ALL_EXT: bool> Detector for FastKeeperBitmap<B, ALL_E
                     bucket.take(fp, slot, weight);
                     true
                 }
-                _ => collide(bucket, fp, slot, admission, ext, weight),
+                _ => {
+                    // Most collisions meet an owner that neither lost its vote nor trails
+                    // its block by λ: they only cost the owner a point of balance, decided
+                    // here without the call (a third of the packet's instructions before).
+                    bucket.balance = bucket.balance.saturating_sub(1);
+                    let may_burst = ext.has(Extension::Burst) && bucket.balance <= -(LAMBDA as i16);
+                    (bucket.bitmap & OUTVOTED != 0 || may_burst)
+                        && collide(bucket, fp, slot, admission, ext, weight)
+                }
             };
             if owns {
                 *owned = b;
                 held |= bucket.bitmap & IN_HEAP != 0;
             }
         }
-        let refresh = ext.has(Extension::Refresh);
         // With refreshed counts, a heap member's packets skip the heap, and need no estimate
         // (most packets: the large flows are the heap's).
-        if held && refresh {
-            return;
-        }
-        let best = owned.iter().filter(|&&b| b != usize::MAX).map(|&b| self.buckets[b].count()).max();
-        if refresh {
-            // Estimates only grow within a block: a flow below the heap's smallest is not in
-            // it, and need not be looked up.
-            if let Some(best) = best.filter(|&c| c > 0 && c >= self.heap.admission()) {
-                self.admit(flow, hash, best);
-            }
-            return;
-        }
-        // Algorithm 3: a member's count becomes its estimate now, whatever it is; another
-        // flow enters when the heap has room or it beats the smallest (`offer`, one lookup).
-        // A flow that owns no bucket counts 0: only a member needs to hear it.
-        let best = best.unwrap_or(0);
-        if best == 0 && self.heap.get(flow, hash as u64).is_none() {
-            return;
-        }
-        if ext.has(Extension::Guard) {
-            // The guard reads which buckets heap members own.
-            self.admit(flow, hash, best);
-        } else {
-            self.heap.offer(flow, hash as u64, best);
+        if !(held && ext.has(Extension::Refresh)) {
+            self.offer_to_heap(&flow, hash, &owned);
         }
     }
 
