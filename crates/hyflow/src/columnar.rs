@@ -270,6 +270,9 @@ pub struct ColumnarReader {
     flow: Vec<u32>,
     at: usize,
     raw: Vec<u8>,
+    /// Whether keys are fetched ahead: off for a caller that reads a flow's key only on its
+    /// first packets (the fetches would be wasted, and they queue behind each other).
+    fetch_keys_ahead: bool,
 }
 
 impl ColumnarReader {
@@ -371,12 +374,25 @@ impl ColumnarReader {
             flow: Vec::new(),
             at: 0,
             raw,
+            fetch_keys_ahead: true,
         })
     }
 
     /// Every flow's key, by flow index.
     pub fn flows(&self) -> &[FlowKey] {
         &self.flows
+    }
+
+    /// Stops fetching the keys of packets a few ahead: for a caller that reads a flow's key
+    /// only on its first packets.
+    pub fn without_keys_ahead(&mut self) {
+        self.fetch_keys_ahead = false;
+    }
+
+    /// The flow of the packet [`KEY_PREFETCH_AHEAD`] after the next one, if it is in the
+    /// chunk read: for a caller to fetch its own state for that flow ahead.
+    pub fn flow_ahead(&self) -> Option<u32> {
+        self.flow.get(self.at + KEY_PREFETCH_AHEAD).copied()
     }
 
     /// Packets in the file.
@@ -445,7 +461,7 @@ impl ColumnarReader {
         }
         // Flows are read by index, in no order the CPU can guess: the key a few packets on is
         // fetched now, so that it is in the cache when its packet comes.
-        if let Some(&ahead) = self.flow.get(i + KEY_PREFETCH_AHEAD) {
+        if let Some(&ahead) = self.flow.get(i + KEY_PREFETCH_AHEAD).filter(|_| self.fetch_keys_ahead) {
             prefetch(&self.flows[ahead as usize], std::mem::size_of::<FlowKey>());
         }
         self.at += 1;

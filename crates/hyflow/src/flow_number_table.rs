@@ -37,6 +37,14 @@ impl<T: Copy + PartialEq> FlowNumberTable<T> {
         (v != self.unknown).then_some(v)
     }
 
+    /// Starts loading the value of `number` into the CPU's cache, for a packet a few ahead.
+    #[inline]
+    pub(crate) fn prefetch(&self, number: u32) {
+        if let Some(v) = self.values.get(number as usize) {
+            crate::prefetch::prefetch(v, std::mem::size_of::<T>());
+        }
+    }
+
     /// Remembers `value` for `number` (nothing for a packet without a number or a number past
     /// the bound). `value` must not be the unknown marker.
     #[inline]

@@ -246,6 +246,19 @@ impl PacketSource {
 
     /// The next packet, or `None` at the end.
     pub fn next_packet(&mut self) -> Result<Option<&InputPacket>, InputError> {
+        self.next_packet_with(|_| true)
+    }
+
+    /// [`PacketSource::next_packet`] for a caller that remembers, by flow number, what it
+    /// derives from a numbered flow's headers (every packet of a number has the same ones):
+    /// a numbered packet's key is copied out of its flow's only if `key_wanted(number)`;
+    /// otherwise the returned packet's `key` is the previous packet's, and must not be read.
+    /// Inputs that do not number their flows parse every packet's key as before. A caller
+    /// reading this way should say so first ([`PacketSource::remembering_flows`]).
+    pub fn next_packet_with(
+        &mut self,
+        key_wanted: impl FnOnce(u32) -> bool,
+    ) -> Result<Option<&InputPacket>, InputError> {
         let key = &mut self.current.key;
         let (mut burst, mut flow) = (None, None);
         let (ts, bytes, malformed) = match &mut self.reader {
@@ -285,7 +298,9 @@ impl PacketSource {
             }
             Reader::Gateway { traffic, .. } => {
                 let Some(p) = traffic.next() else { return Ok(None) };
-                *key = *traffic.key(p.flow);
+                if key_wanted(p.flow) {
+                    *key = *traffic.key(p.flow);
+                }
                 (burst, flow) = (p.burst, Some(p.flow));
                 // As a capture of it records the frame (`gen gateway` writes one): without the
                 // frame check sequence, which the generator's wire sizes include.
@@ -293,10 +308,12 @@ impl PacketSource {
             }
             Reader::Columnar { reader, in_port } => {
                 let Some(p) = reader.next_packet()? else { return Ok(None) };
-                *key = reader.flows()[p.flow as usize];
-                if let Some(port) = in_port {
-                    // As a capture read on that port: the port is the one field it sets.
-                    key.set(id::IN_PORT, u128::from(*port));
+                if key_wanted(p.flow) {
+                    *key = reader.flows()[p.flow as usize];
+                    if let Some(port) = in_port {
+                        // As a capture read on that port: the port is the one field it sets.
+                        key.set(id::IN_PORT, u128::from(*port));
+                    }
                 }
                 self.snaplen_truncated += u64::from(p.snaplen_cut);
                 (burst, flow) = (p.burst, Some(p.flow));
@@ -314,6 +331,26 @@ impl PacketSource {
         self.current.burst = burst;
         self.current.flow = flow;
         Ok(Some(&self.current))
+    }
+
+    /// Says that the caller reads packets with [`PacketSource::next_packet_with`] and wants
+    /// a numbered flow's key only on its first packets: a `.hyf` then stops fetching keys
+    /// ahead.
+    pub fn remembering_flows(&mut self) {
+        if let Reader::Columnar { reader, .. } = &mut self.reader {
+            reader.without_keys_ahead();
+        }
+    }
+
+    /// The flow number of a packet a few after the one just read, when the input knows it
+    /// already (a `.hyf`'s chunk in memory): for the caller to fetch its state for that flow
+    /// ahead of its packet.
+    #[inline]
+    pub fn flow_ahead(&self) -> Option<u32> {
+        match &self.reader {
+            Reader::Columnar { reader, .. } => reader.flow_ahead(),
+            _ => None,
+        }
     }
 
     /// The next packet's time (ns since the first packet) without parsing it, or `None` at

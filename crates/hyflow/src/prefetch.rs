@@ -9,7 +9,11 @@ pub(crate) fn prefetch<T>(r: &T, bytes: usize) {
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let p = r as *const T as *const i8;
-        for off in (0..bytes).step_by(64) {
+        // Every line the bytes touch: from the start's line to the last byte's, which for
+        // an item not aligned to a line is one more than `bytes / 64`.
+        let lines = ((p as usize & 63) + bytes).div_ceil(64);
+        let p = p.wrapping_sub(p as usize & 63);
+        for off in (0..lines * 64).step_by(64) {
             // SAFETY: SSE is part of the x86_64 baseline, and a prefetch never dereferences:
             // any address is allowed.
             #[allow(unsafe_code)]

@@ -5,7 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use hyflow::experiment::topk::{topk, TopkConfig, TopkReport, TopkSummary};
+use hyflow::experiment::unwatched;
 use hyflow::input::{write_columnar, Input, InputPacket, PacketSource};
+use hyflow::measure::{Algo, DetectorConfig, KeySpec, Span};
 use hyflow::workload::gateway::GatewayConfig;
 
 fn corpus() -> PathBuf {
@@ -67,6 +70,49 @@ fn every_corpus_capture_reads_back_from_its_hyf() {
     let _ = std::fs::remove_file(&out);
     // The suite's captures hyflow reads (a few are of link types it does not parse).
     assert!(captures >= 480 && packets >= 9_000, "{captures} captures, {packets} packets compared");
+}
+
+/// Every report and the summary of a top-k run over `input` under `key`.
+fn topk_run(input: &Input, key: &str) -> (Vec<TopkReport>, TopkSummary) {
+    let key = KeySpec::parse(key).unwrap();
+    let detector =
+        DetectorConfig { k: 5, memory: 4096, blocks: 3, sample: 1.0, seed: 1, key_bits: key.bits() };
+    let config = TopkConfig { algo: Algo::FastKeeperBitmap, detector, key, block: Span::Packets(4) };
+    let mut reports = Vec::new();
+    let summary = topk(input, &config, &mut unwatched, &mut |r| {
+        reports.push(r.clone());
+        Ok(())
+    })
+    .unwrap();
+    (reports, summary)
+}
+
+/// `topk` from a `.hyf` extracts a flow's id once per flow number and reads no key for the
+/// flow's later packets: it must report what a read of the capture, parsing every packet,
+/// reports — malformed packets, packets without the key's fields and IPv6 ones among them.
+#[test]
+fn topk_from_a_hyf_reports_what_its_capture_gives() {
+    let out = temp("topk-corpus");
+    let (mut captures, mut repeated, mut keyless) = (0, 0, 0);
+    let mut names: Vec<_> = std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).collect();
+    names.sort();
+    for path in names {
+        let what = path.file_name().unwrap().to_string_lossy().to_string();
+        let Ok(mut source) = PacketSource::open(&capture(&path), &[]) else { continue };
+        let Ok(done) = write_columnar(&mut source, &out) else { continue };
+        for key in ["5tuple", "5tuple46"] {
+            let (from_capture, from_hyf) = (topk_run(&capture(&path), key), topk_run(&capture(&out), key));
+            assert_eq!(from_capture, from_hyf, "{what}, {key}");
+            keyless += from_capture.1.keyless + from_capture.1.keyless_ipv6;
+        }
+        captures += 1;
+        repeated += done.packets - done.flows;
+    }
+    let _ = std::fs::remove_file(&out);
+    assert!(
+        captures >= 480 && repeated >= 5_000 && keyless >= 1_000,
+        "{captures} captures, {repeated} packets of a flow seen before, {keyless} without the key"
+    );
 }
 
 #[test]

@@ -5,10 +5,12 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::{ExperimentError, OnProgress};
 use crate::capture::CaptureCut;
+use crate::flow_number_table::FlowNumberTable;
 use crate::input::{Input, PacketSource};
 use crate::measure::{
     build, Algo, Boundary, ConfigError, DetectorConfig, FlowId, KeySpec, Monitor, Scored, Span,
 };
+use crate::packet::FlowKey;
 
 /// Which flows, how they are measured, and where the window's blocks end.
 #[derive(Clone, Debug)]
@@ -137,13 +139,35 @@ fn for_each_flow(
 ) -> Result<InputCounts, ExperimentError> {
     let mut source = PacketSource::open(input, &[])?;
     let mut ipv6_keyless = 0;
-    while let Some(p) = source.next_packet()? {
-        let flow = if p.malformed.is_some() { None } else { key.flow_id(&p.key) };
-        if flow.is_none() && p.malformed.is_none() && p.key.dl_type() == crate::packet::field::proto::ETH_IPV6
-        {
-            ipv6_keyless += 1;
+    // A numbered flow's id is extracted from its headers once: its later packets neither
+    // copy the headers out of the input nor extract the id again.
+    let mut by_number = FlowNumberTable::new(None);
+    source.remembering_flows();
+    loop {
+        let mut remembered = None;
+        let Some(p) = source.next_packet_with(|n| {
+            remembered = by_number.get(Some(n)).flatten();
+            remembered.is_none()
+        })?
+        else {
+            break;
+        };
+        let ts_ns = p.ts_ns;
+        let flow = if p.malformed.is_some() {
+            None
+        } else {
+            let of = remembered.unwrap_or_else(|| {
+                let of = FlowOf::extract(key, &p.key);
+                by_number.remember(p.flow, Some(of));
+                of
+            });
+            ipv6_keyless += of.ipv6_keyless as u64;
+            of.id
+        };
+        if let Some(ahead) = source.flow_ahead() {
+            by_number.prefetch(ahead);
         }
-        f(p.ts_ns, flow);
+        f(ts_ns, flow);
         if progress(source.packets(), source.progress()).is_break() {
             return Err(ExperimentError::Interrupted);
         }
@@ -154,6 +178,21 @@ fn for_each_flow(
         ipv6_keyless,
         cut: source.cut().cloned(),
     })
+}
+
+/// What a well-formed packet's headers give the top-k monitor: its flow id, or none and
+/// whether for being IPv6 (counted apart: the default key is IPv4's 5-tuple).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct FlowOf {
+    id: Option<FlowId>,
+    ipv6_keyless: bool,
+}
+
+impl FlowOf {
+    fn extract(spec: &KeySpec, key: &FlowKey) -> FlowOf {
+        let id = spec.flow_id(key);
+        FlowOf { id, ipv6_keyless: id.is_none() && key.dl_type() == crate::packet::field::proto::ETH_IPV6 }
+    }
 }
 
 /// What an input held beyond its packets' flows.
