@@ -9,8 +9,9 @@ pub(crate) fn prefetch<T>(r: &T, bytes: usize) {
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let p = r as *const T as *const i8;
-        // Every line the bytes touch: from the start's line to the last byte's, which for
-        // an item not aligned to a line is one more than `bytes / 64`.
+        // Every line the bytes touch, from the start's line to the last byte's:
+        // ⌈(offset in its line + bytes) / 64⌉, one more than ⌈bytes / 64⌉ when the item's
+        // end crosses into a further line.
         let lines = ((p as usize & 63) + bytes).div_ceil(64);
         let p = p.wrapping_sub(p as usize & 63);
         for off in (0..lines * 64).step_by(64) {

@@ -377,3 +377,34 @@ pub struct EvalOutcome {
     /// Where the capture ended mid-record.
     pub capture_cut: Option<CaptureCut>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::gateway::GatewayConfig;
+
+    /// Generated gateway traffic numbers its flows: `for_each_flow` extracts each flow's id
+    /// once and copies no key afterwards; the ids must be those of every packet's own key.
+    #[test]
+    fn numbered_gateway_flows_give_every_packets_own_id() {
+        let config = GatewayConfig {
+            flows: 500,
+            rate: 50_000.0,
+            duration_ns: 500_000_000,
+            ..GatewayConfig::default()
+        };
+        let input = Input::Gateway(config);
+        let key = KeySpec::five_tuple();
+        let mut seen = Vec::new();
+        for_each_flow(&input, &key, &mut crate::experiment::unwatched, |ts, flow| seen.push((ts, flow)))
+            .unwrap();
+        let mut source = PacketSource::open(&input, &[]).unwrap();
+        let mut parsed = Vec::new();
+        while let Some(p) = source.next_packet().unwrap() {
+            assert!(p.flow.is_some(), "gateway packets carry their flow's number");
+            parsed.push((p.ts_ns, key.flow_id(&p.key)));
+        }
+        assert!(parsed.len() > 20_000, "{} packets", parsed.len());
+        assert_eq!(seen, parsed);
+    }
+}

@@ -377,7 +377,7 @@ impl<const B: usize> Bucket<B> {
 /// FastKeeper with bitmap voting, for windows of `B` blocks ([`build_bitmap`] picks `B`).
 /// `ALL_EXT` fixes the extensions to [`Extensions::ALL`] at compile time, so that the
 /// detector offload policies run tests no flag per packet (read at run time, they cost 343
-/// instructions per packet against 315).
+/// instructions per packet against 315, measured before the rows decided collisions).
 pub struct FastKeeperBitmap<const B: usize, const ALL_EXT: bool> {
     ext: Extensions,
     /// What an owner's packet adds to the balance: λ with [`Extension::Weight`], else 1.

@@ -444,6 +444,9 @@ pub struct Gateway {
     /// ([`DRAW_AHEAD`], [`RESOLVE_AHEAD`]; 1 and 1 in tests: nothing ahead).
     draw_ahead: usize,
     resolve_ahead: usize,
+    /// Whether a resolved flow's key is fetched ahead: off for a reader that reads a flow's
+    /// key only on its first packets.
+    fetch_keys_ahead: bool,
     /// The draws have ended (the last packet may not be given yet).
     drawn_all: bool,
     /// Bursts started and bursting as of the last packet given (or of the end, once given).
@@ -454,7 +457,7 @@ pub struct Gateway {
 /// Packets the generator draws ahead of the one it gives. A steady packet's flow is drawn as
 /// a column of the rank table and its coin, the column's slot prefetched; the slot is read,
 /// and the flow's key prefetched, once the packet is [`RESOLVE_AHEAD`] from being given. At
-/// Elixir's scale both tables are far larger than the CPU's caches (8 MB of ranks, 92 MB of
+/// Elixir's scale both tables are far larger than the CPU's caches (8 MB of ranks, 112 MB of
 /// keys), and these two loads, each a cache miss, were most of the generator's cost and the
 /// largest part of reading a packet. Drawing ahead changes nothing given: the draws are made
 /// in the same order, a churn resolves every packet drawn before it first, and what the model
@@ -599,6 +602,7 @@ impl Gateway {
             ahead: DrawnAhead::new(),
             draw_ahead: DRAW_AHEAD,
             resolve_ahead: RESOLVE_AHEAD,
+            fetch_keys_ahead: true,
             drawn_all: false,
             given_started: 0,
             given_bursting: 0,
@@ -623,8 +627,16 @@ impl Gateway {
                 Pick::Rank(column, coin) => self.ranks.flow((column, coin)),
             };
             d.pick = Pick::Flow(flow);
-            prefetch(&self.keys[flow as usize], std::mem::size_of::<FlowKey>());
+            if self.fetch_keys_ahead {
+                prefetch(&self.keys[flow as usize], std::mem::size_of::<FlowKey>());
+            }
         }
+    }
+
+    /// Stops fetching the keys of packets drawn ahead: for a reader that reads a flow's key
+    /// only on its first packets.
+    pub fn without_keys_ahead(&mut self) {
+        self.fetch_keys_ahead = false;
     }
 
     /// A flow's packet headers.
