@@ -389,8 +389,8 @@ impl ColumnarReader {
         self.fetch_keys_ahead = false;
     }
 
-    /// The flow of the packet [`KEY_PREFETCH_AHEAD`] after the next one, if it is in the
-    /// chunk read: for a caller to fetch its own state for that flow ahead.
+    /// The flow of the packet eight after the next one (as far ahead as keys are fetched),
+    /// if it is in the chunk read: for a caller to fetch its own state for that flow ahead.
     pub fn flow_ahead(&self) -> Option<u32> {
         self.flow.get(self.at + KEY_PREFETCH_AHEAD).copied()
     }
