@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use hyflow::experiment::topk::{topk, TopkConfig, TopkReport, TopkSummary};
 use hyflow::experiment::unwatched;
-use hyflow::input::{write_columnar, Input, InputPacket, PacketSource};
+use hyflow::input::{write_columnar, Converted, Input, InputPacket, PacketSource};
 use hyflow::measure::{Algo, DetectorConfig, KeySpec, Span};
 use hyflow::workload::gateway::GatewayConfig;
 
@@ -50,17 +50,23 @@ fn capture(path: &Path) -> Input {
     Input::Capture { path: path.to_path_buf(), in_port: None, strict: false }
 }
 
+/// Each corpus capture hyflow reads, converted to the `.hyf` at `out` (rewritten for each,
+/// as the iteration reaches it): its name, its path and what the conversion wrote. A capture
+/// of a link type hyflow cannot read fails both ways alike, and is skipped.
+fn corpus_as_hyf(out: &Path) -> impl Iterator<Item = (String, PathBuf, Converted)> + '_ {
+    let mut names: Vec<_> = std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).collect();
+    names.sort();
+    names.into_iter().filter_map(move |path| {
+        let done = write_columnar(&mut PacketSource::open(&capture(&path), &[]).ok()?, out).ok()?;
+        Some((path.file_name().unwrap().to_string_lossy().to_string(), path, done))
+    })
+}
+
 #[test]
 fn every_corpus_capture_reads_back_from_its_hyf() {
     let out = temp("corpus");
     let (mut captures, mut packets) = (0, 0);
-    let mut names: Vec<_> = std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).collect();
-    names.sort();
-    for path in names {
-        let what = path.file_name().unwrap().to_string_lossy().to_string();
-        let Ok(mut source) = PacketSource::open(&capture(&path), &[]) else { continue };
-        // A capture of a link type hyflow cannot read fails both ways alike; skip it.
-        let Ok(done) = write_columnar(&mut source, &out) else { continue };
+    for (what, path, done) in corpus_as_hyf(&out) {
         let mut a = PacketSource::open(&capture(&path), &[]).unwrap();
         let mut b = PacketSource::open(&capture(&out), &[]).unwrap();
         assert_eq!(same_packets(&what, &mut a, &mut b), done.packets, "{what}");
@@ -95,12 +101,7 @@ fn topk_run(input: &Input, key: &str) -> (Vec<TopkReport>, TopkSummary) {
 fn topk_from_a_hyf_reports_what_its_capture_gives() {
     let out = temp("topk-corpus");
     let (mut captures, mut repeated, mut ipv6) = (0, 0, 0);
-    let mut names: Vec<_> = std::fs::read_dir(corpus()).unwrap().map(|e| e.unwrap().path()).collect();
-    names.sort();
-    for path in names {
-        let what = path.file_name().unwrap().to_string_lossy().to_string();
-        let Ok(mut source) = PacketSource::open(&capture(&path), &[]) else { continue };
-        let Ok(done) = write_columnar(&mut source, &out) else { continue };
+    for (what, path, done) in corpus_as_hyf(&out) {
         for (key, in_port) in [("5tuple", None), ("5tuple46", None), ("5tuple", Some(7))] {
             let on = |path: &Path| Input::Capture { path: path.to_path_buf(), in_port, strict: false };
             let (from_capture, from_hyf) = (topk_run(&on(&path), key), topk_run(&on(&out), key));
