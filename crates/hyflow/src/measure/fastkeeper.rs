@@ -360,6 +360,20 @@ impl<const B: usize> Bucket<B> {
         self.counters.iter().map(|&c| c as u64).sum()
     }
 
+    /// Whether this block's colliders may take the bucket by a burst: with
+    /// [`Extension::Burst`], they lead it by λ · max(1, count / blocks), so at least by λ.
+    #[inline]
+    fn may_burst(&self, ext: Extensions) -> bool {
+        ext.has(Extension::Burst) && self.balance <= -(LAMBDA as i16)
+    }
+
+    /// Whether a colliding packet may take the bucket: its owner was outvoted, or may be
+    /// burst out. Most collisions may not, and cost the owner only a point of balance.
+    #[inline]
+    fn may_change_hands(&self, ext: Extensions) -> bool {
+        self.bitmap & OUTVOTED != 0 || self.may_burst(ext)
+    }
+
     /// Gives the bucket to the flow of `fp`, with one packet (worth `weight` in the balance)
     /// in block counter `slot` and all ones in its bitmap.
     #[inline]
@@ -563,12 +577,11 @@ fn collide<const B: usize>(
     ext: Extensions,
     weight: i16,
 ) -> bool {
+    debug_assert!(bucket.may_change_hands(ext), "the caller decides the collisions that cannot take it");
     let guarded = ext.has(Extension::Guard) && bucket.bitmap & IN_HEAP != 0;
     let vote = bucket.bitmap & OUTVOTED != 0;
-    // A burst needs behind ≥ λ · max(1, count / blocks), so at least λ.
     let behind = (-(bucket.balance as i64)).max(0) as u64;
-    let may_burst = ext.has(Extension::Burst) && behind >= LAMBDA;
-    debug_assert!(vote || may_burst, "the caller decides the collisions that cannot take the bucket");
+    let may_burst = bucket.may_burst(ext);
     // The count is needed only to spare a top-k owner or to see a burst: most collisions
     // (against a large owner that leads its block, or a mouse's majority of zeros) decide
     // without summing the counters.
@@ -623,9 +636,7 @@ impl<const B: usize, const ALL_EXT: bool> Detector for FastKeeperBitmap<B, ALL_E
                     // its block by λ: they only cost the owner a point of balance, decided
                     // here without the call (a third of the packet's instructions before).
                     bucket.balance = bucket.balance.saturating_sub(1);
-                    let may_burst = ext.has(Extension::Burst) && bucket.balance <= -(LAMBDA as i16);
-                    (bucket.bitmap & OUTVOTED != 0 || may_burst)
-                        && collide(bucket, fp, slot, admission, ext, weight)
+                    bucket.may_change_hands(ext) && collide(bucket, fp, slot, admission, ext, weight)
                 }
             };
             if owns {
